@@ -1,0 +1,32 @@
+"""evoduet_graph: EvoDuet — LLM-driven evolutionary program search whose solutions and
+web-search queries co-evolve, as LangGraph state machines.
+
+Public API::
+
+    from evoduet_graph import run, load_task, EvoDuetConfig
+    result = run("tasks/circle_packing_26", EvoDuetConfig(iterations=5))
+    print(result.best_score, result.ndg)
+"""
+
+from evoduet_graph.api import RunError, RunResult, build_context, build_graph, resume, run
+from evoduet_graph.config import ConfigError, EvoDuetConfig, load_config
+from evoduet_graph.context import Context
+from evoduet_graph.task import Task, TaskError, load_task
+
+__all__ = [
+    "ConfigError",
+    "Context",
+    "EvoDuetConfig",
+    "RunError",
+    "RunResult",
+    "Task",
+    "TaskError",
+    "build_context",
+    "build_graph",
+    "load_config",
+    "load_task",
+    "resume",
+    "run",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,330 @@
+"""Python API: `run`, `resume`, `build_graph`, `build_context` (DESIGN.md §2).
+
+A run directory holds everything needed to inspect or resume a run::
+
+    <run_dir>/config.yaml         the full EvoDuetConfig
+    <run_dir>/run.json            task folder, thread id, versions
+    <run_dir>/checkpoints.sqlite  LangGraph SqliteSaver (WAL, synchronous=NORMAL)
+    <run_dir>/programs.sqlite     program store (source, metrics, evaluations, population)
+    <run_dir>/events.jsonl        one event per node execution
+    <run_dir>/best_program.py     best program so far
+    <run_dir>/best_program.json   its metrics, iteration, NDG and parent chain
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import StateGraph
+
+from evoduet_graph.config import ConfigError, EvoDuetConfig, load_config
+from evoduet_graph.context import Context
+from evoduet_graph.evaluation import Evaluator, SandboxEvaluator
+from evoduet_graph.events import EventLog, read_events
+from evoduet_graph.graphs.outer import NodeFn, build_outer_graph
+from evoduet_graph.llm.usage import UsageTracker
+from evoduet_graph.population import Population, make_population
+from evoduet_graph.store import ProgramStore
+from evoduet_graph.task import Task, load_task
+
+RUN_FILE = "run.json"
+THREAD_ID = "evoduet"
+
+ProgressFn = Callable[[str, dict[str, Any]], None]
+"""Called after every node with ``(node_name, update)``; used by the CLI's progress display."""
+
+
+class RunError(RuntimeError):
+    """A run cannot start or resume (bad run directory, unavailable backend, ...)."""
+
+
+@dataclass
+class RunResult:
+    """Outcome of `run` / `resume`.
+
+    Attributes:
+        best_score: fitness of the best program (internal higher-is-better scale).
+        best_program: its source code.
+        best_id: its id in the program store.
+        best_metrics: its evaluator metrics.
+        metric_value: the task's reported metric (e.g. sum of radii) of the best program.
+        ndg: Normalized Discovery Gain in percent, when the task declares reference scores.
+        iterations: iterations completed.
+        stop_reason: why the run stopped early, else None.
+        history: one dict per completed iteration: ``iteration``, ``best_score``,
+            ``gate_decision``, ``candidates`` (id, status, score, valid, error).
+        run_dir: the run directory.
+    """
+
+    best_score: float | None
+    best_program: str
+    best_id: str | None
+    best_metrics: dict[str, float]
+    metric_value: float | None
+    ndg: float | None
+    iterations: int
+    stop_reason: str | None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    run_dir: Path | None = None
+
+
+def build_graph(nodes: dict[str, NodeFn] | None = None) -> StateGraph:
+    """The uncompiled outer graph; see `evoduet_graph.graphs.outer.build_outer_graph`."""
+    return build_outer_graph(nodes)
+
+
+def open_checkpointer(path: str | Path) -> SqliteSaver:
+    """`SqliteSaver` on ``path`` with WAL and ``synchronous=NORMAL`` (DESIGN.md §3)."""
+    conn = sqlite3.connect(str(path), check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    saver = SqliteSaver(conn)
+    saver.setup()
+    return saver
+
+
+def _resolve_config(config: EvoDuetConfig | str | Path | dict[str, Any] | None) -> EvoDuetConfig:
+    if isinstance(config, EvoDuetConfig):
+        return config
+    if isinstance(config, dict):
+        return _from_dict(config)
+    return load_config(config)
+
+
+def _from_dict(data: dict[str, Any]) -> EvoDuetConfig:
+    try:
+        return EvoDuetConfig.model_validate(data)
+    except Exception as exc:  # pydantic ValidationError → our error type
+        raise ConfigError(f"invalid configuration: {exc}") from None
+
+
+def validate_setup(config: EvoDuetConfig) -> None:
+    """Fail at startup for configurations this build cannot run.
+
+    Raises:
+        ConfigError: a gate mode that can retrieve while no search backend is configured.
+    """
+    if config.gate.mode != "never" and config.retrieval.backend == "none":
+        raise ConfigError(
+            f"gate.mode={config.gate.mode!r} can decide to retrieve, but retrieval.backend is "
+            "'none': retrieval is not available. Use gate.mode=never (--gate never) or "
+            "configure a search backend"
+        )
+
+
+def build_context(
+    task: Task,
+    config: EvoDuetConfig,
+    run_dir: Path | None,
+    *,
+    llm: BaseChatModel | None = None,
+    evaluator: Evaluator | None = None,
+    searcher: Any | None = None,
+) -> Context:
+    """Assemble the runtime context for a run directory (``None``: in memory).
+
+    The population is restored from the program store's snapshot when one exists.
+
+    Raises:
+        LLMConfigError / LocalModelError: the chat model cannot be built.
+    """
+    store = ProgramStore(run_dir / "programs.sqlite" if run_dir else ":memory:")
+    population: Population = make_population(
+        config.population, seed=config.seed, get_code=store.get_code
+    )
+    snapshot = store.load_population()
+    if snapshot is not None:
+        population = type(population).from_dict(snapshot[1], config.population, store.get_code)
+    if llm is None:
+        from evoduet_graph.llm import make_chat_model
+
+        llm = make_chat_model(config.llm)
+    if evaluator is None:
+        evaluator = SandboxEvaluator.from_config(task, config.evaluation)
+    return Context(
+        task=task,
+        config=config,
+        llm=llm,
+        evaluator=evaluator,
+        store=store,
+        population=population,
+        events=EventLog(run_dir / "events.jsonl" if run_dir else None),
+        callbacks=[UsageTracker()],
+        run_dir=run_dir,
+        searcher=searcher,
+    )
+
+
+def _default_run_dir(task: Task) -> Path:
+    return Path("runs") / f"{task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def run(
+    task: Task | str | Path,
+    config: EvoDuetConfig | str | Path | dict[str, Any] | None = None,
+    *,
+    llm: BaseChatModel | None = None,
+    evaluator: Evaluator | None = None,
+    checkpointer: BaseCheckpointSaver | None = None,
+    run_dir: str | Path | None = None,
+    iterations: int | None = None,
+    progress: ProgressFn | None = None,
+    nodes: dict[str, NodeFn] | None = None,
+) -> RunResult:
+    """Run (or continue) an EvoDuet search on a task.
+
+    Args:
+        task: a `Task` or the path of an OpenEvolve task folder.
+        config: an `EvoDuetConfig`, a YAML path, a dict, or None for the defaults.
+        llm: a LangChain chat model; default: built from ``config.llm`` (``local``: embedded).
+        evaluator: default: the sandboxed evaluator of the task.
+        checkpointer: default: `SqliteSaver` on ``<run_dir>/checkpoints.sqlite``.
+        run_dir: default ``runs/<task>-<timestamp>``; an existing run directory continues
+            its run (same thread), up to ``iterations`` total iterations.
+        iterations: total iterations; default ``config.iterations``.
+        progress: callback ``(node, update)`` after every node.
+        nodes: node replacements (ablations), as in `build_outer_graph`.
+
+    Returns:
+        `RunResult` with the best program and the per-iteration history.
+
+    Raises:
+        TaskError: malformed task folder. ConfigError: invalid or unavailable configuration.
+        LLMConfigError / LocalModelError: the model cannot be built.
+    """
+    task = task if isinstance(task, Task) else load_task(task)
+    cfg = _resolve_config(config)
+    if iterations is not None:
+        cfg = cfg.with_overrides({"iterations": iterations})
+    validate_setup(cfg)
+    rdir = Path(run_dir) if run_dir is not None else _default_run_dir(task)
+    rdir.mkdir(parents=True, exist_ok=True)
+    rdir = rdir.resolve()
+    (rdir / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
+    (rdir / RUN_FILE).write_text(
+        json.dumps({"task_dir": str(task.path), "thread_id": THREAD_ID}, indent=2),
+        encoding="utf-8",
+    )
+    with ExitStack() as stack:
+        ctx = build_context(task, cfg, rdir, llm=llm, evaluator=evaluator)
+        stack.callback(ctx.store.close)
+        if checkpointer is None:
+            checkpointer = open_checkpointer(rdir / "checkpoints.sqlite")
+            stack.callback(checkpointer.conn.close)
+        graph = build_outer_graph(nodes).compile(checkpointer=checkpointer)
+        thread = {
+            "configurable": {"thread_id": THREAD_ID},
+            "recursion_limit": 20 * cfg.iterations + 100,
+        }
+        snapshot = graph.get_state(thread)
+        resuming = bool(snapshot.next)
+        ctx.events.emit(
+            "run_start",
+            task=task.name,
+            iterations=cfg.iterations,
+            model=cfg.llm.model if llm is None else type(llm).__name__,
+            resumed=resuming,
+        )
+        graph_input = None if resuming else {"max_iterations": cfg.iterations}
+        if resuming and snapshot.values.get("max_iterations") != cfg.iterations:
+            graph.update_state(thread, {"max_iterations": cfg.iterations})
+        for chunk in graph.stream(graph_input, thread, context=ctx, stream_mode="updates"):
+            if progress is None:
+                continue
+            for node, update in chunk.items():
+                progress(node, update if isinstance(update, dict) else {})
+        final = graph.get_state(thread).values
+        ctx.events.emit(
+            "run_end",
+            iterations=final.get("iteration", 0),
+            best_score=final.get("best_score"),
+            stop_reason=final.get("stop_reason"),
+        )
+        return _result(ctx, final, rdir)
+
+
+def resume(
+    run_dir: str | Path,
+    *,
+    llm: BaseChatModel | None = None,
+    evaluator: Evaluator | None = None,
+    iterations: int | None = None,
+    progress: ProgressFn | None = None,
+) -> RunResult:
+    """Continue a run from its last checkpoint with the configuration it was started with.
+
+    Raises:
+        RunError: ``run_dir`` is not a run directory (no ``run.json`` / ``config.yaml``).
+    """
+    rdir = Path(run_dir)
+    if not (rdir / RUN_FILE).is_file() or not (rdir / "config.yaml").is_file():
+        raise RunError(f"{rdir} is not an evoduet run directory (no {RUN_FILE} / config.yaml)")
+    meta = json.loads((rdir / RUN_FILE).read_text(encoding="utf-8"))
+    return run(
+        meta["task_dir"],
+        rdir / "config.yaml",
+        llm=llm,
+        evaluator=evaluator,
+        run_dir=rdir,
+        iterations=iterations,
+        progress=progress,
+    )
+
+
+def history_from_events(events_path: Path) -> list[dict[str, Any]]:
+    """Per-iteration history rebuilt from ``events.jsonl`` (latest record per iteration)."""
+    by_iter: dict[int, dict[str, Any]] = {}
+    for ev in read_events(events_path):
+        if ev.get("event") != "node" or not isinstance(ev.get("iteration"), int):
+            continue
+        entry = by_iter.setdefault(ev["iteration"], {"iteration": ev["iteration"]})
+        if ev.get("node") == "gate" and "gate_decision" in ev:
+            entry["gate_decision"] = ev["gate_decision"]
+        if ev.get("node") == "evaluate" and "candidates" in ev:
+            entry["candidates"] = ev["candidates"]
+        if ev.get("node") == "record":
+            entry["recorded"] = True
+            if "best_score" in ev:
+                entry["new_best"] = ev["best_score"]
+    history, best = [], None
+    for it in sorted(by_iter):
+        entry = by_iter[it]
+        if it == 0 or not entry.pop("recorded", False):
+            continue
+        best = entry.pop("new_best", best)
+        entry["best_score"] = best
+        history.append(entry)
+    return history
+
+
+def _result(ctx: Context, final: dict[str, Any], rdir: Path) -> RunResult:
+    best_id = final.get("best_id")
+    row = ctx.store.get_program(best_id) if best_id else None
+    metric_value = ctx.task.metric_value(row.metrics) if row else None
+    history = history_from_events(rdir / "events.jsonl")
+    initial = final.get("initial_score")
+    for entry in history:
+        if entry.get("best_score") is None:
+            entry["best_score"] = initial
+    return RunResult(
+        best_score=final.get("best_score"),
+        best_program=(row.code or "") if row else "",
+        best_id=best_id,
+        best_metrics=row.metrics if row else {},
+        metric_value=metric_value,
+        ndg=ctx.task.ndg(metric_value) if metric_value is not None else None,
+        iterations=final.get("iteration", 0),
+        stop_reason=final.get("stop_reason"),
+        history=history,
+        run_dir=rdir,
+    )

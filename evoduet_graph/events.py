@@ -1,0 +1,87 @@
+"""Run events: one JSON object per line in ``<run_dir>/events.jsonl`` (DESIGN.md §6).
+
+Every node execution appends one event with its wall time and LLM usage; nodes add their own
+fields (gate decision, candidate scores, ...). The file is append-only; a line torn by a killed
+process is skipped (and counted) when the log is read back.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+class EventLog:
+    """Thread-safe append-only JSONL event log.
+
+    Args:
+        path: the ``events.jsonl`` file, or None to keep events in memory only (tests).
+    """
+
+    def __init__(self, path: str | Path | None) -> None:
+        self.path = Path(path) if path is not None else None
+        self._lock = threading.Lock()
+        self._memory: list[dict[str, Any]] = []
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _repair_torn_tail(self.path)
+
+    def emit(self, event: str, **fields: Any) -> dict[str, Any]:
+        """Append one event ``{"event": event, "time": unix_s, **fields}`` and return it."""
+        record = _jsonable({"event": event, "time": round(time.time(), 3), **fields})
+        line = json.dumps(record, default=str)
+        with self._lock:
+            self._memory.append(record)
+            if self.path is not None:
+                with self.path.open("a", encoding="utf-8") as fh:
+                    fh.write(line + "\n")
+        return record
+
+    @property
+    def memory(self) -> list[dict[str, Any]]:
+        """Events emitted by this process (a copy)."""
+        with self._lock:
+            return list(self._memory)
+
+
+def _repair_torn_tail(path: Path) -> None:
+    """Terminate a last line left without a newline by a killed writer."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with path.open("rb+") as fh:
+        fh.seek(-1, 2)
+        if fh.read(1) != b"\n":
+            fh.write(b"\n")
+
+
+def read_events(path: str | Path) -> Iterator[dict[str, Any]]:
+    """Yield the events of a log, skipping lines that are not complete JSON objects."""
+    path = Path(path)
+    if not path.exists():
+        return
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict):
+                yield record

@@ -1,0 +1,158 @@
+"""``generate`` node: one LLM call that turns the parent into a child program.
+
+Runs once per ``Send("generate", GenerateInput)`` (N candidates in parallel). Builds the
+OpenEvolve-style mutation prompt (task instruction, parent program and metrics, top programs,
+inspirations, recent attempts with their errors, optional evidence block), asks for
+SEARCH/REPLACE diffs or a full rewrite, applies the answer to the parent and stores the child in
+the program store. A model error, garbage text or a diff that does not apply yields an
+``invalid``/``failed`` candidate whose reason the next prompt shows; it never stops the run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from evoduet_graph.context import Context
+from evoduet_graph.diffs import candidate_from_response, code_diff_summary
+from evoduet_graph.llm import invoke_text
+from evoduet_graph.nodes._common import context_of
+from evoduet_graph.prompting import (
+    AttemptView,
+    DocumentView,
+    ProgramView,
+    build_generation_messages,
+)
+from evoduet_graph.state import CandidateRecord, GenerateInput
+from evoduet_graph.store import ProgramRow, ProgramStore
+
+
+def candidate_id(iteration: int, index: int) -> str:
+    """Id of candidate ``index`` of ``iteration``: ``it00012-c3``."""
+    return f"it{iteration:05d}-c{index}"
+
+
+def program_view(store: ProgramStore, program_id: str) -> ProgramView:
+    """Prompt view of a stored program."""
+    row = store.get_program(program_id)
+    return ProgramView(
+        id=row.id,
+        code=row.code or "",
+        score=row.score if row.score is not None else 0.0,
+        metrics=row.metrics,
+        iteration=row.iteration,
+    )
+
+
+def recent_attempt_views(ctx: Context, iteration: int) -> list[AttemptView]:
+    """The last ``prompt.history_programs`` attempts before ``iteration``, oldest first."""
+    rows = ctx.store.recent_attempts(ctx.config.prompt.history_programs, iteration)
+    views = []
+    for row in reversed(rows):
+        summary = ""
+        if row.code is not None and row.parent_id and ctx.store.has_program(row.parent_id):
+            summary = code_diff_summary(ctx.store.get_code(row.parent_id), row.code)
+        parent_score = (
+            ctx.store.get_program(row.parent_id).score
+            if row.parent_id and ctx.store.has_program(row.parent_id)
+            else None
+        )
+        if not row.valid:
+            outcome = f"invalid: {row.error or row.status}"
+        elif parent_score is not None and row.score is not None and row.score > parent_score:
+            outcome = "improved"
+        else:
+            outcome = "no improvement"
+        views.append(
+            AttemptView(
+                iteration=row.iteration,
+                parent_id=row.parent_id or "",
+                outcome=outcome,
+                score=row.score,
+                error=row.error,
+                artifacts=row.artifacts,
+                diff_summary=summary,
+            )
+        )
+    return views
+
+
+def evidence_views(ctx: Context, payload: GenerateInput) -> list[DocumentView]:
+    """Evidence documents for the prompt; full text comes from the search database."""
+    docs = payload.get("documents") or []
+    if not docs:
+        return []
+    lookup = getattr(ctx.searcher, "document_text", None)
+    return [
+        DocumentView(
+            id=d["id"],
+            title=d["title"],
+            url=d["url"],
+            content=lookup(d["id"]) if lookup else "",
+            predicted_score=d.get("predicted_score"),
+        )
+        for d in docs
+    ]
+
+
+def generate(payload: GenerateInput, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Generate candidate ``payload["index"]`` of ``payload["iteration"]``.
+
+    Returns:
+        ``{"candidates": [CandidateRecord]}`` with status ``generated`` (code stored),
+        ``invalid`` (no applicable code) or ``failed`` (the model call raised).
+    """
+    ctx = context_of(runtime)
+    iteration, index = payload["iteration"], payload["index"]
+    cid = candidate_id(iteration, index)
+    parent = ctx.store.get_program(payload["parent_id"])
+    parent_code = parent.code or ""
+    top_ids = [
+        pid for pid in ctx.population.top(ctx.config.prompt.num_top_programs + 1)
+        if pid != parent.id
+    ][: ctx.config.prompt.num_top_programs]
+    messages = build_generation_messages(
+        instruction=ctx.task.instruction,
+        parent=program_view(ctx.store, parent.id),
+        top=[program_view(ctx.store, pid) for pid in top_ids],
+        inspirations=[
+            program_view(ctx.store, pid) for pid in payload["inspiration_ids"] if pid != parent.id
+        ],
+        attempts=recent_attempt_views(ctx, iteration),
+        evidence=evidence_views(ctx, payload),
+        cfg=ctx.config.prompt,
+        metric_name=ctx.task.metric,
+        direction=ctx.task.direction,
+    )
+    row = ProgramRow(
+        id=cid,
+        code=None,
+        parent_id=parent.id,
+        iteration=iteration,
+        generation=parent.generation + 1,
+        kind="none",
+        status="failed",
+    )
+    try:
+        text, _ = invoke_text(ctx.llm, messages, config=ctx.llm_config("generate"))
+    except Exception as exc:  # noqa: BLE001 - a model fault fails this candidate only
+        row.error = f"LLM call failed: {type(exc).__name__}: {exc}"[:500]
+    else:
+        cand = candidate_from_response(
+            parent_code,
+            text,
+            diff_based=ctx.config.prompt.diff_based,
+            restrict_to_evolve_blocks=ctx.task.has_evolve_blocks,
+        )
+        row.kind = cand.kind
+        if cand.code is not None and cand.error is None:
+            row.code, row.status = cand.code, "generated"
+        else:
+            row.status, row.error = "invalid", cand.error or "no code in the response"
+            row.artifacts = {"llm_response_head": text[:600]}
+    ctx.store.put_program(row)
+    record = CandidateRecord(
+        id=cid, index=index, status=row.status, score=None, valid=False, error=row.error
+    )
+    return {"candidates": [record]}

@@ -1,0 +1,100 @@
+"""``initialize`` node: evaluate the initial program and seed the population (once per run).
+
+Idempotent: the evaluation is cached in the program store and the population add is skipped
+when the initial program is already there, so a run killed inside this node, or a finished run
+extended with more iterations, never evaluates it again. Source: OpenEvolve's controller adds
+the evaluated initial program to the database before the first iteration.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from evoduet_graph.context import Context
+from evoduet_graph.nodes._common import context_of
+from evoduet_graph.population import ProgramEntry
+from evoduet_graph.results import write_best
+from evoduet_graph.state import OuterState
+from evoduet_graph.store import ProgramRow
+
+INITIAL_ID = "initial"
+
+
+def _seed_population(ctx: Context) -> ProgramRow:
+    code = ctx.task.initial_program
+    if ctx.store.has_program(INITIAL_ID):
+        row = ctx.store.get_program(INITIAL_ID)
+    else:
+        outcome = ctx.store.cached_evaluation(code)
+        if outcome is None:
+            outcome = ctx.evaluator.evaluate(code, program_id=INITIAL_ID)
+            ctx.store.put_evaluation(code, outcome)
+        row = ProgramRow(
+            id=INITIAL_ID,
+            code=code,
+            parent_id=None,
+            iteration=0,
+            kind="initial",
+            status="evaluated",
+            score=outcome.score,
+            valid=outcome.valid,
+            metrics=outcome.metrics,
+            artifacts=outcome.artifacts,
+            error=outcome.error,
+        )
+        ctx.store.put_program(row)
+        if not outcome.valid:
+            ctx.events.emit(
+                "warning",
+                node="initialize",
+                message=f"the initial program fails its evaluator: {outcome.error}",
+            )
+    if INITIAL_ID not in ctx.population:
+        ctx.population.add(
+            ProgramEntry(
+                id=INITIAL_ID,
+                score=row.score or 0.0,
+                metrics=row.metrics,
+                iteration=0,
+                parent_id=None,
+                generation=0,
+                code_length=len(code),
+                island=None,
+            ),
+            code,
+            iteration=0,
+        )
+        ctx.store.save_population(0, ctx.population.to_dict())
+    return row
+
+
+def initialize(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Seed the run.
+
+    Returns:
+        ``max_iterations`` (input or config) and a cleared ``stop_reason`` (a stopped run
+        that is resumed starts counting failures again); on a new thread also ``iteration=0``,
+        ``best_id``/``best_score``/``initial_score`` of the initial program and zeroed counters.
+    """
+    ctx = context_of(runtime)
+    update: dict[str, Any] = {
+        "max_iterations": state.get("max_iterations", ctx.config.iterations),
+        "stop_reason": None,
+        "consecutive_failures": 0,
+    }
+    row = _seed_population(ctx)
+    if state.get("best_id") is not None:
+        return update
+    write_best(ctx, INITIAL_ID)
+    update.update(
+        iteration=0,
+        best_id=INITIAL_ID,
+        best_score=row.score,
+        initial_score=row.score,
+        last_improvement_iteration=0,
+        knowledge_state=None,
+        documents=[],
+    )
+    return update

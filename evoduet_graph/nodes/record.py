@@ -1,0 +1,71 @@
+"""``record`` node: end an iteration.
+
+Adds the best valid candidate of the N to the population (idempotent: a resumed run that
+re-enters ``record`` does not add it twice), saves the population snapshot, updates the global
+best (``best_program.py`` / ``best_program.json`` in the run directory) and the failure counter
+that stops a run whose every iteration fails (``max_consecutive_failures``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from evoduet_graph.context import Context
+from evoduet_graph.nodes._common import context_of
+from evoduet_graph.population import ProgramEntry
+from evoduet_graph.state import OuterState
+from evoduet_graph.results import write_best
+
+
+def record(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Commit the iteration's outcome.
+
+    Returns:
+        ``best_id``, ``best_score``, ``last_improvement_iteration``, ``consecutive_failures``
+        and ``stop_reason`` (set when ``max_consecutive_failures`` is reached).
+    """
+    ctx = context_of(runtime)
+    iteration = state["iteration"]
+    valid = [c for c in state.get("candidates", []) if c["status"] == "evaluated" and c["valid"]]
+    update: dict[str, Any] = {}
+    if valid:
+        best = max(valid, key=lambda c: (c["score"], -c["index"]))
+        row = ctx.store.get_program(best["id"])
+        if best["id"] not in ctx.population:
+            ctx.population.add(
+                ProgramEntry(
+                    id=row.id,
+                    score=row.score if row.score is not None else 0.0,
+                    metrics=row.metrics,
+                    iteration=iteration,
+                    parent_id=row.parent_id,
+                    generation=row.generation,
+                    code_length=len(row.code or ""),
+                    island=state.get("island"),
+                ),
+                row.code or "",
+                iteration=iteration,
+                island=state.get("island"),
+            )
+        update["consecutive_failures"] = 0
+        best_score = state.get("best_score")
+        if best_score is None or best["score"] > best_score:
+            update.update(
+                best_id=best["id"],
+                best_score=best["score"],
+                last_improvement_iteration=iteration,
+            )
+            write_best(ctx, best["id"])
+    else:
+        failures = state.get("consecutive_failures", 0) + 1
+        update["consecutive_failures"] = failures
+        if failures >= ctx.config.max_consecutive_failures:
+            update["stop_reason"] = (
+                f"{failures} consecutive iterations without a valid candidate "
+                f"(max_consecutive_failures={ctx.config.max_consecutive_failures}); "
+                "see the errors in events.jsonl, fix the model or task, then `evoduet resume`"
+            )
+    ctx.store.save_population(iteration, ctx.population.to_dict())
+    return update

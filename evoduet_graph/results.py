@@ -1,0 +1,53 @@
+"""Result files of a run directory: ``best_program.py`` and ``best_program.json``."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from evoduet_graph.context import Context
+from evoduet_graph.store import ProgramStore
+
+
+def lineage(store: ProgramStore, program_id: str) -> list[dict[str, Any]]:
+    """Parent chain of a program, from the initial program to ``program_id``.
+
+    Returns:
+        ``[{"id", "iteration", "score"}, ...]`` oldest first.
+    """
+    chain = []
+    seen = set()
+    current: str | None = program_id
+    while current is not None and current not in seen and store.has_program(current):
+        seen.add(current)
+        row = store.get_program(current)
+        chain.append({"id": row.id, "iteration": row.iteration, "score": row.score})
+        current = row.parent_id
+    return list(reversed(chain))
+
+
+def write_best(ctx: Context, program_id: str) -> None:
+    """Write ``best_program.py`` and ``best_program.json`` atomically into the run directory."""
+    if ctx.run_dir is None:
+        return
+    row = ctx.store.get_program(program_id)
+    metric_value = ctx.task.metric_value(row.metrics)
+    info = {
+        "id": row.id,
+        "iteration": row.iteration,
+        "score": row.score,
+        "metric": ctx.task.metric,
+        "metric_value": metric_value,
+        "direction": ctx.task.direction,
+        "ndg": ctx.task.ndg(metric_value) if metric_value is not None else None,
+        "metrics": row.metrics,
+        "parent_chain": lineage(ctx.store, row.id),
+    }
+    for name, text in (
+        ("best_program.py", row.code or ""),
+        ("best_program.json", json.dumps(info, indent=2)),
+    ):
+        tmp = ctx.run_dir / f".{name}.tmp"
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, ctx.run_dir / name)
