@@ -34,6 +34,8 @@ from evoduet_graph.events import EventLog, read_events
 from evoduet_graph.graphs.outer import NodeFn, build_outer_graph
 from evoduet_graph.llm.usage import UsageTracker
 from evoduet_graph.population import Population, make_population
+from evoduet_graph.search import Searcher, SearchUnavailableError, make_searcher
+from evoduet_graph.search.database import SearchDatabase
 from evoduet_graph.store import ProgramStore
 from evoduet_graph.task import Task, load_task
 
@@ -108,18 +110,42 @@ def _from_dict(data: dict[str, Any]) -> EvoDuetConfig:
         raise ConfigError(f"invalid configuration: {exc}") from None
 
 
+def can_retrieve(config: EvoDuetConfig) -> bool:
+    """Whether the gate mode can ever decide ``retrieve`` / ``look-up``."""
+    return config.gate.mode != "never"
+
+
 def validate_setup(config: EvoDuetConfig) -> None:
     """Fail at startup for configurations this build cannot run.
 
     Raises:
         ConfigError: a gate mode that can retrieve while no search backend is configured.
     """
-    if config.gate.mode != "never" and config.retrieval.backend == "none":
+    if can_retrieve(config) and config.retrieval.backend == "none":
         raise ConfigError(
             f"gate.mode={config.gate.mode!r} can decide to retrieve, but retrieval.backend is "
             "'none': retrieval is not available. Use gate.mode=never (--gate never) or "
-            "configure a search backend"
+            "configure a search backend (retrieval.backend: offline | tavily)"
         )
+
+
+def make_checked_searcher(task: Task, config: EvoDuetConfig) -> Searcher | None:
+    """The configured search backend after its preflight, or None when the gate never
+    retrieves (DESIGN.md §4: a run configured to retrieve fails at startup when its backend is
+    unusable — never a silent closed-world run).
+
+    Raises:
+        ConfigError: the backend is unusable (no key, empty corpus, ...), with its reason.
+    """
+    validate_setup(config)
+    if not can_retrieve(config):
+        return None
+    searcher = make_searcher(config.retrieval, task_dir=task.path)
+    try:
+        searcher.preflight()
+    except SearchUnavailableError as exc:
+        raise ConfigError(f"search backend {config.retrieval.backend!r} unavailable: {exc}") from None
+    return searcher
 
 
 def build_context(
@@ -129,15 +155,20 @@ def build_context(
     *,
     llm: BaseChatModel | None = None,
     evaluator: Evaluator | None = None,
-    searcher: Any | None = None,
+    searcher: Searcher | None = None,
 ) -> Context:
     """Assemble the runtime context for a run directory (``None``: in memory).
 
-    The population is restored from the program store's snapshot when one exists.
+    The population is restored from the program store's snapshot and the search database
+    from ``search_database.jsonl`` when they exist. ``searcher`` defaults to the configured
+    backend (checked by its preflight) when the gate can retrieve.
 
     Raises:
         LLMConfigError / LocalModelError: the chat model cannot be built.
+        ConfigError: the gate can retrieve but the search backend is unusable.
     """
+    if searcher is None:
+        searcher = make_checked_searcher(task, config)
     store = ProgramStore(run_dir / "programs.sqlite" if run_dir else ":memory:")
     population: Population = make_population(
         config.population, seed=config.seed, get_code=store.get_code
@@ -162,6 +193,7 @@ def build_context(
         callbacks=[UsageTracker()],
         run_dir=run_dir,
         searcher=searcher,
+        search_db=SearchDatabase(run_dir / "search_database.jsonl" if run_dir else None),
     )
 
 
@@ -180,6 +212,7 @@ def run(
     iterations: int | None = None,
     progress: ProgressFn | None = None,
     nodes: dict[str, NodeFn] | None = None,
+    searcher: Searcher | None = None,
 ) -> RunResult:
     """Run (or continue) an EvoDuet search on a task.
 
@@ -194,6 +227,8 @@ def run(
         iterations: total iterations; default ``config.iterations``.
         progress: callback ``(node, update)`` after every node.
         nodes: node replacements (ablations), as in `build_outer_graph`.
+        searcher: search backend; default: ``config.retrieval.backend`` when the gate can
+            retrieve (its preflight runs before the first iteration).
 
     Returns:
         `RunResult` with the best program and the per-iteration history.
@@ -207,6 +242,8 @@ def run(
     if iterations is not None:
         cfg = cfg.with_overrides({"iterations": iterations})
     validate_setup(cfg)
+    if searcher is None:
+        searcher = make_checked_searcher(task, cfg)
     rdir = Path(run_dir) if run_dir is not None else _default_run_dir(task)
     rdir.mkdir(parents=True, exist_ok=True)
     rdir = rdir.resolve()
@@ -216,7 +253,7 @@ def run(
         encoding="utf-8",
     )
     with ExitStack() as stack:
-        ctx = build_context(task, cfg, rdir, llm=llm, evaluator=evaluator)
+        ctx = build_context(task, cfg, rdir, llm=llm, evaluator=evaluator, searcher=searcher)
         stack.callback(ctx.store.close)
         if checkpointer is None:
             checkpointer = open_checkpointer(rdir / "checkpoints.sqlite")

@@ -114,14 +114,40 @@ class EvaluationConfig(_Section):
 class RetrievalConfig(_Section):
     """World-knowledge layer (DESIGN.md §1); used when the gate can retrieve."""
 
-    backend: Literal["none", "tavily", "offline"] = "none"
+    backend: Literal["none", "tavily", "offline"] = Field(
+        "offline",
+        description="Search backend: `offline` (BM25 over the task's docs/, --corpus folders "
+        "and numpy/scipy API docs), `tavily` (needs TAVILY_API_KEY), `none`.",
+    )
     corpus: list[str] = Field(default_factory=list, description="Extra offline corpus folders.")
     inner_rounds: int = Field(3, ge=1, description="R: query-evolution rounds.")
     queries_per_round: int = Field(1, ge=1, description="Q: queries per round.")
     results_per_query: int = Field(5, ge=1)
     top_k: int = Field(3, ge=1, description="K: documents retained.")
-    select_policy: Literal["delta", "relevance_novelty", "recency", "full"] = "delta"
-    select_num: int = Field(5, ge=0)
+    select_policy: Literal["delta", "relevance_novelty", "recency", "full"] = Field(
+        "delta",
+        description="Which D_search records the gate and query constructor see: `delta` "
+        "(highest and lowest realised Δ), `relevance_novelty`, `recency`, `full`.",
+    )
+    select_num: int = Field(5, ge=0, description="How many D_search records are shown.")
+    query_evolution_steps: int | None = Field(
+        None,
+        ge=1,
+        description="Ablation: 1 = one search + LLM reranking, no reflection rounds "
+        "(overrides inner_rounds); None = inner_rounds.",
+    )
+    max_query_chars: int = Field(300, ge=10, description="Cap on a query's length.")
+    search_timeout_s: float = Field(30.0, gt=0, description="Per-query search timeout.")
+    search_retries: int = Field(2, ge=0, description="Retries (with backoff) per query.")
+    tavily_search_depth: Literal["basic", "advanced"] = "basic"
+    tavily_include_raw_content: bool = False
+    offline_include_pydoc: list[str] = Field(
+        default_factory=lambda: ["numpy", "scipy"],
+        description="Installed packages whose docstrings join the offline corpus.",
+    )
+    index_cache_dir: str | None = Field(
+        None, description="Offline index cache; default $EVODUET_CACHE_DIR/index."
+    )
 
 
 class EvoDuetConfig(_Section):
@@ -133,6 +159,12 @@ class EvoDuetConfig(_Section):
 
     iterations: int = Field(10, ge=0, description="Outer-loop iterations.")
     candidates: int = Field(1, ge=1, description="N: candidates generated per iteration.")
+    candidates_after_retrieval: int | None = Field(
+        None,
+        ge=1,
+        description="N after a retrieve / look-up decision (parallel mode: 8); None = "
+        "`candidates`.",
+    )
     seed: int = Field(42, description="Seed of parent selection and sampling.")
     max_consecutive_failures: int = Field(
         5, ge=1, description="Stop after this many iterations without any valid candidate."

@@ -37,6 +37,7 @@ class Context:
         callbacks: LangChain callback handlers passed to every LLM call (usage accounting).
         run_dir: the run directory, or None for in-memory runs.
         searcher: search backend of the world-knowledge layer (None: retrieval unavailable).
+        search_db: the search database D_search (documents, retrieval records, impacts).
     """
 
     task: Task
@@ -49,6 +50,7 @@ class Context:
     callbacks: list[BaseCallbackHandler] = field(default_factory=list)
     run_dir: Path | None = None
     searcher: Any | None = None
+    search_db: Any | None = None
 
     def llm_config(self, node: str) -> RunnableConfig:
         """RunnableConfig for an LLM call made by ``node`` (callbacks + tags)."""

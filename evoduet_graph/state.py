@@ -80,6 +80,8 @@ class OuterState(TypedDict, total=False):
         gate_decision: this iteration's decision.
         gate_reason: the gate's one-line reasoning.
         knowledge_state: the current knowledge state, or None before any gate call.
+        gate_document_ids: stored document ids named by a ``look-up`` decision.
+        evidence_record_id: the D_search record that fed this iteration (for Δ credit).
         documents: evidence retained for this iteration's prompt.
         candidates: this iteration's children (reducer: reset by ``select``).
         best_id: best program so far; best_score: its fitness.
@@ -97,6 +99,8 @@ class OuterState(TypedDict, total=False):
     gate_decision: GateDecision | None
     gate_reason: str
     knowledge_state: KnowledgeState | None
+    gate_document_ids: list[str]
+    evidence_record_id: str | None
     documents: list[DocumentRef]
     candidates: Annotated[list[CandidateRecord], merge_candidates]
     best_id: str | None
@@ -121,3 +125,45 @@ class GenerateInput(TypedDict):
     parent_id: str
     inspiration_ids: list[str]
     documents: list[DocumentRef]
+
+
+class RoundLog(TypedDict):
+    """One inner round as logged in the search database."""
+
+    round: int
+    queries: list[str]
+    results: list[DocumentRef]
+    retained: list[str]
+    errors: list[str]
+
+
+class InnerState(TypedDict, total=False):
+    """State of the inner (query-evolution) subgraph; shares no reducer key with the outer one.
+
+    Attributes:
+        iteration / parent_id / parent_score: the outer iteration this retrieval serves.
+        rounds: R, the number of rounds to run; round: the round in progress (0-based).
+        knowledge_state: the current knowledge state (updated by ``update_knowledge``).
+        pending_knowledge: the knowledge state returned by ``hypothetical_score``.
+        queries: this round's queries; query_history: every query issued so far.
+        pool: retained documents plus this round's new ones (deduplicated by id).
+        retained: the top-K documents by predicted child score.
+        round_logs: per-round log for the search database.
+        errors: search errors seen (the retrieval goes on without those results).
+    """
+
+    iteration: int
+    parent_id: str
+    parent_score: float
+    best_score: float | None
+    last_improvement_iteration: int
+    rounds: int
+    round: int
+    knowledge_state: KnowledgeState | None
+    pending_knowledge: KnowledgeState | None
+    queries: list[str]
+    query_history: list[str]
+    pool: list[DocumentRef]
+    retained: list[DocumentRef]
+    round_logs: list[RoundLog]
+    errors: list[str]

@@ -22,37 +22,34 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from evoduet_graph.context import Context
+from evoduet_graph.graphs.inner import build_inner_graph
 from evoduet_graph.graphs.instrument import instrument
 from evoduet_graph.nodes.evaluate import evaluate
 from evoduet_graph.nodes.gate import gate
 from evoduet_graph.nodes.generate import generate
 from evoduet_graph.nodes.initialize import initialize
+from evoduet_graph.nodes.look_up import look_up
 from evoduet_graph.nodes.record import record
+from evoduet_graph.nodes.retrieve import make_retrieve
 from evoduet_graph.nodes.select import select
 from evoduet_graph.state import GenerateInput, OuterInput, OuterState
 
 NodeFn = Callable[..., Any]
 
 
-def _knowledge_unavailable(name: str) -> NodeFn:
-    def node(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
-        raise RuntimeError(
-            f"gate decision {state.get('gate_decision')!r} needs the {name!r} node of the "
-            "world-knowledge layer, which this graph was built without"
-        )
+def default_nodes(inner_nodes: Mapping[str, NodeFn] | None = None) -> dict[str, NodeFn]:
+    """The node registry: name → node function. Copy and edit it to build an ablation.
 
-    node.__name__ = name
-    return node
-
-
-def default_nodes() -> dict[str, NodeFn]:
-    """The node registry: name → node function. Copy and edit it to build an ablation."""
+    Args:
+        inner_nodes: replacements for the inner loop's nodes (see `build_inner_graph`).
+    """
+    inner = build_inner_graph(inner_nodes).compile(name="query_evolution")
     return {
         "initialize": initialize,
         "select": select,
         "gate": gate,
-        "look_up": _knowledge_unavailable("look_up"),
-        "retrieve": _knowledge_unavailable("retrieve"),
+        "look_up": look_up,
+        "retrieve": make_retrieve(inner),
         "generate": generate,
         "evaluate": evaluate,
         "record": record,
@@ -60,9 +57,16 @@ def default_nodes() -> dict[str, NodeFn]:
 
 
 def fan_out(state: OuterState, runtime: Runtime[Context]) -> list[Send]:
-    """One ``Send("generate", GenerateInput)`` per candidate slot (N = ``config.candidates``)."""
+    """One ``Send("generate", GenerateInput)`` per candidate slot.
+
+    N is ``config.candidates``, or ``config.candidates_after_retrieval`` (when set) after a
+    ``retrieve`` / ``look-up`` decision (DESIGN.md §1 parallel mode).
+    """
     ctx = runtime.context
     n = ctx.config.candidates if ctx is not None else 1
+    after = ctx.config.candidates_after_retrieval if ctx is not None else None
+    if after is not None and state.get("gate_decision") in ("retrieve", "look-up"):
+        n = after
     return [
         Send(
             "generate",
@@ -103,12 +107,16 @@ def route_after_initialize(state: OuterState) -> str:
 
 
 def build_outer_graph(
-    nodes: Mapping[str, NodeFn] | None = None, *, instrumented: bool = True
+    nodes: Mapping[str, NodeFn] | None = None,
+    *,
+    inner_nodes: Mapping[str, NodeFn] | None = None,
+    instrumented: bool = True,
 ) -> StateGraph:
     """Build the uncompiled outer graph.
 
     Args:
         nodes: replacements for registry entries (unknown names raise ``KeyError``).
+        inner_nodes: replacements for the inner query-evolution nodes.
         instrumented: wrap each node so it writes a ``node`` event (wall time, LLM usage).
 
     Returns:
@@ -118,7 +126,7 @@ def build_outer_graph(
     Raises:
         KeyError: a replacement names a node that does not exist.
     """
-    registry = default_nodes()
+    registry = default_nodes(inner_nodes)
     for name, fn in (nodes or {}).items():
         if name not in registry:
             raise KeyError(f"unknown node {name!r}; known nodes: {sorted(registry)}")

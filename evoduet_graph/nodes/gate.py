@@ -6,7 +6,11 @@ stored documents (``look-up``) or runs the inner query-evolution loop (``retriev
 Rule-based ablation modes live here: ``never`` (always no-op), ``always`` (always retrieve),
 ``heuristic`` (retrieve with probability ``gate.retrieve_probability``, seeded per iteration)
 and ``stagnation`` (retrieve after ``gate.stagnation_patience`` iterations without a new best).
-The ``llm`` mode (knowledge-state gate) is provided by the world-knowledge layer.
+The ``llm`` mode is the method: one structured call (prompt ``gate.md``) sees the parent, the
+recent history and a selection of the search database (``retrieval.select_policy`` /
+``select_num``) and returns the knowledge state and the decision. Look-up ids that are not in
+the database are dropped; a look-up left without ids falls back to no-op (event
+``gate_lookup_fallback``); unusable model output falls back to no-op (event ``gate_fallback``).
 """
 
 from __future__ import annotations
@@ -17,6 +21,9 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
+from evoduet_graph.descriptor import history_text
+from evoduet_graph.knowledge import GateOutput, knowledge_text, render
+from evoduet_graph.llm import LLMCallError, structured_call
 from evoduet_graph.nodes._common import context_of
 from evoduet_graph.state import GateDecision, OuterState
 
@@ -45,12 +52,90 @@ def rule_decision(state: OuterState, ctx: Context) -> tuple[GateDecision, str]:
     raise ValueError(f"gate mode {gate.mode!r} is not rule-based")
 
 
+def gate_prompt(state: OuterState, ctx: Context) -> str:
+    """The gate's prompt text (``prompts/gate.md``) for this iteration."""
+    parent = ctx.store.get_program(state["parent_id"] or "")
+    retrieval = ctx.config.retrieval
+    database = "(empty)"
+    if ctx.search_db is not None and retrieval.select_num > 0:
+        unresolved = (state.get("knowledge_state") or {}).get("unresolved")
+        records = ctx.search_db.select(
+            retrieval.select_policy, retrieval.select_num, query_text=unresolved or None
+        )
+        database = ctx.search_db.render_for_prompt(records, max_chars=3000) or "(empty)"
+    return render(
+        "gate",
+        instruction=ctx.task.instruction[:2000],
+        parent_score=parent.score,
+        parent_code=(parent.code or "")[: ctx.config.prompt.max_program_chars],
+        parent_metrics=parent.metrics,
+        history=history_text(ctx, state.get("iteration", 0), ctx.config.prompt.history_programs),
+        database=database,
+        knowledge=knowledge_text(state.get("knowledge_state")),
+    )
+
+
+def llm_decision(state: OuterState, ctx: Context) -> dict[str, Any]:
+    """Run the knowledge-gap gate (``gate.mode == "llm"``) and validate its look-up ids."""
+    iteration = state.get("iteration", 0)
+    try:
+        result = structured_call(
+            ctx.llm,
+            gate_prompt(state, ctx),
+            GateOutput,
+            default=lambda: GateOutput(reasoning="fallback: the gate's reply was unusable"),
+            config=ctx.llm_config("gate"),
+        )
+    except LLMCallError as exc:
+        ctx.events.emit("gate_error", iteration=iteration, error=str(exc)[:500])
+        return {"gate_decision": "no-op", "gate_reason": f"gate call failed: {exc}"[:300]}
+    out = result.value
+    if result.used_default:
+        ctx.events.emit("gate_fallback", iteration=iteration, fallbacks=result.fallbacks)
+    decision: GateDecision = out.decision
+    ids: list[str] = []
+    if decision == "look-up":
+        known = ctx.search_db
+        ids = [i for i in dict.fromkeys(out.document_ids) if known and known.has_document(i)]
+        dropped = [i for i in out.document_ids if i not in ids]
+        if not ids:
+            decision = "no-op"
+        if dropped or not ids:
+            ctx.events.emit(
+                "gate_lookup_fallback" if not ids else "gate_invalid_ids",
+                iteration=iteration,
+                dropped_ids=dropped,
+            )
+    knowledge = out.as_state()
+    ctx.events.emit(
+        "gate_decision",
+        iteration=iteration,
+        decision=decision,
+        reasoning=out.reasoning,
+        knowledge_state=dict(knowledge),
+        document_ids=ids,
+        method=result.method,
+    )
+    return {
+        "gate_decision": decision,
+        "gate_reason": out.reasoning,
+        "knowledge_state": knowledge,
+        "gate_document_ids": ids,
+    }
+
+
 def gate(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Decide this iteration's knowledge action.
 
     Returns:
-        ``gate_decision`` and ``gate_reason``.
+        ``gate_decision`` and ``gate_reason``; in ``llm`` mode also ``knowledge_state`` and
+        ``gate_document_ids``.
+
+    Raises:
+        LLMCallError: the model endpoint failed (transport), not for bad output.
     """
     ctx = context_of(runtime)
+    if ctx.config.gate.mode == "llm":
+        return llm_decision(state, ctx)
     decision, reason = rule_decision(state, ctx)
     return {"gate_decision": decision, "gate_reason": reason}

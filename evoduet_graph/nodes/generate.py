@@ -83,7 +83,7 @@ def evidence_views(ctx: Context, payload: GenerateInput) -> list[DocumentView]:
     docs = payload.get("documents") or []
     if not docs:
         return []
-    lookup = getattr(ctx.searcher, "document_text", None)
+    lookup = ctx.search_db.document_text if ctx.search_db is not None else None
     return [
         DocumentView(
             id=d["id"],

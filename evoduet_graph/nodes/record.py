@@ -2,7 +2,8 @@
 
 Adds the best valid candidate of the N to the population (idempotent: a resumed run that
 re-enters ``record`` does not add it twice), saves the population snapshot, updates the global
-best (``best_program.py`` / ``best_program.json`` in the run directory) and the failure counter
+best (``best_program.py`` / ``best_program.json`` in the run directory), credits the
+realised Δ to the search-database record whose evidence fed the iteration, and the failure counter
 that stops a run whose every iteration fails (``max_consecutive_failures``).
 """
 
@@ -15,8 +16,50 @@ from langgraph.runtime import Runtime
 from evoduet_graph.context import Context
 from evoduet_graph.nodes._common import context_of
 from evoduet_graph.population import ProgramEntry
-from evoduet_graph.state import OuterState
+from evoduet_graph.search.database import Impact
+from evoduet_graph.state import CandidateRecord, OuterState
 from evoduet_graph.results import write_best
+
+
+def credit_evidence(ctx: Context, state: OuterState, valid: list[CandidateRecord]) -> None:
+    """Write the realised Δ = best valid child score − parent score onto the search-database
+    record that fed this iteration (``impacts``; idempotent per (record, iteration))."""
+    record_id = state.get("evidence_record_id")
+    if not record_id or ctx.search_db is None:
+        return
+    iteration = state["iteration"]
+    parent_score = ctx.store.get_program(state["parent_id"] or "").score
+    parent_score = float(parent_score or 0.0)
+    if valid:
+        child = max(c["score"] or 0.0 for c in valid)
+        delta = child - parent_score
+        outcome = "improved" if delta > 0 else "decreased" if delta < 0 else "unchanged"
+        impact = Impact(
+            iteration=iteration,
+            parent_score=parent_score,
+            child_score=child,
+            delta=delta,
+            outcome=outcome,
+        )
+    else:
+        impact = Impact(
+            iteration=iteration,
+            parent_score=parent_score,
+            child_score=None,
+            delta=None,
+            outcome="not_evaluated",
+        )
+    ctx.search_db.add_impact(record_id, impact)
+    ctx.events.emit(
+        "impact",
+        iteration=iteration,
+        record_id=record_id,
+        delta=impact.delta,
+        outcome=impact.outcome,
+        doc_ids=[d["id"] for d in state.get("documents", [])],
+        predicted=[d.get("predicted_score") for d in state.get("documents", [])],
+        realised=impact.child_score,
+    )
 
 
 def record(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -67,5 +110,6 @@ def record(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
                 f"(max_consecutive_failures={ctx.config.max_consecutive_failures}); "
                 "see the errors in events.jsonl, fix the model or task, then `evoduet resume`"
             )
+    credit_evidence(ctx, state, valid)
     ctx.store.save_population(iteration, ctx.population.to_dict())
     return update

@@ -35,6 +35,8 @@ def select(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
         "island": sample.island,
         "candidates": None,
         "documents": [],
+        "gate_document_ids": [],
+        "evidence_record_id": None,
         "gate_decision": None,
         "gate_reason": "",
     }

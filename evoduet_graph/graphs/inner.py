@@ -1,0 +1,66 @@
+"""The inner (query-evolution) loop as a LangGraph ``StateGraph`` (DESIGN.md §1, paper §3.3).
+
+::
+
+    START → construct_query → search → hypothetical_score → update_knowledge
+                  ↑                                               │
+                  └──────────── round < R ────────────────────────┘ → END
+
+R is ``retrieval.inner_rounds`` (``retrieval.query_evolution_steps`` overrides it: 1 = one
+search with LLM reranking and no reflection rounds). No candidate is generated or evaluated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from langgraph.graph import END, START, StateGraph
+
+from evoduet_graph.context import Context
+from evoduet_graph.graphs.instrument import instrument
+from evoduet_graph.nodes.construct_query import construct_query
+from evoduet_graph.nodes.hypothetical_score import hypothetical_score
+from evoduet_graph.nodes.search import search
+from evoduet_graph.nodes.update_knowledge import update_knowledge
+from evoduet_graph.state import InnerState
+
+INNER_NODES = ("construct_query", "search", "hypothetical_score", "update_knowledge")
+
+
+def default_inner_nodes() -> dict[str, object]:
+    """The inner node registry: name → node function."""
+    return {
+        "construct_query": construct_query,
+        "search": search,
+        "hypothetical_score": hypothetical_score,
+        "update_knowledge": update_knowledge,
+    }
+
+
+def route_after_round(state: InnerState) -> str:
+    """Another round while ``round < rounds``."""
+    return "construct_query" if state.get("round", 0) < state.get("rounds", 1) else END
+
+
+def build_inner_graph(
+    nodes: Mapping[str, object] | None = None, *, instrumented: bool = True
+) -> StateGraph:
+    """Build the uncompiled inner graph over `InnerState` with ``context_schema=Context``.
+
+    Raises:
+        KeyError: a replacement names an unknown node.
+    """
+    registry = default_inner_nodes()
+    for name, fn in (nodes or {}).items():
+        if name not in registry:
+            raise KeyError(f"unknown inner node {name!r}; known nodes: {sorted(registry)}")
+        registry[name] = fn
+    graph = StateGraph(InnerState, context_schema=Context)
+    for name, fn in registry.items():
+        graph.add_node(name, instrument(name, fn) if instrumented else fn)  # type: ignore[arg-type]
+    graph.add_edge(START, "construct_query")
+    graph.add_edge("construct_query", "search")
+    graph.add_edge("search", "hypothetical_score")
+    graph.add_edge("hypothetical_score", "update_knowledge")
+    graph.add_conditional_edges("update_knowledge", route_after_round, ["construct_query", END])
+    return graph

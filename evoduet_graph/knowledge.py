@@ -1,0 +1,158 @@
+"""Structured-output schemas and prompt rendering of the world-knowledge layer (paper §3.2-3.3).
+
+The gate, ``construct_query`` and ``hypothetical_score`` nodes ask the model for JSON objects of
+these pydantic schemas through `evoduet_graph.llm.structured_call`; garbage output degrades to
+the documented defaults, never to a crash.
+"""
+
+from __future__ import annotations
+
+import re
+from string import Template
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from evoduet_graph.prompts import load_prompt
+from evoduet_graph.state import DocumentRef, KnowledgeState
+
+_DECISIONS = {
+    "no-op": "no-op",
+    "noop": "no-op",
+    "no_op": "no-op",
+    "none": "no-op",
+    "look-up": "look-up",
+    "lookup": "look-up",
+    "look_up": "look-up",
+    "retrieve": "retrieve",
+    "search": "retrieve",
+}
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return "; ".join(str(v) for v in value)
+    return str(value)
+
+
+class KnowledgeFields(BaseModel):
+    """The knowledge state (paper §3.2): known / established / unresolved, free text."""
+
+    known: str = ""
+    established: str = ""
+    unresolved: str = ""
+
+    @field_validator("known", "established", "unresolved", mode="before")
+    @classmethod
+    def _coerce(cls, value: Any) -> str:
+        return _text(value)[:2000]
+
+    def as_state(self) -> KnowledgeState:
+        return KnowledgeState(
+            known=self.known, established=self.established, unresolved=self.unresolved
+        )
+
+
+class GateOutput(KnowledgeFields):
+    """The gate's structured answer. Decision spellings like ``lookup`` are normalised."""
+
+    decision: Literal["no-op", "look-up", "retrieve"] = "no-op"
+    reasoning: str = ""
+    document_ids: list[str] = Field(default_factory=list)
+
+    @field_validator("decision", mode="before")
+    @classmethod
+    def _decision(cls, value: Any) -> str:
+        key = str(value).strip().lower().replace(" ", "-")
+        if key not in _DECISIONS:
+            raise ValueError(f"decision must be no-op, look-up or retrieve, got {value!r}")
+        return _DECISIONS[key]
+
+    @field_validator("reasoning", mode="before")
+    @classmethod
+    def _reasoning(cls, value: Any) -> str:
+        return _text(value)[:500]
+
+    @field_validator("document_ids", mode="before")
+    @classmethod
+    def _ids(cls, value: Any) -> list[str]:
+        if value is None:
+            return []
+        if isinstance(value, str):
+            value = re.split(r"[,\s]+", value)
+        return [str(v).strip() for v in value if str(v).strip()]
+
+
+class QueryPlan(BaseModel):
+    """``construct_query`` output: the round's search queries."""
+
+    queries: list[str] = Field(default_factory=list)
+
+    @field_validator("queries", mode="before")
+    @classmethod
+    def _queries(cls, value: Any) -> list[str]:
+        if isinstance(value, str):
+            value = [value]
+        return [str(v) for v in (value or []) if str(v).strip()]
+
+
+class DocumentScore(BaseModel):
+    doc_id: str
+    predicted_score: float
+
+
+class DocumentScores(KnowledgeFields):
+    """``hypothetical_score`` output: a predicted child score per document + knowledge state."""
+
+    scores: list[DocumentScore] = Field(default_factory=list)
+
+
+def render(name: str, **values: Any) -> str:
+    """Fill prompt template ``name`` (``string.Template`` syntax, see `evoduet_graph.prompts`)."""
+    return Template(load_prompt(name)).safe_substitute({k: str(v) for k, v in values.items()})
+
+
+def knowledge_text(state: KnowledgeState | None) -> str:
+    """The knowledge state as three labelled lines ("(none yet)" before the first gate call)."""
+    if not state:
+        return "(none yet)"
+    return (
+        f"known: {state.get('known') or '-'}\n"
+        f"established: {state.get('established') or '-'}\n"
+        f"unresolved: {state.get('unresolved') or '-'}"
+    )
+
+
+_FENCE = re.compile(r"`{3,}|~{3,}|</?\s*(?:document|evidence)[^>]*>", re.IGNORECASE)
+
+
+def neutralize(text: str) -> str:
+    """Make untrusted text unable to close a prompt section: code fences and document/evidence
+    tags inside it are replaced by inert placeholders."""
+    return _FENCE.sub("[removed markup]", text)
+
+
+def documents_text(docs: list[DocumentRef], contents: dict[str, str], max_chars: int) -> str:
+    """Documents as ``<document id=...>`` blocks with neutralised, truncated content."""
+    blocks = []
+    for doc in docs:
+        body = neutralize(contents.get(doc["id"], ""))[:max_chars]
+        title = neutralize(doc["title"])[:200]
+        blocks.append(
+            f'<document id="{doc["id"]}">\ntitle: {title}\nurl: {neutralize(doc["url"])}\n'
+            f"{body}\n</document>"
+        )
+    return "\n".join(blocks) if blocks else "(none)"
+
+
+def retained_text(docs: list[DocumentRef]) -> str:
+    """One line per retained document: id, predicted child score, title."""
+    if not docs:
+        return "(none yet)"
+    return "\n".join(
+        f"- {d['id']} (predicted child score {d.get('predicted_score')}): "
+        f"{neutralize(d['title'])[:160]}"
+        for d in docs
+    )

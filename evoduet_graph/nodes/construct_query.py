@@ -1,0 +1,74 @@
+"""``construct_query`` node (inner loop, paper §3.3): write Q queries for the open knowledge gap.
+
+Round 0 sees the knowledge state and the population-state descriptor; later rounds also see
+the retained documents with their predicted child scores and the queries already issued.
+Queries are stripped, capped at ``retrieval.max_query_chars`` and de-duplicated (within the
+round and against earlier rounds). If the model gives nothing usable, the unresolved gap itself
+becomes the query (event ``query_fallback``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from evoduet_graph.context import Context
+from evoduet_graph.descriptor import population_descriptor
+from evoduet_graph.knowledge import QueryPlan, knowledge_text, render, retained_text
+from evoduet_graph.llm import LLMCallError, structured_call
+from evoduet_graph.nodes._common import context_of
+from evoduet_graph.state import InnerState
+
+
+def clean_queries(raw: list[str], issued: list[str], limit: int, max_chars: int) -> list[str]:
+    """Strip, cap, drop empties and duplicates (case-insensitive), keep at most ``limit``."""
+    seen = {q.lower() for q in issued}
+    out: list[str] = []
+    for query in raw:
+        q = " ".join(query.split())[:max_chars].strip()
+        if q and q.lower() not in seen:
+            seen.add(q.lower())
+            out.append(q)
+    return out[:limit]
+
+
+def fallback_query(state: InnerState, ctx: Context) -> str:
+    """A query from the unresolved gap, else from the task instruction's first line."""
+    gap = (state.get("knowledge_state") or {}).get("unresolved") or ""
+    text = gap or next((ln for ln in ctx.task.instruction.splitlines() if ln.strip()), "")
+    return " ".join(text.split())[: ctx.config.retrieval.max_query_chars] or ctx.task.name
+
+
+def construct_query(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Returns ``{"queries": [...]}`` (1..Q distinct, non-empty strings)."""
+    ctx = context_of(runtime)
+    retrieval = ctx.config.retrieval
+    issued = list(state.get("query_history", []))
+    prompt = render(
+        "construct_query",
+        instruction=ctx.task.instruction[:2000],
+        knowledge=knowledge_text(state.get("knowledge_state")),
+        descriptor=population_descriptor(ctx, dict(state)),
+        retained=retained_text(state.get("retained", [])) if state.get("round", 0) else "(none yet)",
+        previous_queries="\n".join(f"- {q}" for q in issued) or "(none)",
+        num_queries=retrieval.queries_per_round,
+    )
+    raw: list[str] = []
+    try:
+        result = structured_call(
+            ctx.llm, prompt, QueryPlan, default=QueryPlan, config=ctx.llm_config("construct_query")
+        )
+        raw = result.value.queries
+    except LLMCallError as exc:
+        ctx.events.emit("query_error", iteration=state.get("iteration"), error=str(exc)[:500])
+    queries = clean_queries(raw, issued, retrieval.queries_per_round, retrieval.max_query_chars)
+    if not queries:
+        queries = clean_queries(
+            [fallback_query(state, ctx), f"{fallback_query(state, ctx)} round {state.get('round', 0)}"],
+            issued,
+            1,
+            retrieval.max_query_chars,
+        )
+        ctx.events.emit("query_fallback", iteration=state.get("iteration"), queries=queries)
+    return {"queries": queries, "query_history": issued + queries}

@@ -1,0 +1,53 @@
+"""``look_up`` node (outer loop): reuse documents already in the search database.
+
+Loads the documents the gate named (``gate_document_ids``, validated by the gate) into this
+iteration's evidence without searching, and writes a ``look-up`` record (id ``lku_<iteration>``)
+so the realised Δ is credited to those documents too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from evoduet_graph.context import Context
+from evoduet_graph.nodes._common import context_of
+from evoduet_graph.nodes.retrieve import record_id_for
+from evoduet_graph.search.database import SearchRecord
+from evoduet_graph.state import DocumentRef, OuterState
+
+
+def look_up(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Returns ``documents`` and ``evidence_record_id``."""
+    ctx = context_of(runtime)
+    iteration = state["iteration"]
+    docs = []
+    for doc_id in state.get("gate_document_ids", []):
+        if not ctx.search_db.has_document(doc_id):
+            continue
+        stored = ctx.search_db.get_document(doc_id)
+        docs.append(
+            DocumentRef(
+                id=stored.doc_id,
+                url=stored.url,
+                title=stored.title,
+                predicted_score=stored.predicted_score,
+            )
+        )
+    parent = ctx.store.get_program(state["parent_id"] or "")
+    record_id = record_id_for("lku", iteration)
+    ctx.search_db.add_record(
+        SearchRecord(
+            record_id=record_id,
+            iteration=iteration,
+            parent_id=parent.id,
+            parent_score=float(parent.score or 0.0),
+            knowledge_state=dict(state.get("knowledge_state") or {}),
+            rounds=[],
+            final_doc_ids=[d["id"] for d in docs],
+            decision="look-up",
+            impacts=[],
+        )
+    )
+    return {"documents": docs, "evidence_record_id": record_id}

@@ -1,0 +1,83 @@
+"""``retrieve`` node (outer loop): run the inner query-evolution subgraph and keep its top-K.
+
+Invokes the compiled inner graph (its own state schema; checkpointed under this node's
+namespace), then writes one retrieval record to the search database — the full query chain,
+every round's results with predicted scores, the final documents — with the deterministic id
+``ret_<iteration>`` so a resumed run that re-enters this node does not record it twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+
+from evoduet_graph.context import Context
+from evoduet_graph.nodes._common import context_of
+from evoduet_graph.search.database import SearchRecord
+from evoduet_graph.state import InnerState, OuterState
+
+
+def record_id_for(kind: str, iteration: int) -> str:
+    """Deterministic D_search record id: ``ret_000012`` / ``lku_000012``."""
+    return f"{kind}_{iteration:06d}"
+
+
+def inner_rounds(ctx: Context) -> int:
+    """R: ``query_evolution_steps`` when set, else ``inner_rounds``."""
+    retrieval = ctx.config.retrieval
+    return retrieval.query_evolution_steps or retrieval.inner_rounds
+
+
+def make_retrieve(inner: CompiledStateGraph) -> Any:
+    """Build the ``retrieve`` node around a compiled inner graph."""
+
+    def retrieve(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
+        """Returns ``documents`` (top-K refs), ``knowledge_state`` and ``evidence_record_id``."""
+        ctx = context_of(runtime)
+        iteration = state["iteration"]
+        parent = ctx.store.get_program(state["parent_id"] or "")
+        inner_input = InnerState(
+            iteration=iteration,
+            parent_id=parent.id,
+            parent_score=float(parent.score or 0.0),
+            best_score=state.get("best_score"),
+            last_improvement_iteration=state.get("last_improvement_iteration", 0),
+            rounds=inner_rounds(ctx),
+            round=0,
+            knowledge_state=state.get("knowledge_state"),
+            pending_knowledge=None,
+            queries=[],
+            query_history=[],
+            pool=[],
+            retained=[],
+            round_logs=[],
+            errors=[],
+        )
+        out = inner.invoke(inner_input, context=ctx)
+        retained = list(out.get("retained", []))
+        record_id = record_id_for("ret", iteration)
+        ctx.search_db.add_record(
+            SearchRecord(
+                record_id=record_id,
+                iteration=iteration,
+                parent_id=parent.id,
+                parent_score=float(parent.score or 0.0),
+                knowledge_state=dict(out.get("knowledge_state") or {}),
+                rounds=list(out.get("round_logs", [])),
+                final_doc_ids=[d["id"] for d in retained],
+                decision="retrieve",
+                impacts=[],
+            )
+        )
+        if not retained:
+            ctx.events.emit("retrieve_empty", iteration=iteration, errors=out.get("errors", []))
+        return {
+            "documents": retained,
+            "knowledge_state": out.get("knowledge_state") or state.get("knowledge_state"),
+            "evidence_record_id": record_id,
+        }
+
+    retrieve.__name__ = "retrieve"
+    return retrieve

@@ -1,0 +1,56 @@
+"""``search`` node (inner loop): run each distinct query once on the configured backend.
+
+Results are stored in the search database (documents get stable ids; the same normalised URL
+always maps to the same id), de-duplicated, and merged with the retained pool. A backend error
+or timeout (after the retries of ``robust_search``) leaves that query without results; the
+event ``search_error`` records it and the retrieval goes on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from evoduet_graph.context import Context
+from evoduet_graph.nodes._common import context_of
+from evoduet_graph.search import robust_search
+from evoduet_graph.state import DocumentRef, InnerState
+
+
+def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Returns ``pool`` (retained + new documents) and accumulated ``errors``."""
+    ctx = context_of(runtime)
+    retrieval = ctx.config.retrieval
+    pool = {d["id"]: d for d in state.get("pool", state.get("retained", []))}
+    errors = list(state.get("errors", []))
+    for query in dict.fromkeys(state.get("queries", [])):
+        docs, error = robust_search(
+            ctx.searcher,
+            query,
+            retrieval.results_per_query,
+            retries=retrieval.search_retries,
+            timeout_s=retrieval.search_timeout_s,
+        )
+        if error:
+            errors.append(f"{query!r}: {error}")
+            ctx.events.emit(
+                "search_error", iteration=state.get("iteration"), query=query, error=error[:500]
+            )
+        stored = ctx.search_db.add_documents(docs, state.get("iteration", 0))
+        ctx.events.emit(
+            "search",
+            iteration=state.get("iteration"),
+            round=state.get("round", 0),
+            query=query,
+            urls=[d.url for d in stored],
+            doc_ids=[d.doc_id for d in stored],
+        )
+        for doc in stored:
+            pool.setdefault(
+                doc.doc_id,
+                DocumentRef(
+                    id=doc.doc_id, url=doc.url, title=doc.title, predicted_score=doc.predicted_score
+                ),
+            )
+    return {"pool": list(pool.values()), "errors": errors}

@@ -1,0 +1,49 @@
+"""``update_knowledge`` node (inner loop): apply the new knowledge state, keep the top-K.
+
+Keeps the K (``retrieval.top_k``) documents of the pool with the highest predicted child score
+(ties: earlier document id first), logs the round for the search database and advances the
+round counter.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from evoduet_graph.context import Context
+from evoduet_graph.nodes._common import context_of
+from evoduet_graph.state import InnerState, RoundLog
+
+
+def top_k_documents(pool: list[Any], k: int) -> list[Any]:
+    """The ``k`` documents with the highest ``predicted_score`` (None ranks last)."""
+    def key(doc: Any) -> tuple[float, str]:
+        score = doc.get("predicted_score")
+        return (-(score if score is not None else float("-inf")), doc["id"])
+
+    return sorted(pool, key=key)[:k]
+
+
+def update_knowledge(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Returns ``knowledge_state``, ``retained``, ``pool`` (= retained), ``round`` + 1 and the
+    appended ``round_logs``."""
+    ctx = context_of(runtime)
+    pool = list(state.get("pool", []))
+    retained = top_k_documents(pool, ctx.config.retrieval.top_k)
+    log = RoundLog(
+        round=state.get("round", 0),
+        queries=list(state.get("queries", [])),
+        results=pool,
+        retained=[d["id"] for d in retained],
+        errors=list(state.get("errors", [])),
+    )
+    return {
+        "knowledge_state": state.get("pending_knowledge") or state.get("knowledge_state"),
+        "pending_knowledge": None,
+        "retained": retained,
+        "pool": retained,
+        "round": state.get("round", 0) + 1,
+        "round_logs": [*state.get("round_logs", []), log],
+        "errors": [],
+    }
