@@ -92,7 +92,7 @@ class PromptConfig(_Section):
     num_top_programs: int = Field(3, ge=0)
     num_inspirations: int = Field(2, ge=0)
     history_programs: int = Field(3, ge=0, description="Recent attempts shown with errors.")
-    max_artifact_chars: int = Field(1500, ge=0, description="Stderr/traceback chars shown.")
+    max_artifact_chars: int = Field(800, ge=0, description="Stderr/traceback chars shown.")
     max_program_chars: int = Field(12000, ge=200, description="Truncation of shown programs.")
     max_document_chars: int = Field(2000, ge=100, description="Evidence chars per document.")
     diff_based: bool = Field(True, description="Ask for SEARCH/REPLACE diffs, else rewrites.")

@@ -24,7 +24,7 @@ def population_descriptor(ctx: Context, state: dict[str, Any]) -> str:
     the last parent→child outcomes, the most selected parents and iterations since the last
     improvement. Scores are on the internal higher-is-better scale.
     """
-    ids = ctx.population.ids()
+    ids = [i for i in ctx.population.ids() if ctx.population.code_id(i) == i]  # no copies
     scores = np.array([ctx.population.get(pid).score for pid in ids], dtype=float)
     lines = [f"population size: {len(ids)}"]
     if scores.size:

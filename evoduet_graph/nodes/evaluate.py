@@ -26,19 +26,23 @@ def evaluate(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     pending = [c for c in state.get("candidates", []) if c["status"] == "generated"]
     rows = {c["id"]: ctx.store.get_program(c["id"]) for c in pending}
+    by_code: dict[str, list[str]] = {}  # identical children are evaluated once
+    for cid, row in rows.items():
+        by_code.setdefault(row.code or "", []).append(cid)
     outcomes: dict[str, EvaluationOutcome] = {}
     to_run: list[str] = []
-    for cid, row in rows.items():
-        cached = ctx.store.cached_evaluation(row.code or "")
+    for code, cids in by_code.items():
+        cached = ctx.store.cached_evaluation(code)
         if cached is not None:
-            outcomes[cid] = cached
+            outcomes.update(dict.fromkeys(cids, cached))
         else:
-            to_run.append(cid)
+            to_run.append(code)
     if to_run:
-        results = ctx.evaluator.evaluate_many([rows[cid].code or "" for cid in to_run], to_run)
-        for cid, outcome in zip(to_run, results, strict=True):
-            ctx.store.put_evaluation(rows[cid].code or "", outcome)
-            outcomes[cid] = outcome
+        first_ids = [by_code[code][0] for code in to_run]
+        results = ctx.evaluator.evaluate_many(to_run, first_ids)
+        for code, outcome in zip(to_run, results, strict=True):
+            ctx.store.put_evaluation(code, outcome)
+            outcomes.update(dict.fromkeys(by_code[code], outcome))
     updated: list[CandidateRecord] = []
     for cand in pending:
         outcome, row = outcomes[cand["id"]], rows[cand["id"]]

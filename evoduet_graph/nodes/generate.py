@@ -109,7 +109,11 @@ def generate(payload: GenerateInput, runtime: Runtime[Context]) -> dict[str, Any
     parent = ctx.store.get_program(payload["parent_id"])
     parent_code = parent.code or ""
     top_ids = [
-        pid for pid in ctx.population.top(ctx.config.prompt.num_top_programs + 1)
+        pid
+        for pid in dict.fromkeys(
+            ctx.population.code_id(p)
+            for p in ctx.population.top(ctx.config.prompt.num_top_programs + 1)
+        )
         if pid != parent.id
     ][: ctx.config.prompt.num_top_programs]
     messages = build_generation_messages(

@@ -102,6 +102,9 @@ def record(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
             )
             write_best(ctx, best["id"])
     else:
+        advance = getattr(ctx.population, "next_island", None)
+        if advance is not None:  # OpenEvolve moves to the next island every iteration
+            advance(iteration=iteration)
         failures = state.get("consecutive_failures", 0) + 1
         update["consecutive_failures"] = failures
         if failures >= ctx.config.max_consecutive_failures:

@@ -20,6 +20,9 @@ from evoduet_graph.state import OuterState
 def select(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Begin iteration ``state["iteration"] + 1``.
 
+    Ids are program-store ids: a migrant copy on another island (``p@i2``) is mapped to the
+    program it copies (`Population.code_id`).
+
     Returns:
         ``iteration``, ``parent_id``, ``inspiration_ids``, ``island``, and resets of the
         per-iteration channels (``candidates``, ``documents``, ``gate_decision``).
@@ -28,10 +31,11 @@ def select(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
     iteration = state.get("iteration", 0) + 1
     rng = random.Random(f"{ctx.config.seed}:select:{iteration}")
     sample = ctx.population.sample(rng, num_inspirations=ctx.config.prompt.num_inspirations)
+    code_id = ctx.population.code_id
     return {
         "iteration": iteration,
-        "parent_id": sample.parent_id,
-        "inspiration_ids": list(sample.inspiration_ids),
+        "parent_id": code_id(sample.parent_id),
+        "inspiration_ids": list(dict.fromkeys(code_id(i) for i in sample.inspiration_ids)),
         "island": sample.island,
         "candidates": None,
         "documents": [],

@@ -1,0 +1,287 @@
+"""Child-process side of the sandbox: import a task's evaluator and evaluate one program.
+
+Run by `SandboxEvaluator` as ``python runner.py <spec.json>`` inside a fresh temporary
+directory, in its own process group, with rlimits and a scrubbed environment. This file is a
+standalone script: it imports nothing from ``evoduet_graph`` (so the child starts fast and does
+not depend on the package being importable) and only the standard library.
+
+The spec (JSON) names ``evaluator`` (path of evaluator.py), ``task_dir``, ``program`` (the
+candidate file), ``result`` (where to write the result), ``cascade`` (bool), ``thresholds``
+(list of floats), ``evaluator_args`` (keyword arguments for ``evaluate``) and ``memory_mb``.
+
+The result (JSON, written atomically to ``result``; never printed, since the candidate may print
+anything) holds ``metrics`` (name → float, possibly NaN/inf), ``text_metrics`` (name → str, the
+non-numeric metric values), ``artifacts`` (name → str), ``stage`` (cascade stage reached, 0 when
+direct), ``error`` (str or null) and ``traceback`` (str or null). The parent turns it into an
+``EvaluationOutcome``; validity and the score are decided there.
+
+OpenEvolve behaviour implemented here (openevolve/evaluator.py): the task folder goes first on
+``sys.path`` so the evaluator's helper modules import; ``evaluate`` may return a dict or an
+``EvaluationResult`` (``.metrics`` / ``.artifacts``); the cascade runs ``evaluate_stage1``,
+continues to stage ``i + 1`` only when the metrics so far pass ``thresholds[i - 1]``
+(``combined_score`` if numeric, else the mean of numeric metrics other than ``error``), and
+merges the numeric metrics and the artifacts of the stages run. One deliberate deviation:
+an exception (or a reported ``error`` string) in stage 2 or 3 makes the outcome invalid, where
+OpenEvolve would keep the stage-1 score; the metrics gathered so far are still reported. When ``openevolve`` is not
+installed, a minimal ``openevolve.evaluation_result`` module with an ``EvaluationResult``
+dataclass is installed into ``sys.modules`` first, so unchanged OpenEvolve evaluators load.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib.util
+import json
+import numbers
+import os
+import sys
+import traceback
+import types
+from typing import Any
+
+EVALUATION_MODULE = "evaluation_module"  # the name OpenEvolve gives the evaluator module
+
+
+@dataclasses.dataclass
+class EvaluationResult:
+    """Stand-in for ``openevolve.evaluation_result.EvaluationResult`` (same fields)."""
+
+    metrics: dict[str, Any]
+    artifacts: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, metrics: dict[str, Any]) -> EvaluationResult:
+        return cls(metrics=metrics)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.metrics
+
+    def has_artifacts(self) -> bool:
+        return bool(self.artifacts)
+
+    def get_artifact_keys(self) -> list[str]:
+        return list(self.artifacts)
+
+
+class BadResultError(TypeError):
+    """The evaluator returned something that is neither a dict nor an EvaluationResult."""
+
+
+def install_openevolve_shim() -> bool:
+    """Make ``from openevolve.evaluation_result import EvaluationResult`` work.
+
+    Returns:
+        True when the shim was installed, False when the real ``openevolve`` imported.
+    """
+    try:
+        import openevolve.evaluation_result  # noqa: F401
+
+        return False
+    except Exception:  # noqa: BLE001 - not installed, or broken: fall back to the shim
+        for name in [m for m in sys.modules if m == "openevolve" or m.startswith("openevolve.")]:
+            del sys.modules[name]
+    package = types.ModuleType("openevolve")
+    package.__path__ = []  # a package, so submodule imports resolve through sys.modules
+    module = types.ModuleType("openevolve.evaluation_result")
+    module.EvaluationResult = EvaluationResult  # type: ignore[attr-defined]
+    module.EVALUATION_FAILED_METRIC = "__evaluation_failed__"  # type: ignore[attr-defined]
+    package.evaluation_result = module  # type: ignore[attr-defined]
+    package.EvaluationResult = EvaluationResult  # type: ignore[attr-defined]
+    sys.modules["openevolve"] = package
+    sys.modules["openevolve.evaluation_result"] = module
+    return True
+
+
+def load_evaluator(path: str) -> types.ModuleType:
+    """Import ``evaluator.py`` by path, as OpenEvolve does (module name ``evaluation_module``)."""
+    spec = importlib.util.spec_from_file_location(EVALUATION_MODULE, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load the evaluator from {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[EVALUATION_MODULE] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _as_float(value: Any) -> float | None:
+    """A metric value as float, or None when it is not numeric (bool counts as numeric)."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, str | bytes) or not hasattr(value, "__float__"):
+        return None
+    try:  # e.g. a 0-d or size-1 numpy array
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    try:
+        return json.dumps(value, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def normalise_result(result: Any) -> tuple[dict[str, float], dict[str, str], dict[str, str]]:
+    """Split a dict / EvaluationResult into numeric metrics, text metrics and artifacts.
+
+    Raises:
+        BadResultError: the result is neither a dict nor has a ``metrics`` dict.
+    """
+    if isinstance(result, dict):
+        raw_metrics, raw_artifacts = result, {}
+    elif isinstance(getattr(result, "metrics", None), dict):
+        raw_metrics = result.metrics
+        raw_artifacts = getattr(result, "artifacts", None) or {}
+        if not isinstance(raw_artifacts, dict):
+            raw_artifacts = {"artifacts": raw_artifacts}
+    else:
+        raise BadResultError(
+            f"evaluate returned {type(result).__name__}; expected a dict of metrics or an "
+            "EvaluationResult(metrics=..., artifacts=...)"
+        )
+    metrics: dict[str, float] = {}
+    text_metrics: dict[str, str] = {}
+    for key, value in raw_metrics.items():
+        number = _as_float(value)
+        if number is None:
+            text_metrics[str(key)] = _as_text(value)
+        else:
+            metrics[str(key)] = number
+    artifacts = {str(k): _as_text(v) for k, v in raw_artifacts.items()}
+    return metrics, text_metrics, artifacts
+
+
+def passes_threshold(metrics: dict[str, float], threshold: float) -> bool:
+    """OpenEvolve's cascade gate: combined_score (or the mean, 'error' excluded) >= threshold."""
+    if not metrics:
+        return False
+    if "combined_score" in metrics:
+        return metrics["combined_score"] >= threshold
+    values = [v for k, v in metrics.items() if k != "error"]
+    if not values:
+        return False
+    return sum(values) / len(values) >= threshold
+
+
+def _call(fn: Any, program: str, kwargs: dict[str, Any]) -> Any:
+    return fn(program, **kwargs) if kwargs else fn(program)
+
+
+def evaluate_program(spec: dict[str, Any], out: dict[str, Any]) -> None:
+    """Run the evaluator on the program named in ``spec``, filling ``out`` in place.
+
+    ``out["phase"]`` names what was running when an exception escapes (for the message).
+    """
+    out["phase"] = "importing evaluator.py"
+    module = load_evaluator(spec["evaluator"])
+    program = spec["program"]
+    evaluate = getattr(module, "evaluate", None)
+    stage1 = getattr(module, "evaluate_stage1", None)
+    use_cascade = callable(stage1) and (bool(spec.get("cascade")) or not callable(evaluate))
+
+    if not use_cascade:
+        if not callable(evaluate):
+            out["error"] = (
+                "evaluator.py defines no callable evaluate(program_path) (nor evaluate_stage1)"
+            )
+            return
+        out["phase"] = "evaluate"
+        metrics, text_metrics, artifacts = normalise_result(
+            _call(evaluate, program, spec.get("evaluator_args") or {})
+        )
+        out.update(metrics=metrics, text_metrics=text_metrics, artifacts=artifacts, stage=0)
+        return
+
+    thresholds = [float(t) for t in spec.get("thresholds") or []]
+    merged: dict[str, float] = {}
+    for stage in (1, 2, 3):
+        fn = getattr(module, f"evaluate_stage{stage}", None)
+        if not callable(fn):
+            break
+        if stage > 1:
+            gate = stage - 2
+            if gate >= len(thresholds) or not passes_threshold(merged, thresholds[gate]):
+                break
+        out["phase"] = f"evaluate_stage{stage}"
+        metrics, text_metrics, artifacts = normalise_result(fn(program))
+        out["stage"] = stage
+        if stage == 1:
+            merged = dict(metrics)
+        else:  # OpenEvolve merges numeric metrics other than 'error'
+            merged.update({k: v for k, v in metrics.items() if k != "error"})
+        out["metrics"] = dict(merged)
+        out["text_metrics"].update(text_metrics)
+        out["artifacts"].update(artifacts)
+        if isinstance(text_metrics.get("error"), str) and text_metrics["error"]:
+            break  # the stage reported a failure: later stages would not help
+
+
+def describe_exception(exc: BaseException, phase: str, memory_mb: Any) -> str:
+    """A one-line error message for an exception that escaped the evaluation."""
+    if isinstance(exc, SystemExit):
+        return f"program called sys.exit({exc.code!r}) during {phase}"
+    if isinstance(exc, MemoryError):
+        return f"MemoryError during {phase}: out of memory (address-space limit {memory_mb} MB)"
+    if isinstance(exc, KeyboardInterrupt):
+        return f"KeyboardInterrupt during {phase}"
+    text = str(exc)
+    name = type(exc).__name__
+    return f"{phase} raised {name}: {text}" if text else f"{phase} raised {name}"
+
+
+def write_result(path: str, out: dict[str, Any]) -> None:
+    """Write ``out`` as JSON to ``path`` atomically (NaN/inf allowed)."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(out, handle, allow_nan=True, default=str)
+    os.replace(tmp, path)
+
+
+def main(argv: list[str]) -> int:
+    """Entry point: ``runner.py <spec.json>``; exits via ``os._exit`` after writing the result."""
+    if len(argv) != 2:
+        print("usage: runner.py <spec.json>", file=sys.stderr)
+        return 2
+    with open(argv[1], encoding="utf-8") as handle:
+        spec = json.load(handle)
+
+    # Running as a script puts this file's folder first on sys.path; candidates must not see
+    # the package's internals as top-level modules. The task folder goes first (OpenEvolve).
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    sys.path.insert(0, spec["task_dir"])
+
+    out: dict[str, Any] = {
+        "metrics": {},
+        "text_metrics": {},
+        "artifacts": {},
+        "stage": 0,
+        "error": None,
+        "traceback": None,
+        "phase": "starting",
+    }
+    try:
+        install_openevolve_shim()
+        evaluate_program(spec, out)
+    except BaseException as exc:  # noqa: BLE001 - SystemExit/KeyboardInterrupt are faults too
+        out["error"] = describe_exception(exc, out["phase"], spec.get("memory_mb"))
+        out["traceback"] = traceback.format_exc()
+    write_result(spec["result"], out)
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        with contextlib.suppress(Exception):  # a candidate may have closed or replaced it
+            if stream is not None:
+                stream.flush()
+    # os._exit: skip atexit hooks and non-daemon threads a candidate may have left running.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

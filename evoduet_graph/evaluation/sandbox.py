@@ -1,0 +1,579 @@
+"""Sandboxed evaluation of candidate programs (DESIGN.md §5).
+
+Candidate programs are untrusted LLM output. `SandboxEvaluator` evaluates each one in a child
+process (``runner.py``) that
+
+- runs in a fresh ``tempfile.mkdtemp`` directory (outside any run directory, removed afterwards)
+  holding the candidate as ``program.py``;
+- is the leader of its own process group (``start_new_session=True``); on timeout the whole
+  group gets ``SIGKILL`` so grandchildren die too, and stray group members are killed after a
+  normal exit as well;
+- has rlimits set in ``preexec_fn``: address space (``memory_mb``), no core files, CPU seconds
+  (a backstop for the wall clock) and file size (bounds runaway output files);
+- sees an environment scrubbed of secrets (`scrub_environment`), with BLAS/OpenMP threads
+  capped (``OPENBLAS_NUM_THREADS`` etc., unless set) so numpy fits the address-space limit;
+- writes its result to a JSON file in the temp dir (never stdout); stdout/stderr go to files
+  whose tails (`OUTPUT_TAIL_BYTES`) become artifacts.
+
+Candidate faults (crash, ``sys.exit``, exception, timeout, out of memory, bad or non-finite
+score, evaluator-reported ``error``) become an invalid `EvaluationOutcome` with score 0.0 and
+artifacts (``stderr``, ``stdout``, ``traceback``, ``timeout``) for the next prompt; they never
+raise. Only setup faults (missing task files, missing interpreter) raise.
+
+Limits: the sandbox is a resource and hygiene boundary, not a security boundary against a
+malicious program (no filesystem or network isolation; a process that calls ``setsid`` leaves
+the group; the candidate shares a process with the evaluator, as in OpenEvolve).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import logging
+import math
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+from evoduet_graph.config import EvaluationConfig
+from evoduet_graph.task import Task, TaskError
+
+logger = logging.getLogger(__name__)
+
+RUNNER_PATH = Path(__file__).resolve().with_name("runner.py")
+#: Bytes kept from the end of the child's stdout and stderr (and of each artifact).
+OUTPUT_TAIL_BYTES = 20_000
+#: RLIMIT_FSIZE of the child: largest file it may write (its stdout/stderr files included).
+MAX_FILE_BYTES = 1 << 30
+PROGRAM_FILE = "program.py"
+#: Most BLAS/OpenMP threads per child (when the environment does not set them).
+BLAS_THREADS_MAX = 4
+_THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+#: Environment variables never passed to a candidate (fnmatch patterns, upper-cased names).
+SECRET_ENV_PATTERNS: tuple[str, ...] = (
+    "*_API_KEY",
+    "*_KEY",
+    "*TOKEN*",
+    "*SECRET*",
+    "*PASSWORD*",
+    "*PASSWD*",
+    "*CREDENTIAL*",
+    "OPENAI_*",
+    "ANTHROPIC_*",
+    "TAVILY_*",
+    "OPENROUTER_*",
+    "HF_*",
+    "HUGGING_FACE_*",
+    "AWS_*",
+    "LANGSMITH_*",
+    "LANGCHAIN_*",
+    "GOOGLE_*",
+    "GEMINI_*",
+    "AZURE_*",
+    "SSH_AUTH_SOCK",
+)
+
+
+class SandboxSetupError(RuntimeError):
+    """The sandbox itself cannot run (interpreter or runner missing): not a candidate fault."""
+
+
+class EvaluationOutcome(BaseModel):
+    """The result of evaluating one candidate (JSON-serialisable).
+
+    ``score`` is the fitness on a higher-is-better scale: ``combined_score`` when the evaluator
+    reports it, else the mean of the numeric metrics other than ``error`` (OpenEvolve); 0.0 for
+    every invalid outcome.
+    """
+
+    metrics: dict[str, float] = Field(
+        default_factory=dict, description="Finite numeric metrics reported by the evaluator."
+    )
+    artifacts: dict[str, str] = Field(
+        default_factory=dict,
+        description="Text side channel: non-numeric metrics, evaluator artifacts, stderr/stdout "
+        "tails, traceback, timeout.",
+    )
+    score: float = Field(0.0, description="Fitness (higher is better); 0.0 when invalid.")
+    valid: bool = Field(False, description="The evaluation completed and reported a score.")
+    error: str | None = Field(None, description="Why the outcome is invalid.")
+    elapsed_s: float = Field(0.0, ge=0.0, description="Wall-clock seconds of the evaluation.")
+    stage: int = Field(0, ge=0, description="Cascade stage reached (0 without cascade).")
+
+
+@runtime_checkable
+class Evaluator(Protocol):
+    """Evaluates candidate programs for one task. Implementations never raise on bad code."""
+
+    def evaluate(self, code: str, program_id: str = "candidate") -> EvaluationOutcome:
+        """Evaluate one program's source text."""
+        ...
+
+    def evaluate_many(
+        self, codes: Sequence[str], ids: Sequence[str] | None = None
+    ) -> list[EvaluationOutcome]:
+        """Evaluate several programs; results in input order."""
+        ...
+
+
+def score_from_metrics(metrics: Mapping[str, float]) -> float | None:
+    """Fitness from numeric metrics, as OpenEvolve computes it.
+
+    Args:
+        metrics: numeric metrics.
+
+    Returns:
+        ``combined_score`` when present, else the mean of the metrics other than ``error``;
+        None when there is nothing to average or the result is not finite.
+    """
+    if "combined_score" in metrics:
+        value = float(metrics["combined_score"])
+    else:
+        values = [float(v) for k, v in metrics.items() if k != "error"]
+        if not values:
+            return None
+        value = sum(values) / len(values)
+    return value if math.isfinite(value) else None
+
+
+def scrub_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A copy of ``env`` (default: ``os.environ``) without secrets or provider variables.
+
+    Drops every name matching `SECRET_ENV_PATTERNS` (case-insensitive), e.g. ``*_API_KEY``,
+    ``*TOKEN*``, ``OPENAI_*``. Keeps everything else (``PATH``, ``HOME``, ``LANG``,
+    ``PYTHONPATH``, ...) so evaluators still import numpy/scipy, and sets
+    ``PYTHONDONTWRITEBYTECODE=1``, ``PYTHONUNBUFFERED=1`` and ``PYTHONHASHSEED=0``
+    (deterministic hashing).
+    """
+    source = os.environ if env is None else env
+    clean = {
+        name: value
+        for name, value in source.items()
+        if not any(fnmatch.fnmatchcase(name.upper(), pat) for pat in SECRET_ENV_PATTERNS)
+    }
+    clean.update(PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", PYTHONHASHSEED="0")
+    return clean
+
+
+class SandboxEvaluator:
+    """Runs a task's evaluator on candidate programs in killable, limited child processes.
+
+    Implements `Evaluator`. See the module docstring for the isolation it provides.
+
+    Args:
+        task: the task whose ``evaluator.py`` scores candidates.
+        timeout_s: wall-clock seconds per candidate (whole cascade); default ``task.timeout_s``.
+        memory_mb: address-space limit of the child (RLIMIT_AS), MiB.
+        workers: candidates evaluated concurrently by `evaluate_many`.
+        cascade: use ``evaluate_stage1..3``; default ``task.cascade``. It only applies when the
+            evaluator defines ``evaluate_stage1``.
+        python: interpreter for the child (must be able to import what the evaluator imports).
+
+    Raises:
+        TaskError: the task's evaluator file is missing.
+        ValueError: a limit is not positive or the interpreter does not exist.
+    """
+
+    def __init__(
+        self,
+        task: Task,
+        *,
+        timeout_s: float | None = None,
+        memory_mb: int = 4096,
+        workers: int = 4,
+        cascade: bool | None = None,
+        python: str = sys.executable,
+    ) -> None:
+        self.task = task
+        self.timeout_s = float(task.timeout_s if timeout_s is None else timeout_s)
+        self.memory_mb = int(memory_mb)
+        self.workers = int(workers)
+        self.cascade = task.cascade if cascade is None else bool(cascade)
+        self.python = python
+        if self.timeout_s <= 0 or self.memory_mb <= 0 or self.workers <= 0:
+            raise ValueError(
+                f"timeout_s, memory_mb and workers must be positive, got {self.timeout_s}, "
+                f"{self.memory_mb}, {self.workers}"
+            )
+        if not (shutil.which(python) or Path(python).is_file()):
+            raise ValueError(f"python interpreter {python!r} not found")
+        self._check_setup()
+
+    @classmethod
+    def from_config(cls, task: Task, cfg: EvaluationConfig) -> SandboxEvaluator:
+        """Build from the run configuration's ``evaluation`` section (`EvaluationConfig`)."""
+        return cls(
+            task,
+            timeout_s=cfg.timeout_s,
+            memory_mb=cfg.memory_mb,
+            workers=cfg.workers,
+            cascade=cfg.cascade,
+        )
+
+    # ------------------------------------------------------------------ public API
+
+    def evaluate(self, code: str, program_id: str = "candidate") -> EvaluationOutcome:
+        """Evaluate one candidate program in a sandboxed child process.
+
+        Implements OpenEvolve's ``Evaluator.evaluate_program`` contract (direct ``evaluate`` or
+        the ``evaluate_stage1..3`` cascade, dict or ``EvaluationResult`` returns), with a
+        process-group kill on timeout instead of an abandoned thread.
+
+        Args:
+            code: the candidate's full source text.
+            program_id: a label for logs and the temp dir name.
+
+        Returns:
+            The outcome; invalid (score 0.0, ``error`` set) for every candidate fault.
+
+        Raises:
+            TaskError: the task's evaluator file disappeared (a setup fault).
+            SandboxSetupError: the child process could not be started at all.
+        """
+        self._check_setup()
+        start = time.monotonic()
+        tmp = Path(tempfile.mkdtemp(prefix=f"evoduet_eval_{_safe(program_id)}_"))
+        try:
+            outcome = self._run(code, tmp, start)
+        except (TaskError, SandboxSetupError):
+            raise
+        except Exception as exc:  # a candidate fault must never escape
+            logger.exception("evaluation of %s failed inside the sandbox driver", program_id)
+            outcome = _invalid(
+                f"internal evaluation error: {type(exc).__name__}: {exc}", {}, {}, start
+            )
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        logger.debug(
+            "evaluated %s: valid=%s score=%.6g stage=%d in %.2fs%s",
+            program_id,
+            outcome.valid,
+            outcome.score,
+            outcome.stage,
+            outcome.elapsed_s,
+            f" ({outcome.error})" if outcome.error else "",
+        )
+        return outcome
+
+    def evaluate_many(
+        self, codes: Sequence[str], ids: Sequence[str] | None = None
+    ) -> list[EvaluationOutcome]:
+        """Evaluate several candidates, up to ``workers`` at a time; results in input order.
+
+        Args:
+            codes: candidate sources.
+            ids: labels, one per candidate; default ``candidate_<i>``.
+
+        Raises:
+            ValueError: ``ids`` and ``codes`` differ in length.
+            TaskError | SandboxSetupError: as `evaluate` (setup faults only).
+        """
+        codes = list(codes)
+        labels = [f"candidate_{i}" for i in range(len(codes))] if ids is None else list(ids)
+        if len(labels) != len(codes):
+            raise ValueError(f"got {len(codes)} programs but {len(labels)} ids")
+        if not codes:
+            return []
+        if len(codes) == 1 or self.workers == 1:
+            return [self.evaluate(c, i) for c, i in zip(codes, labels, strict=True)]
+        workers = min(self.workers, len(codes))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evoduet-eval") as pool:
+            return list(pool.map(self.evaluate, codes, labels))
+
+    # ------------------------------------------------------------------ internals
+
+    def _check_setup(self) -> None:
+        if not self.task.evaluator_path.is_file():
+            raise TaskError(
+                f"task {self.task.name!r}: evaluator {self.task.evaluator_path} is missing; "
+                "restore evaluator.py in the task folder"
+            )
+        if not RUNNER_PATH.is_file():
+            raise SandboxSetupError(f"sandbox runner {RUNNER_PATH} is missing (broken install)")
+
+    def _child_env(self) -> dict[str, str]:
+        """Scrubbed environment, with BLAS/OpenMP threads capped unless the user set them.
+
+        OpenBLAS reserves tens of MB of address space per thread: on a many-core machine an
+        uncapped numpy import alone can exceed RLIMIT_AS, and ``workers`` concurrent children
+        would oversubscribe the cores anyway.
+        """
+        env = scrub_environment()
+        threads = str(max(1, min(BLAS_THREADS_MAX, (os.cpu_count() or 1) // self.workers)))
+        for name in _THREAD_ENV:
+            env.setdefault(name, threads)
+        return env
+
+    def _spec(self, tmp: Path) -> dict[str, Any]:
+        evaluator_cfg = self.task.openevolve_config.get("evaluator")
+        evaluator_args = (
+            evaluator_cfg.get("evaluator_args") if isinstance(evaluator_cfg, dict) else None
+        )
+        return {
+            "evaluator": str(self.task.evaluator_path),
+            "task_dir": str(self.task.path),
+            "program": str(tmp / PROGRAM_FILE),
+            "result": str(tmp / "result.json"),
+            "cascade": self.cascade,
+            "thresholds": list(self.task.cascade_thresholds),
+            "evaluator_args": evaluator_args if isinstance(evaluator_args, dict) else {},
+            "memory_mb": self.memory_mb,
+        }
+
+    def _run(self, code: str, tmp: Path, start: float) -> EvaluationOutcome:
+        spec = self._spec(tmp)
+        Path(spec["program"]).write_text(code, encoding="utf-8")
+        spec_path = tmp / "spec.json"
+        spec_path.write_text(json.dumps(spec), encoding="utf-8")
+        stdout_path, stderr_path = tmp / "stdout.txt", tmp / "stderr.txt"
+        cpu_s = math.ceil(self.timeout_s * max(1, os.cpu_count() or 1)) + 10
+        with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+            try:
+                proc = subprocess.Popen(  # fixed argv, no shell
+                    [self.python, str(RUNNER_PATH), str(spec_path)],
+                    cwd=tmp,
+                    env=self._child_env(),
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    close_fds=True,
+                    start_new_session=True,
+                    preexec_fn=_limits(self.memory_mb, cpu_s),  # noqa: PLW1509
+                )
+            except OSError as exc:
+                raise SandboxSetupError(
+                    f"cannot start the evaluation child {self.python!r}: {exc}"
+                ) from exc
+            timed_out = False
+            try:
+                returncode = proc.wait(timeout=self.timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(proc.pid)
+                returncode = proc.wait()
+            finally:
+                _kill_group(proc.pid)  # stray background processes of the candidate
+        stdout_tail = _tail(stdout_path)
+        stderr_tail = _tail(stderr_path)
+        streams = {"stderr": stderr_tail, "stdout": stdout_tail}
+
+        if timed_out:
+            return _invalid(
+                f"timeout after {self.timeout_s:g} s",
+                {},
+                {
+                    "timeout": f"killed (whole process group) after {self.timeout_s:g} s "
+                    "wall clock",
+                    **streams,
+                },
+                start,
+            )
+        result_path = Path(spec["result"])
+        if not result_path.is_file():
+            return _invalid(
+                f"evaluation process {_describe_exit(returncode)} without writing a result",
+                {},
+                streams,
+                start,
+            )
+        try:
+            data = json.loads(result_path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            return _invalid(f"unreadable evaluation result: {exc}", {}, streams, start)
+        if not isinstance(data, dict):
+            return _invalid("evaluation result is not a JSON object", {}, streams, start)
+        return self._outcome(data, streams, start)
+
+    def _outcome(
+        self, data: dict[str, Any], streams: dict[str, str], start: float
+    ) -> EvaluationOutcome:
+        """Turn the runner's result into an outcome: validity, score, metrics, artifacts."""
+        raw_metrics = _float_dict(data.get("metrics"))
+        text_metrics = _str_dict(data.get("text_metrics"))
+        artifacts = {k: _cap(v) for k, v in _str_dict(data.get("artifacts")).items()}
+        for key, value in text_metrics.items():
+            artifacts[key if key not in artifacts else f"metric_{key}"] = _cap(value)
+        metrics: dict[str, float] = {}
+        for key, value in raw_metrics.items():
+            if math.isfinite(value):
+                metrics[key] = value
+            else:
+                artifacts[f"non_finite_{key}"] = repr(value)
+        stage = data.get("stage") if isinstance(data.get("stage"), int) else 0
+        if data.get("traceback"):
+            artifacts["traceback"] = _cap(str(data["traceback"]))
+
+        error = data.get("error")
+        reported = text_metrics.get("error") or artifacts.get("error")
+        if not error and isinstance(reported, str) and reported.strip():
+            error = f"evaluator reported error: {reported.strip()}"
+        if not error:
+            error = self._score_problem(raw_metrics, text_metrics)
+        if error:
+            for key, text in streams.items():
+                if text:
+                    artifacts[key if key not in artifacts else f"process_{key}"] = text
+            return _invalid(str(error), metrics, artifacts, start, stage)
+        if streams["stderr"]:
+            artifacts["stderr" if "stderr" not in artifacts else "process_stderr"] = streams[
+                "stderr"
+            ]
+        score = score_from_metrics(metrics)
+        assert score is not None  # guaranteed by _score_problem
+        return EvaluationOutcome(
+            metrics=metrics,
+            artifacts=artifacts,
+            score=score,
+            valid=True,
+            error=None,
+            elapsed_s=time.monotonic() - start,
+            stage=stage,
+        )
+
+    def _score_problem(
+        self, raw_metrics: dict[str, float], text_metrics: dict[str, str]
+    ) -> str | None:
+        """Why no valid score can be taken from these metrics (None when one can)."""
+        if "combined_score" in text_metrics:
+            return f"combined_score is not numeric: {text_metrics['combined_score'][:200]!r}"
+        if "combined_score" in raw_metrics:
+            if not math.isfinite(raw_metrics["combined_score"]):
+                return f"combined_score is not finite ({raw_metrics['combined_score']!r})"
+        else:
+            used = {k: v for k, v in raw_metrics.items() if k != "error"}
+            if not used:
+                return "evaluator returned no numeric metrics (expected e.g. combined_score)"
+            bad = sorted(k for k, v in used.items() if not math.isfinite(v))
+            if bad:
+                return f"metric(s) {', '.join(bad)} not finite; score (their mean) is undefined"
+        metric = self.task.metric
+        if metric in text_metrics:
+            return f"metric {metric!r} is not numeric: {text_metrics[metric][:200]!r}"
+        if metric in raw_metrics and not math.isfinite(raw_metrics[metric]):
+            return f"metric {metric!r} is not finite ({raw_metrics[metric]!r})"
+        return None
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _limits(memory_mb: int, cpu_s: int) -> Callable[[], None]:
+    """The ``preexec_fn`` applying rlimits in the child (values computed in the parent)."""
+    wanted = {
+        resource.RLIMIT_AS: memory_mb * 1024 * 1024,
+        resource.RLIMIT_CORE: 0,
+        resource.RLIMIT_CPU: cpu_s,
+        resource.RLIMIT_FSIZE: MAX_FILE_BYTES,
+    }
+    limits: list[tuple[int, int, int]] = []
+    for which, value in wanted.items():
+        _, hard = resource.getrlimit(which)
+        finite_hard = hard != resource.RLIM_INFINITY
+        soft = min(value, hard) if finite_hard else value
+        if which == resource.RLIMIT_CPU:  # SIGXCPU at the soft limit, SIGKILL 5 s later
+            new_hard = min(soft + 5, hard) if finite_hard else soft + 5
+        else:
+            new_hard = soft
+        limits.append((which, soft, new_hard))
+
+    def apply() -> None:  # runs between fork and exec: no locks, no allocation-heavy work
+        for which, soft, hard in limits:
+            resource.setrlimit(which, (soft, hard))
+
+    return apply
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        hint = {
+            "SIGKILL": " (killed: out of memory or CPU time?)",
+            "SIGXCPU": " (CPU time limit)",
+            "SIGXFSZ": " (file size limit: too much output?)",
+            "SIGSEGV": " (segmentation fault)",
+        }.get(name, "")
+        return f"was killed by {name}{hint}"
+    return f"exited with code {returncode}"
+
+
+def _tail(path: Path, limit: int = OUTPUT_TAIL_BYTES) -> str:
+    """The last ``limit`` bytes of a file as text, marked when truncated."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as handle:
+            if size > limit:
+                handle.seek(size - limit)
+            data = handle.read(limit)
+    except OSError:
+        return ""
+    text = data.decode("utf-8", errors="replace")
+    if size > limit:
+        text = f"[... {size - limit} bytes truncated ...]\n{text}"
+    return text
+
+
+def _cap(text: str, limit: int = OUTPUT_TAIL_BYTES) -> str:
+    if len(text) <= limit:
+        return text
+    return f"[... {len(text) - limit} chars truncated ...]\n{text[-limit:]}"
+
+
+def _float_dict(value: Any) -> dict[str, float]:
+    if not isinstance(value, dict):
+        return {}
+    out: dict[str, float] = {}
+    for key, item in value.items():
+        if isinstance(item, int | float) and not isinstance(item, bool):
+            out[str(key)] = float(item)
+    return out
+
+
+def _str_dict(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): v if isinstance(v, str) else str(v) for k, v in value.items()}
+
+
+def _safe(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", label)[:40] or "candidate"
+
+
+def _invalid(
+    error: str,
+    metrics: dict[str, float],
+    artifacts: dict[str, str],
+    start: float,
+    stage: int = 0,
+) -> EvaluationOutcome:
+    return EvaluationOutcome(
+        metrics=metrics,
+        artifacts={k: v for k, v in artifacts.items() if v},
+        score=0.0,
+        valid=False,
+        error=error,
+        elapsed_s=time.monotonic() - start,
+        stage=stage,
+    )

@@ -1,0 +1,402 @@
+"""The mutation prompt of the ``generate`` node (OpenEvolve's prompt sampler, made compact).
+
+OpenEvolve (``openevolve/prompt/sampler.py``) sends a system message (the task's instruction)
+and a user message with the current program and its metrics, the evolution history (previous
+attempts and their outcome), the top programs and "inspiration" programs in full, the
+evaluator's artifacts, and the diff or rewrite format. This module keeps that structure with
+three changes that matter for a 1.5B model with a small context on a CPU:
+
+* Only the current program is shown in full (truncated to ``max_program_chars``). Top programs
+  and inspirations are shown as unified diffs against it (at most 30 diff lines each), which is
+  both shorter and says exactly what they do differently.
+* Recent attempts show the outcome, the error, the change made and the *tails* of the
+  evaluator's artifacts (stderr and tracebacks end with the useful part).
+* Retrieved evidence sits between the current program and the task, inside ``<evidence>`` tags,
+  with a note that it is data; its text is neutralised so it cannot close the tags or a fence.
+
+The text lives in ``prompts/generate_system.md``, ``generate_user.md``, ``generate_evidence.md``,
+``format_diff.md`` and ``format_rewrite.md`` (`string.Template` syntax, see
+`evoduet_graph.prompts`). A template section (from one Markdown heading to the next) whose
+placeholders are all empty is left out, and so is a line holding only an empty placeholder.
+Output is a pure function of the inputs: equal inputs give byte-identical messages (metrics are
+sorted by name; list order is the caller's).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from string import Template
+from typing import TYPE_CHECKING
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+
+from evoduet_graph.diffs import code_diff_summary, has_evolve_blocks
+from evoduet_graph.prompts import load_prompt
+
+if TYPE_CHECKING:
+    from evoduet_graph.config import PromptConfig
+
+__all__ = [
+    "AttemptView",
+    "DocumentView",
+    "ProgramView",
+    "build_generation_messages",
+    "neutralise_document_text",
+]
+
+_OTHER_PROGRAM_DIFF_LINES = 30
+_MAX_METRICS = 12
+_MAX_ERROR_CHARS = 600
+_MAX_OUTCOME_CHARS = 200
+_MAX_TITLE_CHARS = 200
+_MAX_URL_CHARS = 300
+_NO_CHANGE = "(no change)"
+_EDIT_SCOPE = (
+    "Change only the code between `# EVOLVE-BLOCK-START` and `# EVOLVE-BLOCK-END`; "
+    "everything outside these markers is fixed."
+)
+_MAXIMIZE = {"max", "maximize", "maximise", "maximum", "higher", "higher_is_better", "up"}
+_MINIMIZE = {"min", "minimize", "minimise", "minimum", "lower", "lower_is_better", "down"}
+
+_HEADING_SPLIT_RE = re.compile(r"(?m)^(?=#{1,6} )")
+_LONE_PLACEHOLDER_RE = re.compile(r"^\$(?:(\w+)|\{(\w+)\})[ \t]*$")
+_BACKTICK_RUN_RE = re.compile(r"`+")
+_TAG_RE = re.compile(r"<(\s*/?\s*)(evidence|document)", re.IGNORECASE)
+_FENCE_RUN_RE = re.compile(r"`{3,}|~{3,}")
+_MARKER_RUN_RE = re.compile(r"([<>=])\1{4,}")
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class ProgramView:
+    """A program as the prompt shows it.
+
+    Attributes:
+        id: Program id.
+        code: Full source.
+        score: Fitness on the internal higher-is-better scale (``None``: unknown).
+        metrics: The evaluator's metrics (name → value).
+        iteration: Iteration that produced the program (0: the initial program).
+    """
+
+    id: str
+    code: str
+    score: float | None
+    metrics: dict[str, float] = field(default_factory=dict)
+    iteration: int = 0
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    """One recent candidate and what became of it.
+
+    Attributes:
+        iteration: Iteration of the attempt.
+        parent_id: Id of the program it edited.
+        outcome: ``"improved"``, ``"no improvement"`` or ``"invalid: <reason>"``.
+        score: Its score (higher is better), ``None`` when not evaluated.
+        error: Why it failed (diff that did not apply, exception, timeout), else ``None``.
+        artifacts: Evaluator artifacts (name → text), e.g. ``stderr``, ``traceback``.
+        diff_summary: `evoduet_graph.diffs.code_diff_summary` of parent → attempt, or ``""``.
+    """
+
+    iteration: int
+    parent_id: str
+    outcome: str
+    score: float | None = None
+    error: str | None = None
+    artifacts: dict[str, str] = field(default_factory=dict)
+    diff_summary: str = ""
+
+
+@dataclass(frozen=True)
+class DocumentView:
+    """A retrieved evidence document.
+
+    Attributes:
+        id: Stable document id (``doc_000001``).
+        title: Page title.
+        url: Source URL.
+        content: Extracted text (untrusted).
+        predicted_score: Score the inner loop predicted for a child built from it, if any.
+    """
+
+    id: str
+    title: str
+    url: str
+    content: str
+    predicted_score: float | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# Formatting helpers
+# --------------------------------------------------------------------------------------------
+
+
+def _fmt(value: object) -> str:
+    """A number as a short, stable string (6 significant digits)."""
+    if isinstance(value, (bool, int)):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return f"{value:.6g}"
+    return _one_line(str(value), 60)
+
+
+def _one_line(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _metrics_line(metrics: Mapping[str, object]) -> str:
+    names = sorted(metrics)
+    shown = ", ".join(f"{name}={_fmt(metrics[name])}" for name in names[:_MAX_METRICS])
+    if len(names) > _MAX_METRICS:
+        shown += f", ... ({len(names) - _MAX_METRICS} more)"
+    return shown
+
+
+def _score(value: float | None) -> str:
+    return "n/a" if value is None else _fmt(value)
+
+
+def _fence(text: str, lang: str = "") -> str:
+    """Wrap ``text`` in a backtick fence longer than any backtick run inside it."""
+    longest = max((len(run) for run in _BACKTICK_RUN_RE.findall(text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    body = text.rstrip("\n")
+    return f"{fence}{lang}\n{body}\n{fence}"
+
+
+def _head(text: str, limit: int, note: str) -> str:
+    """The first ``limit`` characters (cut at a line end when possible) plus a note."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    if "\n" in cut:
+        cut = cut[: cut.rindex("\n")]
+    return f"{cut}\n{note.format(n=len(text) - len(cut))}"
+
+
+def _tail(text: str, limit: int) -> str:
+    """The last ``limit`` characters, starting at a line start when possible."""
+    if len(text) <= limit:
+        return text
+    cut = text[len(text) - limit :]
+    if "\n" in cut[:-1]:
+        cut = cut[cut.index("\n") + 1 :]
+    return cut
+
+
+def neutralise_document_text(text: str) -> str:
+    """Make untrusted document text safe to place inside the ``<evidence>`` block.
+
+    Normalises line ends, removes control characters, writes ``<evidence``/``</evidence`` and
+    ``<document``/``</document`` (any case, inner spaces) as ``&lt;…``, turns runs of three or
+    more backticks or tildes into ``'''`` (no code fence can open or close) and shortens runs of
+    five or more ``<``, ``=`` or ``>`` to three (no SEARCH/REPLACE marker lines).
+    """
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _CONTROL_RE.sub("", text)
+    text = _TAG_RE.sub(lambda m: "&lt;" + m.group(1) + m.group(2), text)
+    text = _FENCE_RUN_RE.sub("'''", text)
+    return _MARKER_RUN_RE.sub(lambda m: m.group(1) * 3, text)
+
+
+def _render(template: str, values: Mapping[str, str]) -> str:
+    """Substitute ``values`` into a `string.Template`, dropping empty sections and lines.
+
+    Raises:
+        KeyError: the template names a placeholder missing from ``values``.
+        ValueError: the template has an invalid ``$`` (write ``$$``).
+    """
+    kept: list[str] = []
+    for section in _HEADING_SPLIT_RE.split(template):
+        names = Template(section).get_identifiers()
+        if names and all(values[name] == "" for name in names):
+            continue
+        lines = []
+        for line in section.split("\n"):
+            lone = _LONE_PLACEHOLDER_RE.match(line)
+            if lone and values[lone.group(1) or lone.group(2)] == "":
+                continue
+            lines.append(line)
+        kept.append("\n".join(lines))
+    return Template("".join(kept)).substitute(values).strip()
+
+
+def _direction_phrase(direction: str) -> str:
+    key = direction.strip().lower().replace("-", "_").replace(" ", "_")
+    if key in _MAXIMIZE:
+        return "higher is better"
+    if key in _MINIMIZE:
+        return "lower is better, so the score rises as it falls"
+    return f"direction: {_one_line(direction, 40) or 'unspecified'}"
+
+
+# --------------------------------------------------------------------------------------------
+# Sections
+# --------------------------------------------------------------------------------------------
+
+
+def _parent_summary(parent: ProgramView) -> str:
+    text = f"Program {parent.id} (iteration {parent.iteration}). Score: {_score(parent.score)}."
+    if parent.metrics:
+        text += f"\nMetrics: {_metrics_line(parent.metrics)}"
+    return text
+
+
+def _other_programs(
+    programs: list[ProgramView], parent: ProgramView, skip: set[str], limit: int, max_chars: int
+) -> tuple[str, set[str]]:
+    """Programs as diffs against the parent; skips the parent, ``skip`` ids and clones."""
+    parts: list[str] = []
+    shown: set[str] = set()
+    for program in programs:
+        if len(parts) >= limit:
+            break
+        if program.id == parent.id or program.id in skip or program.id in shown:
+            continue
+        diff = code_diff_summary(parent.code, program.code, max_lines=_OTHER_PROGRAM_DIFF_LINES)
+        if diff == _NO_CHANGE:
+            continue
+        head = f"### {program.id} (iteration {program.iteration}, score {_score(program.score)})"
+        if program.metrics:
+            head += f"\nMetrics: {_metrics_line(program.metrics)}"
+        body = _head(diff, max_chars, "... ({n} more characters)")
+        parts.append(f"{head}\n{_fence(body, 'diff')}")
+        shown.add(program.id)
+    return "\n\n".join(parts), shown
+
+
+def _attempt(attempt: AttemptView, cfg: PromptConfig) -> str:
+    outcome = attempt.outcome.strip()
+    error = (attempt.error or "").strip()
+    if error and outcome.endswith(error):  # "invalid: <error>" — show the error once
+        outcome = outcome[: len(outcome) - len(error)].rstrip(" :") or "invalid"
+    head = f"### Iteration {attempt.iteration}, from {attempt.parent_id}: "
+    head += _one_line(outcome, _MAX_OUTCOME_CHARS)
+    if attempt.score is not None:
+        head += f" (score {_fmt(attempt.score)})"
+    parts = [head]
+    if error:
+        parts.append("Error: " + _head(error, _MAX_ERROR_CHARS, "... ({n} more characters)"))
+    summary = attempt.diff_summary.strip()
+    if summary and summary != _NO_CHANGE and cfg.max_artifact_chars > 0:
+        body = _head(summary, cfg.max_artifact_chars, "... ({n} more characters)")
+        parts.append("Change:\n" + _fence(body, "diff"))
+    artifacts = [(k, v) for k, v in sorted(attempt.artifacts.items()) if str(v).strip()]
+    if artifacts and cfg.max_artifact_chars > 0:
+        budget = max(1, cfg.max_artifact_chars // len(artifacts))
+        for name, value in artifacts:
+            text = str(value).replace("\r\n", "\n").rstrip()
+            label = f"{name}:" if len(text) <= budget else f"{name} (last {budget} characters):"
+            parts.append(f"{label}\n{_fence(_tail(text, budget))}")
+    return "\n".join(parts)
+
+
+def _document(doc: DocumentView, cfg: PromptConfig) -> str:
+    doc_id = re.sub(r"[^\w.:-]", "_", doc.id)[:64] or "doc"
+    lines = [f'<document id="{doc_id}">']
+    title = neutralise_document_text(_one_line(doc.title, _MAX_TITLE_CHARS))
+    url = neutralise_document_text(_one_line(doc.url, _MAX_URL_CHARS))
+    if title:
+        lines.append(f"Title: {title}")
+    if url:
+        lines.append(f"URL: {url}")
+    if doc.predicted_score is not None:
+        lines.append(f"Predicted score of a program using it: {_fmt(doc.predicted_score)}")
+    content = neutralise_document_text(doc.content).strip()
+    lines.append(_head(content, cfg.max_document_chars, "[... {n} more characters]"))
+    lines.append("</document>")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# Entry point
+# --------------------------------------------------------------------------------------------
+
+
+def build_generation_messages(
+    *,
+    instruction: str,
+    parent: ProgramView,
+    top: list[ProgramView],
+    inspirations: list[ProgramView],
+    attempts: list[AttemptView],
+    evidence: list[DocumentView],
+    cfg: PromptConfig,
+    metric_name: str,
+    direction: str,
+) -> list[BaseMessage]:
+    """The system and user messages that ask the model for one improved child program.
+
+    User message sections, in order: current program (id, iteration, score, sorted metrics,
+    code truncated to ``cfg.max_program_chars``); top programs (the first
+    ``cfg.num_top_programs`` of ``top`` that are not the parent and differ from it) and
+    inspirations (the first ``cfg.num_inspirations`` not shown yet), each as a diff against the
+    parent; the last ``cfg.history_programs`` of ``attempts`` (oldest first) with outcome, error
+    (600 chars), change and artifact tails (``cfg.max_artifact_chars`` shared by an attempt's
+    artifacts; the change is capped at the same size); the evidence documents
+    (``cfg.max_document_chars`` each, neutralised, inside ``<evidence>``); the task (score is
+    higher-is-better; ``metric_name`` and ``direction`` as the task reports them; the
+    EVOLVE-BLOCK rule when the parent has markers); the output format (``format_diff.md`` when
+    ``cfg.diff_based`` else ``format_rewrite.md``). Empty sections are left out.
+
+    Args:
+        instruction: The task's instruction (OpenEvolve ``prompt.system_message``).
+        parent: The program to improve.
+        top: Best programs, best first.
+        inspirations: Diverse programs from the population.
+        attempts: Recent attempts, oldest first.
+        evidence: Retrieved documents, in the order to show them.
+        cfg: Prompt settings.
+        metric_name: The task's reported metric, e.g. ``sum_radii``.
+        direction: ``maximize``/``minimize`` (also ``max``/``min``, ``higher``/``lower``).
+
+    Returns:
+        ``[SystemMessage, HumanMessage]``; identical inputs give identical messages.
+    """
+    system = _render(
+        load_prompt("generate_system"),
+        {"instruction": instruction.strip() or "(no task description was given)"},
+    )
+
+    code = _head(parent.code, cfg.max_program_chars, "# ... ({n} more characters not shown)")
+    top_text, shown = _other_programs(
+        top, parent, set(), cfg.num_top_programs, cfg.max_program_chars
+    )
+    inspiration_text, _ = _other_programs(
+        inspirations, parent, shown, cfg.num_inspirations, cfg.max_program_chars
+    )
+    recent = attempts[-cfg.history_programs :] if cfg.history_programs > 0 else []
+    evidence_text = ""
+    if evidence:
+        evidence_text = _render(
+            load_prompt("generate_evidence"),
+            {"documents": "\n\n".join(_document(doc, cfg) for doc in evidence)},
+        )
+    user = _render(
+        load_prompt("generate_user"),
+        {
+            "parent_summary": _parent_summary(parent),
+            "parent_code": _fence(code, "python"),
+            "top_programs": top_text,
+            "inspirations": inspiration_text,
+            "attempts": "\n\n".join(_attempt(a, cfg) for a in recent),
+            "evidence": evidence_text,
+            "metric_name": _one_line(metric_name, 80) or "score",
+            "metric_direction": _direction_phrase(direction),
+            "edit_scope": _EDIT_SCOPE if has_evolve_blocks(parent.code) else "",
+            "output_format": load_prompt(
+                "format_diff" if cfg.diff_based else "format_rewrite"
+            ).strip(),
+        },
+    )
+    return [SystemMessage(content=system), HumanMessage(content=user)]

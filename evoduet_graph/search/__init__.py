@@ -1,0 +1,74 @@
+"""World-knowledge layer: search backends and the search database D_search (DESIGN.md §1, §4).
+
+Backends share one `Document` shape and the `Searcher` protocol; `make_searcher` builds the one
+a run configures, and `robust_search` is how nodes call it. `SearchDatabase` persists every
+committed retrieval and its realised impact. The heavier backends (`TavilySearcher`,
+`OfflineSearcher`) are imported lazily on first access.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from evoduet_graph.search.base import (
+    MAX_CONTENT_CHARS,
+    Document,
+    NoneSearcher,
+    Searcher,
+    SearchError,
+    SearchTimeoutError,
+    SearchUnavailableError,
+    clean_text,
+    make_searcher,
+    normalize_url,
+    robust_search,
+)
+from evoduet_graph.search.database import (
+    Impact,
+    RoundLog,
+    RoundResult,
+    SearchDatabase,
+    SearchRecord,
+    StoredDocument,
+)
+
+if TYPE_CHECKING:
+    from evoduet_graph.search.offline import OfflineSearcher, OfflineSources
+    from evoduet_graph.search.tavily import TavilySearcher
+
+__all__ = [
+    "MAX_CONTENT_CHARS",
+    "Document",
+    "Impact",
+    "NoneSearcher",
+    "OfflineSearcher",
+    "OfflineSources",
+    "RoundLog",
+    "RoundResult",
+    "SearchDatabase",
+    "SearchError",
+    "SearchRecord",
+    "SearchTimeoutError",
+    "SearchUnavailableError",
+    "Searcher",
+    "StoredDocument",
+    "TavilySearcher",
+    "clean_text",
+    "make_searcher",
+    "normalize_url",
+    "robust_search",
+]
+
+_LAZY = {
+    "OfflineSearcher": "evoduet_graph.search.offline",
+    "OfflineSources": "evoduet_graph.search.offline",
+    "TavilySearcher": "evoduet_graph.search.tavily",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,601 @@
+"""The search database D_search (DESIGN.md §1; paper §3.3).
+
+Every committed retrieval — the query chain, each round's results with predicted scores, the
+final documents — and every realised outcome (impact: iteration, parent score, child score,
+Δ, improved/decreased/unchanged/not_evaluated) is kept here and persisted to an append-only
+JSONL file, ``<run_dir>/search_database.jsonl``. Each line is one JSON object with a ``type``:
+
+* ``document`` — a `StoredDocument` (full text; ``predicted_score`` as known when added);
+* ``score`` — ``{"doc_id", "predicted_score"}``: a predicted score set later (once);
+* ``record`` — a `SearchRecord` (impacts it already carries included);
+* ``impact`` — ``{"record_id", **Impact}``.
+
+Appends are idempotent (a resumed run may re-execute the node that wrote them): a document
+with a known normalised URL keeps its id and is not rewritten, a record with a known
+``record_id`` is ignored, an impact for a known ``(record_id, iteration)`` is ignored, and a
+predicted score is written only once. A torn last line (a process killed mid-write) is dropped
+on load, counted in `SearchDatabase.dropped_lines`, and cut from the file so later appends start
+on a clean line.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evoduet_graph.search.base import Document, normalize_url
+from evoduet_graph.search.text import tokenize
+
+logger = logging.getLogger(__name__)
+
+SelectPolicy = Literal["delta", "relevance_novelty", "recency", "full"]
+Outcome = Literal["improved", "decreased", "unchanged", "not_evaluated"]
+
+RELEVANCE_WEIGHT = 0.7
+"""λ of the relevance/novelty trade-off: score = λ·relevance − (1−λ)·max doc-set overlap."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class RoundResult(_Model):
+    """One search hit of an inner-loop round, as shown to the LLM.
+
+    Attributes:
+        doc_id: the stored document id (``doc_000001``).
+        url: the hit's URL (offline: its id).
+        title: its title.
+        predicted_score: the hypothetical child score predicted for it (task scale), or None.
+    """
+
+    doc_id: str
+    url: str
+    title: str = ""
+    predicted_score: float | None = None
+
+
+class RoundLog(_Model):
+    """One inner-loop round: the queries issued, the results, the documents retained."""
+
+    round: int
+    queries: list[str] = Field(default_factory=list)
+    results: list[RoundResult] = Field(default_factory=list)
+    retained: list[str] = Field(default_factory=list, description="doc ids kept (top-K)")
+
+
+class Impact(_Model):
+    """A realised outcome of a record's documents in one outer iteration.
+
+    Attributes:
+        iteration: the outer iteration whose child used the documents.
+        parent_score: the parent's fitness.
+        child_score: the best valid child's fitness, or None (no valid child).
+        delta: ``child_score - parent_score`` on the fitness scale (higher is better), or None.
+        outcome: improved / decreased / unchanged / not_evaluated.
+    """
+
+    iteration: int
+    parent_score: float
+    child_score: float | None = None
+    delta: float | None = None
+    outcome: Outcome = "not_evaluated"
+
+
+class SearchRecord(_Model):
+    """One committed retrieval (or look-up) of the outer loop.
+
+    Attributes:
+        record_id: ``ret_000001`` (use `SearchDatabase.record_id_for` for replay-stable ids).
+        iteration: the outer iteration that made it.
+        parent_id: the parent program id.
+        parent_score: the parent's fitness.
+        knowledge_state: the gate's / inner loop's final knowledge state.
+        rounds: the inner-loop rounds (empty for a look-up).
+        final_doc_ids: the documents handed to the outer loop.
+        decision: ``retrieve`` or ``look-up``.
+        impacts: realised outcomes (appended by `SearchDatabase.add_impact`).
+    """
+
+    record_id: str
+    iteration: int
+    parent_id: str
+    parent_score: float
+    knowledge_state: dict[str, Any] = Field(default_factory=dict)
+    rounds: list[RoundLog] = Field(default_factory=list)
+    final_doc_ids: list[str] = Field(default_factory=list)
+    decision: Literal["retrieve", "look-up"] = "retrieve"
+    impacts: list[Impact] = Field(default_factory=list)
+
+    @property
+    def queries(self) -> list[str]:
+        """All queries of the record, in round order."""
+        return [q for r in self.rounds for q in r.queries]
+
+    @property
+    def realised_delta(self) -> float | None:
+        """Mean realised Δ over impacts that have one; None when there is none."""
+        deltas = [i.delta for i in self.impacts if i.delta is not None]
+        return sum(deltas) / len(deltas) if deltas else None
+
+
+class StoredDocument(_Model):
+    """A document in D_search with a stable id.
+
+    Attributes:
+        doc_id: ``doc_000001``; the same normalised URL always maps to the same id.
+        url, title, content, source: as returned by the backend (content already capped).
+        first_seen_iteration: the outer iteration that first stored it.
+        predicted_score: the hypothetical child score predicted for it (set once, never
+            recomputed), or None.
+    """
+
+    doc_id: str
+    url: str
+    title: str = ""
+    content: str = ""
+    source: str = ""
+    first_seen_iteration: int = 0
+    predicted_score: float | None = None
+
+    @property
+    def normalized_url(self) -> str:
+        return normalize_url(self.url)
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.6g}"
+
+
+def _signed(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:+.6g}"
+
+
+class SearchDatabase:
+    """D_search: documents, retrieval records and impacts, persisted as JSONL.
+
+    Args:
+        path: the JSONL file (``<run_dir>/search_database.jsonl``), created on first write;
+            None keeps everything in memory.
+        fsync: fsync after each append (durability across power loss; ~ms per write).
+
+    Attributes:
+        dropped_lines: unparseable lines skipped on load (a torn last line included).
+
+    All methods are thread-safe.
+    """
+
+    def __init__(self, path: str | Path | None = None, *, fsync: bool = True) -> None:
+        self.path = Path(path) if path is not None else None
+        self.fsync = fsync
+        self.dropped_lines = 0
+        self._lock = threading.RLock()
+        self._docs: dict[str, StoredDocument] = {}
+        self._by_url: dict[str, str] = {}
+        self._records: dict[str, SearchRecord] = {}
+        if self.path is not None and self.path.exists():
+            self._restore()
+
+    # -- persistence -----------------------------------------------------------------------
+
+    def _restore(self) -> None:
+        assert self.path is not None
+        data = self.path.read_bytes()
+        lines = data.split(b"\n")
+        offset = 0
+        good_end = 0
+        for n, raw in enumerate(lines):
+            is_last = n == len(lines) - 1
+            end = offset + len(raw) + (0 if is_last else 1)
+            if raw.strip():
+                try:
+                    obj = json.loads(raw.decode("utf-8"))
+                    if not isinstance(obj, dict):
+                        raise TypeError("not a JSON object")
+                    self._apply(obj)
+                    good_end = end
+                except Exception as exc:  # noqa: BLE001 - one bad line must not lose the rest
+                    self.dropped_lines += 1
+                    logger.warning(
+                        "search database %s: dropped line %d (%s)", self.path, n + 1, exc
+                    )
+            else:
+                good_end = end if good_end == offset else good_end
+            offset = end
+        if good_end < len(data):  # torn tail: cut it so appends start on a clean line
+            with open(self.path, "r+b") as fh:
+                fh.truncate(good_end)
+        if good_end and not data[:good_end].endswith(b"\n"):
+            with open(self.path, "ab") as fh:
+                fh.write(b"\n")
+
+    def _apply(self, obj: dict[str, Any]) -> None:
+        kind = obj.get("type")
+        body = {k: v for k, v in obj.items() if k != "type"}
+        if kind == "document":
+            doc = StoredDocument.model_validate(body)
+            self._docs.setdefault(doc.doc_id, doc)
+            self._by_url.setdefault(doc.normalized_url, doc.doc_id)
+        elif kind == "score":
+            doc = self._docs.get(body["doc_id"])
+            if doc is not None and doc.predicted_score is None:
+                doc.predicted_score = float(body["predicted_score"])
+        elif kind == "record":
+            record = SearchRecord.model_validate(body)
+            self._records.setdefault(record.record_id, record)
+        elif kind == "impact":
+            record = self._records.get(body["record_id"])
+            impact = Impact.model_validate(body)
+            if record is not None and not any(
+                i.iteration == impact.iteration for i in record.impacts
+            ):
+                record.impacts.append(impact)
+        else:
+            raise ValueError(f"unknown line type {kind!r}")
+
+    def _append(self, objs: list[dict[str, Any]]) -> None:
+        if self.path is None or not objs:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        payload = "".join(json.dumps(o, ensure_ascii=False) + "\n" for o in objs)
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(payload)
+            fh.flush()
+            if self.fsync:
+                os.fsync(fh.fileno())
+
+    # -- documents -------------------------------------------------------------------------
+
+    def add_documents(self, docs: Iterable[Document], iteration: int) -> list[StoredDocument]:
+        """Store search hits, de-duplicated by normalised URL.
+
+        Args:
+            docs: backend documents (order kept).
+            iteration: the current outer iteration (``first_seen_iteration`` of new ones).
+
+        Returns:
+            One `StoredDocument` per distinct normalised URL in ``docs``, in input order;
+            already known URLs return the existing document (same id, not rewritten).
+        """
+        out: list[StoredDocument] = []
+        lines: list[dict[str, Any]] = []
+        with self._lock:
+            seen: set[str] = set()
+            for doc in docs:
+                key = doc.normalized_url
+                if not key or key in seen:
+                    continue
+                seen.add(key)
+                existing = self._by_url.get(key)
+                if existing is not None:
+                    out.append(self._docs[existing])
+                    continue
+                stored = StoredDocument(
+                    doc_id=f"doc_{len(self._docs) + 1:06d}",
+                    url=doc.url,
+                    title=doc.title,
+                    content=doc.content,
+                    source=doc.source,
+                    first_seen_iteration=iteration,
+                )
+                self._docs[stored.doc_id] = stored
+                self._by_url[key] = stored.doc_id
+                out.append(stored)
+                lines.append({"type": "document", **stored.model_dump(mode="json")})
+            self._append(lines)
+        return [d.model_copy() for d in out]
+
+    def set_predicted_score(self, doc_id: str, score: float) -> bool:
+        """Record a document's predicted child score, once (scores are never recomputed).
+
+        Returns:
+            True when set now; False when the document already had a score.
+
+        Raises:
+            KeyError: unknown ``doc_id``.
+            ValueError: ``score`` is not a finite number.
+        """
+        score = float(score)
+        if not math.isfinite(score):
+            raise ValueError(f"predicted score must be finite, got {score!r}")
+        with self._lock:
+            doc = self._docs[doc_id]
+            if doc.predicted_score is not None:
+                return False
+            doc.predicted_score = score
+            self._append([{"type": "score", "doc_id": doc_id, "predicted_score": score}])
+            return True
+
+    def get_document(self, doc_id: str) -> StoredDocument | None:
+        """The stored document (a copy), or None when unknown."""
+        with self._lock:
+            doc = self._docs.get(doc_id)
+            return doc.model_copy() if doc is not None else None
+
+    def document_by_url(self, url: str) -> StoredDocument | None:
+        """The stored document with this (normalised) URL, or None."""
+        with self._lock:
+            doc_id = self._by_url.get(normalize_url(url))
+            return self._docs[doc_id].model_copy() if doc_id else None
+
+    def document_text(self, doc_id: str) -> str:
+        """Full text of a stored document.
+
+        Raises:
+            KeyError: unknown ``doc_id``.
+        """
+        with self._lock:
+            return self._docs[doc_id].content
+
+    def has_document(self, doc_id: str) -> bool:
+        with self._lock:
+            return doc_id in self._docs
+
+    def documents(self) -> list[StoredDocument]:
+        """All stored documents in id order (copies)."""
+        with self._lock:
+            return [d.model_copy() for d in self._docs.values()]
+
+    # -- records and impacts ---------------------------------------------------------------
+
+    @staticmethod
+    def record_id_for(iteration: int) -> str:
+        """Replay-stable record id of the (single) retrieval record of ``iteration``."""
+        return f"ret_{iteration:06d}"
+
+    def next_record_id(self) -> str:
+        """``ret_<n+1>`` for n stored records (not replay-stable; see `record_id_for`)."""
+        with self._lock:
+            return f"ret_{len(self._records) + 1:06d}"
+
+    def add_record(self, record: SearchRecord) -> bool:
+        """Append a retrieval record; a known ``record_id`` does nothing.
+
+        Returns:
+            True when added, False when the id was already present.
+        """
+        with self._lock:
+            if record.record_id in self._records:
+                return False
+            stored = record.model_copy(deep=True)
+            self._records[stored.record_id] = stored
+            self._append([{"type": "record", **stored.model_dump(mode="json")}])
+            return True
+
+    def add_impact(self, record_id: str, impact: Impact) -> bool:
+        """Append a realised outcome; one already present for ``(record_id, iteration)``
+        does nothing.
+
+        Returns:
+            True when added, False when already present.
+
+        Raises:
+            KeyError: unknown ``record_id``.
+        """
+        with self._lock:
+            record = self._records[record_id]
+            if any(i.iteration == impact.iteration for i in record.impacts):
+                return False
+            record.impacts.append(impact.model_copy())
+            self._append(
+                [{"type": "impact", "record_id": record_id, **impact.model_dump(mode="json")}]
+            )
+            return True
+
+    def get_record(self, record_id: str) -> SearchRecord | None:
+        with self._lock:
+            rec = self._records.get(record_id)
+            return rec.model_copy(deep=True) if rec is not None else None
+
+    def records(self) -> list[SearchRecord]:
+        """All records in insertion order (deep copies)."""
+        with self._lock:
+            return [r.model_copy(deep=True) for r in self._records.values()]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._records)
+
+    # -- selection -------------------------------------------------------------------------
+
+    def select(
+        self, policy: SelectPolicy, k: int, *, query_text: str | None = None
+    ) -> list[SearchRecord]:
+        """The records shown to the gate and the query constructor (DESIGN.md §1).
+
+        Args:
+            policy: ``delta``: ⌈k/2⌉ records with the highest and ⌊k/2⌋ with the lowest
+                realised Δ (mean over impacts), records without a realised Δ fill any
+                remaining slots, newest first; ``relevance_novelty``: greedy selection
+                maximising λ·relevance − (1−λ)·overlap, where relevance is the BM25 score of
+                the record's queries and document titles against ``query_text`` (normalised
+                to [0, 1]) and overlap the largest Jaccard overlap of its final documents with
+                an already selected record (λ = `RELEVANCE_WEIGHT`); ``recency``: newest
+                first; ``full``: every record (``k`` ignored).
+            k: number of records (≤ 0 gives ``[]`` except for ``full``).
+            query_text: what the selection should be relevant to (``relevance_novelty``).
+
+        Returns:
+            Deep copies of the selected records; deterministic for equal inputs.
+
+        Raises:
+            ValueError: unknown policy.
+        """
+        records = self.records()
+        if policy == "full":
+            return records
+        if k <= 0 or not records:
+            return []
+        order = {r.record_id: n for n, r in enumerate(records)}
+        newest = sorted(records, key=lambda r: (-r.iteration, -order[r.record_id]))
+        if policy == "recency":
+            return newest[:k]
+        if policy == "delta":
+            with_delta = [r for r in records if r.realised_delta is not None]
+            by_delta = sorted(
+                with_delta, key=lambda r: (-(r.realised_delta or 0.0), order[r.record_id])
+            )
+            n_high = min(len(by_delta), (k + 1) // 2)
+            chosen = by_delta[:n_high]
+            rest = by_delta[n_high:]
+            n_low = min(len(rest), k - n_high)
+            chosen += list(reversed(rest))[:n_low] if n_low else []
+            taken = {r.record_id for r in chosen}
+            chosen += [r for r in newest if r.record_id not in taken][: k - len(chosen)]
+            return chosen
+        if policy == "relevance_novelty":
+            return self._relevance_novelty(records, newest, k, query_text or "")
+        raise ValueError(f"unknown select policy {policy!r}")
+
+    def _relevance_novelty(
+        self, records: list[SearchRecord], newest: list[SearchRecord], k: int, query: str
+    ) -> list[SearchRecord]:
+        rank = {r.record_id: n for n, r in enumerate(newest)}
+        relevance = self._relevance(records, query)
+        doc_sets = {r.record_id: set(r.final_doc_ids) for r in records}
+        chosen: list[SearchRecord] = []
+        pool = list(records)
+        while pool and len(chosen) < k:
+
+            def value(r: SearchRecord) -> tuple[float, int]:
+                overlap = 0.0
+                mine = doc_sets[r.record_id]
+                for c in chosen:
+                    other = doc_sets[c.record_id]
+                    union = mine | other
+                    if union:
+                        overlap = max(overlap, len(mine & other) / len(union))
+                score = RELEVANCE_WEIGHT * relevance[r.record_id] - (1 - RELEVANCE_WEIGHT) * overlap
+                return (-round(score, 12), rank[r.record_id])
+
+            best = min(pool, key=value)
+            chosen.append(best)
+            pool.remove(best)
+        return chosen
+
+    def _relevance(self, records: list[SearchRecord], query: str) -> dict[str, float]:
+        zero = {r.record_id: 0.0 for r in records}
+        q_tokens = tokenize(query)
+        if not q_tokens:
+            return zero
+        corpus = []
+        for r in records:
+            titles = [self._docs[d].title for d in r.final_doc_ids if d in self._docs]
+            corpus.append(tokenize(" ".join(r.queries + titles)))
+        if not any(corpus):
+            return zero
+        import bm25s
+
+        retriever = bm25s.BM25()
+        retriever.index(corpus, show_progress=False)
+        known = [t for t in q_tokens if t in retriever.vocab_dict]
+        if not known:
+            return zero
+        scores = [float(s) for s in retriever.get_scores(known)]
+        top = max(scores)
+        if top <= 0:
+            return zero
+        return {r.record_id: s / top for r, s in zip(records, scores, strict=True)}
+
+    # -- statistics and rendering ----------------------------------------------------------
+
+    def url_stats(self) -> dict[str, float | int]:
+        """URL novelty over every round's results (DESIGN.md §6).
+
+        Returns:
+            ``returned`` (URLs returned, all rounds of all records, in order), ``distinct``
+            (distinct normalised URLs), ``seen_before`` (returned URLs already returned
+            earlier), ``seen_before_share`` (``seen_before / returned``; 0.0 when none),
+            ``documents`` (stored documents).
+        """
+        with self._lock:
+            seen: set[str] = set()
+            returned = repeated = 0
+            for record in self._records.values():
+                for rnd in record.rounds:
+                    for result in rnd.results:
+                        key = normalize_url(result.url)
+                        returned += 1
+                        if key in seen:
+                            repeated += 1
+                        seen.add(key)
+            return {
+                "returned": returned,
+                "distinct": len(seen),
+                "seen_before": repeated,
+                "seen_before_share": repeated / returned if returned else 0.0,
+                "documents": len(self._docs),
+            }
+
+    def render_for_prompt(self, records: Iterable[SearchRecord], max_chars: int) -> str:
+        """Compact, deterministic text listing of ``records`` for the gate's prompt.
+
+        One block per record: id, iteration, decision, realised Δ and outcomes; the queries by
+        round; the final documents with titles and predicted scores. Blocks that do not fit in
+        ``max_chars`` characters are left out and counted in a last line.
+
+        Returns:
+            The listing (``"(no earlier searches)"`` when ``records`` is empty); at most
+            ``max_chars`` characters.
+        """
+        records = list(records)
+        if not records:
+            return "(no earlier searches)"[:max_chars]
+        blocks = [self._render_record(r) for r in records]
+        out: list[str] = []
+        for block in blocks:
+            if len("\n".join([*out, block])) > max_chars:
+                break
+            out.append(block)
+
+        def note(n: int) -> str:
+            return f"… {n} more record(s) omitted"
+
+        while out and len(blocks) > len(out):
+            if len("\n".join([*out, note(len(blocks) - len(out))])) <= max_chars:
+                break
+            out.pop()
+        omitted = len(blocks) - len(out)
+        if omitted and not out:
+            # Nothing fits whole: show the head of the first record rather than nothing.
+            room = max_chars - len(note(omitted - 1)) - 1 if omitted > 1 else max_chars
+            if room > 40:
+                out.append(blocks[0][: room - 1] + "…")
+                omitted -= 1
+        if omitted:
+            out.append(note(omitted))
+        return "\n".join(out)[:max_chars]
+
+    def _render_record(self, r: SearchRecord) -> str:
+        impacts = (
+            ", ".join(f"it{i.iteration} {i.outcome} Δ={_signed(i.delta)}" for i in r.impacts)
+            or "no outcome yet"
+        )
+        header = (
+            f"[{r.record_id}] iteration {r.iteration} · {r.decision} · parent "
+            f"{r.parent_id} (score {_fmt(r.parent_score)}) · realised Δ "
+            f"{_signed(r.realised_delta)} ({impacts})"
+        )
+        lines = [header]
+        for rnd in r.rounds:
+            if rnd.queries:
+                lines.append(
+                    f"  round {rnd.round} queries: "
+                    + " | ".join(json.dumps(q) for q in rnd.queries)
+                )
+        for doc_id in r.final_doc_ids:
+            doc = self._docs.get(doc_id)
+            title = doc.title if doc is not None else "(unknown document)"
+            pred = doc.predicted_score if doc is not None else None
+            if len(title) > 120:
+                title = title[:117] + "..."
+            lines.append(f'  {doc_id} "{title}" predicted {_fmt(pred)}')
+        return "\n".join(lines)

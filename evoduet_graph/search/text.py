@@ -1,0 +1,70 @@
+"""Tokenisation shared by the offline BM25 index and D_search's relevance selection.
+
+Lowercase; identifiers are split into their parts (``scipy.optimize.minimize`` →
+``scipy optimize minimize``; ``vector_norm`` → ``vector norm``; ``LinearOperator`` →
+``linear operator``) and the whole identifier is kept as one extra token so exact-name queries
+still match best; English stopwords (bm25s's NLTK-derived ``STOPWORDS_EN_PLUS``, so question
+words such as "how" and "which" go too) and one-letter words are dropped; a light,
+deterministic plural folding (``norms`` → ``norm``, ``libraries`` → ``library``) stands in for
+a stemmer. The same function tokenises documents and queries.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+TOKENIZER_VERSION = 1
+"""Bump when `tokenize` changes: it is part of the offline index cache key."""
+
+_IDENT = re.compile(r"\w+(?:\.\w+)*")
+_SEP = re.compile(r"[._]+")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+@functools.cache
+def _stopwords() -> frozenset[str]:
+    try:
+        from bm25s.stopwords import STOPWORDS_EN_PLUS as STOPWORDS
+    except ImportError:  # pragma: no cover - bm25s is a dependency of the offline backend
+        STOPWORDS = ()
+    return frozenset(STOPWORDS)
+
+
+def _fold(token: str) -> str:
+    if len(token) > 4 and token.endswith("ies"):
+        return token[:-3] + "y"
+    if len(token) > 3 and token.endswith("s") and not token.endswith(("ss", "us", "is")):
+        return token[:-1]
+    return token
+
+
+def _parts(word: str) -> list[str]:
+    if any(c.isupper() for c in word) and any(c.islower() for c in word):
+        found = _CAMEL.findall(word)
+        if found:
+            return found
+    return [word]
+
+
+def tokenize(text: str) -> list[str]:
+    """Split ``text`` into BM25 tokens (see the module docstring for the rules).
+
+    Returns:
+        Tokens in text order (duplicates kept: term frequency matters).
+    """
+    stop = _stopwords()
+    out: list[str] = []
+    for match in _IDENT.finditer(text or ""):
+        ident = match.group(0).strip("_.")
+        if not ident:
+            continue
+        pieces = [p for raw in _SEP.split(ident) if raw for p in _parts(raw)]
+        for piece in pieces:
+            tok = piece.lower()
+            if tok in stop or (len(tok) < 2 and not tok.isdigit()):
+                continue
+            out.append(_fold(tok))
+        if len(pieces) > 1:
+            out.append(ident.lower())
+    return out

@@ -1,0 +1,125 @@
+"""End-to-end runs of the outer graph with a scripted fake model and the real sandbox."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from evoduet_graph import EvoDuetConfig, build_context, build_graph, load_task, run
+from evoduet_graph.events import read_events
+from evoduet_graph.store import ProgramStore
+from tests.conftest import BAD_DIFF, GARBAGE, RADIUS_UP, SPREAD_UP
+from tests.fakes import ScriptedChatModel
+
+
+def _config(**kw) -> EvoDuetConfig:
+    base = {"iterations": 3, "population": {"num_islands": 2}, "evaluation": {"workers": 2}}
+    base.update(kw)
+    return EvoDuetConfig.model_validate(base)
+
+
+def test_three_iterations_valid_invalid_garbage(smoke_task_dir, tmp_path):
+    llm = ScriptedChatModel(responses=[RADIUS_UP, BAD_DIFF, GARBAGE])
+    result = run(smoke_task_dir, _config(), llm=llm, run_dir=tmp_path / "run")
+    rdir = tmp_path / "run"
+
+    assert llm.calls == 3
+    assert result.iterations == 3
+    assert result.best_id == "it00001-c0"
+    initial = load_task(smoke_task_dir).initial_score
+    # radius 0.6 -> 1.0 scales the hull area by 1 / 0.36
+    assert result.metric_value == pytest.approx(initial / 0.36, rel=1e-9)
+
+    store = ProgramStore(rdir / "programs.sqlite")
+    rows = {r.id: r for r in store.all_programs()}
+    assert rows["it00001-c0"].status == "evaluated" and rows["it00001-c0"].valid
+    assert rows["it00002-c0"].status == "invalid" and "SEARCH" in (rows["it00002-c0"].error or "")
+    assert rows["it00003-c0"].status == "invalid"
+    snapshot = store.load_population()
+    assert snapshot is not None and snapshot[0] == 3
+    store.close()
+
+    # population: the initial program and the one valid child
+    ctx_pop = json.dumps(snapshot[1])
+    assert "initial" in ctx_pop and "it00001-c0" in ctx_pop
+
+    events = list(read_events(rdir / "events.jsonl"))
+    nodes = [e["node"] for e in events if e["event"] == "node"]
+    assert nodes.count("generate") == 3 and nodes.count("record") == 3
+    gen = [e for e in events if e.get("node") == "generate"]
+    assert all(e["llm_calls"] == 1 and e["output_tokens"] > 0 for e in gen)
+
+    best = json.loads((rdir / "best_program.json").read_text())
+    assert best["id"] == "it00001-c0"
+    assert [p["id"] for p in best["parent_chain"]] == ["initial", "it00001-c0"]
+    assert "radius = 1.0" in (rdir / "best_program.py").read_text()
+    assert [h["iteration"] for h in result.history] == [1, 2, 3]
+
+    # the invalid diff's reason reaches the next prompt
+    third_prompt = "\n".join(str(m.content) for m in llm.prompts[2])
+    assert "iteration 2" in third_prompt.lower() or "invalid" in third_prompt.lower()
+
+
+def test_parallel_candidates_best_kept(smoke_task_dir, tmp_path):
+    llm = ScriptedChatModel(responses=[], default=lambda msgs: RADIUS_UP)
+    llm2 = ScriptedChatModel(responses=[SPREAD_UP, RADIUS_UP, GARBAGE])
+    result = run(
+        smoke_task_dir, _config(iterations=1, candidates=3), llm=llm2, run_dir=tmp_path / "r"
+    )
+    assert llm2.calls == 3
+    store = ProgramStore(tmp_path / "r" / "programs.sqlite")
+    scores = {r.id: r.score for r in store.all_programs() if r.iteration == 1}
+    assert set(scores) == {"it00001-c0", "it00001-c1", "it00001-c2"}
+    best_child = max((k for k in scores if scores[k] is not None), key=lambda k: scores[k])
+    assert result.best_id == best_child
+    assert llm.calls == 0
+
+
+def test_build_graph_invoke_with_in_memory_saver(smoke_task_dir):
+    task = load_task(smoke_task_dir)
+    cfg = _config(iterations=2)
+    llm = ScriptedChatModel(responses=[RADIUS_UP, SPREAD_UP])
+    ctx = build_context(task, cfg, None, llm=llm)
+    graph = build_graph().compile(checkpointer=InMemorySaver())
+    state = graph.invoke(
+        {"max_iterations": 2}, {"configurable": {"thread_id": "t"}}, context=ctx
+    )
+    assert state["iteration"] == 2
+    assert state["best_score"] > state["initial_score"]
+    assert len(ctx.population) >= 2
+
+
+def test_custom_gate_node_swaps_in(smoke_task_dir, tmp_path):
+    seen = []
+
+    def my_gate(state, runtime):
+        seen.append(state["iteration"])
+        return {"gate_decision": "no-op", "gate_reason": "custom"}
+
+    llm = ScriptedChatModel(responses=[], default=RADIUS_UP)
+    run(smoke_task_dir, _config(iterations=2), llm=llm, run_dir=tmp_path / "r",
+        nodes={"gate": my_gate})
+    assert seen == [1, 2]
+
+
+def test_consecutive_failures_stop_the_run(smoke_task_dir, tmp_path):
+    llm = ScriptedChatModel(responses=[], default=GARBAGE)
+    result = run(
+        smoke_task_dir,
+        _config(iterations=10, max_consecutive_failures=3),
+        llm=llm,
+        run_dir=tmp_path / "r",
+    )
+    assert result.iterations == 3
+    assert result.stop_reason and "3 consecutive" in result.stop_reason
+
+
+def test_model_exceptions_fail_candidates_not_the_run(smoke_task_dir, tmp_path):
+    llm = ScriptedChatModel(responses=[ConnectionError("refused"), RADIUS_UP])
+    result = run(smoke_task_dir, _config(iterations=2), llm=llm, run_dir=tmp_path / "r")
+    store = ProgramStore(tmp_path / "r" / "programs.sqlite")
+    first = store.get_program("it00001-c0")
+    assert first.status == "failed" and "refused" in (first.error or "")
+    assert result.best_id == "it00002-c0"

@@ -1,0 +1,433 @@
+"""SEARCH/REPLACE parsing and application, rewrite splicing, candidate extraction."""
+
+from __future__ import annotations
+
+import pytest
+
+from evoduet_graph.diffs import (
+    ApplyResult,
+    CandidateCode,
+    DiffBlock,
+    apply_diff,
+    candidate_from_response,
+    code_diff_summary,
+    evolve_regions,
+    extract_rewrite,
+    has_evolve_blocks,
+    parse_diff_blocks,
+)
+
+PARENT = """\
+import numpy as np
+
+LIMIT = 10
+
+
+# EVOLVE-BLOCK-START
+def solve(n):
+    total = 0
+    for i in range(n):
+        total += i
+
+    return total
+# EVOLVE-BLOCK-END
+
+
+def run():
+    total = 0
+    return solve(LIMIT) + total
+"""
+
+PLAIN = """\
+def f(x):
+    y = x + 1
+    return y
+"""
+
+
+def diff(search: str, replace: str, markers: tuple[int, int, int] = (7, 7, 7)) -> str:
+    lt, eq, gt = markers
+    return f"{'<' * lt} SEARCH\n{search}\n{'=' * eq}\n{replace}\n{'>' * gt} REPLACE\n"
+
+
+# ------------------------------------------------------------------------------------------
+# evolve regions
+# ------------------------------------------------------------------------------------------
+
+
+def test_evolve_regions_are_content_line_ranges() -> None:
+    lines = PARENT.split("\n")
+    [(first, stop)] = evolve_regions(PARENT)
+    assert lines[first - 1] == "# EVOLVE-BLOCK-START"
+    assert lines[stop] == "# EVOLVE-BLOCK-END"
+    assert lines[first] == "def solve(n):"
+    assert has_evolve_blocks(PARENT)
+    assert not has_evolve_blocks(PLAIN)
+
+
+def test_evolve_regions_other_comment_styles_and_stray_markers() -> None:
+    code = "// EVOLVE-BLOCK-END\nint a;\n// EVOLVE-BLOCK-START\nint b;\n// EVOLVE-BLOCK-END\n"
+    assert evolve_regions(code) == [(3, 4)]
+    assert evolve_regions("# EVOLVE-BLOCK-START\nx = 1\n") == []  # never closed
+
+
+# ------------------------------------------------------------------------------------------
+# parsing
+# ------------------------------------------------------------------------------------------
+
+
+def test_parse_plain_block() -> None:
+    assert parse_diff_blocks(diff("a = 1", "a = 2")) == [DiffBlock("a = 1", "a = 2")]
+
+
+@pytest.mark.parametrize("markers", [(7, 7, 7), (5, 5, 5), (9, 9, 9), (7, 9, 5), (8, 6, 9)])
+def test_parse_tolerates_marker_lengths(markers: tuple[int, int, int]) -> None:
+    assert parse_diff_blocks(diff("a = 1", "a = 2", markers)) == [DiffBlock("a = 1", "a = 2")]
+
+
+def test_parse_ignores_four_or_ten_marker_characters() -> None:
+    assert parse_diff_blocks(diff("a = 1", "a = 2", (4, 7, 7))) == []
+    assert parse_diff_blocks(diff("a = 1", "a = 2", (10, 7, 7))) == []
+
+
+def test_parse_crlf_fences_think_and_prose() -> None:
+    text = (
+        "<think>I could write\n<<<<<<< SEARCH\nnope\n=======\nno\n>>>>>>> REPLACE\n</think>\n"
+        "Here is the change:\n```python\n" + diff("a = 1", "a = 2") + "```\n"
+        "And another one:\n```\n" + diff("b = 1", "b = 2") + "```\nDone."
+    ).replace("\n", "\r\n")
+    assert parse_diff_blocks(text) == [DiffBlock("a = 1", "a = 2"), DiffBlock("b = 1", "b = 2")]
+
+
+def test_parse_orphan_closing_think_tag_drops_reasoning() -> None:
+    text = "reasoning <<<<<<< SEARCH\n" + diff("x", "y") + "</think>\n" + diff("a", "b")
+    assert parse_diff_blocks(text) == [DiffBlock("a", "b")]
+
+
+def test_parse_strips_fence_lines_inside_parts() -> None:
+    text = "<<<<<<< SEARCH\n```python\na = 1\n```\n=======\n```python\na = 2\n```\n>>>>>>> REPLACE"
+    assert parse_diff_blocks(text) == [DiffBlock("a = 1", "a = 2")]
+
+
+def test_parse_keeps_multiline_and_indented_text() -> None:
+    text = diff("    for i in range(3):\n        pass", "    pass")
+    assert parse_diff_blocks(text) == [
+        DiffBlock("    for i in range(3):\n        pass", "    pass")
+    ]
+
+
+def test_parse_skips_malformed_blocks_and_apply_reports_them() -> None:
+    text = (
+        diff("a", "b")
+        + "<<<<<<< SEARCH\nc\n=======\nd\n=======\ne\n>>>>>>> REPLACE\n"
+        + "<<<<<<< SEARCH\nf\n=======\ng\n"
+    )
+    assert parse_diff_blocks(text) == [DiffBlock("a", "b")]
+    result = apply_diff("a\n", text, restrict_to_evolve_blocks=False)
+    assert result.applied == 1
+    assert len(result.failed) == 2
+    assert result.failed[0].startswith("block 2:") and "more than one" in result.failed[0]
+    assert result.failed[1].startswith("block 3:") and "not closed" in result.failed[1]
+
+
+# ------------------------------------------------------------------------------------------
+# applying
+# ------------------------------------------------------------------------------------------
+
+
+def test_apply_exact() -> None:
+    result = apply_diff(
+        PLAIN, diff("    y = x + 1", "    y = x + 2"), restrict_to_evolve_blocks=True
+    )
+    assert result == ApplyResult(PLAIN.replace("x + 1", "x + 2"), 1, [], True)
+
+
+def test_apply_ignores_trailing_whitespace() -> None:
+    parent = "def f(x):   \n    y = x + 1  \n    return y\n"
+    result = apply_diff(
+        parent,
+        diff("def f(x):\n    y = x + 1", "def f(x):\n    y = x + 3"),
+        restrict_to_evolve_blocks=False,
+    )
+    assert result.failed == []
+    assert result.code == "def f(x):\n    y = x + 3\n    return y\n"
+
+
+def test_apply_reindents_replacement_under_indentation_shift() -> None:
+    # The model dropped the function's indentation in SEARCH and REPLACE.
+    text = diff("y = x + 1\nreturn y", "if x > 0:\n    y = x + 1\nreturn y")
+    result = apply_diff(PLAIN, text, restrict_to_evolve_blocks=False)
+    assert result.failed == []
+    assert result.code == "def f(x):\n    if x > 0:\n        y = x + 1\n    return y\n"
+
+
+def test_apply_dedents_replacement_when_search_is_over_indented() -> None:
+    text = diff("        y = x + 1", "        y = x * 2")
+    result = apply_diff(PLAIN, text, restrict_to_evolve_blocks=False)
+    assert result.code == PLAIN.replace("x + 1", "x * 2")
+
+
+def test_apply_tolerates_missing_blank_lines() -> None:
+    text = diff("        total += i\n    return total", "        total += 2 * i\n    return total")
+    result = apply_diff(PARENT, text, restrict_to_evolve_blocks=True)
+    assert result.failed == []
+    assert "total += 2 * i\n    return total\n# EVOLVE-BLOCK-END" in result.code
+
+
+def test_apply_rejects_block_outside_evolve_region_when_restricted() -> None:
+    text = diff("def run():\n    total = 0", "def run():\n    total = 1")
+    restricted = apply_diff(PARENT, text, restrict_to_evolve_blocks=True)
+    assert restricted.applied == 0 and not restricted.changed
+    assert "outside the EVOLVE-BLOCK" in restricted.failed[0]
+    unrestricted = apply_diff(PARENT, text, restrict_to_evolve_blocks=False)
+    assert unrestricted.failed == [] and "    total = 1\n    return solve" in unrestricted.code
+
+
+def test_apply_marker_line_as_anchor_is_allowed_but_removing_it_is_not() -> None:
+    keep = diff("# EVOLVE-BLOCK-START\ndef solve(n):", "# EVOLVE-BLOCK-START\ndef solve(n, k=1):")
+    result = apply_diff(PARENT, keep, restrict_to_evolve_blocks=True)
+    assert result.failed == [] and "def solve(n, k=1):" in result.code
+    drop = diff("# EVOLVE-BLOCK-START\ndef solve(n):", "def solve(n):")
+    result = apply_diff(PARENT, drop, restrict_to_evolve_blocks=True)
+    assert result.applied == 0 and "marker" in result.failed[0]
+
+
+def test_apply_rejects_added_markers_when_restricted() -> None:
+    text = diff("    total = 0", "    total = 0\n# EVOLVE-BLOCK-END\nx = 1\n# EVOLVE-BLOCK-START")
+    result = apply_diff(PARENT, text, restrict_to_evolve_blocks=True)
+    assert result.applied == 0 and result.failed
+
+
+def test_apply_ambiguous_match_prefers_evolve_block() -> None:
+    # "    total = 0" occurs inside the block (line 8) and outside it (line 17).
+    text = diff("    total = 0", "    total = 5")
+    for restrict in (True, False):
+        result = apply_diff(PARENT, text, restrict_to_evolve_blocks=restrict)
+        assert result.code.count("total = 5") == 1
+        assert result.code.index("total = 5") < result.code.index("# EVOLVE-BLOCK-END")
+
+
+def test_apply_restricted_falls_through_to_looser_match_inside_block() -> None:
+    parent = "x = 1\n# EVOLVE-BLOCK-START\nif True:\n    x = 1\n# EVOLVE-BLOCK-END\n"
+    result = apply_diff(parent, diff("x = 1", "x = 2"), restrict_to_evolve_blocks=True)
+    assert result.code == "x = 1\n# EVOLVE-BLOCK-START\nif True:\n    x = 2\n# EVOLVE-BLOCK-END\n"
+
+
+def test_apply_ambiguous_match_without_regions_uses_first() -> None:
+    result = apply_diff("a = 1\na = 1\n", diff("a = 1", "a = 2"), restrict_to_evolve_blocks=True)
+    assert result.code == "a = 2\na = 1\n"
+
+
+def test_apply_missing_search_fails_with_reason_and_closest_lines() -> None:
+    text = diff("    for j in range(n):\n        total += j", "    pass")
+    result = apply_diff(PARENT, text, restrict_to_evolve_blocks=True)
+    assert result.applied == 0 and not result.changed and result.code == PARENT
+    [reason] = result.failed
+    assert reason.startswith("block 1: the SEARCH text was not found")
+    assert "for i in range(n):" in reason  # the closest program lines help the next attempt
+
+
+def test_apply_empty_search_fails() -> None:
+    result = apply_diff(PLAIN, diff("", "x = 1"), restrict_to_evolve_blocks=False)
+    assert "empty" in result.failed[0]
+
+
+def test_apply_multiple_blocks_in_order() -> None:
+    text = diff("    y = x + 1", "    y = x + 1\n    z = y * 2") + diff(
+        "    z = y * 2\n    return y", "    z = y * 2\n    return z"
+    )
+    result = apply_diff(PLAIN, text, restrict_to_evolve_blocks=False)
+    assert result.applied == 2 and result.failed == []
+    assert result.code == "def f(x):\n    y = x + 1\n    z = y * 2\n    return z\n"
+
+
+def test_apply_partial_reports_failures_and_keeps_successes() -> None:
+    text = diff("    y = x + 1", "    y = x + 2") + diff("nothing like this", "x")
+    result = apply_diff(PLAIN, text, restrict_to_evolve_blocks=False)
+    assert result.applied == 1 and result.changed
+    assert [r.split(":")[0] for r in result.failed] == ["block 2"]
+
+
+def test_apply_without_blocks_is_a_no_op() -> None:
+    assert apply_diff(PLAIN, "no diff here", restrict_to_evolve_blocks=True) == ApplyResult(
+        PLAIN, 0, [], False
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# rewrites
+# ------------------------------------------------------------------------------------------
+
+
+def fenced(code: str, lang: str = "python") -> str:
+    return f"Here is the program:\n```{lang}\n{code}```\n"
+
+
+def test_rewrite_with_markers_splices_only_block_contents() -> None:
+    rewrite = PARENT.replace("total += i", "total += i * i").replace("LIMIT = 10", "LIMIT = 99")
+    code = extract_rewrite(fenced(rewrite), PARENT, restrict_to_evolve_blocks=True)
+    assert code is not None
+    assert "total += i * i" in code
+    assert "LIMIT = 10" in code and "LIMIT = 99" not in code  # outside edits discarded
+    assert code.endswith("return solve(LIMIT) + total\n")
+
+
+def test_rewrite_without_restriction_is_taken_verbatim() -> None:
+    rewrite = PARENT.replace("LIMIT = 10", "LIMIT = 99")
+    assert extract_rewrite(fenced(rewrite), PARENT, restrict_to_evolve_blocks=False) == rewrite
+
+
+def test_rewrite_without_markers_but_same_fixed_code_is_spliced() -> None:
+    rewrite = PARENT.replace("# EVOLVE-BLOCK-START\n", "").replace("# EVOLVE-BLOCK-END\n", "")
+    rewrite = rewrite.replace("total += i", "total -= i")
+    code = extract_rewrite(fenced(rewrite), PARENT, restrict_to_evolve_blocks=True)
+    assert code == PARENT.replace("total += i", "total -= i")
+
+
+def test_rewrite_of_block_content_only_is_spliced() -> None:
+    code = extract_rewrite(
+        fenced("def solve(n):\n    return n * (n - 1) // 2\n"),
+        PARENT,
+        restrict_to_evolve_blocks=True,
+    )
+    assert code is not None
+    assert (
+        "# EVOLVE-BLOCK-START\ndef solve(n):\n    return n * (n - 1) // 2\n# EVOLVE-BLOCK-END"
+        in code
+    )
+    assert code.startswith("import numpy as np\n") and code.endswith("+ total\n")
+
+
+def test_rewrite_without_markers_that_edits_fixed_code_is_rejected() -> None:
+    rewrite = PARENT.replace("# EVOLVE-BLOCK-START\n", "").replace("# EVOLVE-BLOCK-END\n", "")
+    rewrite = rewrite.replace("LIMIT = 10", "LIMIT = 99")
+    assert extract_rewrite(fenced(rewrite), PARENT, restrict_to_evolve_blocks=True) is None
+
+
+def test_rewrite_with_wrong_number_of_regions_is_rejected() -> None:
+    rewrite = PARENT + "# EVOLVE-BLOCK-START\nx = 1\n# EVOLVE-BLOCK-END\n"
+    assert extract_rewrite(fenced(rewrite), PARENT, restrict_to_evolve_blocks=True) is None
+
+
+def test_rewrite_picks_longest_python_block_and_skips_diffs() -> None:
+    text = (
+        fenced("x = 1\n") + fenced(PLAIN) + fenced("y = 2\n" * 20, "text") + fenced(diff("a", "b"))
+    )
+    assert extract_rewrite(text, "z = 0\n", restrict_to_evolve_blocks=False) == PLAIN
+
+
+def test_rewrite_unclosed_fence_accepted_only_if_it_compiles() -> None:
+    assert (
+        extract_rewrite("```python\n" + PLAIN, "z = 0\n", restrict_to_evolve_blocks=False) == PLAIN
+    )
+    cut = "```python\ndef f(x):\n    return (x +"
+    assert extract_rewrite(cut, "z = 0\n", restrict_to_evolve_blocks=False) is None
+
+
+# ------------------------------------------------------------------------------------------
+# candidate_from_response
+# ------------------------------------------------------------------------------------------
+
+
+def test_candidate_from_diff() -> None:
+    cand = candidate_from_response(
+        PARENT,
+        diff("        total += i", "        total += 3 * i"),
+        diff_based=True,
+        restrict_to_evolve_blocks=True,
+    )
+    assert cand == CandidateCode(PARENT.replace("total += i", "total += 3 * i"), "diff", None)
+
+
+def test_candidate_garbage_is_none_with_error() -> None:
+    cand = candidate_from_response(
+        PARENT,
+        "I think you should use a better algorithm.",
+        diff_based=True,
+        restrict_to_evolve_blocks=True,
+    )
+    assert cand == CandidateCode(None, "none", "no SEARCH/REPLACE block or code block found")
+    assert (
+        candidate_from_response(PARENT, "", diff_based=False, restrict_to_evolve_blocks=True).kind
+        == "none"
+    )
+
+
+def test_candidate_partial_diff_is_rejected_with_all_reasons() -> None:
+    text = (
+        diff("        total += i", "        total += 2 * i")
+        + diff("    missing_line()", "    other()")
+        + diff("def run():\n    total = 0", "def run():\n    total = 1")
+    )
+    cand = candidate_from_response(PARENT, text, diff_based=True, restrict_to_evolve_blocks=True)
+    assert cand.code is None and cand.kind == "diff"
+    assert cand.error is not None
+    assert cand.error.startswith("2 of 3 diff block(s) failed")
+    assert "block 2: the SEARCH text was not found" in cand.error
+    assert "block 3: the SEARCH text only matches" in cand.error
+
+
+def test_candidate_diff_without_change() -> None:
+    cand = candidate_from_response(
+        PLAIN,
+        diff("    y = x + 1", "    y = x + 1"),
+        diff_based=True,
+        restrict_to_evolve_blocks=False,
+    )
+    assert cand.code is None and cand.error is not None and "no change" in cand.error
+
+
+def test_candidate_diff_mode_falls_back_to_full_rewrite() -> None:
+    rewrite = PARENT.replace("total += i", "total += i + 1")
+    cand = candidate_from_response(
+        PARENT, fenced(rewrite), diff_based=True, restrict_to_evolve_blocks=True
+    )
+    assert cand == CandidateCode(rewrite, "rewrite", None)
+
+
+def test_candidate_diff_mode_rejects_fragment_as_rewrite() -> None:
+    cand = candidate_from_response(
+        PARENT,
+        fenced("def solve(n):\n    return 0\n"),
+        diff_based=True,
+        restrict_to_evolve_blocks=True,
+    )
+    assert cand.code is None and cand.error is not None
+    assert cand.error.startswith("no SEARCH/REPLACE block found")
+
+
+def test_candidate_rewrite_mode_prefers_rewrite_then_diff() -> None:
+    cand = candidate_from_response(
+        PLAIN, fenced("def f(x):\n    return x\n"), diff_based=False, restrict_to_evolve_blocks=True
+    )
+    assert cand == CandidateCode("def f(x):\n    return x\n", "rewrite", None)
+    cand = candidate_from_response(
+        PLAIN,
+        diff("    y = x + 1", "    y = x - 1"),
+        diff_based=False,
+        restrict_to_evolve_blocks=True,
+    )
+    assert cand.kind == "diff" and cand.code == PLAIN.replace("x + 1", "x - 1")
+
+
+def test_candidate_identical_rewrite_is_rejected() -> None:
+    cand = candidate_from_response(
+        PLAIN, fenced(PLAIN), diff_based=False, restrict_to_evolve_blocks=True
+    )
+    assert cand.code is None and cand.error == "the rewrite is identical to the current program"
+
+
+# ------------------------------------------------------------------------------------------
+# code_diff_summary
+# ------------------------------------------------------------------------------------------
+
+
+def test_code_diff_summary() -> None:
+    assert code_diff_summary(PLAIN, PLAIN) == "(no change)"
+    summary = code_diff_summary(PLAIN, PLAIN.replace("x + 1", "x + 2"))
+    assert "-    y = x + 1" in summary and "+    y = x + 2" in summary
+    assert not summary.startswith("---")
+    big_a = "".join(f"a{i}\n" for i in range(100))
+    big_b = "".join(f"b{i}\n" for i in range(100))
+    lines = code_diff_summary(big_a, big_b, max_lines=10).split("\n")
+    assert len(lines) == 11 and lines[-1].startswith("... (")
