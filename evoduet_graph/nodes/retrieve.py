@@ -15,8 +15,9 @@ from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
 from evoduet_graph.nodes._common import context_of
-from evoduet_graph.search.database import SearchRecord
-from evoduet_graph.state import InnerState, OuterState
+from evoduet_graph.search.database import RoundLog as SearchRoundLog
+from evoduet_graph.search.database import RoundResult, SearchRecord
+from evoduet_graph.state import InnerState, OuterState, RoundLog
 
 
 def record_id_for(kind: str, iteration: int) -> str:
@@ -28,6 +29,21 @@ def inner_rounds(ctx: Context) -> int:
     """R: ``query_evolution_steps`` when set, else ``inner_rounds``."""
     retrieval = ctx.config.retrieval
     return retrieval.query_evolution_steps or retrieval.inner_rounds
+
+
+def round_log(log: RoundLog) -> SearchRoundLog:
+    """The inner loop's round log in the search database's schema (errors go to events)."""
+    return SearchRoundLog(
+        round=log["round"],
+        queries=list(log["queries"]),
+        results=[
+            RoundResult(
+                doc_id=d["id"], url=d["url"], title=d["title"], predicted_score=d["predicted_score"]
+            )
+            for d in log["results"]
+        ],
+        retained=list(log["retained"]),
+    )
 
 
 def make_retrieve(inner: CompiledStateGraph) -> Any:
@@ -65,7 +81,7 @@ def make_retrieve(inner: CompiledStateGraph) -> Any:
                 parent_id=parent.id,
                 parent_score=float(parent.score or 0.0),
                 knowledge_state=dict(out.get("knowledge_state") or {}),
-                rounds=list(out.get("round_logs", [])),
+                rounds=[round_log(log) for log in out.get("round_logs", [])],
                 final_doc_ids=[d["id"] for d in retained],
                 decision="retrieve",
                 impacts=[],

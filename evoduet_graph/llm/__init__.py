@@ -1,0 +1,57 @@
+"""Chat models and LLM helpers (DESIGN.md §4, §6).
+
+* `make_chat_model` — ``LLMConfig`` → ``BaseChatModel`` (``local`` or ``openai:<model>``);
+* `structured_call` — typed output with the json_schema → json_mode → extraction → repair →
+  default chain; `invoke_text` — plain text call; both raise `LLMCallError` for transport
+  failures;
+* text helpers: `message_text`, `strip_think`, `extract_code_block`, `extract_json_object`;
+* usage accounting: `UsageTracker`, `track_node`, `NodeUsage`;
+* the embedded model: `assemble_model`, `make_local_chat_model`, `LocalModelError`.
+"""
+
+from __future__ import annotations
+
+from evoduet_graph.llm.factory import LLMConfigError, make_chat_model, parse_model_string
+from evoduet_graph.llm.local import (
+    LocalChatModel,
+    LocalModelError,
+    assemble_model,
+    make_local_chat_model,
+)
+from evoduet_graph.llm.structured import (
+    LLMCallError,
+    StructuredResult,
+    invoke_text,
+    is_transport_error,
+    structured_call,
+)
+from evoduet_graph.llm.text import (
+    extract_code_block,
+    extract_json_object,
+    message_text,
+    strip_think,
+)
+from evoduet_graph.llm.usage import NodeUsage, UsageTracker, current_node, track_node
+
+__all__ = [
+    "LLMCallError",
+    "LLMConfigError",
+    "LocalChatModel",
+    "LocalModelError",
+    "NodeUsage",
+    "StructuredResult",
+    "UsageTracker",
+    "assemble_model",
+    "current_node",
+    "extract_code_block",
+    "extract_json_object",
+    "invoke_text",
+    "is_transport_error",
+    "make_chat_model",
+    "make_local_chat_model",
+    "message_text",
+    "parse_model_string",
+    "strip_think",
+    "structured_call",
+    "track_node",
+]

@@ -1,0 +1,116 @@
+"""Chat-model factory: `LLMConfig` → a LangChain `BaseChatModel` (DESIGN.md §4).
+
+Model strings:
+
+* ``local`` — the embedded Qwen2.5-Coder-1.5B GGUF (`evoduet_graph.llm.local`);
+* ``openai:<model>`` — ``ChatOpenAI`` against any OpenAI-compatible endpoint (OpenAI,
+  OpenRouter, vLLM, Ollama, llama.cpp server); ``base_url`` from the config or
+  ``$OPENAI_BASE_URL``, key from ``$<api_key_env>``.
+
+Construction makes no network call; a dead endpoint or a bad key shows up at the first request
+(as `LLMCallError` through `structured_call` / `invoke_text`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.language_models import BaseChatModel
+from langchain_openai import ChatOpenAI
+
+if TYPE_CHECKING:
+    from evoduet_graph.config import LLMConfig
+
+__all__ = ["LLMConfigError", "VALID_MODEL_FORMS", "make_chat_model", "parse_model_string"]
+
+VALID_MODEL_FORMS = (
+    "'local' (embedded Qwen2.5-Coder-1.5B, needs the [local] extra)",
+    "'openai:<model>' (any OpenAI-compatible endpoint, e.g. openai:gpt-4o-mini; "
+    "with llm.base_url / $OPENAI_BASE_URL for OpenRouter, vLLM, Ollama, llama.cpp server)",
+)
+
+# Sent as the key to keyless OpenAI-compatible servers (vLLM, Ollama, llama.cpp server).
+PLACEHOLDER_API_KEY = "not-needed"
+
+
+class LLMConfigError(ValueError):
+    """The `LLMConfig` cannot produce a chat model; the message says what to set."""
+
+
+def parse_model_string(model: str) -> tuple[str, str | None]:
+    """Split a model string into ``(provider, model_name)``.
+
+    Returns:
+        ``("local", None)`` or ``("openai", "<model>")``.
+
+    Raises:
+        LLMConfigError: an unknown provider prefix or an empty model name.
+    """
+    text = (model or "").strip()
+    if text.lower() == "local":
+        return "local", None
+    provider, sep, name = text.partition(":")
+    if sep and provider.strip().lower() == "openai":
+        if not name.strip():
+            raise LLMConfigError(
+                f"model {model!r} names no model after 'openai:'; e.g. openai:gpt-4o-mini"
+            )
+        return "openai", name.strip()
+    raise LLMConfigError(
+        f"unknown model {model!r}; valid forms: " + "; ".join(VALID_MODEL_FORMS)
+    )
+
+
+def make_chat_model(
+    cfg: LLMConfig,
+    *,
+    callbacks: Sequence[BaseCallbackHandler] | None = None,
+) -> BaseChatModel:
+    """Build the chat model a run uses.
+
+    Args:
+        cfg: the ``llm`` section of the run configuration.
+        callbacks: handlers attached to the model itself, e.g. a `UsageTracker` (they see
+            every call, whatever config the call carries).
+
+    Returns:
+        ``ChatOpenAI`` for ``openai:<model>`` (``temperature``, ``max_tokens``,
+        ``timeout=cfg.timeout_s``, ``max_retries=cfg.max_retries``) or the embedded
+        `LocalChatModel` for ``local``.
+
+    Raises:
+        LLMConfigError: unknown model form; or ``openai:`` with ``$<api_key_env>`` unset and
+            no base URL (neither ``cfg.base_url`` nor ``$OPENAI_BASE_URL``).
+        LocalModelError: ``local`` but the embedded model cannot be assembled or loaded.
+    """
+    provider, name = parse_model_string(cfg.model)
+    if provider == "local":
+        from evoduet_graph.llm.local import make_local_chat_model
+
+        return make_local_chat_model(cfg, callbacks=callbacks)
+
+    base_url = cfg.base_url or os.environ.get("OPENAI_BASE_URL") or None
+    api_key = os.environ.get(cfg.api_key_env) or None
+    if api_key is None:
+        if base_url is None:
+            raise LLMConfigError(
+                f"model {cfg.model!r} needs an API key: ${cfg.api_key_env} is not set. "
+                f"Set {cfg.api_key_env} or --model local (or set llm.base_url to a keyless "
+                "OpenAI-compatible server such as vLLM or Ollama)."
+            )
+        api_key = PLACEHOLDER_API_KEY
+    kwargs: dict[str, Any] = {
+        "model": name,
+        "base_url": base_url,
+        "api_key": api_key,
+        "temperature": cfg.temperature,
+        "max_tokens": cfg.max_tokens,
+        "timeout": cfg.timeout_s,
+        "max_retries": cfg.max_retries,
+    }
+    if callbacks:
+        kwargs["callbacks"] = list(callbacks)
+    return ChatOpenAI(**kwargs)

