@@ -100,10 +100,10 @@ def _summary(result: RunResult, elapsed: float) -> None:
         console.print(f"[yellow]stopped early:[/] {result.stop_reason}")
 
 
-def _run_with_display(fn: Any, task: Task, total: int, quiet: bool, **kwargs: Any) -> None:
+def _run_with_display(fn: Any, shown: Task, total: int, quiet: bool, **kwargs: Any) -> None:
     start = time.perf_counter()
     try:
-        with ProgressDisplay(task, total, quiet) as display:
+        with ProgressDisplay(shown, total, quiet) as display:
             result = fn(progress=display, **kwargs)
     except _user_errors() as exc:
         console.print(f"[bold red]error:[/] {exc}")

@@ -147,6 +147,8 @@ class InnerState(TypedDict, total=False):
         pending_knowledge: the knowledge state returned by ``hypothetical_score``.
         queries: this round's queries; query_history: every query issued so far.
         pool: retained documents plus this round's new ones (deduplicated by id).
+        returned: ids of the documents the backend returned this round (deduplicated, in
+            order; set by ``search``, cleared by ``update_knowledge``); None: not known.
         retained: the top-K documents by predicted child score.
         round_logs: per-round log for the search database.
         errors: search errors seen (the retrieval goes on without those results).
@@ -164,6 +166,7 @@ class InnerState(TypedDict, total=False):
     queries: list[str]
     query_history: list[str]
     pool: list[DocumentRef]
+    returned: list[str] | None
     retained: list[DocumentRef]
     round_logs: list[RoundLog]
     errors: list[str]

@@ -108,3 +108,235 @@ class CountingEvaluator:
         if not self.log_path.exists():
             return []
         return [json.loads(line) for line in self.log_path.read_text().splitlines() if line]
+
+
+# --------------------------------------------------------------------------------------------
+# World-knowledge layer fakes: search backends and a content-routed scripted answerer
+# --------------------------------------------------------------------------------------------
+
+SearchResults = Callable[[str, int], list[Any]]
+
+
+def _slug(text: str) -> str:
+    import re
+
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60] or "q"
+
+
+class FakeSearcher:
+    """Deterministic search backend (the `evoduet_graph.search.Searcher` protocol).
+
+    Args:
+        results: how to answer a query: a callable ``(query, max_results) -> [Document|dict]``,
+            a mapping ``query -> [Document|dict]`` (unknown queries return ``[]``), or None for
+            the default: ``max_results`` documents whose URLs, titles and contents depend only
+            on the query (``https://fake.example/<slug>/<i>``), so a re-run of the same query
+            returns the same URLs.
+        name: backend name (``Document.source`` of the default documents).
+
+    Attributes:
+        queries: every query received, in call order.
+        preflights: number of ``preflight`` calls.
+    """
+
+    def __init__(
+        self,
+        results: SearchResults | dict[str, list[Any]] | None = None,
+        *,
+        name: str = "fake",
+    ) -> None:
+        self.name = name
+        self.results = results
+        self.queries: list[str] = []
+        self.preflights = 0
+        self._lock = threading.Lock()
+
+    @property
+    def calls(self) -> int:
+        return len(self.queries)
+
+    def preflight(self) -> None:
+        self.preflights += 1
+
+    def search(self, query: str, max_results: int) -> list[Any]:
+        from evoduet_graph.search import Document
+
+        with self._lock:
+            self.queries.append(query)
+        if callable(self.results):
+            return list(self.results(query, max_results))
+        if isinstance(self.results, dict):
+            return list(self.results.get(query, []))
+        slug = _slug(query)
+        return [
+            Document(
+                url=f"https://fake.example/{slug}/{i}",
+                title=f"Result {i} for {query}",
+                content=f"Finding {i} about {query}: put every point on the unit circle.",
+                score=1.0 - 0.1 * i,
+                source=self.name,
+            )
+            for i in range(max_results)
+        ]
+
+
+class FailingSearcher:
+    """Search backend whose every ``search`` call raises ``exc`` (default ConnectionError).
+
+    Attributes:
+        queries: every query received (one entry per attempt, retries included).
+    """
+
+    def __init__(self, exc: Exception | None = None, *, name: str = "failing") -> None:
+        self.name = name
+        self.exc = exc if exc is not None else ConnectionError("search backend is down")
+        self.queries: list[str] = []
+        self._lock = threading.Lock()
+
+    @property
+    def calls(self) -> int:
+        return len(self.queries)
+
+    def preflight(self) -> None:
+        return None
+
+    def search(self, query: str, max_results: int) -> list[Any]:
+        with self._lock:
+            self.queries.append(query)
+        raise self.exc
+
+
+PROMPT_MARKERS = {
+    "gate": "You decide whether an evolutionary program search needs outside knowledge",
+    "construct_query": "You write web-search queries for an evolutionary program search",
+    "hypothetical_score": "You predict how useful each document is",
+}
+
+
+def prompt_kind(messages: Sequence[BaseMessage]) -> str:
+    """Which node wrote a prompt: ``gate``, ``construct_query``, ``hypothetical_score`` or
+    ``generate`` (anything else)."""
+    text = str(messages[0].content) if messages else ""
+    for kind, marker in PROMPT_MARKERS.items():
+        if text.startswith(marker):
+            return kind
+    return "generate"
+
+
+def prompt_text(messages: Sequence[BaseMessage]) -> str:
+    """All message contents joined by newlines."""
+    return "\n".join(str(m.content) for m in messages)
+
+
+def scored_documents(text: str) -> list[tuple[str, str, str]]:
+    """``(doc_id, title, url)`` of every ``<document id=...>`` block of a scoring prompt."""
+    import re
+
+    return re.findall(r'<document id="([^"]+)">\ntitle: (.*)\nurl: (.*)\n', text)
+
+
+def _title_score(doc_id: str, title: str, url: str) -> float | None:
+    import re
+
+    match = re.search(r"score=(-?[0-9.]+)", title)
+    return float(match.group(1)) if match else 0.5
+
+
+class KnowledgeResponder:
+    """Answers each prompt of a run by what it is (use as ``ScriptedChatModel(default=...)``).
+
+    Args:
+        gate: the gate's answer: a decision string (``"retrieve"``), a list of answers used in
+            gate-call order (the last one repeats), or a callable ``(call_index, prompt) ->
+            str | dict``; a dict is sent as JSON with the knowledge fields filled in, a string
+            that is not a decision is sent verbatim (garbage).
+        queries: ``(call_index, prompt) -> list[str]`` for ``construct_query``; default one
+            query ``"query <call_index>"``.
+        score: ``(doc_id, title, url) -> float | None`` for ``hypothetical_score`` (None:
+            the document is left out of the reply); default: the number after ``score=`` in
+            the title, else 0.5.
+        generate: the generation answer: a string or a callable of the messages.
+        delay_s: seconds to sleep before each answer (slow model for kill tests).
+
+    A repair re-prompt (a prompt that echoes an earlier reply) gets the answer of the call it
+    repairs, so a garbage answer stays garbage and the caller falls back to its default.
+
+    Attributes:
+        log: ``(kind, prompt text)`` per call, in call order (repairs included).
+    """
+
+    DECISIONS = ("no-op", "look-up", "retrieve")
+
+    def __init__(
+        self,
+        *,
+        gate: Any = "retrieve",
+        queries: Callable[[int, str], list[str]] | None = None,
+        score: Callable[[str, str, str], float | None] | None = None,
+        generate: str | Callable[[list[BaseMessage]], str] = "no change",
+        delay_s: float = 0.0,
+    ) -> None:
+        self.gate = gate
+        self.queries = queries or (lambda n, _text: [f"query {n}"])
+        self.score = score or _title_score
+        self.generate = generate
+        self.delay_s = delay_s
+        self.log: list[tuple[str, str]] = []
+        self._counts: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def prompts(self, kind: str) -> list[str]:
+        """Prompt texts of one kind, in call order."""
+        with self._lock:
+            return [text for k, text in self.log if k == kind]
+
+    def __call__(self, messages: list[BaseMessage]) -> str:
+        import time
+
+        kind = prompt_kind(messages)
+        text = prompt_text(messages)
+        repair = any(isinstance(m, AIMessage) for m in messages)
+        with self._lock:
+            if repair:  # a re-prompt after an unusable reply: same call index, same answer
+                n = max(0, self._counts.get(kind, 1) - 1)
+            else:
+                n = self._counts.get(kind, 0)
+                self._counts[kind] = n + 1
+            self.log.append((kind, text))
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        if kind == "gate":
+            return self._gate(n, text)
+        if kind == "construct_query":
+            return json.dumps({"queries": list(self.queries(n, text))})
+        if kind == "hypothetical_score":
+            scores = []
+            for doc_id, title, url in scored_documents(text):
+                value = self.score(doc_id, title, url)
+                if value is not None:
+                    scores.append({"doc_id": doc_id, "predicted_score": value})
+            return json.dumps(
+                {"scores": scores, "known": "k", "established": "e", "unresolved": "gap"}
+            )
+        return self.generate(messages) if callable(self.generate) else self.generate
+
+    def _gate(self, n: int, text: str) -> str:
+        if callable(self.gate):
+            answer = self.gate(n, text)
+        elif isinstance(self.gate, list):
+            answer = self.gate[min(n, len(self.gate) - 1)]
+        else:
+            answer = self.gate
+        if isinstance(answer, str) and answer in self.DECISIONS:
+            answer = {"decision": answer}
+        if isinstance(answer, dict):
+            body = {
+                "known": "known facts",
+                "established": "nothing yet",
+                "unresolved": "how to place the points",
+                "reasoning": f"scripted gate answer {n}",
+                "document_ids": [],
+                **answer,
+            }
+            return json.dumps(body)
+        return str(answer)

@@ -24,12 +24,14 @@ from langchain_openai import ChatOpenAI
 if TYPE_CHECKING:
     from evoduet_graph.config import LLMConfig
 
-__all__ = ["LLMConfigError", "VALID_MODEL_FORMS", "make_chat_model", "parse_model_string"]
+__all__ = ["VALID_MODEL_FORMS", "LLMConfigError", "make_chat_model", "parse_model_string"]
 
 VALID_MODEL_FORMS = (
     "'local' (embedded Qwen2.5-Coder-1.5B, needs the [local] extra)",
-    "'openai:<model>' (any OpenAI-compatible endpoint, e.g. openai:gpt-4o-mini; "
-    "with llm.base_url / $OPENAI_BASE_URL for OpenRouter, vLLM, Ollama, llama.cpp server)",
+    (
+        "'openai:<model>' (any OpenAI-compatible endpoint, e.g. openai:gpt-4o-mini; "
+        "with llm.base_url / $OPENAI_BASE_URL for OpenRouter, vLLM, Ollama, llama.cpp server)"
+    ),
 )
 
 # Sent as the key to keyless OpenAI-compatible servers (vLLM, Ollama, llama.cpp server).
@@ -59,9 +61,7 @@ def parse_model_string(model: str) -> tuple[str, str | None]:
                 f"model {model!r} names no model after 'openai:'; e.g. openai:gpt-4o-mini"
             )
         return "openai", name.strip()
-    raise LLMConfigError(
-        f"unknown model {model!r}; valid forms: " + "; ".join(VALID_MODEL_FORMS)
-    )
+    raise LLMConfigError(f"unknown model {model!r}; valid forms: " + "; ".join(VALID_MODEL_FORMS))
 
 
 def make_chat_model(

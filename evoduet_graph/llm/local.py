@@ -29,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.exceptions import ContextOverflowError
@@ -46,7 +46,7 @@ from langchain_core.messages.ai import UsageMetadata
 from langchain_core.output_parsers import JsonOutputParser, PydanticOutputParser
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from evoduet_graph.llm.text import message_text
 
@@ -110,17 +110,16 @@ def _locate_parts() -> list[Path]:
         except (ImportError, ValueError):
             spec = None
         locations = list(spec.submodule_search_locations or []) if spec else []
-        found = next(
-            (Path(loc) / "data" / PART_FILE.format(n=n) for loc in locations
-             if (Path(loc) / "data" / PART_FILE.format(n=n)).is_file()),
-            None,
-        )
+        candidates = [Path(loc) / "data" / PART_FILE.format(n=n) for loc in locations]
+        found = next((c for c in candidates if c.is_file()), None)
         if found is None:
             missing.append(package.replace("_", "-"))
         else:
             paths.append(found)
     if missing:
-        shown = ", ".join(missing[:5]) + (f" (+{len(missing) - 5} more)" if len(missing) > 5 else "")
+        shown = ", ".join(missing[:5]) + (
+            f" (+{len(missing) - 5} more)" if len(missing) > 5 else ""
+        )
         raise LocalModelError(
             f"the embedded model is not installed: missing {shown}. "
             f"Install it with: {INSTALL_HINT}   (or use an API model: --model openai:<model>)"
@@ -157,8 +156,12 @@ def _marker_matches(target: Path) -> bool:
 
 def _write_marker(target: Path) -> None:
     st = target.stat()
-    data = {"sha256": EXPECTED_SHA256, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-            "verified_at": time.time()}
+    data = {
+        "sha256": EXPECTED_SHA256,
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "verified_at": time.time(),
+    }
     marker = _marker_path(target)
     fd, tmp = tempfile.mkstemp(dir=marker.parent, prefix=marker.name + ".", suffix=".tmp")
     try:
@@ -223,10 +226,13 @@ def assemble_model(cache_dir: str | Path | None = None) -> Path:
         with _file_lock(directory / (MODEL_FILENAME + ".lock")):
             if _marker_matches(target):  # another process finished while we waited
                 return target
-            if target.is_file() and target.stat().st_size == EXPECTED_SIZE:
-                if _sha256_file(target) == EXPECTED_SHA256:
-                    _write_marker(target)
-                    return target
+            if (
+                target.is_file()
+                and target.stat().st_size == EXPECTED_SIZE
+                and _sha256_file(target) == EXPECTED_SHA256
+            ):  # a valid file whose marker is stale or missing
+                _write_marker(target)
+                return target
             _assemble_into(target)
             _write_marker(target)
     except OSError as exc:
@@ -326,8 +332,19 @@ def _load_llama(model_path: str, n_ctx: int, n_threads: int) -> _Loaded:
 # The chat model
 # --------------------------------------------------------------------------------------------
 
-_CALL_KWARGS = frozenset({"response_format", "max_tokens", "temperature", "top_p", "top_k",
-                          "min_p", "seed", "repeat_penalty", "stop"})
+_CALL_KWARGS = frozenset(
+    {
+        "response_format",
+        "max_tokens",
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_p",
+        "seed",
+        "repeat_penalty",
+        "stop",
+    }
+)
 
 
 def _to_llama_message(message: BaseMessage) -> dict[str, str]:
@@ -371,9 +388,11 @@ class LocalChatModel(BaseChatModel):
 
     _loaded: _Loaded | None = PrivateAttr(default=None)
 
-    def model_post_init(self, context: Any, /) -> None:
+    @model_validator(mode="after")
+    def _load_weights(self) -> Self:
         """Load (or reuse) the llama.cpp model at construction, so failures surface early."""
         self._loaded = _load_llama(self.model_path, self.n_ctx, self.n_threads)
+        return self
 
     @property
     def _llm_type(self) -> str:
@@ -381,8 +400,12 @@ class LocalChatModel(BaseChatModel):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        return {"model_name": self.model_name, "n_ctx": self.n_ctx,
-                "temperature": self.temperature, "max_tokens": self.max_tokens}
+        return {
+            "model_name": self.model_name,
+            "n_ctx": self.n_ctx,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
 
     def _generate(
         self,

@@ -351,7 +351,7 @@ def structured_call(
         stage_msgs = msgs if method == "json_schema" else [*msgs, instruction]
         try:
             runnable = llm.with_structured_output(schema, method=method, include_raw=True)
-        except Exception as exc:  # NotImplementedError, ValueError("unsupported ...")
+        except Exception as exc:  # noqa: BLE001 - NotImplementedError, ValueError("unsupported")
             fallbacks.append(f"{method}: not supported by the model ({_describe(exc)})")
             continue
         try:

@@ -243,8 +243,12 @@ class UsageTracker(UsageMetadataCallbackHandler):
             node = scopes[-1].name
         else:
             node = _node_from_run(metadata, kwargs.get("tags"))
-        run = _Run(node=node, scopes=scopes, started=time.perf_counter(),
-                   model=_model_from_start(serialized, kwargs))
+        run = _Run(
+            node=node,
+            scopes=scopes,
+            started=time.perf_counter(),
+            model=_model_from_start(serialized, kwargs),
+        )
         with self._lock:
             self._runs[run_id] = run
 
@@ -288,8 +292,12 @@ class UsageTracker(UsageMetadataCallbackHandler):
             run = self._runs.pop(run_id, None)
             if run is None:  # start not seen (handler attached mid-run)
                 scopes = _SCOPES.get()
-                run = _Run(node=scopes[-1].name if scopes else UNKNOWN_NODE, scopes=scopes,
-                           started=now, model=None)
+                run = _Run(
+                    node=scopes[-1].name if scopes else UNKNOWN_NODE,
+                    scopes=scopes,
+                    started=now,
+                    model=None,
+                )
             name = model or run.model or "unknown-model"
             latency = now - run.started
             self._nodes.setdefault(run.node, NodeUsage())._add(name, inp, out, latency, error)

@@ -16,9 +16,9 @@ from langgraph.runtime import Runtime
 from evoduet_graph.context import Context
 from evoduet_graph.nodes._common import context_of
 from evoduet_graph.population import ProgramEntry
+from evoduet_graph.results import write_best
 from evoduet_graph.search.database import Impact
 from evoduet_graph.state import CandidateRecord, OuterState
-from evoduet_graph.results import write_best
 
 
 def credit_evidence(ctx: Context, state: OuterState, valid: list[CandidateRecord]) -> None:

@@ -88,7 +88,8 @@ def make_retrieve(inner: CompiledStateGraph) -> Any:
             )
         )
         if not retained:
-            ctx.events.emit("retrieve_empty", iteration=iteration, errors=out.get("errors", []))
+            errors = [e for log in out.get("round_logs", []) for e in log.get("errors", [])]
+            ctx.events.emit("retrieve_empty", iteration=iteration, errors=errors)
         return {
             "documents": retained,
             "knowledge_state": out.get("knowledge_state") or state.get("knowledge_state"),

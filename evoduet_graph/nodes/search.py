@@ -19,11 +19,13 @@ from evoduet_graph.state import DocumentRef, InnerState
 
 
 def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Returns ``pool`` (retained + new documents) and accumulated ``errors``."""
+    """Returns ``pool`` (retained + new documents), ``returned`` (ids of this round's hits)
+    and accumulated ``errors``."""
     ctx = context_of(runtime)
     retrieval = ctx.config.retrieval
     pool = {d["id"]: d for d in state.get("pool", state.get("retained", []))}
     errors = list(state.get("errors", []))
+    returned: dict[str, None] = {}
     for query in dict.fromkeys(state.get("queries", [])):
         docs, error = robust_search(
             ctx.searcher,
@@ -47,10 +49,11 @@ def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
             doc_ids=[d.doc_id for d in stored],
         )
         for doc in stored:
+            returned.setdefault(doc.doc_id)
             pool.setdefault(
                 doc.doc_id,
                 DocumentRef(
                     id=doc.doc_id, url=doc.url, title=doc.title, predicted_score=doc.predicted_score
                 ),
             )
-    return {"pool": list(pool.values()), "errors": errors}
+    return {"pool": list(pool.values()), "returned": list(returned), "errors": errors}

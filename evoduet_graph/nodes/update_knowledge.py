@@ -2,7 +2,9 @@
 
 Keeps the K (``retrieval.top_k``) documents of the pool with the highest predicted child score
 (ties: earlier document id first), logs the round for the search database and advances the
-round counter.
+round counter. The round's logged ``results`` are the documents the backend returned in it
+(``returned``, with their predicted scores), not the documents carried over from the previous
+round, so D_search's URL novelty counts only what was actually returned again.
 """
 
 from __future__ import annotations
@@ -31,10 +33,13 @@ def update_knowledge(state: InnerState, runtime: Runtime[Context]) -> dict[str, 
     ctx = context_of(runtime)
     pool = list(state.get("pool", []))
     retained = top_k_documents(pool, ctx.config.retrieval.top_k)
+    returned = state.get("returned")
+    by_id = {d["id"]: d for d in pool}
+    results = pool if returned is None else [by_id[i] for i in returned if i in by_id]
     log = RoundLog(
         round=state.get("round", 0),
         queries=list(state.get("queries", [])),
-        results=pool,
+        results=results,
         retained=[d["id"] for d in retained],
         errors=list(state.get("errors", [])),
     )
@@ -43,6 +48,7 @@ def update_knowledge(state: InnerState, runtime: Runtime[Context]) -> dict[str, 
         "pending_knowledge": None,
         "retained": retained,
         "pool": retained,
+        "returned": None,
         "round": state.get("round", 0) + 1,
         "round_logs": [*state.get("round_logs", []), log],
         "errors": [],

@@ -24,6 +24,7 @@ import json
 import logging
 import math
 import os
+import re
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -149,6 +150,14 @@ class StoredDocument(_Model):
     @property
     def normalized_url(self) -> str:
         return normalize_url(self.url)
+
+
+_FENCE_RUN = re.compile(r"`{3,}|~{3,}")
+
+
+def _one_line(text: str) -> str:
+    """Untrusted text (a document title) as one line that cannot open a code fence."""
+    return _FENCE_RUN.sub("'''", " ".join(text.split()))
 
 
 def _fmt(value: float | None) -> str:
@@ -539,8 +548,10 @@ class SearchDatabase:
         """Compact, deterministic text listing of ``records`` for the gate's prompt.
 
         One block per record: id, iteration, decision, realised Δ and outcomes; the queries by
-        round; the final documents with titles and predicted scores. Blocks that do not fit in
-        ``max_chars`` characters are left out and counted in a last line.
+        round; the final documents with titles and predicted scores. Titles are untrusted
+        text: each is written on one line with code fences (runs of backticks/tildes) defused,
+        so it cannot forge a prompt section. Blocks that do not fit in ``max_chars`` characters
+        are left out and counted in a last line.
 
         Returns:
             The listing (``"(no earlier searches)"`` when ``records`` is empty); at most
@@ -593,7 +604,7 @@ class SearchDatabase:
                 )
         for doc_id in r.final_doc_ids:
             doc = self._docs.get(doc_id)
-            title = doc.title if doc is not None else "(unknown document)"
+            title = _one_line(doc.title) if doc is not None else "(unknown document)"
             pred = doc.predicted_score if doc is not None else None
             if len(title) > 120:
                 title = title[:117] + "..."

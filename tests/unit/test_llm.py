@@ -29,15 +29,16 @@ from evoduet_graph.llm import (
     UsageTracker,
     extract_code_block,
     extract_json_object,
+    factory,
     invoke_text,
     is_transport_error,
+    local,
     make_chat_model,
     message_text,
     strip_think,
     structured_call,
     track_node,
 )
-from evoduet_graph.llm import factory, local
 
 # --------------------------------------------------------------------------------------------
 # Fakes
@@ -60,7 +61,7 @@ class StagedFake(BaseChatModel):
     """
 
     responses: list[Any]
-    unsupported: set[str] = set()
+    unsupported: set[str] = Field(default_factory=set)
     _i: int = PrivateAttr(default=0)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _log: list[tuple[str, list[BaseMessage]]] = PrivateAttr(default_factory=list)
@@ -101,8 +102,11 @@ class StagedFake(BaseChatModel):
         def run(messages: Any, config: Any = None) -> dict[str, Any]:
             raw = bound.invoke(messages, config=config)
             try:
-                return {"raw": raw, "parsed": schema.model_validate_json(raw.content),
-                        "parsing_error": None}
+                return {
+                    "raw": raw,
+                    "parsed": schema.model_validate_json(raw.content),
+                    "parsing_error": None,
+                }
             except Exception as exc:  # noqa: BLE001 - the include_raw contract
                 return {"raw": raw, "parsed": None, "parsing_error": exc}
 
@@ -146,12 +150,13 @@ def test_structured_falls_back_to_json_mode():
 
 def test_structured_extraction_from_prose_with_think_and_fence():
     prose = (
-        "<think>maybe {\"decision\": \"bad\"} ... let me think</think>\n"
+        '<think>maybe {"decision": "bad"} ... let me think</think>\n'
         "Sure! Here is my answer:\n```json\n" + GOOD + "\n```\nHope that helps."
     )
     llm = StagedFake(responses=["utter garbage", prose], unsupported={"json_schema"})
-    res = structured_call(llm, [SystemMessage("sys"), HumanMessage("decide")], Verdict,
-                          default=DEFAULT)
+    res = structured_call(
+        llm, [SystemMessage("sys"), HumanMessage("decide")], Verdict, default=DEFAULT
+    )
     assert res.method == "extraction"
     assert res.value.decision == "retrieve"
     assert [f.split(":")[0] for f in res.fallbacks] == ["json_schema", "json_mode"]
@@ -190,7 +195,10 @@ def test_structured_default_after_every_stage_fails():
     assert res.method == "default" and res.used_default
     assert res.value.decision == "fallback" and calls == [1]
     assert [f.split(":")[0] for f in res.fallbacks] == [
-        "json_schema", "json_mode", "extraction", "repair"
+        "json_schema",
+        "json_mode",
+        "extraction",
+        "repair",
     ]
     assert res.raw == "d"
 
@@ -244,8 +252,9 @@ def test_structured_transport_error_propagates(error, stage):
 
 
 def test_structured_plain_call_failure_propagates():
-    llm = StagedFake(responses=[ValueError("weird server error")],
-                     unsupported={"json_schema", "json_mode"})
+    llm = StagedFake(
+        responses=[ValueError("weird server error")], unsupported={"json_schema", "json_mode"}
+    )
     with pytest.raises(LLMCallError) as info:
         structured_call(llm, "decide", Verdict, default=DEFAULT)
     assert info.value.stage == "extraction" and len(info.value.fallbacks) == 2
@@ -264,8 +273,9 @@ def test_structured_counts_usage_across_stages():
     tracker = UsageTracker()
     llm = StagedFake(responses=["a", "b", GOOD], unsupported=set())
     with track_node("gate") as usage:
-        res = structured_call(llm, "decide", Verdict, default=DEFAULT,
-                              config={"callbacks": [tracker]})
+        res = structured_call(
+            llm, "decide", Verdict, default=DEFAULT, config={"callbacks": [tracker]}
+        )
     assert res.method == "extraction"
     assert usage.calls == 3 and usage.input_tokens == 30 and usage.output_tokens == 15
     assert tracker.by_node()["gate"].calls == 3
@@ -316,12 +326,18 @@ def no_openai_env(monkeypatch):
 
 def test_factory_openai_kwargs(no_openai_env, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    cfg = LLMConfig(model="openai:gpt-4o-mini", temperature=0.3, max_tokens=256,
-                    timeout_s=12, max_retries=5)
+    cfg = LLMConfig(
+        model="openai:gpt-4o-mini", temperature=0.3, max_tokens=256, timeout_s=12, max_retries=5
+    )
     llm = make_chat_model(cfg)
     assert llm.kwargs == {
-        "model": "gpt-4o-mini", "base_url": None, "api_key": "sk-test", "temperature": 0.3,
-        "max_tokens": 256, "timeout": 12.0, "max_retries": 5,
+        "model": "gpt-4o-mini",
+        "base_url": None,
+        "api_key": "sk-test",
+        "temperature": 0.3,
+        "max_tokens": 256,
+        "timeout": 12.0,
+        "max_retries": 5,
     }
 
 
@@ -371,8 +387,9 @@ def test_factory_real_chat_openai_constructs_offline(monkeypatch):
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     tracker = UsageTracker()
     started = time.perf_counter()
-    llm = make_chat_model(LLMConfig(model="openai:m", base_url="http://127.0.0.1:9/v1"),
-                          callbacks=[tracker])
+    llm = make_chat_model(
+        LLMConfig(model="openai:m", base_url="http://127.0.0.1:9/v1"), callbacks=[tracker]
+    )
     assert time.perf_counter() - started < 5
     assert llm.model_name == "m" and llm.max_retries == 3 and llm.callbacks == [tracker]
 
@@ -414,7 +431,7 @@ def test_assemble_success(fake_parts):
 
 
 def test_assemble_corrupt_part_leaves_nothing(fake_parts):
-    paths, blob, cache = fake_parts
+    paths, _, cache = fake_parts
     data = bytearray(paths[1].read_bytes())
     data[10] ^= 0xFF
     paths[1].write_bytes(bytes(data))
@@ -447,7 +464,7 @@ def test_assemble_trusts_marker(fake_parts, monkeypatch):
 
 
 def test_assemble_reverifies_when_mtime_changes(fake_parts, monkeypatch):
-    _, blob, cache = fake_parts
+    _, _, cache = fake_parts
     path = local.assemble_model(cache)
     st = path.stat()
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
@@ -524,8 +541,9 @@ class _FakeLlama:
         if "overflow" in messages[-1]["content"]:
             raise ValueError("Requested tokens (9000) exceed context window of 2048")
         return {
-            "choices": [{"message": {"role": "assistant", "content": self.reply},
-                         "finish_reason": "stop"}],
+            "choices": [
+                {"message": {"role": "assistant", "content": self.reply}, "finish_reason": "stop"}
+            ],
             "usage": {"prompt_tokens": 12, "completion_tokens": 7, "total_tokens": 19},
         }
 
@@ -536,8 +554,9 @@ def fake_local_model(monkeypatch, tmp_path):
     loaded = local._Loaded(llama=fake, lock=threading.Lock())
     monkeypatch.setattr(local, "_load_llama", lambda path, n_ctx, n_threads: loaded)
     monkeypatch.setattr(local, "assemble_model", lambda cache_dir=None: tmp_path / "m.gguf")
-    cfg = LLMConfig(model="local", temperature=0.1, max_tokens=64, local_n_ctx=2048,
-                    local_n_threads=2)
+    cfg = LLMConfig(
+        model="local", temperature=0.1, max_tokens=64, local_n_ctx=2048, local_n_threads=2
+    )
     return local.make_local_chat_model(cfg), fake
 
 
@@ -547,8 +566,10 @@ def test_local_model_reports_usage(fake_local_model):
     assert msg.usage_metadata == {"input_tokens": 12, "output_tokens": 7, "total_tokens": 19}
     assert msg.response_metadata["model_name"] == local.MODEL_NAME
     call = fake.calls[0]
-    assert call["messages"] == [{"role": "system", "content": "s"},
-                                {"role": "user", "content": "hi"}]
+    assert call["messages"] == [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "hi"},
+    ]
     assert call["max_tokens"] == 64 and call["temperature"] == 0.1
 
 
@@ -558,7 +579,9 @@ def test_local_model_structured_uses_grammar(fake_local_model):
     assert res.method == "json_schema" and res.value.score == 7.5
     fmt = fake.calls[0]["response_format"]
     assert fmt["type"] == "json_object" and fmt["schema"]["properties"].keys() == {
-        "decision", "score"}
+        "decision",
+        "score",
+    }
     with pytest.raises(NotImplementedError):
         llm.with_structured_output(Verdict, method="function_calling")
 
@@ -599,11 +622,17 @@ def test_usage_nested_scopes_and_metadata_fallback():
     assert gen.input_tokens == 20 and gen.output_tokens == 10 and gen.latency_s >= 0
     nodes = tracker.by_node()
     assert {k: v.calls for k, v in nodes.items()} == {
-        "gate": 1, "generate": 2, "search": 1, "record": 1, "unknown": 1}
+        "gate": 1,
+        "generate": 2,
+        "search": 1,
+        "record": 1,
+        "unknown": 1,
+    }
     assert tracker.total().total_tokens == 6 * 15
     assert tracker.usage_metadata["staged"]["input_tokens"] == 60  # LangChain's per-model view
-    assert nodes["gate"].by_model == {"staged": {"calls": 1, "input_tokens": 10,
-                                                 "output_tokens": 5}}
+    assert nodes["gate"].by_model == {
+        "staged": {"calls": 1, "input_tokens": 10, "output_tokens": 5}
+    }
 
 
 def test_usage_attached_to_model_and_config_not_double_counted():
@@ -623,16 +652,18 @@ def test_usage_errors_and_llm_output_fallback():
     # a provider that only fills llm_output["token_usage"]
     from uuid import uuid4
 
-    result = LLMResult(generations=[[ChatGeneration(message=AIMessage(content="x"))]],
-                       llm_output={"token_usage": {"prompt_tokens": 3, "completion_tokens": 4},
-                                   "model_name": "m"})
+    result = LLMResult(
+        generations=[[ChatGeneration(message=AIMessage(content="x"))]],
+        llm_output={"token_usage": {"prompt_tokens": 3, "completion_tokens": 4}, "model_name": "m"},
+    )
     with track_node("score") as score:
         run_id = uuid4()
         tracker.on_chat_model_start({}, [[]], run_id=run_id)
         tracker.on_llm_end(result, run_id=run_id)
     assert (score.input_tokens, score.output_tokens) == (3, 4)
-    assert tracker.by_node()["score"].by_model == {"m": {"calls": 1, "input_tokens": 3,
-                                                        "output_tokens": 4}}
+    assert tracker.by_node()["score"].by_model == {
+        "m": {"calls": 1, "input_tokens": 3, "output_tokens": 4}
+    }
 
 
 def test_usage_threads_with_context_executor():
@@ -652,8 +683,13 @@ def test_message_text_forms():
     assert message_text("abc") == "abc"
     assert message_text(None) == ""
     assert message_text(AIMessage(content="x")) == "x"
-    parts = ["a", {"type": "text", "text": "b"}, {"type": "image_url", "image_url": "u"},
-             {"type": "reasoning", "reasoning": "secret"}, {"type": "output_text", "text": "c"}]
+    parts = [
+        "a",
+        {"type": "text", "text": "b"},
+        {"type": "image_url", "image_url": "u"},
+        {"type": "reasoning", "reasoning": "secret"},
+        {"type": "output_text", "text": "c"},
+    ]
     assert message_text(AIMessage(content=parts)) == "abc"
 
 
@@ -701,7 +737,7 @@ def test_extract_code_block_prefers_language_and_longest():
     [
         ('{"a": 1}', {"a": 1}),
         ('Sure: {"a": {"b": [1, 2]}} done.', {"a": {"b": [1, 2]}}),
-        ("<think>{\"a\": 0}</think>```json\n{\"a\": 2}\n```", {"a": 2}),
+        ('<think>{"a": 0}</think>```json\n{"a": 2}\n```', {"a": 2}),
         ('text {"s": "brace } inside { string"} tail', {"s": "brace } inside { string"}),
         ('set {x} then {"real": true}', {"real": True}),
         ('{"a": 1,}', {"a": 1}),
