@@ -141,11 +141,23 @@ def make_checked_searcher(task: Task, config: EvoDuetConfig) -> Searcher | None:
     if not can_retrieve(config):
         return None
     searcher = make_searcher(config.retrieval, task_dir=task.path)
+    preflight(searcher, config)
+    return searcher
+
+
+def preflight(searcher: Searcher, config: EvoDuetConfig) -> None:
+    """Run the backend's preflight.
+
+    Raises:
+        ConfigError: the backend reports itself unusable.
+    """
     try:
         searcher.preflight()
     except SearchUnavailableError as exc:
-        raise ConfigError(f"search backend {config.retrieval.backend!r} unavailable: {exc}") from None
-    return searcher
+        raise ConfigError(
+            f"search backend {getattr(searcher, 'name', config.retrieval.backend)!r} "
+            f"unavailable: {exc}"
+        ) from None
 
 
 def build_context(
@@ -244,6 +256,8 @@ def run(
     validate_setup(cfg)
     if searcher is None:
         searcher = make_checked_searcher(task, cfg)
+    elif can_retrieve(cfg):
+        preflight(searcher, cfg)
     rdir = Path(run_dir) if run_dir is not None else _default_run_dir(task)
     rdir.mkdir(parents=True, exist_ok=True)
     rdir = rdir.resolve()
@@ -297,8 +311,13 @@ def resume(
     evaluator: Evaluator | None = None,
     iterations: int | None = None,
     progress: ProgressFn | None = None,
+    nodes: dict[str, NodeFn] | None = None,
+    searcher: Searcher | None = None,
 ) -> RunResult:
     """Continue a run from its last checkpoint with the configuration it was started with.
+
+    Pass the same ``llm`` / ``evaluator`` / ``nodes`` / ``searcher`` injections the run was
+    started with (they are not stored in the run directory).
 
     Raises:
         RunError: ``run_dir`` is not a run directory (no ``run.json`` / ``config.yaml``).
@@ -315,6 +334,8 @@ def resume(
         run_dir=rdir,
         iterations=iterations,
         progress=progress,
+        nodes=nodes,
+        searcher=searcher,
     )
 
 

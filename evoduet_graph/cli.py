@@ -1,4 +1,4 @@
-"""The ``evoduet`` command: ``run``, ``resume`` and ``eval`` (typer + rich)."""
+"""The ``evoduet`` command: ``run``, ``resume``, ``eval`` and ``report`` (typer + rich)."""
 
 from __future__ import annotations
 
@@ -123,7 +123,16 @@ def run_cmd(
         str | None, typer.Option(help="`local` (embedded) or `openai:<model>`.")
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
-    gate: Annotated[str | None, typer.Option(help="Gate mode: never|always|llm|...")] = None,
+    gate: Annotated[
+        str | None, typer.Option(help="Gate mode: never|always|llm|heuristic|stagnation.")
+    ] = None,
+    backend: Annotated[
+        str | None, typer.Option(help="Search backend: offline|tavily|none.")
+    ] = None,
+    corpus: Annotated[
+        list[Path] | None,
+        typer.Option(help="Extra offline corpus folder (.md/.txt/.html/.pdf); repeatable."),
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="Run directory (default runs/...).")] = None,
     config: Annotated[Path | None, typer.Option(help="YAML config file.")] = None,
     quiet: Annotated[bool, typer.Option(help="No progress display.")] = False,
@@ -140,6 +149,8 @@ def run_cmd(
                 "llm.model": model,
                 "seed": seed,
                 "gate.mode": gate,
+                "retrieval.backend": backend,
+                "retrieval.corpus": [str(p.resolve()) for p in corpus] if corpus else None,
             }
         )
     except _USER_ERRORS as exc:
@@ -191,6 +202,24 @@ def eval_cmd(
     outcome = SandboxEvaluator(task, timeout_s=timeout, workers=1).evaluate(code, "eval")
     sys.stdout.write(outcome.model_dump_json() + "\n")
     raise typer.Exit(0 if outcome.valid else 1)
+
+
+@app.command("report")
+def report_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory.")],
+    out: Annotated[Path | None, typer.Option(help="Write the markdown here too.")] = None,
+) -> None:
+    """Print a markdown report of a run: decisions, queries, URLs, scores, LLM usage."""
+    from evoduet_graph.report import report_markdown
+
+    try:
+        text = report_markdown(run_dir)
+    except FileNotFoundError as exc:
+        console.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+    if out is not None:
+        out.write_text(text, encoding="utf-8")
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 
 def main() -> None:

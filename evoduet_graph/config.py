@@ -95,7 +95,12 @@ class PromptConfig(_Section):
     max_artifact_chars: int = Field(800, ge=0, description="Stderr/traceback chars shown.")
     max_program_chars: int = Field(12000, ge=200, description="Truncation of shown programs.")
     max_document_chars: int = Field(2000, ge=100, description="Evidence chars per document.")
-    diff_based: bool = Field(True, description="Ask for SEARCH/REPLACE diffs, else rewrites.")
+    diff_based: bool | None = Field(
+        None,
+        description="true: ask for SEARCH/REPLACE diffs (OpenEvolve's default); false: full "
+        "rewrites; null (auto): diffs, except rewrites for the embedded 1.5B model, which "
+        "follows the diff format unreliably.",
+    )
 
 
 class EvaluationConfig(_Section):

@@ -395,7 +395,7 @@ def build_generation_messages(
             "metric_direction": _direction_phrase(direction),
             "edit_scope": _EDIT_SCOPE if has_evolve_blocks(parent.code) else "",
             "output_format": load_prompt(
-                "format_diff" if cfg.diff_based else "format_rewrite"
+                "format_rewrite" if cfg.diff_based is False else "format_diff"
             ).strip(),
         },
     )

@@ -16,7 +16,7 @@ from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
 from evoduet_graph.diffs import candidate_from_response, code_diff_summary
-from evoduet_graph.llm import invoke_text
+from evoduet_graph.llm import LocalChatModel, invoke_text
 from evoduet_graph.nodes._common import context_of
 from evoduet_graph.prompting import (
     AttemptView,
@@ -96,6 +96,13 @@ def evidence_views(ctx: Context, payload: GenerateInput) -> list[DocumentView]:
     ]
 
 
+def uses_diffs(ctx: Context) -> bool:
+    """Resolve ``prompt.diff_based`` (None = auto: rewrites for the embedded local model)."""
+    if ctx.config.prompt.diff_based is not None:
+        return ctx.config.prompt.diff_based
+    return not isinstance(ctx.llm, LocalChatModel)
+
+
 def generate(payload: GenerateInput, runtime: Runtime[Context]) -> dict[str, Any]:
     """Generate candidate ``payload["index"]`` of ``payload["iteration"]``.
 
@@ -116,6 +123,7 @@ def generate(payload: GenerateInput, runtime: Runtime[Context]) -> dict[str, Any
         )
         if pid != parent.id
     ][: ctx.config.prompt.num_top_programs]
+    diff_based = uses_diffs(ctx)
     messages = build_generation_messages(
         instruction=ctx.task.instruction,
         parent=program_view(ctx.store, parent.id),
@@ -125,7 +133,7 @@ def generate(payload: GenerateInput, runtime: Runtime[Context]) -> dict[str, Any
         ],
         attempts=recent_attempt_views(ctx, iteration),
         evidence=evidence_views(ctx, payload),
-        cfg=ctx.config.prompt,
+        cfg=ctx.config.prompt.model_copy(update={"diff_based": diff_based}),
         metric_name=ctx.task.metric,
         direction=ctx.task.direction,
     )
@@ -146,7 +154,7 @@ def generate(payload: GenerateInput, runtime: Runtime[Context]) -> dict[str, Any
         cand = candidate_from_response(
             parent_code,
             text,
-            diff_based=ctx.config.prompt.diff_based,
+            diff_based=diff_based,
             restrict_to_evolve_blocks=ctx.task.has_evolve_blocks,
         )
         row.kind = cand.kind

@@ -49,7 +49,8 @@ def credit_evidence(ctx: Context, state: OuterState, valid: list[CandidateRecord
             delta=None,
             outcome="not_evaluated",
         )
-    ctx.search_db.add_impact(record_id, impact)
+    if not ctx.search_db.add_impact(record_id, impact):
+        return  # already credited by the run this one resumes
     ctx.events.emit(
         "impact",
         iteration=iteration,

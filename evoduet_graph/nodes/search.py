@@ -25,6 +25,13 @@ def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
     retrieval = ctx.config.retrieval
     pool = {d["id"]: d for d in state.get("pool", state.get("retained", []))}
     errors = list(state.get("errors", []))
+    if ctx.searcher is None:
+        message = (
+            "no search backend in the runtime context (the run was built for gate.mode=never); "
+            "configure gate.mode and retrieval.backend so the backend is preflighted"
+        )
+        ctx.events.emit("search_error", iteration=state.get("iteration"), error=message)
+        return {"pool": list(pool.values()), "errors": [*errors, message], "returned": []}
     returned: dict[str, None] = {}
     for query in dict.fromkeys(state.get("queries", [])):
         docs, error = robust_search(
