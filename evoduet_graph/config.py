@@ -45,8 +45,8 @@ class LLMConfig(_Section):
     )
     local_cache_dir: str | None = Field(
         None,
-        description="Where the assembled GGUF is cached; default $EVODUET_CACHE_DIR or "
-        "~/.cache/evoduet_graph.",
+        description="Folder of the assembled GGUF; default $EVODUET_CACHE_DIR, else "
+        "~/.cache/evoduet_graph/models.",
     )
 
 

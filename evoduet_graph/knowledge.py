@@ -60,7 +60,7 @@ class GateOutput(KnowledgeFields):
 
     decision: Literal["no-op", "look-up", "retrieve"] = "no-op"
     reasoning: str = ""
-    document_ids: list[str] = Field(default_factory=list)
+    document_ids: list[str] = Field(default_factory=list, max_length=10)
 
     @field_validator("decision", mode="before")
     @classmethod
@@ -88,7 +88,7 @@ class GateOutput(KnowledgeFields):
 class QueryPlan(BaseModel):
     """``construct_query`` output: the round's search queries."""
 
-    queries: list[str] = Field(default_factory=list)
+    queries: list[str] = Field(default_factory=list, max_length=8)
 
     @field_validator("queries", mode="before")
     @classmethod
@@ -106,7 +106,7 @@ class DocumentScore(BaseModel):
 class DocumentScores(KnowledgeFields):
     """``hypothetical_score`` output: a predicted child score per document + knowledge state."""
 
-    scores: list[DocumentScore] = Field(default_factory=list)
+    scores: list[DocumentScore] = Field(default_factory=list, max_length=40)
 
 
 def render(name: str, **values: Any) -> str:

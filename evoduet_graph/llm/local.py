@@ -167,6 +167,7 @@ def _write_marker(target: Path) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(data, fh)
+        os.chmod(tmp, 0o644)
         os.replace(tmp, marker)
     except BaseException:
         with contextlib.suppress(OSError):
