@@ -82,7 +82,7 @@ class GateOutput(KnowledgeFields):
             return []
         if isinstance(value, str):
             value = re.split(r"[,\s]+", value)
-        return [str(v).strip() for v in value if str(v).strip()]
+        return [str(v).strip() for v in value if str(v).strip()][:10]
 
 
 class QueryPlan(BaseModel):
@@ -95,7 +95,7 @@ class QueryPlan(BaseModel):
     def _queries(cls, value: Any) -> list[str]:
         if isinstance(value, str):
             value = [value]
-        return [str(v) for v in (value or []) if str(v).strip()]
+        return [str(v) for v in (value or []) if str(v).strip()][:8]
 
 
 class DocumentScore(BaseModel):
@@ -107,6 +107,11 @@ class DocumentScores(KnowledgeFields):
     """``hypothetical_score`` output: a predicted child score per document + knowledge state."""
 
     scores: list[DocumentScore] = Field(default_factory=list, max_length=40)
+
+    @field_validator("scores", mode="before")
+    @classmethod
+    def _cap(cls, value: Any) -> Any:
+        return value[:40] if isinstance(value, list) else value
 
 
 def render(name: str, **values: Any) -> str:
