@@ -222,6 +222,75 @@ def report_cmd(
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 
+@app.command("bench")
+def bench_cmd(
+    out: Annotated[Path, typer.Option(help="Output folder (reused to resume).")],
+    tasks: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated task names (in ./tasks) or folders; default: all."),
+    ] = None,
+    iterations: Annotated[int, typer.Option(help="Iterations per run.")] = 10,
+    seeds: Annotated[str, typer.Option(help="Comma-separated seeds.")] = "0,1,2",
+    model: Annotated[
+        str, typer.Option(help="`local` (served by llama.cpp on 127.0.0.1) or `openai:<model>`.")
+    ] = "local",
+    methods: Annotated[
+        str, typer.Option(help="Comma-separated: evoduet, openevolve-mode, openevolve.")
+    ] = "evoduet,openevolve-mode,openevolve",
+    config: Annotated[
+        Path | None, typer.Option(help="Base YAML config of our methods (and llm settings).")
+    ] = None,
+    openevolve_version: Annotated[
+        str | None, typer.Option(help="OpenEvolve release to install (default: pinned).")
+    ] = None,
+    openevolve_venv: Annotated[
+        Path | None, typer.Option(help="OpenEvolve's virtual environment (default: cache).")
+    ] = None,
+    openevolve_timeout: Annotated[
+        float | None, typer.Option(help="Wall limit (s) of one OpenEvolve process.")
+    ] = None,
+) -> None:
+    """Run every (task, method, seed), resumably; write results.csv, summary.md and plots."""
+    from evoduet_graph.bench import BenchError, BenchSettings, resolve_tasks, run_bench
+    from evoduet_graph.bench.runner import parse_list
+
+    try:
+        seed_list = [int(s) for s in parse_list(seeds)]
+        settings = BenchSettings(
+            tasks=resolve_tasks(parse_list(tasks) or None),
+            out=out,
+            methods=parse_list(methods),
+            seeds=seed_list,
+            iterations=iterations,
+            model=model,
+            config=load_config(config),
+            openevolve_version=openevolve_version,
+            openevolve_venv=openevolve_venv,
+            openevolve_timeout_s=openevolve_timeout,
+        )
+        start = time.perf_counter()
+        result = run_bench(settings, log=lambda msg: console.print(msg, markup=False))
+    except ValueError as exc:
+        console.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+    except (BenchError, *_user_errors()) as exc:
+        console.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/]: run the same command again to resume")
+        raise typer.Exit(130) from None
+    console.print(
+        f"[bold green]bench done[/] in {time.perf_counter() - start:.1f} s: "
+        f"{len(result.ran)} run, {len(result.skipped)} skipped, {len(result.failed)} failed"
+    )
+    for path in (result.results_csv, result.runs_csv, result.summary_md, *result.plots):
+        console.print(f"  {path}")
+    if result.summary_md is not None:
+        sys.stdout.write(result.summary_md.read_text(encoding="utf-8"))
+    if result.failed:
+        raise typer.Exit(1)
+
+
 def main() -> None:
     """Entry point of the ``evoduet`` console script."""
     app()

@@ -746,7 +746,10 @@ def _extract_rewrite(text: str, parent: str, *, restrict: bool, allow_fragment: 
         contents = [code_lines[first:stop] for first, stop in new_regions]
         return "\n".join(_splice(parent_lines, regions, contents))
     if any(_evolve_marker(line) for line in code_lines):
-        raise _RewriteRejected("the rewrite's EVOLVE-BLOCK markers are unbalanced")
+        content = _content_after_lone_start(code_lines, parent_lines, regions)
+        if content is None:
+            raise _RewriteRejected("the rewrite's EVOLVE-BLOCK markers are unbalanced")
+        return "\n".join(_splice(parent_lines, regions, [content]))
 
     if len(regions) == 1:
         first, stop = regions[0]
@@ -760,6 +763,33 @@ def _extract_rewrite(text: str, parent: str, *, restrict: bool, allow_fragment: 
         "the rewrite dropped the EVOLVE-BLOCK markers and cannot be mapped back onto the "
         "program; keep the marker lines and the code outside them unchanged"
     )
+
+
+def _content_after_lone_start(
+    code_lines: list[str], parent_lines: list[str], regions: list[tuple[int, int]]
+) -> list[str] | None:
+    """Block content of a rewrite that kept the START marker but dropped the END marker.
+
+    Small models often omit ``# EVOLVE-BLOCK-END``. With one parent region and exactly one
+    START marker (and no END marker) in the rewrite, the content runs from after START up to
+    the first line equal to the parent's first non-blank fixed line after its END marker, or to
+    the end of the rewrite. Returns None when that rule does not apply.
+    """
+    starts = [i for i, line in enumerate(code_lines) if _evolve_marker(line) == "START"]
+    ends = [i for i, line in enumerate(code_lines) if _evolve_marker(line) == "END"]
+    if len(regions) != 1 or len(starts) != 1 or ends:
+        return None
+    after_end = parent_lines[regions[0][1] + 1 :]
+    anchor = next((line.rstrip() for line in after_end if line.strip()), None)
+    body = code_lines[starts[0] + 1 :]
+    if anchor is not None:
+        for i, line in enumerate(body):
+            if line.rstrip() == anchor:
+                body = body[:i]
+                break
+    while body and not body[-1].strip():
+        body.pop()
+    return body + [""] if body else None
 
 
 def extract_rewrite(text: str, parent: str, *, restrict_to_evolve_blocks: bool) -> str | None:

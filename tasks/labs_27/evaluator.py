@@ -47,17 +47,18 @@ def _invalid(reason):
 def to_sequence(value):
     """Convert a returned value to an int64 array of shape (27,), or return an error string."""
     if isinstance(value, (str, bytes, dict)) or value is None:
-        return f"the sequence must be a list or numpy array of {N} numbers, got {type(value).__name__}"
+        return (
+            f"the sequence must be a list or numpy array of {N} numbers, got {type(value).__name__}"
+        )
     try:
         raw = np.asarray(value)
     except (TypeError, ValueError) as exc:
-        return f"the sequence is not an array of numbers: {exc}"
+        return f"the sequence is not an array of real numbers: {exc}"
     if raw.dtype == bool:
         return "the sequence holds booleans; use the integers +1 and -1"
-    try:
-        seq = raw.astype(float)
-    except (TypeError, ValueError) as exc:
-        return f"the sequence is not an array of numbers: {exc}"
+    if raw.dtype.kind not in "iuf":
+        return f"the sequence is not an array of real numbers (dtype {raw.dtype})"
+    seq = raw.astype(float)
     if seq.ndim != 1 or seq.shape[0] != N:
         return f"the sequence must have shape ({N},), got {seq.shape}"
     if not np.all(np.isfinite(seq)):
@@ -65,7 +66,7 @@ def to_sequence(value):
     bad = np.where((seq != 1.0) & (seq != -1.0))[0]
     if bad.size:
         i = int(bad[0])
-        return f"entry {i} is {seq[i]!r}; every entry must be +1 or -1"
+        return f"entry {i} is {float(seq[i])!r}; every entry must be +1 or -1"
     return seq.astype(np.int64)
 
 

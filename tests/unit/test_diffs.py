@@ -431,3 +431,22 @@ def test_code_diff_summary() -> None:
     big_b = "".join(f"b{i}\n" for i in range(100))
     lines = code_diff_summary(big_a, big_b, max_lines=10).split("\n")
     assert len(lines) == 11 and lines[-1].startswith("... (")
+
+
+def test_rewrite_missing_end_marker_is_spliced_up_to_the_fixed_code() -> None:
+    from evoduet_graph.diffs import extract_rewrite
+
+    parent = (
+        "import math\n\n# EVOLVE-BLOCK-START\nSTEP = 0.5\n# EVOLVE-BLOCK-END\n\n"
+        "def run():\n    return STEP\n"
+    )
+    answer = (
+        "```python\nimport math\n\n# EVOLVE-BLOCK-START\nSTEP = 0.75\n\n"
+        "def run():\n    return STEP * 2\n```"
+    )
+    code = extract_rewrite(answer, parent, restrict_to_evolve_blocks=True)
+    assert code is not None
+    assert "STEP = 0.75" in code
+    assert "# EVOLVE-BLOCK-END" in code
+    assert code.endswith("def run():\n    return STEP\n")  # fixed code kept verbatim
+    assert "STEP * 2" not in code

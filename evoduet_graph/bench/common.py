@@ -1,0 +1,232 @@
+"""Shared types of the bench: the model endpoint, a method's outcome, and the arithmetic that
+every method's figures go through (best over explored programs, floored NDG, wall time over
+resumed sessions), so the three methods are scored by the same code.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from evoduet_graph.task import Task
+
+__all__ = [
+    "Endpoint",
+    "IterationPoint",
+    "MethodOutcome",
+    "Session",
+    "best_of",
+    "cumulative_wall",
+    "floored_ndg",
+    "is_better",
+    "running_best",
+    "total_wall",
+]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """The OpenAI-compatible endpoint every method of a bench talks to.
+
+    Attributes:
+        model: the model name sent in requests (the llama.cpp server's alias for the embedded
+            model, else e.g. ``gpt-4o-mini``).
+        base_url: the OpenAI-compatible base URL (``http://127.0.0.1:PORT/v1``); None means
+            OpenAI's default.
+        api_key_env: environment variable holding the key; None for a keyless local server.
+        temperature: sampling temperature of every call.
+        max_tokens: completion token limit per call.
+        timeout_s: per-request timeout in seconds.
+        max_retries: retries of a failed request.
+        local: True when ``base_url`` is the bench's own llama.cpp server.
+    """
+
+    model: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+    temperature: float = 0.7
+    max_tokens: int = 1024
+    timeout_s: float = 300.0
+    max_retries: int = 3
+    local: bool = False
+
+
+@dataclass
+class Session:
+    """One invocation of a method on a run directory (a killed one has no ``end``).
+
+    Attributes:
+        start: unix time the method started working.
+        end: unix time it returned or raised; None when the process was killed.
+    """
+
+    start: float
+    end: float | None = None
+
+
+@dataclass
+class IterationPoint:
+    """Figures of a run after ``iteration`` iterations (0 = the initial program only).
+
+    Attributes:
+        iteration: completed iterations.
+        best: best value of the task's metric over every valid program explored so far
+            (the initial program included), on the task's own scale; None if none is valid.
+        llm_calls: LLM calls so far (cumulative).
+        tokens: prompt + completion tokens so far (cumulative).
+        wall_s: wall-clock seconds so far (cumulative over resumed sessions); None if unknown.
+    """
+
+    iteration: int
+    best: float | None
+    llm_calls: int = 0
+    tokens: int = 0
+    wall_s: float | None = None
+
+
+@dataclass
+class MethodOutcome:
+    """What one (task, method, seed) run produced, in the bench's common terms.
+
+    Attributes:
+        iterations: iterations completed.
+        initial: the task metric of the initial program (evaluated by our sandbox).
+        best: best task metric over every program explored, initial included.
+        best_code: source of the program that reached ``best`` (None when unknown).
+        points: one `IterationPoint` per completed iteration, 0..``iterations``.
+        llm_calls: total LLM calls.
+        tokens: total tokens.
+        wall_s: total wall seconds of the method (sum over its sessions).
+        notes: remarks worth showing (e.g. "OpenEvolve produced no candidate program").
+        details: method-specific extras (JSON-ready), kept in ``bench_run.json``.
+    """
+
+    iterations: int
+    initial: float | None
+    best: float | None
+    best_code: str | None = None
+    points: list[IterationPoint] = field(default_factory=list)
+    llm_calls: int = 0
+    tokens: int = 0
+    wall_s: float | None = None
+    notes: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (what ``bench_run.json`` stores under ``outcome``)."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MethodOutcome:
+        """Inverse of `to_json`."""
+        data = dict(data)
+        data["points"] = [IterationPoint(**p) for p in data.get("points") or []]
+        return cls(**data)
+
+
+def is_better(task: Task, a: float, b: float | None) -> bool:
+    """Whether metric value ``a`` beats ``b`` in the task's direction (anything beats None)."""
+    if b is None:
+        return True
+    return a > b if task.direction == "max" else a < b
+
+
+def best_of(task: Task, values: Iterable[float | None]) -> float | None:
+    """The best finite value in the task's direction (None when there is none)."""
+    best: float | None = None
+    for value in values:
+        if value is None or not math.isfinite(value):
+            continue
+        if is_better(task, value, best):
+            best = value
+    return best
+
+
+def running_best(
+    task: Task, by_iteration: dict[int, list[float]], iterations: int
+) -> list[float | None]:
+    """Best-so-far of the task metric after each iteration 0..``iterations``.
+
+    Args:
+        task: gives the direction.
+        by_iteration: metric values of valid programs, by the iteration that produced them
+            (0: the initial program).
+        iterations: the last iteration to report.
+
+    Returns:
+        ``iterations + 1`` values; None until a valid program exists.
+    """
+    out: list[float | None] = []
+    best: float | None = None
+    for it in range(iterations + 1):
+        best = best_of(task, [best, *by_iteration.get(it, [])])
+        out.append(best)
+    return out
+
+
+def floored_ndg(task: Task, best: float | None) -> float | None:
+    """NDG of ``best`` in percent, floored at 0 (never below the initial program).
+
+    ``(best − initial) / (reference − initial) × 100`` on the task's own scale (`Task.ndg`,
+    DESIGN.md §6), then ``max(0, ·)``: the bench scores the best over every program explored,
+    the initial one included, so a run that never improves scores 0, not a negative value.
+
+    Returns:
+        None when ``best`` is None or the task declares no initial/reference score.
+    """
+    if best is None:
+        return None
+    value = task.ndg(best)
+    return None if value is None else max(0.0, value)
+
+
+def _session_durations(sessions: list[Session], stamps: list[float]) -> list[float]:
+    """Duration of each session; a killed session lasts until its last stamp."""
+    starts = [s.start for s in sessions]
+    out = []
+    for i, session in enumerate(sessions):
+        if session.end is not None:
+            out.append(max(0.0, session.end - session.start))
+            continue
+        upper = starts[i + 1] if i + 1 < len(starts) else math.inf
+        inside = [t for t in stamps if session.start <= t < upper]
+        out.append(max(0.0, max(inside) - session.start) if inside else 0.0)
+    return out
+
+
+def cumulative_wall(sessions: list[Session], stamps: dict[int, float]) -> dict[int, float]:
+    """Cumulative wall seconds at each iteration's completion time, over resumed sessions.
+
+    Args:
+        sessions: the method's sessions (any order; sorted by start here).
+        stamps: unix time each iteration completed (its latest record if it ran twice).
+
+    Returns:
+        ``{iteration: seconds}``: the durations of the earlier sessions plus the time since
+        the start of the session in which the iteration completed. Iterations whose time lies
+        before the first session are left out.
+    """
+    ordered = sorted(sessions, key=lambda s: s.start)
+    if not ordered:
+        return {}
+    durations = _session_durations(ordered, list(stamps.values()))
+    starts = [s.start for s in ordered]
+    before = [sum(durations[:i]) for i in range(len(ordered))]
+    out: dict[int, float] = {}
+    for it, t in stamps.items():
+        k = bisect.bisect_right(starts, t) - 1
+        if k < 0:
+            continue
+        out[it] = before[k] + max(0.0, t - starts[k])
+    return out
+
+
+def total_wall(sessions: list[Session], stamps: Iterable[float] = ()) -> float | None:
+    """Total wall seconds of all sessions (a killed one counts until its last stamp)."""
+    ordered = sorted(sessions, key=lambda s: s.start)
+    if not ordered:
+        return None
+    return sum(_session_durations(ordered, list(stamps)))

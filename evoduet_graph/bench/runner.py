@@ -1,0 +1,986 @@
+"""``evoduet bench``: every (task, method, seed) run, resumable, into one output folder.
+
+Methods (`METHODS`):
+
+* ``evoduet`` — our graph with the LLM retrieval gate (``gate.mode: llm``) and the offline
+  search backend (``retrieval.backend: offline``);
+* ``openevolve-mode`` — our graph with ``gate.mode: never``: the paper's OpenEvolve baseline
+  under identical code;
+* ``openevolve`` — the real OpenEvolve package (`evoduet_graph.bench.openevolve_method`).
+
+All three talk to the same model. With ``--model local`` the embedded GGUF is served once by
+llama-cpp-python's OpenAI-compatible server on 127.0.0.1 (`LlamaCppServer`) and our methods use
+``openai:<alias>`` with that ``base_url`` while OpenEvolve gets it as ``llm.api_base``. With
+``--model openai:<m>`` every method calls that endpoint (``llm.base_url`` /
+``$OPENAI_BASE_URL``, key from ``$OPENAI_API_KEY``). Sampling settings (temperature,
+max_tokens, timeout, retries) come from the ``llm`` section of the base configuration for all
+methods; our methods ask for SEARCH/REPLACE diffs exactly when the task's OpenEvolve config does
+(``diff_based_evolution``, default true) unless the base configuration sets
+``prompt.diff_based``.
+
+Output folder::
+
+    <out>/manifest.json     versions (evoduet_graph, llama-cpp-python, openevolve), model +
+                            sha256, server command, settings of every invocation
+    <out>/results.csv       one row per (task, method, seed, iteration)
+    <out>/runs.csv          one row per (task, method, seed): status, final figures, versions
+    <out>/summary.md        mean ± sd NDG per task and method, and overall
+    <out>/plots/*.png       best-so-far vs iteration per task; NDG bars per method
+    <out>/server.log        the llama.cpp server's log (``--model local``)
+    <out>/runs/<task>/<method>/seed<k>/bench_run.json   status, sessions, outcome, error
+    <out>/runs/<task>/<method>/seed<k>/run/             our run directory (evoduet report ...)
+    <out>/runs/<task>/<method>/seed<k>/openevolve/      OpenEvolve's config, output, log
+
+Resumption: a run whose ``bench_run.json`` says ``done`` for at least the requested iterations
+is skipped; any other run (killed, failed, or asked for more iterations) continues from its
+run directory (our checkpoints / OpenEvolve's ``--checkpoint``). A run that raises is recorded
+as ``failed`` with its error and the bench goes on; the next invocation retries it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+
+import evoduet_graph
+from evoduet_graph.bench.common import (
+    Endpoint,
+    IterationPoint,
+    MethodOutcome,
+    Session,
+    cumulative_wall,
+    floored_ndg,
+    is_better,
+    running_best,
+    total_wall,
+)
+from evoduet_graph.config import EvoDuetConfig
+from evoduet_graph.evaluation import Evaluator, SandboxEvaluator
+from evoduet_graph.events import read_events
+from evoduet_graph.llm.factory import parse_model_string
+from evoduet_graph.report import INCLUSIVE_NODES
+from evoduet_graph.search import Searcher
+from evoduet_graph.store import ProgramStore
+from evoduet_graph.task import Task, TaskError, load_task
+
+__all__ = [
+    "DEFAULT_SEEDS",
+    "GRAPH_METHODS",
+    "METHODS",
+    "BenchError",
+    "BenchResult",
+    "BenchSettings",
+    "Job",
+    "JobContext",
+    "MethodRunner",
+    "graph_outcome",
+    "parse_list",
+    "resolve_tasks",
+    "run_bench",
+]
+
+GRAPH_METHODS: dict[str, str] = {"evoduet": "llm", "openevolve-mode": "never"}
+"""Our graph's methods and their gate mode."""
+
+METHODS: tuple[str, ...] = ("evoduet", "openevolve-mode", "openevolve")
+DEFAULT_SEEDS: tuple[int, ...] = (0, 1, 2)
+BENCH_RUN = "bench_run.json"
+LOCAL_KEY_ENV = "EVODUET_LOCAL_SERVER_KEY"
+"""Key variable our methods read for the bench's own server (normally unset: no key is sent)."""
+
+RESULT_COLUMNS = (
+    "task",
+    "method",
+    "seed",
+    "iteration",
+    "best",
+    "ndg",
+    "llm_calls",
+    "tokens",
+    "wall_s",
+    "status",
+)
+RUN_COLUMNS = (
+    "task",
+    "method",
+    "seed",
+    "status",
+    "iterations",
+    "initial",
+    "best",
+    "ndg",
+    "llm_calls",
+    "tokens",
+    "wall_s",
+    "notes",
+    "error",
+    "model",
+    "model_sha256",
+    "evoduet_graph",
+    "llama_cpp_python",
+    "openevolve",
+)
+
+LogFn = Callable[[str], None]
+
+
+class BenchError(RuntimeError):
+    """The bench cannot start (bad task, unknown method, missing dependency, dead server)."""
+
+
+@dataclass
+class BenchSettings:
+    """What a bench runs.
+
+    Attributes:
+        tasks: task folders.
+        out: the output folder (created; reused to resume).
+        methods: a subset of `METHODS` (or names given in ``runners``).
+        seeds: random seeds; one run per (task, method, seed).
+        iterations: iterations per run.
+        model: ``local`` (served by llama.cpp) or ``openai:<model>``.
+        config: base configuration of our methods; its ``llm`` section also sets the sampling
+            settings every method uses. Default: `EvoDuetConfig` defaults.
+        openevolve_version: the OpenEvolve release to install.
+        openevolve_venv: its virtual environment (default: a cache folder).
+        openevolve_timeout_s: wall limit of one OpenEvolve process (None: none).
+        server_startup_timeout_s: how long to wait for the local server.
+    """
+
+    tasks: list[Path]
+    out: Path
+    methods: list[str] = field(default_factory=lambda: list(METHODS))
+    seeds: list[int] = field(default_factory=lambda: list(DEFAULT_SEEDS))
+    iterations: int = 10
+    model: str = "local"
+    config: EvoDuetConfig | None = None
+    openevolve_version: str | None = None
+    openevolve_venv: Path | None = None
+    openevolve_timeout_s: float | None = None
+    server_startup_timeout_s: float = 180.0
+
+
+@dataclass(frozen=True)
+class Job:
+    """One (task, method, seed) run.
+
+    Attributes:
+        task: the loaded task.
+        method: the method name.
+        seed: the seed.
+        iterations: requested iterations.
+        dir: its folder ``<out>/runs/<task>/<method>/seed<seed>``.
+    """
+
+    task: Task
+    method: str
+    seed: int
+    iterations: int
+    dir: Path
+
+    @property
+    def label(self) -> str:
+        """``task/method/seed<k>`` for messages."""
+        return f"{self.task.name}/{self.method}/seed{self.seed}"
+
+
+LLMFactory = Callable[[Job], BaseChatModel]
+SearcherFactory = Callable[[Job], Searcher]
+
+
+class JobContext:
+    """Everything a method runner needs for one job (built by `run_bench`).
+
+    Attributes:
+        job: the job.
+        endpoint: the model endpoint (None when our methods use an injected model only).
+        config: the base `EvoDuetConfig` with the endpoint filled in (``llm.model`` /
+            ``llm.base_url``) — our methods derive their configuration from it.
+        llm_factory: injected chat model for our methods (tests), else None.
+        searcher_factory: injected search backend for our methods (tests), else None.
+        log: progress messages.
+    """
+
+    def __init__(
+        self,
+        job: Job,
+        *,
+        endpoint: Endpoint | None,
+        config: EvoDuetConfig,
+        llm_factory: LLMFactory | None,
+        searcher_factory: SearcherFactory | None,
+        openevolve: Callable[[], Any],
+        state: _RunState,
+        log: LogFn,
+        openevolve_timeout_s: float | None = None,
+    ) -> None:
+        self.job = job
+        self.endpoint = endpoint
+        self.config = config
+        self.llm_factory = llm_factory
+        self.searcher_factory = searcher_factory
+        self._openevolve = openevolve
+        self._state = state
+        self.log = log
+        self.openevolve_timeout_s = openevolve_timeout_s
+
+    def openevolve_env(self) -> Any:
+        """The installed OpenEvolve (`OpenEvolveEnv`), installing it on first use.
+
+        Raises:
+            OpenEvolveError: the installation failed (every OpenEvolve job records it).
+        """
+        return self._openevolve()
+
+    def evaluator(self) -> Evaluator:
+        """OUR sandboxed evaluator of the task, configured like our methods' runs."""
+        return SandboxEvaluator.from_config(self.job.task, self.config.evaluation)
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        """Time the enclosed work as one session of the run (persisted at once)."""
+        self._state.start_session()
+        try:
+            yield
+        finally:
+            self._state.end_session()
+
+    def sessions(self) -> list[Session]:
+        """The run's sessions so far (earlier invocations included)."""
+        return list(self._state.sessions)
+
+
+MethodRunner = Callable[[JobContext], MethodOutcome]
+
+
+# ------------------------------------------------------------------------------------------
+# per-run state file
+# ------------------------------------------------------------------------------------------
+
+
+class _RunState:
+    """``bench_run.json`` of one job: status, sessions, outcome, error (written atomically)."""
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.path = job.dir / BENCH_RUN
+        data = _read_json(self.path) or {}
+        self.data: dict[str, Any] = data
+        self.sessions = [Session(**s) for s in data.get("sessions") or []]
+
+    @property
+    def status(self) -> str | None:
+        return self.data.get("status")
+
+    def finished(self, iterations: int) -> bool:
+        return self.status == "done" and int(self.data.get("iterations") or 0) >= iterations
+
+    def outcome(self) -> MethodOutcome | None:
+        raw = self.data.get("outcome")
+        return MethodOutcome.from_json(raw) if isinstance(raw, dict) else None
+
+    def save(self, **fields: Any) -> None:
+        self.data.update(fields)
+        self.data.update(
+            task=self.job.task.name,
+            task_dir=str(self.job.task.path),
+            method=self.job.method,
+            seed=self.job.seed,
+            sessions=[{"start": s.start, "end": s.end} for s in self.sessions],
+            updated=time.time(),
+        )
+        _write_json(self.path, self.data)
+
+    def start_session(self) -> None:
+        self.sessions.append(Session(start=time.time()))
+        self.save()
+
+    def end_session(self) -> None:
+        if self.sessions and self.sessions[-1].end is None:
+            self.sessions[-1].end = time.time()
+        self.save()
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------------------------------
+# our graph's methods
+# ------------------------------------------------------------------------------------------
+
+
+def _graph_config(ctx: JobContext, gate_mode: str) -> EvoDuetConfig:
+    job = ctx.job
+    overrides: dict[str, Any] = {
+        "iterations": job.iterations,
+        "seed": job.seed,
+        "gate.mode": gate_mode,
+    }
+    if gate_mode != "never":
+        overrides["retrieval.backend"] = "offline"
+    if ctx.config.prompt.diff_based is None:
+        overrides["prompt.diff_based"] = bool(
+            job.task.openevolve_config.get("diff_based_evolution", True)
+        )
+    return ctx.config.with_overrides(overrides)
+
+
+def _graph_runner(gate_mode: str) -> MethodRunner:
+    def run_method(ctx: JobContext) -> MethodOutcome:
+        from evoduet_graph.api import run
+
+        job = ctx.job
+        cfg = _graph_config(ctx, gate_mode)
+        llm = ctx.llm_factory(job) if ctx.llm_factory else None
+        searcher = (
+            ctx.searcher_factory(job) if ctx.searcher_factory and gate_mode != "never" else None
+        )
+        run_dir = job.dir / "run"
+        with ctx.session():
+            result = run(job.task, cfg, llm=llm, run_dir=run_dir, searcher=searcher)
+        outcome = graph_outcome(job.task, run_dir, result.iterations, ctx.sessions())
+        if result.stop_reason:
+            outcome.notes.append(f"stopped early: {result.stop_reason}")
+        outcome.details.update(gate=gate_mode, stop_reason=result.stop_reason)
+        return outcome
+
+    run_method.__name__ = f"run_graph_{gate_mode}"
+    return run_method
+
+
+def graph_outcome(
+    task: Task, run_dir: Path, iterations: int, sessions: list[Session]
+) -> MethodOutcome:
+    """Score one of our run directories in the bench's common terms.
+
+    Best: over every valid program in ``programs.sqlite`` (initial included), by the task's
+    metric in its direction. LLM calls and tokens: the node events of ``events.jsonl`` (the
+    inclusive ``retrieve`` node left out, its inner nodes counted). Wall: the time each
+    iteration's ``record`` event was written, over the run's sessions.
+
+    Args:
+        task: the task.
+        run_dir: the run directory.
+        iterations: iterations completed.
+        sessions: the run's sessions.
+    """
+    store = ProgramStore(run_dir / "programs.sqlite")
+    try:
+        rows = store.all_programs()
+    finally:
+        store.close()
+    by_iteration: dict[int, list[float]] = {}
+    initial: float | None = None
+    best: float | None = None
+    best_code: str | None = None
+    for row in rows:
+        value = task.metric_value(row.metrics) if row.valid else None
+        if value is None or row.iteration > iterations:
+            continue
+        by_iteration.setdefault(row.iteration, []).append(value)
+        if row.id == "initial":
+            initial = value
+        if is_better(task, value, best):
+            best, best_code = value, row.code
+    curve = running_best(task, by_iteration, iterations)
+
+    calls_by_it: dict[int, int] = {}
+    tokens_by_it: dict[int, int] = {}
+    stamps: dict[int, float] = {}
+    for ev in read_events(run_dir / "events.jsonl"):
+        if ev.get("event") != "node":
+            continue
+        it = ev.get("iteration") if isinstance(ev.get("iteration"), int) else 0
+        if ev.get("node") == "record" and isinstance(ev.get("time"), int | float):
+            stamps[it] = float(ev["time"])
+        if ev.get("node") in INCLUSIVE_NODES:
+            continue
+        calls_by_it[it] = calls_by_it.get(it, 0) + int(ev.get("llm_calls") or 0)
+        tokens_by_it[it] = (
+            tokens_by_it.get(it, 0)
+            + int(ev.get("input_tokens") or 0)
+            + int(ev.get("output_tokens") or 0)
+        )
+    walls = cumulative_wall(sessions, stamps)
+    total = total_wall(sessions, stamps.values())
+    points: list[IterationPoint] = []
+    calls = tokens = 0
+    wall: float | None = 0.0 if sessions else None
+    for it in range(iterations + 1):
+        calls += calls_by_it.get(it, 0)
+        tokens += tokens_by_it.get(it, 0)
+        wall = walls.get(it, wall)
+        points.append(IterationPoint(it, curve[it], calls, tokens, wall))
+    # usage of nodes recorded with a later iteration number (none normally) still counts
+    calls += sum(v for k, v in calls_by_it.items() if k > iterations)
+    tokens += sum(v for k, v in tokens_by_it.items() if k > iterations)
+    if points:
+        points[-1].llm_calls, points[-1].tokens = calls, tokens
+        if total is not None:
+            points[-1].wall_s = max(points[-1].wall_s or 0.0, total)
+    return MethodOutcome(
+        iterations=iterations,
+        initial=initial,
+        best=best,
+        best_code=best_code,
+        points=points,
+        llm_calls=calls,
+        tokens=tokens,
+        wall_s=total,
+        details={
+            "programs": len(rows),
+            "valid_programs": sum(len(v) for v in by_iteration.values()),
+        },
+    )
+
+
+def _openevolve_runner(ctx: JobContext) -> MethodOutcome:
+    from evoduet_graph.bench.openevolve_method import run_openevolve
+
+    if ctx.endpoint is None:
+        raise BenchError("the openevolve method needs a model endpoint (no injected model)")
+    env = ctx.openevolve_env()
+    return run_openevolve(
+        ctx.job.task,
+        ctx.job.dir / "openevolve",
+        iterations=ctx.job.iterations,
+        seed=ctx.job.seed,
+        endpoint=ctx.endpoint,
+        env=env,
+        evaluator=ctx.evaluator(),
+        session=ctx.session,
+        sessions=ctx.sessions,
+        timeout_s=ctx.openevolve_timeout_s,
+    )
+
+
+def default_runners() -> dict[str, MethodRunner]:
+    """The runners of `METHODS`."""
+    runners: dict[str, MethodRunner] = {m: _graph_runner(g) for m, g in GRAPH_METHODS.items()}
+    runners["openevolve"] = _openevolve_runner
+    return runners
+
+
+# ------------------------------------------------------------------------------------------
+# setup helpers
+# ------------------------------------------------------------------------------------------
+
+
+def parse_list(text: str | None) -> list[str]:
+    """``"a,b, c"`` → ``["a", "b", "c"]`` (empty items dropped)."""
+    return [p.strip() for p in (text or "").split(",") if p.strip()]
+
+
+def _bundled_tasks_dir() -> Path:
+    return Path(evoduet_graph.__file__).resolve().parent.parent / "tasks"
+
+
+def resolve_tasks(names: Sequence[str] | None, tasks_dir: Path | None = None) -> list[Path]:
+    """Task folders from names or paths.
+
+    A name that is an existing folder is used as is; otherwise it is looked up in
+    ``tasks_dir`` (default: ``./tasks`` if it exists, else the repository's ``tasks/``).
+    No names: every task folder (one holding ``evaluator.py``) of that directory.
+
+    Raises:
+        BenchError: a name matches no folder, or there is no task at all.
+    """
+    root = tasks_dir or (Path("tasks") if Path("tasks").is_dir() else _bundled_tasks_dir())
+    if not names:
+        found = sorted(p for p in root.glob("*/") if (p / "evaluator.py").is_file())
+        if not found:
+            raise BenchError(f"no task folders in {root}; pass --tasks")
+        return found
+    out = []
+    for name in names:
+        path = Path(name).expanduser()
+        if path.is_dir():
+            out.append(path)
+        elif (root / name).is_dir():
+            out.append(root / name)
+        else:
+            raise BenchError(f"task {name!r} not found (neither a folder nor in {root})")
+    return out
+
+
+def _git_commit() -> str | None:
+    root = Path(evoduet_graph.__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+@dataclass
+class _Model:
+    """The model side of a bench: endpoint, our config, versions, the server (if any)."""
+
+    endpoint: Endpoint | None
+    config: EvoDuetConfig
+    info: dict[str, Any]
+
+
+def _setup_model(
+    settings: BenchSettings,
+    base: EvoDuetConfig,
+    stack: contextlib.ExitStack,
+    needs_endpoint: bool,
+    log: LogFn,
+) -> _Model:
+    """Serve the embedded model or point at ``openai:<m>``; fill our config accordingly.
+
+    Raises:
+        BenchError: bad model string, missing server dependencies, model or server failure.
+    """
+    llm = base.llm
+    try:
+        provider, name = parse_model_string(settings.model)
+    except ValueError as exc:
+        raise BenchError(str(exc)) from None
+    common = {
+        "temperature": llm.temperature,
+        "max_tokens": llm.max_tokens,
+        "timeout_s": llm.timeout_s,
+        "max_retries": llm.max_retries,
+    }
+    if provider == "openai":
+        assert name is not None
+        base_url = llm.base_url or os.environ.get("OPENAI_BASE_URL") or None
+        endpoint = Endpoint(model=name, base_url=base_url, api_key_env=llm.api_key_env, **common)
+        cfg = base.with_overrides({"llm.model": settings.model, "llm.base_url": base_url})
+        info = {"model": settings.model, "base_url": base_url, "model_sha256": None}
+        return _Model(endpoint, cfg, info)
+
+    from evoduet_graph.llm.local import EXPECTED_SHA256, MODEL_NAME
+
+    info: dict[str, Any] = {"model": f"local ({MODEL_NAME}.gguf)", "model_sha256": EXPECTED_SHA256}
+    if not needs_endpoint:
+        return _Model(None, base, info)
+    from evoduet_graph.bench.server import LlamaCppServer, ServerError
+    from evoduet_graph.llm.local import LocalModelError, assemble_model
+
+    try:
+        model_path = assemble_model(llm.local_cache_dir)
+    except LocalModelError as exc:
+        raise BenchError(str(exc)) from None
+    server = LlamaCppServer(
+        model_path,
+        alias=MODEL_NAME,
+        n_ctx=llm.local_n_ctx,
+        n_threads=llm.local_n_threads,
+        log_path=settings.out / "server.log",
+        startup_timeout_s=settings.server_startup_timeout_s,
+    )
+    log(f"starting the model server: {' '.join(server.command())}")
+    start = time.monotonic()
+    try:
+        server.check_dependencies()
+        stack.enter_context(server)
+    except ServerError as exc:
+        raise BenchError(str(exc)) from None
+    log(f"model server ready at {server.base_url} in {time.monotonic() - start:.1f} s")
+    endpoint = Endpoint(
+        model=MODEL_NAME, base_url=server.base_url, api_key_env=None, local=True, **common
+    )
+    cfg = base.with_overrides(
+        {
+            "llm.model": f"openai:{MODEL_NAME}",
+            "llm.base_url": server.base_url,
+            "llm.api_key_env": LOCAL_KEY_ENV,
+        }
+    )
+    info.update(
+        base_url=server.base_url,
+        model_path=str(model_path),
+        server_command=server.command(),
+        server_ready_s=round(time.monotonic() - start, 2),
+    )
+    return _Model(endpoint, cfg, info)
+
+
+# ------------------------------------------------------------------------------------------
+# the bench
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class BenchResult:
+    """What `run_bench` did.
+
+    Attributes:
+        out: the output folder.
+        ran: labels of the jobs run now and finished.
+        skipped: labels of the jobs already finished (not run).
+        failed: ``{label: error}`` of the jobs that failed now.
+        results_csv, runs_csv, summary_md: the written files.
+        plots: the written PNG files.
+    """
+
+    out: Path
+    ran: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    results_csv: Path | None = None
+    runs_csv: Path | None = None
+    summary_md: Path | None = None
+    plots: list[Path] = field(default_factory=list)
+
+
+def _check_plotting() -> None:
+    if importlib.util.find_spec("matplotlib") is None:
+        raise BenchError(
+            "the bench draws its plots with matplotlib, which is not installed: "
+            "pip install matplotlib  (or: pip install 'evoduet-graph[bench]')"
+        )
+
+
+def run_bench(
+    settings: BenchSettings,
+    *,
+    llm_factory: LLMFactory | None = None,
+    searcher_factory: SearcherFactory | None = None,
+    runners: dict[str, MethodRunner] | None = None,
+    log: LogFn | None = None,
+) -> BenchResult:
+    """Run every pending (task, method, seed) of ``settings``, then write CSVs, table, plots.
+
+    Args:
+        settings: tasks, methods, seeds, iterations, model, output folder.
+        llm_factory: a chat model per job for OUR methods (tests); when given, our methods
+            need no endpoint and no server is started for them.
+        searcher_factory: a search backend per job for the ``evoduet`` method (tests).
+        runners: extra or replacement method runners by name (tests).
+        log: progress messages (default: none).
+
+    Returns:
+        A `BenchResult`.
+
+    Raises:
+        BenchError: the bench cannot start (see `BenchError`). Failures of single runs are
+            recorded, never raised. KeyboardInterrupt propagates (rerun to resume).
+    """
+    say = log or (lambda _msg: None)
+    table = {**default_runners(), **(runners or {})}
+    unknown = [m for m in settings.methods if m not in table]
+    if unknown:
+        raise BenchError(f"unknown method(s) {unknown}; known: {', '.join(table)}")
+    if not settings.methods or not settings.seeds:
+        raise BenchError("nothing to run: no methods or no seeds")
+    if settings.iterations < 0:
+        raise BenchError("iterations must be >= 0")
+    _check_plotting()
+    try:
+        tasks = [load_task(p) for p in settings.tasks]
+    except TaskError as exc:
+        raise BenchError(str(exc)) from None
+    if len({t.name for t in tasks}) != len(tasks):
+        raise BenchError("two tasks have the same name")
+    out = settings.out
+    out.mkdir(parents=True, exist_ok=True)
+    base = settings.config or EvoDuetConfig()
+
+    jobs = [
+        Job(
+            task,
+            method,
+            seed,
+            settings.iterations,
+            out / "runs" / task.name / method / f"seed{seed}",
+        )
+        for task in tasks
+        for seed in settings.seeds
+        for method in settings.methods
+    ]
+    states = {job.label: _RunState(job) for job in jobs}
+    pending = [j for j in jobs if not states[j.label].finished(settings.iterations)]
+    result = BenchResult(out=out)
+    result.skipped = [j.label for j in jobs if j not in pending]
+    for label in result.skipped:
+        say(f"skip {label}: finished")
+
+    custom = set(runners or {})
+    needs_endpoint = any(
+        j.method not in custom and (j.method == "openevolve" or llm_factory is None)
+        for j in pending
+    )
+    from evoduet_graph.bench.openevolve_method import OPENEVOLVE_VERSION, ensure_openevolve
+
+    oe_version = settings.openevolve_version or OPENEVOLVE_VERSION
+    oe_cache: dict[str, Any] = {}
+
+    def openevolve_env() -> Any:
+        if "env" not in oe_cache:
+            try:
+                oe_cache["env"] = ensure_openevolve(
+                    settings.openevolve_venv, version=oe_version, log=say
+                )
+            except Exception as exc:  # noqa: BLE001 - recorded by every OpenEvolve job
+                oe_cache["env"] = exc
+        env = oe_cache["env"]
+        if isinstance(env, Exception):
+            raise env
+        return env
+
+    with contextlib.ExitStack() as stack:
+        model = _setup_model(settings, base, stack, needs_endpoint and bool(pending), say)
+        versions = {
+            "evoduet_graph": evoduet_graph.__version__,
+            "evoduet_graph_git": _git_commit(),
+            "llama_cpp_python": _version("llama_cpp_python"),
+            "openevolve": oe_version if "openevolve" in settings.methods else None,
+            "python": platform.python_version(),
+        }
+        _write_manifest(out, settings, model.info, versions)
+        for job in pending:
+            state = states[job.label]
+            ctx = JobContext(
+                job,
+                endpoint=model.endpoint,
+                config=model.config,
+                llm_factory=llm_factory if job.method in GRAPH_METHODS else None,
+                searcher_factory=searcher_factory,
+                openevolve=openevolve_env,
+                state=state,
+                log=say,
+                openevolve_timeout_s=settings.openevolve_timeout_s,
+            )
+            say(f"run  {job.label}: {job.iterations} iterations")
+            state.save(status="running", iterations=job.iterations, model=model.info.get("model"))
+            start = time.monotonic()
+            try:
+                outcome = table[job.method](ctx)
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - a run's failure is recorded
+                message = f"{type(exc).__name__}: {exc}"
+                state.end_session()
+                state.save(
+                    status="failed",
+                    error=message[-4000:],
+                    traceback=traceback.format_exc()[-8000:],
+                    versions=versions,
+                    model_sha256=model.info.get("model_sha256"),
+                )
+                result.failed[job.label] = message
+                say(f"FAIL {job.label}: {message.splitlines()[0][:300]}")
+            else:
+                run_versions = dict(versions)
+                if job.method == "openevolve":
+                    run_versions["openevolve"] = outcome.details.get("openevolve_version")
+                state.save(
+                    status="done",
+                    error=None,
+                    traceback=None,
+                    outcome=outcome.to_json(),
+                    versions=run_versions,
+                    model_sha256=model.info.get("model_sha256"),
+                )
+                result.ran.append(job.label)
+                ndg = floored_ndg(job.task, outcome.best)
+                say(
+                    f"done {job.label}: best={_fmt(outcome.best)} "
+                    f"NDG={_fmt(ndg, '.2f')}% in {time.monotonic() - start:.1f} s"
+                )
+            _write_csvs(out, result)
+
+    _write_csvs(out, result)
+    from evoduet_graph.bench.tables import write_plots, write_summary
+
+    records = collect_runs(out)
+    result.summary_md = write_summary(out, records, _read_json(out / "manifest.json") or {})
+    result.plots = write_plots(out, records)
+    return result
+
+
+def _fmt(value: float | None, spec: str = ".6g") -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def _write_manifest(
+    out: Path, settings: BenchSettings, model_info: dict[str, Any], versions: dict[str, Any]
+) -> None:
+    path = out / "manifest.json"
+    manifest = _read_json(path) or {}
+    invocations = list(manifest.get("invocations") or [])
+    invocations.append(
+        {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "tasks": [str(p) for p in settings.tasks],
+            "methods": settings.methods,
+            "seeds": settings.seeds,
+            "iterations": settings.iterations,
+            "model": settings.model,
+            "argv": sys.argv,
+        }
+    )
+    manifest.update(
+        versions=versions,
+        model=model_info,
+        platform={"system": platform.platform(), "cpus": os.cpu_count()},
+        llm=(settings.config or EvoDuetConfig()).llm.model_dump(mode="json"),
+        invocations=invocations,
+    )
+    _write_json(path, manifest)
+
+
+# ------------------------------------------------------------------------------------------
+# results
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunRecord:
+    """One (task, method, seed) as read back from its ``bench_run.json``.
+
+    Attributes:
+        task: the loaded task (None when its folder is gone).
+        data: the raw ``bench_run.json``.
+        outcome: the outcome of a finished run.
+    """
+
+    task: Task | None
+    data: dict[str, Any]
+    outcome: MethodOutcome | None
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (
+            str(self.data.get("task")),
+            str(self.data.get("method")),
+            int(self.data.get("seed", 0)),
+        )
+
+    @property
+    def status(self) -> str:
+        return str(self.data.get("status") or "unknown")
+
+    def ndg(self, best: float | None) -> float | None:
+        return floored_ndg(self.task, best) if self.task is not None else None
+
+
+def collect_runs(out: Path) -> list[RunRecord]:
+    """Every ``bench_run.json`` under ``<out>/runs``, sorted by (task, method, seed)."""
+    records = []
+    tasks: dict[str, Task | None] = {}
+    for path in sorted((out / "runs").glob(f"*/*/seed*/{BENCH_RUN}")):
+        data = _read_json(path)
+        if not data:
+            continue
+        task_dir = str(data.get("task_dir") or "")
+        if task_dir not in tasks:
+            try:
+                tasks[task_dir] = load_task(task_dir)
+            except (TaskError, OSError):
+                tasks[task_dir] = None
+        raw = data.get("outcome") if data.get("status") == "done" else None
+        outcome = MethodOutcome.from_json(raw) if isinstance(raw, dict) else None
+        records.append(RunRecord(tasks[task_dir], data, outcome))
+    method_order = {m: i for i, m in enumerate(METHODS)}
+    records.sort(key=lambda r: (r.key[0], method_order.get(r.key[1], 99), r.key[1], r.key[2]))
+    return records
+
+
+def _num(value: float | None, digits: int = 10) -> str:
+    if value is None:
+        return ""
+    return f"{value:.{digits}g}"
+
+
+def _write_csvs(out: Path, result: BenchResult) -> None:
+    records = collect_runs(out)
+    results_path = out / "results.csv"
+    runs_path = out / "runs.csv"
+    with open(results_path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(RESULT_COLUMNS)
+        for rec in records:
+            task, method, seed = rec.key
+            if rec.outcome is None:
+                writer.writerow([task, method, seed, "", "", "", "", "", "", rec.status])
+                continue
+            for p in rec.outcome.points:
+                writer.writerow(
+                    [
+                        task,
+                        method,
+                        seed,
+                        p.iteration,
+                        _num(p.best),
+                        _num(rec.ndg(p.best), 6),
+                        p.llm_calls,
+                        p.tokens,
+                        _num(p.wall_s, 6),
+                        rec.status,
+                    ]
+                )
+    with open(runs_path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(RUN_COLUMNS)
+        for rec in records:
+            task, method, seed = rec.key
+            o = rec.outcome
+            versions = rec.data.get("versions") or {}
+            writer.writerow(
+                [
+                    task,
+                    method,
+                    seed,
+                    rec.status,
+                    o.iterations if o else "",
+                    _num(o.initial) if o else "",
+                    _num(o.best) if o else "",
+                    _num(rec.ndg(o.best), 6) if o else "",
+                    o.llm_calls if o else "",
+                    o.tokens if o else "",
+                    _num(o.wall_s, 6) if o else "",
+                    "; ".join(o.notes) if o else "",
+                    (rec.data.get("error") or "").splitlines()[0][:500]
+                    if rec.data.get("error")
+                    else "",
+                    rec.data.get("model") or "",
+                    rec.data.get("model_sha256") or "",
+                    versions.get("evoduet_graph") or "",
+                    versions.get("llama_cpp_python") or "",
+                    (versions.get("openevolve") or "") if method == "openevolve" else "",
+                ]
+            )
+    result.results_csv, result.runs_csv = results_path, runs_path

@@ -1,0 +1,301 @@
+"""The bench's markdown summary and matplotlib plots (Agg backend, PNG files).
+
+* `write_summary` → ``<out>/summary.md``: mean ± sd NDG over seeds per task and method and
+  overall (pooled over every finished run of a method), mean best metric per task and method,
+  mean cost per run (LLM calls, tokens, wall seconds), failed runs, versions.
+* `write_plots` → ``<out>/plots/best_<task>.png`` (best-so-far of the task metric vs
+  iteration, one line per seed and the mean per method, initial and reference dashed) and
+  ``<out>/plots/ndg.png`` (NDG bars per task and overall, one bar per method, sd whiskers).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from evoduet_graph.bench.runner import RunRecord
+
+__all__ = ["mean_sd", "ndg_table", "write_plots", "write_summary"]
+
+_COLORS = {"evoduet": "#1f77b4", "openevolve-mode": "#ff7f0e", "openevolve": "#2ca02c"}
+_FALLBACK = ("#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+
+
+def mean_sd(values: Sequence[float]) -> tuple[float | None, float | None]:
+    """Mean and sample standard deviation (None for no values; sd None for one value)."""
+    if not values:
+        return None, None
+    mean = statistics.fmean(values)
+    sd = statistics.stdev(values) if len(values) > 1 else None
+    return mean, sd
+
+
+def _cell(values: Sequence[float], digits: int = 1) -> str:
+    mean, sd = mean_sd(values)
+    if mean is None:
+        return "—"
+    text = f"{mean:.{digits}f}"
+    text += f" ± {sd:.{digits}f}" if sd is not None else ""
+    return f"{text} (n={len(values)})"
+
+
+def _g(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _methods(records: Sequence[RunRecord]) -> list[str]:
+    from evoduet_graph.bench.runner import METHODS
+
+    seen = list(dict.fromkeys(r.key[1] for r in records))
+    return [m for m in METHODS if m in seen] + [m for m in seen if m not in METHODS]
+
+
+def _tasks(records: Sequence[RunRecord]) -> list[str]:
+    return list(dict.fromkeys(r.key[0] for r in records))
+
+
+def ndg_table(records: Sequence[RunRecord]) -> dict[str, dict[str, list[float]]]:
+    """``{task or "overall": {method: [final NDG of each finished run]}}``."""
+    table: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for rec in records:
+        if rec.outcome is None:
+            continue
+        ndg = rec.ndg(rec.outcome.best)
+        if ndg is None:
+            continue
+        task, method, _seed = rec.key
+        table[task][method].append(ndg)
+        table["overall"][method].append(ndg)
+    return table
+
+
+def _md_table(headers: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_summary(out: Path, records: Sequence[RunRecord], manifest: dict[str, Any]) -> Path:
+    """Write ``<out>/summary.md`` and return its path."""
+    methods = _methods(records)
+    tasks = _tasks(records)
+    table = ndg_table(records)
+    versions = manifest.get("versions") or {}
+    model = manifest.get("model") or {}
+    parts = ["# Benchmark results", ""]
+    git = versions.get("evoduet_graph_git")
+    parts.append(
+        f"Model: {model.get('model', 'n/a')}"
+        + (f" (sha256 `{model['model_sha256']}`)" if model.get("model_sha256") else "")
+        + f". Versions: evoduet_graph {versions.get('evoduet_graph', 'n/a')}"
+        + (f" (git {git})" if git else "")
+        + f", llama-cpp-python {versions.get('llama_cpp_python') or 'n/a'}"
+        + f", openevolve {versions.get('openevolve') or 'n/a'}"
+        + f", Python {versions.get('python', 'n/a')}."
+    )
+    parts += ["", "## NDG (%) per task and method: mean ± sd over seeds", ""]
+    rows = [[t] + [_cell(table[t][m]) for m in methods] for t in tasks]
+    rows.append(["**overall**"] + [_cell(table["overall"][m]) for m in methods])
+    parts.append(_md_table(["task"] + methods, rows))
+    parts += [
+        "",
+        (
+            "NDG = (best − initial) / (reference − initial) × 100 on the task's own metric, "
+            "where best is the best value over every program a run explored (the initial "
+            "program included), so NDG is floored at 0. Overall: pooled over every finished "
+            "run of the method. OpenEvolve's programs are re-scored by our sandboxed evaluator."
+        ),
+        "",
+        "## Best metric per task and method: mean ± sd over seeds",
+        "",
+    ]
+    best: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    task_info: dict[str, Any] = {}
+    for rec in records:
+        if rec.task is not None:
+            task_info[rec.key[0]] = rec.task
+        if rec.outcome is not None and rec.outcome.best is not None:
+            best[rec.key[0]][rec.key[1]].append(rec.outcome.best)
+    rows = []
+    for t in tasks:
+        info = task_info.get(t)
+        label = t
+        if info is not None:
+            label += (
+                f" ({info.metric}, {info.direction}; initial {_g(info.initial_score)}, "
+                f"reference {_g(info.sota_score)})"
+            )
+        rows.append([label] + [_cell(best[t][m], 6) for m in methods])
+    parts.append(_md_table(["task"] + methods, rows))
+    parts += ["", "## Cost per run: mean over finished runs", ""]
+    rows = []
+    for m in methods:
+        mine = [r for r in records if r.key[1] == m]
+        done = [r.outcome for r in mine if r.outcome is not None]
+        failed = sum(1 for r in mine if r.status == "failed")
+        other = len(mine) - len(done) - failed
+
+        def avg(values: list[float], digits: int = 0) -> str:
+            mean, _ = mean_sd(values)
+            return "—" if mean is None else f"{mean:.{digits}f}"
+
+        rows.append(
+            [
+                m,
+                str(len(done)),
+                str(failed),
+                str(other),
+                avg([float(o.iterations) for o in done], 1),
+                avg([float(o.llm_calls) for o in done], 1),
+                avg([float(o.tokens) for o in done]),
+                avg([o.wall_s for o in done if o.wall_s is not None], 1),
+            ]
+        )
+    parts.append(
+        _md_table(
+            [
+                "method",
+                "done",
+                "failed",
+                "unfinished",
+                "iterations",
+                "LLM calls",
+                "tokens",
+                "wall s",
+            ],
+            rows,
+        )
+    )
+    failures = [r for r in records if r.status == "failed"]
+    if failures:
+        parts += ["", "## Failed runs", ""]
+        rows = [
+            [r.key[0], r.key[1], str(r.key[2]), (r.data.get("error") or "").splitlines()[0][:200]]
+            for r in failures
+        ]
+        parts.append(_md_table(["task", "method", "seed", "error"], rows))
+    notes = [(r, note) for r in records if r.outcome is not None for note in r.outcome.notes]
+    if notes:
+        parts += ["", "## Notes", ""]
+        parts += [f"- {r.key[0]}/{r.key[1]}/seed{r.key[2]}: {note}" for r, note in notes]
+    parts += [
+        "",
+        (
+            "Files: `results.csv` (one row per task, method, seed and iteration), `runs.csv` "
+            "(one row per run), `plots/`, `manifest.json`, `runs/<task>/<method>/seed<k>/`."
+        ),
+        "",
+    ]
+    path = out / "summary.md"
+    path.write_text("\n".join(parts), encoding="utf-8")
+    return path
+
+
+def _color(method: str, methods: list[str]) -> str:
+    if method in _COLORS:
+        return _COLORS[method]
+    extra = [m for m in methods if m not in _COLORS]
+    return _FALLBACK[extra.index(method) % len(_FALLBACK)]
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def write_plots(out: Path, records: Sequence[RunRecord]) -> list[Path]:
+    """Write the PNG plots into ``<out>/plots`` and return their paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plot_dir = out / "plots"
+    plot_dir.mkdir(parents=True, exist_ok=True)
+    methods = _methods(records)
+    written: list[Path] = []
+
+    for task_name in _tasks(records):
+        mine = [r for r in records if r.key[0] == task_name and r.outcome is not None]
+        if not mine:
+            continue
+        task = next((r.task for r in mine if r.task is not None), None)
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for m in methods:
+            curves = [
+                [(p.iteration, p.best) for p in r.outcome.points if p.best is not None]
+                for r in mine
+                if r.key[1] == m and r.outcome is not None
+            ]
+            curves = [c for c in curves if c]
+            if not curves:
+                continue
+            color = _color(m, methods)
+            for c in curves:
+                ax.plot([x for x, _ in c], [y for _, y in c], color=color, alpha=0.25, lw=1)
+            length = min(len(c) for c in curves)
+            xs = [curves[0][i][0] for i in range(length)]
+            ys = [statistics.fmean(c[i][1] for c in curves) for i in range(length)]
+            ax.plot(
+                xs,
+                ys,
+                color=color,
+                lw=2,
+                label=f"{m} (mean of {len(curves)})",
+                drawstyle="steps-post",
+            )
+        if task is not None:
+            if task.initial_score is not None:
+                ax.axhline(task.initial_score, color="grey", ls=":", lw=1, label="initial")
+            if task.sota_score is not None:
+                ax.axhline(task.sota_score, color="black", ls="--", lw=1, label="reference")
+        ax.set_xlabel("iteration")
+        metric = task.metric if task is not None else "metric"
+        direction = (
+            f" ({'higher' if task is None or task.direction == 'max' else 'lower'} is better)"
+        )
+        ax.set_ylabel(f"best {metric} so far{direction}")
+        ax.set_title(task_name)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = plot_dir / f"best_{_safe(task_name)}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+
+    table = ndg_table(records)
+    groups = [t for t in _tasks(records) if t in table] + (
+        ["overall"] if "overall" in table else []
+    )
+    if groups:
+        fig, ax = plt.subplots(figsize=(max(6.0, 1.8 * len(groups) + 2), 4.5))
+        width = 0.8 / max(1, len(methods))
+        for j, m in enumerate(methods):
+            means, sds = [], []
+            for g in groups:
+                mean, sd = mean_sd(table[g][m])
+                means.append(mean if mean is not None else math.nan)
+                sds.append(sd if sd is not None else 0.0)
+            xs = [i + (j - (len(methods) - 1) / 2) * width for i in range(len(groups))]
+            ax.bar(xs, means, width, yerr=sds, capsize=3, color=_color(m, methods), label=m)
+        ax.set_xticks(range(len(groups)))
+        ax.set_xticklabels(groups, rotation=15, ha="right")
+        ax.set_ylabel("NDG (%), mean ± sd over seeds")
+        ax.set_title("NDG per method")
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = plot_dir / "ndg.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
