@@ -172,7 +172,7 @@ class EvoDuetConfig(_Section):
     )
     seed: int = Field(42, description="Seed of parent selection and sampling.")
     max_consecutive_failures: int = Field(
-        5, ge=1, description="Stop after this many iterations without any valid candidate."
+        10, ge=1, description="Stop after this many iterations without any valid candidate."
     )
     llm: LLMConfig = Field(default_factory=LLMConfig)
     gate: GateConfig = Field(default_factory=GateConfig)

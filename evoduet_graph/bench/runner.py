@@ -786,7 +786,12 @@ def run_bench(
                 openevolve_timeout_s=settings.openevolve_timeout_s,
             )
             say(f"run  {job.label}: {job.iterations} iterations")
-            state.save(status="running", iterations=job.iterations, model=model.info.get("model"))
+            injected = ctx.llm_factory is not None
+            state.save(
+                status="running",
+                iterations=job.iterations,
+                model="injected chat model" if injected else model.info.get("model"),
+            )
             start = time.monotonic()
             try:
                 outcome = table[job.method](ctx)
@@ -798,7 +803,7 @@ def run_bench(
                     error=message[-4000:],
                     traceback=traceback.format_exc()[-8000:],
                     versions=versions,
-                    model_sha256=model.info.get("model_sha256"),
+                    model_sha256=None if injected else model.info.get("model_sha256"),
                 )
                 result.failed[job.label] = message
                 say(f"FAIL {job.label}: {message.splitlines()[0][:300]}")
@@ -812,7 +817,7 @@ def run_bench(
                     traceback=None,
                     outcome=outcome.to_json(),
                     versions=run_versions,
-                    model_sha256=model.info.get("model_sha256"),
+                    model_sha256=None if injected else model.info.get("model_sha256"),
                 )
                 result.ran.append(job.label)
                 ndg = floored_ndg(job.task, outcome.best)

@@ -217,6 +217,7 @@ def write_plots(out: Path, records: Sequence[RunRecord]) -> list[Path]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     plot_dir = out / "plots"
     plot_dir.mkdir(parents=True, exist_ok=True)
@@ -240,7 +241,14 @@ def write_plots(out: Path, records: Sequence[RunRecord]) -> list[Path]:
                 continue
             color = _color(m, methods)
             for c in curves:
-                ax.plot([x for x, _ in c], [y for _, y in c], color=color, alpha=0.25, lw=1)
+                ax.plot(
+                    [x for x, _ in c],
+                    [y for _, y in c],
+                    color=color,
+                    alpha=0.3,
+                    lw=1,
+                    drawstyle="steps-post",
+                )
             length = min(len(c) for c in curves)
             xs = [curves[0][i][0] for i in range(length)]
             ys = [statistics.fmean(c[i][1] for c in curves) for i in range(length)]
@@ -258,6 +266,7 @@ def write_plots(out: Path, records: Sequence[RunRecord]) -> list[Path]:
             if task.sota_score is not None:
                 ax.axhline(task.sota_score, color="black", ls="--", lw=1, label="reference")
         ax.set_xlabel("iteration")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         metric = task.metric if task is not None else "metric"
         direction = (
             f" ({'higher' if task is None or task.direction == 'max' else 'lower'} is better)"
