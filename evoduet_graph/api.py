@@ -26,6 +26,7 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import StateGraph
+from pydantic import ValidationError
 
 from evoduet_graph.config import ConfigError, EvoDuetConfig, load_config
 from evoduet_graph.context import Context
@@ -106,7 +107,7 @@ def _resolve_config(config: EvoDuetConfig | str | Path | dict[str, Any] | None) 
 def _from_dict(data: dict[str, Any]) -> EvoDuetConfig:
     try:
         return EvoDuetConfig.model_validate(data)
-    except Exception as exc:  # pydantic ValidationError → our error type
+    except ValidationError as exc:
         raise ConfigError(f"invalid configuration: {exc}") from None
 
 

@@ -6,7 +6,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
 import typer
 from rich.console import Console
@@ -71,7 +71,7 @@ class ProgressDisplay:
 
     def __call__(self, node: str, update: dict[str, Any]) -> None:
         self.node = node
-        if "gate_decision" in update and update["gate_decision"]:
+        if update.get("gate_decision"):
             self.decision = update["gate_decision"]
         if update.get("best_score") is not None:
             self.best = update["best_score"]
@@ -81,7 +81,7 @@ class ProgressDisplay:
             self.progress.update(self.bar, completed=self.iteration)
         self.progress.update(self.bar, status=self._status())
 
-    def __enter__(self) -> ProgressDisplay:
+    def __enter__(self) -> Self:
         self.progress.__enter__()
         return self
 

@@ -709,6 +709,10 @@ def run_bench(
         raise BenchError("nothing to run: no methods or no seeds")
     if settings.iterations < 0:
         raise BenchError("iterations must be >= 0")
+    try:
+        parse_model_string(settings.model)
+    except ValueError as exc:
+        raise BenchError(str(exc)) from None
     _check_plotting()
     try:
         tasks = [load_task(p) for p in settings.tasks]

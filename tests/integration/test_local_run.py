@@ -36,5 +36,5 @@ def test_one_iteration_with_the_embedded_model(smoke_task_dir, tmp_path):
     best = json.loads((rdir / "best_program.json").read_text())
     assert best["score"] == pytest.approx(result.best_score)
     # the best never regresses below the initial program
-    initial = [e for e in events if e.get("node") == "initialize"][0]["best_score"]
+    initial = next(e for e in events if e.get("node") == "initialize")["best_score"]
     assert result.best_score >= initial

@@ -1,0 +1,814 @@
+"""`evoduet bench`: orchestration, CSV/table/plots, resumability, failure recording, NDG floor,
+the OpenEvolve config writer and trace reader, and the local model server wrapper.
+
+Fast: our two graph methods run on the smoke task with a scripted model and a fake search
+backend (no real model); the server wrapper is tested against a tiny fake HTTP server. The
+tests that need the real OpenEvolve installation or the real embedded model skip without them.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from evoduet_graph import EvoDuetConfig, load_task, run
+from evoduet_graph.bench import BenchError, BenchSettings, MethodOutcome, floored_ndg, run_bench
+from evoduet_graph.bench.common import Endpoint, IterationPoint, Session, cumulative_wall
+from evoduet_graph.bench.openevolve_method import (
+    CONFIG_KEYS,
+    OPENEVOLVE_VERSION,
+    OpenEvolveEnv,
+    default_venv_dir,
+    latest_checkpoint,
+    openevolve_command,
+    openevolve_config,
+    read_best,
+    read_trace,
+    unknown_config_keys,
+    write_openevolve_config,
+)
+from evoduet_graph.bench.server import (
+    LlamaCppServer,
+    ServerDependencyError,
+    ServerError,
+    free_port,
+    missing_server_modules,
+    wait_ready,
+)
+from evoduet_graph.cli import app
+from tests.conftest import CIRCLE_TASK, OUT_OF_DISK, RADIUS_UP, SMOKE_TASK
+from tests.fakes import FakeSearcher, KnowledgeResponder, ScriptedChatModel
+
+BASE = EvoDuetConfig.model_validate(
+    {"population": {"num_islands": 2}, "evaluation": {"workers": 1}}
+)
+GRAPH_METHODS = ["evoduet", "openevolve-mode"]
+
+
+def _llm(generate: Any = RADIUS_UP, gate: Any = "no-op"):
+    """A scripted model per job: the gate answers ``gate``, generation answers ``generate``."""
+
+    def factory(_job):
+        return ScriptedChatModel(
+            responses=[], default=KnowledgeResponder(gate=gate, generate=generate)
+        )
+
+    return factory
+
+
+def _settings(out: Path, **kw: Any) -> BenchSettings:
+    base = {
+        "tasks": [SMOKE_TASK],
+        "out": out,
+        "methods": GRAPH_METHODS,
+        "seeds": [0, 1],
+        "iterations": 2,
+        "config": BASE,
+    }
+    base.update(kw)
+    return BenchSettings(**base)
+
+
+def _csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _bench_run(out: Path, method: str, seed: int) -> dict[str, Any]:
+    path = out / "runs" / "smoke_polygon_area" / method / f"seed{seed}" / "bench_run.json"
+    return json.loads(path.read_text())
+
+
+# ------------------------------------------------------------------------------------------
+# orchestration
+# ------------------------------------------------------------------------------------------
+
+
+def test_bench_writes_results_table_and_plots(tmp_path):
+    out = tmp_path / "bench"
+    searchers: list[FakeSearcher] = []
+
+    def searcher_factory(_job):
+        searchers.append(FakeSearcher())
+        return searchers[-1]
+
+    result = run_bench(
+        _settings(out), llm_factory=_llm(gate="retrieve"), searcher_factory=searcher_factory
+    )
+    assert sorted(result.ran) == sorted(
+        f"smoke_polygon_area/{m}/seed{s}" for m in GRAPH_METHODS for s in (0, 1)
+    )
+    assert not result.failed and not result.skipped
+    # the evoduet method retrieved through its (fake) backend; the baseline never did
+    assert searchers and any(s.calls for s in searchers)
+    assert len(searchers) == 2  # one per evoduet job, none for openevolve-mode
+
+    task = load_task(SMOKE_TASK)
+    rows = _csv(out / "results.csv")
+    assert list(rows[0]) == [
+        "task",
+        "method",
+        "seed",
+        "iteration",
+        "best",
+        "ndg",
+        "llm_calls",
+        "tokens",
+        "wall_s",
+        "status",
+    ]
+    assert len(rows) == 4 * 3  # 4 runs x iterations 0..2
+    by_run: dict[tuple[str, str], list[dict[str, str]]] = {}
+    for row in rows:
+        by_run.setdefault((row["method"], row["seed"]), []).append(row)
+    for run_rows in by_run.values():
+        assert [int(r["iteration"]) for r in run_rows] == [0, 1, 2]
+        first, last = run_rows[0], run_rows[-1]
+        assert float(first["best"]) == pytest.approx(task.initial_score)
+        assert float(first["ndg"]) == 0.0
+        # radius 0.6 -> 1.0 at iteration 1 scales the hull area by 1 / 0.36
+        assert float(last["best"]) == pytest.approx(task.initial_score / 0.36, rel=1e-6)
+        assert float(last["ndg"]) == pytest.approx(task.ndg(task.initial_score / 0.36), rel=1e-6)
+        calls = [int(r["llm_calls"]) for r in run_rows]
+        assert calls == sorted(calls) and calls[-1] >= 2
+        assert int(last["tokens"]) > 0 and float(last["wall_s"]) > 0
+    # the evoduet method made gate calls on top of the generation calls
+    evo = int(by_run[("evoduet", "0")][-1]["llm_calls"])
+    base = int(by_run[("openevolve-mode", "0")][-1]["llm_calls"])
+    assert evo > base == 2
+
+    runs = _csv(out / "runs.csv")
+    assert {r["status"] for r in runs} == {"done"} and len(runs) == 4
+    assert all(r["evoduet_graph"] and r["model"] == "injected chat model" for r in runs)
+
+    summary = (out / "summary.md").read_text()
+    assert "| task | evoduet | openevolve-mode |" in summary
+    ndg = task.ndg(task.initial_score / 0.36)
+    assert f"| smoke_polygon_area | {ndg:.1f} ± 0.0 (n=2) | {ndg:.1f} ± 0.0 (n=2) |" in summary
+    assert "**overall**" in summary
+    for png in ("best_smoke_polygon_area.png", "ndg.png"):
+        data = (out / "plots" / png).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["versions"]["evoduet_graph"]
+    assert manifest["invocations"][-1]["seeds"] == [0, 1]
+    # our run directory is a normal run directory
+    assert (out / "runs/smoke_polygon_area/evoduet/seed0/run/events.jsonl").is_file()
+
+
+def test_second_invocation_skips_finished_runs(tmp_path):
+    out = tmp_path / "bench"
+    settings = _settings(out, seeds=[0])
+    run_bench(settings, llm_factory=_llm(), searcher_factory=lambda _j: FakeSearcher())
+    before = (out / "results.csv").read_text()
+
+    calls: list[str] = []
+
+    def counting_factory(job):
+        calls.append(job.method)
+        return _llm()(job)
+
+    again = run_bench(settings, llm_factory=counting_factory)
+    assert calls == []
+    assert again.ran == [] and len(again.skipped) == 2
+    assert (out / "results.csv").read_text() == before
+
+    # asking for more iterations continues the finished runs from their run directories
+    more = run_bench(_settings(out, seeds=[0], iterations=3), llm_factory=counting_factory)
+    assert sorted(more.ran) == sorted(f"smoke_polygon_area/{m}/seed0" for m in GRAPH_METHODS)
+    rows = [r for r in _csv(out / "results.csv") if r["method"] == "openevolve-mode"]
+    assert [int(r["iteration"]) for r in rows] == [0, 1, 2, 3]
+    run_json = _bench_run(out, "openevolve-mode", 0)
+    assert len(run_json["sessions"]) == 2
+
+
+def test_a_killed_run_resumes_from_its_run_directory(tmp_path):
+    out = tmp_path / "bench"
+    job_dir = out / "runs" / "smoke_polygon_area" / "openevolve-mode" / "seed0"
+    # what a bench killed after one of two iterations leaves behind
+    cfg = BASE.with_overrides({"iterations": 1, "seed": 0, "prompt.diff_based": True})
+    first = ScriptedChatModel(responses=[RADIUS_UP])
+    run(SMOKE_TASK, cfg, llm=first, run_dir=job_dir / "run")
+    t0 = time.time()
+    (job_dir / "bench_run.json").write_text(
+        json.dumps(
+            {
+                "status": "running",
+                "iterations": 2,
+                "task": "smoke_polygon_area",
+                "task_dir": str(SMOKE_TASK),
+                "method": "openevolve-mode",
+                "seed": 0,
+                "sessions": [{"start": t0 - 5.0, "end": None}],
+            }
+        )
+    )
+    second = ScriptedChatModel(responses=[], default=RADIUS_UP)
+    result = run_bench(
+        _settings(out, methods=["openevolve-mode"], seeds=[0]), llm_factory=lambda _j: second
+    )
+    assert result.ran == ["smoke_polygon_area/openevolve-mode/seed0"]
+    assert second.calls == 1  # only iteration 2 ran again
+    rows = _csv(out / "results.csv")
+    assert [int(r["iteration"]) for r in rows] == [0, 1, 2]
+    task = load_task(SMOKE_TASK)
+    assert float(rows[1]["best"]) == pytest.approx(task.initial_score / 0.36, rel=1e-6)
+    data = _bench_run(out, "openevolve-mode", 0)
+    assert data["status"] == "done" and len(data["sessions"]) == 2
+
+
+def test_a_failing_method_is_recorded_and_the_bench_continues(tmp_path):
+    out = tmp_path / "bench"
+
+    def factory(job):
+        if job.method == "evoduet" and job.seed == 0:
+            raise RuntimeError("model endpoint exploded")
+        return _llm()(job)
+
+    def broken(_ctx):
+        raise ValueError("this method is broken")
+
+    result = run_bench(
+        _settings(out, methods=[*GRAPH_METHODS, "broken"]),
+        llm_factory=factory,
+        searcher_factory=lambda _j: FakeSearcher(),
+        runners={"broken": broken},
+    )
+    assert set(result.failed) == {
+        "smoke_polygon_area/evoduet/seed0",
+        "smoke_polygon_area/broken/seed0",
+        "smoke_polygon_area/broken/seed1",
+    }
+    assert "model endpoint exploded" in result.failed["smoke_polygon_area/evoduet/seed0"]
+    assert len(result.ran) == 3  # evoduet seed1 and openevolve-mode seeds 0, 1
+    runs = {(r["method"], r["seed"]): r for r in _csv(out / "runs.csv")}
+    assert runs[("evoduet", "0")]["status"] == "failed"
+    assert "exploded" in runs[("evoduet", "0")]["error"]
+    assert runs[("evoduet", "1")]["status"] == "done"
+    data = _bench_run(out, "evoduet", 0)
+    assert data["status"] == "failed" and "RuntimeError" in data["error"]
+    summary = (out / "summary.md").read_text()
+    assert "## Failed runs" in summary and "this method is broken" in summary
+    assert (out / "plots" / "ndg.png").is_file()
+
+    # the next invocation retries the failed runs only
+    calls: list[str] = []
+    retry = run_bench(
+        _settings(out, methods=GRAPH_METHODS),
+        llm_factory=lambda job: calls.append(job.label) or _llm()(job),
+        searcher_factory=lambda _j: FakeSearcher(),
+    )
+    assert retry.ran == ["smoke_polygon_area/evoduet/seed0"] and not retry.failed
+    assert calls == ["smoke_polygon_area/evoduet/seed0"]
+
+
+def test_ndg_is_floored_at_zero_and_best_includes_the_initial_program(tmp_path):
+    out = tmp_path / "bench"
+    # every child is invalid (points outside the disk): the best stays the initial program
+    result = run_bench(
+        _settings(out, methods=["openevolve-mode"], seeds=[0]),
+        llm_factory=_llm(generate=OUT_OF_DISK),
+    )
+    assert result.ran and not result.failed
+    rows = _csv(out / "results.csv")
+    task = load_task(SMOKE_TASK)
+    assert all(float(r["best"]) == pytest.approx(task.initial_score) for r in rows)
+    assert all(float(r["ndg"]) == 0.0 for r in rows)
+
+    # the floor itself: below the initial score the raw NDG is negative, the bench's is 0
+    assert task.ndg(0.1) < 0
+    assert floored_ndg(task, 0.1) == 0.0
+    assert floored_ndg(task, task.sota_score) == pytest.approx(100.0)
+    assert floored_ndg(task, None) is None
+
+
+def test_bad_settings_fail_before_anything_runs(tmp_path):
+    with pytest.raises(BenchError, match="unknown method"):
+        run_bench(_settings(tmp_path / "a", methods=["nope"]), llm_factory=_llm())
+    with pytest.raises(BenchError, match="does not exist"):
+        run_bench(_settings(tmp_path / "b", tasks=[tmp_path / "missing"]), llm_factory=_llm())
+    with pytest.raises(BenchError, match="unknown model"):
+        run_bench(_settings(tmp_path / "c", model="gpt-4o"), llm_factory=None)
+    assert not (tmp_path / "a").exists()
+
+
+def test_cli_bench_runs_and_resumes(tmp_path, monkeypatch):
+    """The CLI parses its options into BenchSettings and calls run_bench."""
+    seen: list[BenchSettings] = []
+    import evoduet_graph.bench as bench_pkg
+
+    def fake_run_bench(settings, log=None):
+        seen.append(settings)
+        return run_bench(
+            settings, llm_factory=_llm(), searcher_factory=lambda _j: FakeSearcher(), log=log
+        )
+
+    monkeypatch.setattr(bench_pkg, "run_bench", fake_run_bench)
+    config = tmp_path / "base.yaml"
+    config.write_text(yaml.safe_dump({"population": {"num_islands": 2}}))
+    out = tmp_path / "bench"
+    args = [
+        "bench",
+        "--tasks",
+        str(SMOKE_TASK),
+        "--iterations",
+        "1",
+        "--seeds",
+        "3",
+        "--methods",
+        "openevolve-mode",
+        "--out",
+        str(out),
+        "--config",
+        str(config),
+    ]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert seen[0].seeds == [3] and seen[0].methods == ["openevolve-mode"]
+    assert seen[0].iterations == 1 and seen[0].config.population.num_islands == 2
+    assert "| smoke_polygon_area |" in result.stdout
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0 and "1 skipped" in again.output
+
+    bad = CliRunner().invoke(app, ["bench", "--out", str(out), "--tasks", "no_such_task"])
+    assert bad.exit_code == 2 and "not found" in bad.output
+
+
+# ------------------------------------------------------------------------------------------
+# common arithmetic
+# ------------------------------------------------------------------------------------------
+
+
+def test_cumulative_wall_over_a_killed_and_a_resumed_session():
+    sessions = [Session(100.0, None), Session(200.0, 230.0)]
+    stamps = {1: 110.0, 2: 120.0, 3: 210.0}
+    walls = cumulative_wall(sessions, stamps)
+    # the killed session lasted until its last stamp (20 s); the resumed one adds from 200
+    assert walls == {1: 10.0, 2: 20.0, 3: 30.0}
+
+
+def test_method_outcome_round_trips_through_json():
+    outcome = MethodOutcome(
+        iterations=1, initial=1.0, best=2.0, points=[IterationPoint(0, 1.0), IterationPoint(1, 2.0)]
+    )
+    again = MethodOutcome.from_json(json.loads(json.dumps(outcome.to_json())))
+    assert again == outcome
+
+
+# ------------------------------------------------------------------------------------------
+# OpenEvolve: config writer, command line, output readers
+# ------------------------------------------------------------------------------------------
+
+# Fields of OpenEvolve 0.4.1's config dataclasses (openevolve/config.py), transcribed for the
+# sections the bench writes; used when no OpenEvolve installation is at hand.
+OE_041_FIELDS: dict[str, set[str]] = {
+    "": {
+        "max_iterations",
+        "checkpoint_interval",
+        "checkpoint_on_improvement",
+        "log_level",
+        "log_dir",
+        "logger_prefix",
+        "random_seed",
+        "language",
+        "file_suffix",
+        "llm",
+        "prompt",
+        "database",
+        "evaluator",
+        "evolution_trace",
+        "diff_based_evolution",
+        "full_rewrite_probability",
+        "max_code_length",
+        "enforce_evolve_blocks",
+        "diff_pattern",
+        "early_stopping_patience",
+        "convergence_threshold",
+        "early_stopping_metric",
+        "max_tasks_per_child",
+    },
+    "llm": {
+        "api_base",
+        "api_key",
+        "name",
+        "provider",
+        "init_client",
+        "weight",
+        "system_message",
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "timeout",
+        "retries",
+        "retry_delay",
+        "random_seed",
+        "reasoning_effort",
+        "max_budget_usd",
+        "max_ai_credits",
+        "allow_all_tools",
+        "manual_mode",
+        "models",
+        "evaluator_models",
+        "primary_model",
+        "primary_model_weight",
+        "secondary_model",
+        "secondary_model_weight",
+    },
+    "evolution_trace": {
+        "enabled",
+        "format",
+        "include_code",
+        "include_prompts",
+        "include_failures",
+        "output_path",
+        "buffer_size",
+        "compress",
+    },
+    "evaluator": {
+        "timeout",
+        "max_retries",
+        "memory_limit_mb",
+        "cpu_limit",
+        "cascade_evaluation",
+        "cascade_thresholds",
+        "parallel_evaluations",
+        "distributed",
+        "use_llm_feedback",
+        "llm_feedback_weight",
+        "enable_artifacts",
+        "max_artifact_storage",
+        "evaluator_args",
+    },
+}
+
+
+def _endpoint(**kw: Any) -> Endpoint:
+    base = {"model": "qwen-local", "base_url": "http://127.0.0.1:9999/v1", "local": True}
+    base.update(kw)
+    return Endpoint(**base)
+
+
+@pytest.mark.parametrize("task_dir", [SMOKE_TASK, CIRCLE_TASK])
+def test_openevolve_config_keys_are_openevolve_fields(task_dir, tmp_path):
+    task = load_task(task_dir)
+    cfg = write_openevolve_config(
+        task,
+        tmp_path / "oe.yaml",
+        iterations=7,
+        seed=3,
+        endpoint=_endpoint(temperature=0.4, max_tokens=900, timeout_s=120.5, max_retries=2),
+        trace_path=tmp_path / "trace.jsonl",
+    )
+    assert yaml.safe_load((tmp_path / "oe.yaml").read_text()) == cfg
+    assert unknown_config_keys(cfg) == []
+    assert set(cfg) <= OE_041_FIELDS[""] | set(task.openevolve_config)
+    assert set(cfg["llm"]) <= OE_041_FIELDS["llm"]
+    assert set(cfg["evolution_trace"]) <= OE_041_FIELDS["evolution_trace"]
+    assert set(cfg["evaluator"]) <= OE_041_FIELDS["evaluator"]
+    for section, keys in CONFIG_KEYS.items():
+        if section and section != "llm.models" and section in OE_041_FIELDS:
+            assert keys <= OE_041_FIELDS[section], section
+    # the bench's settings
+    assert cfg["max_iterations"] == 7 and cfg["random_seed"] == 3
+    assert cfg["database"]["random_seed"] == 3 and cfg["checkpoint_interval"] == 1
+    assert cfg["llm"]["models"] == [{"name": "qwen-local", "weight": 1.0}]
+    assert cfg["llm"]["api_base"] == "http://127.0.0.1:9999/v1"
+    assert cfg["llm"]["api_key"] == "not-needed"
+    assert cfg["llm"]["temperature"] == 0.4 and cfg["llm"]["max_tokens"] == 900
+    assert cfg["llm"]["timeout"] == 121 and cfg["llm"]["retries"] == 2
+    assert "model" not in cfg["llm"]  # OpenEvolve 0.4.1 rejects llm.model
+    assert cfg["evaluator"]["timeout"] == int(task.timeout_s)
+    assert cfg["evolution_trace"]["enabled"] and cfg["evolution_trace"]["include_failures"]
+    # the task's own settings are kept
+    assert cfg["prompt"]["system_message"] == task.openevolve_config["prompt"]["system_message"]
+    for key, value in (task.openevolve_config.get("evaluator") or {}).items():
+        if key != "timeout":
+            assert cfg["evaluator"][key] == value
+    assert cfg.get("diff_based_evolution") == task.openevolve_config.get("diff_based_evolution")
+
+
+def test_openevolve_config_references_the_key_never_its_value(monkeypatch):
+    task = load_task(SMOKE_TASK)
+    monkeypatch.setenv("MY_PROVIDER_KEY", "sk-secret")
+    cfg = openevolve_config(
+        task,
+        iterations=1,
+        seed=0,
+        endpoint=Endpoint(model="gpt-4o-mini", base_url=None, api_key_env="MY_PROVIDER_KEY"),
+        trace_path="t.jsonl",
+    )
+    assert cfg["llm"]["api_key"] == "${MY_PROVIDER_KEY}"
+    assert cfg["llm"]["api_base"] == "https://api.openai.com/v1"
+    assert "sk-secret" not in yaml.safe_dump(cfg)
+
+
+def test_openevolve_command_line(tmp_path):
+    task = load_task(SMOKE_TASK)
+    env = OpenEvolveEnv(tmp_path, tmp_path / "bin/python", tmp_path / "bin/openevolve-run", "x")
+    cmd = openevolve_command(
+        env, task, config_path=tmp_path / "c.yaml", output_dir=tmp_path / "o", iterations=4
+    )
+    assert cmd[:3] == [
+        str(tmp_path / "bin/openevolve-run"),
+        str(SMOKE_TASK / "initial_program.py"),
+        str(SMOKE_TASK / "evaluator.py"),
+    ]
+    assert cmd[cmd.index("--iterations") + 1] == "4" and "--checkpoint" not in cmd
+    resumed = openevolve_command(
+        env,
+        task,
+        config_path=tmp_path / "c.yaml",
+        output_dir=tmp_path / "o",
+        iterations=2,
+        checkpoint=tmp_path / "o/checkpoints/checkpoint_2",
+    )
+    assert resumed[-2:] == ["--checkpoint", str(tmp_path / "o/checkpoints/checkpoint_2")]
+    assert default_venv_dir().name.startswith(f"openevolve-{OPENEVOLVE_VERSION}-py")
+
+
+def test_openevolve_output_readers(tmp_path):
+    trace = tmp_path / "evolution_trace.jsonl"
+    failures = tmp_path / "evolution_trace_failures.jsonl"
+    lines = [
+        {
+            "iteration": 1,
+            "timestamp": 10.0,
+            "child_metrics": {"combined_score": 0.2, "area": 0.6},
+            "child_code": "A",
+            "metadata": {"token_usage": {"total_tokens": 100}},
+        },
+        {
+            "iteration": 2,
+            "timestamp": 11.0,
+            "child_metrics": {"combined_score": 0.0, "error": "bad points"},
+            "child_code": "B",
+            "metadata": {"token_usage": {"prompt_tokens": 50, "completion_tokens": 7}},
+        },
+        # iteration 2 re-run after a resume: the later record wins
+        {
+            "iteration": 2,
+            "timestamp": 20.0,
+            "child_metrics": {"combined_score": 0.5, "area": 1.5},
+            "child_code": "C",
+            "metadata": {"token_usage": {"total_tokens": 30}},
+        },
+    ]
+    trace.write_text("\n".join(json.dumps(x) for x in lines) + "\n{torn")
+    failures.write_text(
+        json.dumps(
+            {
+                "iteration": 3,
+                "timestamp": 21.0,
+                "error": "No valid diffs found",
+                "token_usage": {"total_tokens": 40},
+            }
+        )
+        + "\n"
+    )
+    recs = read_trace(trace)
+    assert [r.iteration for r in recs] == [1, 2, 3]
+    assert [r.code for r in recs] == ["A", "C", None]
+    assert [r.tokens for r in recs] == [100, 30, 40]
+    assert recs[0].fitness == 0.2 and recs[1].fitness == 0.5 and recs[2].fitness is None
+    assert recs[2].error == "No valid diffs found"
+
+    out = tmp_path / "output"
+    assert latest_checkpoint(out) is None and read_best(out) is None
+    for n in (1, 2, 10):
+        ck = out / "checkpoints" / f"checkpoint_{n}"
+        ck.mkdir(parents=True)
+        (ck / "metadata.json").write_text("{}")
+        (ck / "best_program.py").write_text(f"# best at {n}\n")
+        (ck / "best_program_info.json").write_text(json.dumps({"iteration": n, "metrics": {}}))
+    (out / "checkpoints" / "checkpoint_11").mkdir()  # incomplete: no metadata.json
+    assert latest_checkpoint(out) == (10, out / "checkpoints" / "checkpoint_10")
+    assert read_best(out) == ("# best at 10\n", {}, 10)
+    (out / "best").mkdir()
+    (out / "best" / "best_program.py").write_text("# final\n")
+    (out / "best" / "best_program_info.json").write_text(
+        json.dumps({"iteration": 9, "metrics": {"combined_score": 0.9}})
+    )
+    assert read_best(out) == ("# final\n", {"combined_score": 0.9}, 9)
+
+
+def _installed_openevolve() -> Path | None:
+    python = default_venv_dir() / "bin" / "python"
+    return python if (default_venv_dir() / ".evoduet-openevolve.json").is_file() else None
+
+
+@pytest.mark.skipif(_installed_openevolve() is None, reason="OpenEvolve venv not installed")
+@pytest.mark.parametrize("task_dir", [SMOKE_TASK, CIRCLE_TASK])
+def test_openevolve_itself_accepts_the_config(task_dir, tmp_path):
+    """Load the written config with the installed OpenEvolve's own loader."""
+    task = load_task(task_dir)
+    path = tmp_path / "oe.yaml"
+    write_openevolve_config(
+        task, path, iterations=5, seed=1, endpoint=_endpoint(), trace_path=tmp_path / "t.jsonl"
+    )
+    probe = (
+        "import json, sys; from openevolve.config import load_config; "
+        "c = load_config(sys.argv[1]); "
+        "print(json.dumps({'it': c.max_iterations, 'seed': c.random_seed, "
+        "'models': [(m.name, m.api_base, m.api_key, m.temperature, m.max_tokens) "
+        "for m in c.llm.models], 'timeout': c.evaluator.timeout, "
+        "'trace': [c.evolution_trace.enabled, c.evolution_trace.include_failures, "
+        "c.evolution_trace.output_path], 'db_seed': c.database.random_seed, "
+        "'ck': c.checkpoint_interval, 'sys': c.prompt.system_message}))"
+    )
+    out = subprocess.run(
+        [str(_installed_openevolve()), "-c", probe, str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["it"] == 5 and got["seed"] == 1 and got["db_seed"] == 1 and got["ck"] == 1
+    assert got["models"] == [["qwen-local", "http://127.0.0.1:9999/v1", "not-needed", 0.7, 1024]]
+    assert got["timeout"] == int(task.timeout_s)
+    assert got["trace"] == [True, True, str(tmp_path / "t.jsonl")]
+    assert got["sys"] == task.openevolve_config["prompt"]["system_message"]
+
+
+# ------------------------------------------------------------------------------------------
+# the local model server wrapper
+# ------------------------------------------------------------------------------------------
+
+
+class _ModelsHandler(BaseHTTPRequestHandler):
+    ready_after = 0.0
+    started = 0.0
+
+    def do_GET(self) -> None:
+        if self.path == "/v1/models" and time.time() - self.started >= self.ready_after:
+            body = json.dumps({"object": "list", "data": [{"id": "m"}]}).encode()
+            self.send_response(200)
+        else:
+            body = b"not yet"
+            self.send_response(503)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        return
+
+
+def test_wait_ready_polls_until_the_models_endpoint_answers():
+    _ModelsHandler.started = time.time()
+    _ModelsHandler.ready_after = 0.6
+    server = HTTPServer(("127.0.0.1", 0), _ModelsHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        start = time.monotonic()
+        data = wait_ready(base, timeout_s=10, interval_s=0.05)
+        assert data["data"][0]["id"] == "m"
+        assert time.monotonic() - start >= 0.5
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_wait_ready_times_out_and_notices_a_dead_process(tmp_path):
+    port = free_port()
+    with pytest.raises(ServerError, match="did not answer within"):
+        wait_ready(f"http://127.0.0.1:{port}/v1", timeout_s=0.5, interval_s=0.1)
+    log = tmp_path / "server.log"
+    log.write_text("Traceback: model failed to load\n")
+    proc = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    proc.wait()
+    with pytest.raises(ServerError, match="(?s)exited with status 3.*model failed to load"):
+        wait_ready(f"http://127.0.0.1:{port}/v1", timeout_s=30, process=proc, log_path=log)
+
+
+def test_server_command_line_and_context_manager_with_a_stand_in_server(tmp_path):
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    srv = LlamaCppServer(
+        model, alias="qwen", n_ctx=4096, n_threads=2, seed=7, log_path=tmp_path / "s.log"
+    )
+    cmd = srv.command()
+    assert cmd[:3] == [sys.executable, "-m", "llama_cpp.server"]
+    pairs = dict(zip(cmd[3::2], cmd[4::2], strict=True))
+    assert pairs == {
+        "--model": str(model),
+        "--model_alias": "qwen",
+        "--host": "127.0.0.1",
+        "--port": str(srv.port),
+        "--n_ctx": "4096",
+        "--n_threads": "2",
+        "--n_threads_batch": "2",
+        "--seed": "7",
+    }
+    assert srv.base_url == f"http://127.0.0.1:{srv.port}/v1"
+
+    # a stand-in that serves /v1/models (and spawns a child) checks start/stop end to end
+    stand_in = tmp_path / "stand_in.py"
+    stand_in.write_text(
+        "import json, subprocess, sys\n"
+        "from http.server import BaseHTTPRequestHandler, HTTPServer\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        "class H(BaseHTTPRequestHandler):\n"
+        "    def do_GET(self):\n"
+        "        b = json.dumps({'data': [{'id': 'qwen'}]}).encode()\n"
+        "        self.send_response(200); self.send_header('Content-Length', str(len(b)))\n"
+        "        self.end_headers(); self.wfile.write(b)\n"
+        "HTTPServer(('127.0.0.1', int(sys.argv[sys.argv.index('--port') + 1])), H)"
+        ".serve_forever()\n"
+    )
+
+    class StandIn(LlamaCppServer):
+        def command(self) -> list[str]:
+            return [sys.executable, str(stand_in), *super().command()[3:]]
+
+        def check_dependencies(self) -> None:
+            return None
+
+    with StandIn(model, alias="qwen", log_path=tmp_path / "s.log") as server:
+        assert server.models == {"data": [{"id": "qwen"}]}
+        proc = server.process
+        assert proc is not None and proc.poll() is None
+        pgid = proc.pid
+    assert proc.poll() is not None  # the server is gone ...
+    deadline = time.monotonic() + 10
+    while _live_group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _live_group_members(pgid) == []  # ... and so is the child it started
+
+
+def _live_group_members(pgid: int) -> list[int]:
+    """Pids of processes in group ``pgid`` that are not zombies (from /proc)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        fields = text.rsplit(")", 1)[-1].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
+def test_missing_server_dependencies_are_a_clear_error(tmp_path, monkeypatch):
+    import evoduet_graph.bench.server as server_mod
+
+    monkeypatch.setattr(server_mod, "missing_server_modules", lambda _p=None: ["uvicorn"])
+    srv = LlamaCppServer(tmp_path / "m.gguf", alias="x")
+    with pytest.raises(ServerDependencyError, match=r"\[server\].*uvicorn.*pip install"):
+        srv.start()
+    assert srv.process is None
+    assert isinstance(missing_server_modules(), list)
+
+
+def _local_model_ready() -> bool:
+    try:
+        from evoduet_graph.llm.local import assemble_model
+
+        assemble_model()
+    except Exception:  # noqa: BLE001 - any reason means: skip
+        return False
+    return not missing_server_modules()
+
+
+@pytest.mark.local_model
+@pytest.mark.skipif(not _local_model_ready(), reason="embedded model or [server] extra missing")
+def test_real_llama_cpp_server_serves_the_embedded_model(tmp_path):
+    """The real server: ready within a minute, answers one short chat completion."""
+    from langchain_openai import ChatOpenAI
+
+    from evoduet_graph.llm.local import MODEL_NAME, assemble_model
+
+    start = time.monotonic()
+    with LlamaCppServer(
+        assemble_model(),
+        alias=MODEL_NAME,
+        n_ctx=2048,
+        log_path=tmp_path / "server.log",
+        startup_timeout_s=60,
+    ) as server:
+        assert time.monotonic() - start < 60
+        assert server.models["data"][0]["id"] == MODEL_NAME
+        chat = ChatOpenAI(
+            model=MODEL_NAME,
+            base_url=server.base_url,
+            api_key="not-needed",
+            max_tokens=8,
+            temperature=0,
+        )
+        reply = chat.invoke("Reply with the single word: ok")
+        assert reply.content.strip()
+        assert reply.usage_metadata and reply.usage_metadata["output_tokens"] > 0
