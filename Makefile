@@ -17,7 +17,7 @@ $(VENV)/.installed-local: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -e '.[local,dev]'
+	$(BIN)/pip install -e '.[local,bench,dev]'
 	touch $@
 
 run: $(VENV)/.installed-local

@@ -14,10 +14,11 @@ A run directory holds everything needed to inspect or resume a run::
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import time
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,23 +29,34 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import StateGraph
 from pydantic import ValidationError
 
+from evoduet_graph.budget import budget_for
 from evoduet_graph.config import ConfigError, EvoDuetConfig, load_config
 from evoduet_graph.context import Context
 from evoduet_graph.evaluation import Evaluator, SandboxEvaluator
 from evoduet_graph.events import EventLog, read_events
 from evoduet_graph.graphs.outer import NodeFn, build_outer_graph
 from evoduet_graph.llm.usage import UsageTracker
+from evoduet_graph.locking import RunDirLock, RunDirLockedError
 from evoduet_graph.population import Population, make_population
 from evoduet_graph.search import Searcher, SearchUnavailableError, make_searcher
 from evoduet_graph.search.database import SearchDatabase
 from evoduet_graph.store import ProgramStore
-from evoduet_graph.task import Task, load_task
+from evoduet_graph.task import Task, TaskError, load_task
+
+logger = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
 THREAD_ID = "evoduet"
 
 ProgressFn = Callable[[str, dict[str, Any]], None]
-"""Called after every node with ``(node_name, update)``; used by the CLI's progress display."""
+"""Called after every node of the outer graph with ``(node_name, update)``."""
+
+EventFn = Callable[[dict[str, Any]], None]
+"""Called with every live progress event (LangGraph's custom stream, inner loop included):
+``node_start`` / ``node`` (the ``events.jsonl`` record of a finished node), ``queries``,
+``search``, ``new_best``, and ``index`` while an offline search index is built. Each is a
+JSON-ready dict with ``event`` and ``time``; events from the inner loop carry
+``"subgraph": "retrieve"``. Used by the CLI's display and ``--json``."""
 
 
 class RunError(RuntimeError):
@@ -109,6 +121,20 @@ def _from_dict(data: dict[str, Any]) -> EvoDuetConfig:
         return EvoDuetConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"invalid configuration: {exc}") from None
+
+
+def validate_model(config: EvoDuetConfig) -> None:
+    """Check ``llm.model`` names a known provider (no model is built, nothing is sent).
+
+    Raises:
+        ConfigError: ``llm.model: unknown model ...`` with the valid forms.
+    """
+    from evoduet_graph.llm import LLMConfigError, parse_model_string
+
+    try:
+        parse_model_string(config.llm.model)
+    except LLMConfigError as exc:
+        raise ConfigError(f"llm.model: {exc}") from None
 
 
 def can_retrieve(config: EvoDuetConfig) -> bool:
@@ -195,6 +221,7 @@ def build_context(
         llm = make_chat_model(config.llm)
     if evaluator is None:
         evaluator = SandboxEvaluator.from_config(task, config.evaluation)
+    events = EventLog(run_dir / "events.jsonl" if run_dir else None)
     return Context(
         task=task,
         config=config,
@@ -202,12 +229,54 @@ def build_context(
         evaluator=evaluator,
         store=store,
         population=population,
-        events=EventLog(run_dir / "events.jsonl" if run_dir else None),
+        events=events,
         callbacks=[UsageTracker()],
         run_dir=run_dir,
         searcher=searcher,
         search_db=SearchDatabase(run_dir / "search_database.jsonl" if run_dir else None),
+        budget=budget_for(config, events),
     )
+
+
+def check_initial_program(task: Task, config: EvoDuetConfig, evaluator: Evaluator) -> Any:
+    """Evaluate the task's initial program before a new run starts.
+
+    Returns:
+        The `EvaluationOutcome` (the run caches it, so the program is not evaluated twice).
+
+    Raises:
+        TaskError: the initial program fails its own evaluation and
+            ``config.allow_invalid_initial`` is false (CLI: ``--allow-invalid-initial``).
+    """
+    outcome = evaluator.evaluate(task.initial_program, program_id="initial")
+    if not outcome.valid and not config.allow_invalid_initial:
+        error = " ".join(str(outcome.error or "no valid score").split())[:500]
+        raise TaskError(
+            f"task {task.name!r}: {task.path / 'initial_program.py'} fails its own evaluation "
+            f"({error}); fix the initial program or evaluator.py, or start anyway with "
+            "--allow-invalid-initial (allow_invalid_initial: true)"
+        )
+    return outcome
+
+
+def _acquire(lock: RunDirLock) -> None:
+    """Take the run directory's lock, as a `RunError` when another process holds it."""
+    try:
+        lock.acquire()
+    except RunDirLockedError as exc:
+        raise RunError(str(exc)) from None
+
+
+def _report_sandbox(ctx: Context) -> None:
+    """Write what the evaluation sandbox enforces to the events (once per session) and warn
+    about the limits this machine cannot enforce (no network namespace, no process limit)."""
+    isolation = getattr(ctx.evaluator, "isolation", None)
+    if isolation is None or not hasattr(isolation, "as_dict"):
+        return
+    ctx.events.emit("sandbox", **isolation.as_dict())
+    for message in isolation.warnings():
+        logger.warning("%s", message)
+        ctx.events.emit("warning", node="sandbox", message=message)
 
 
 def _default_run_dir(task: Task) -> Path:
@@ -226,6 +295,7 @@ def run(
     progress: ProgressFn | None = None,
     nodes: dict[str, NodeFn] | None = None,
     searcher: Searcher | None = None,
+    on_event: EventFn | None = None,
 ) -> RunResult:
     """Run (or continue) an EvoDuet search on a task.
 
@@ -238,17 +308,27 @@ def run(
         run_dir: default ``runs/<task>-<timestamp>``; an existing run directory continues
             its run (same thread), up to ``iterations`` total iterations.
         iterations: total iterations; default ``config.iterations``.
-        progress: callback ``(node, update)`` after every node.
+        progress: callback ``(node, update)`` after every node of the outer graph.
         nodes: node replacements (ablations), as in `build_outer_graph`.
         searcher: search backend; default: ``config.retrieval.backend`` when the gate can
             retrieve (its preflight runs before the first iteration).
+        on_event: callback for every live progress event (see `EventFn`).
 
     Returns:
         `RunResult` with the best program and the per-iteration history.
 
+    Every check that can fail on a bad task, configuration or model (task folder, config
+    values, model string and key, search backend preflight, the initial program's own
+    evaluation) runs before the run directory is created. The run directory is locked for
+    the run's lifetime (`evoduet_graph.locking`); the sandbox's isolation is written to the
+    events (``sandbox``, plus a ``warning`` for each limit this machine cannot enforce).
+
     Raises:
-        TaskError: malformed task folder. ConfigError: invalid or unavailable configuration.
+        TaskError: malformed task folder, or (new runs) the initial program fails its own
+            evaluation while ``config.allow_invalid_initial`` is false.
+        ConfigError: invalid or unavailable configuration (unknown model provider included).
         LLMConfigError / LocalModelError: the model cannot be built.
+        RunError: another process is running or resuming the same run directory.
     """
     task = task if isinstance(task, Task) else load_task(task)
     cfg = _resolve_config(config)
@@ -256,20 +336,41 @@ def run(
         cfg = cfg.with_overrides({"iterations": iterations})
     validate_setup(cfg)
     if searcher is None:
-        searcher = make_checked_searcher(task, cfg)
+        with _index_progress(on_event):
+            searcher = make_checked_searcher(task, cfg)
     elif can_retrieve(cfg):
         preflight(searcher, cfg)
+    model_name = cfg.llm.model if llm is None else type(llm).__name__
     rdir = Path(run_dir) if run_dir is not None else _default_run_dir(task)
+    lock = RunDirLock(rdir)
+    if rdir.is_dir():  # an existing run: refuse before any slow work if another process has it
+        _acquire(lock)
+    # Everything that can fail on a bad task, config or model happens before the run
+    # directory exists: a failed start leaves nothing behind but the error.
+    if llm is None:
+        validate_model(cfg)
+    if evaluator is None:
+        evaluator = SandboxEvaluator.from_config(task, cfg.evaluation)
+    initial = None
+    if not (rdir / "programs.sqlite").exists():  # a new run: check the initial program
+        initial = check_initial_program(task, cfg, evaluator)
+    if llm is None:
+        from evoduet_graph.llm import make_chat_model
+
+        llm = make_chat_model(cfg.llm)
     rdir.mkdir(parents=True, exist_ok=True)
     rdir = rdir.resolve()
+    _acquire(lock)
     (rdir / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
     (rdir / RUN_FILE).write_text(
         json.dumps({"task_dir": str(task.path), "thread_id": THREAD_ID}, indent=2),
         encoding="utf-8",
     )
-    with ExitStack() as stack:
+    with lock, ExitStack() as stack:
         ctx = build_context(task, cfg, rdir, llm=llm, evaluator=evaluator, searcher=searcher)
         stack.callback(ctx.store.close)
+        if initial is not None:
+            ctx.store.put_evaluation(task.initial_program, initial)
         if checkpointer is None:
             checkpointer = open_checkpointer(rdir / "checkpoints.sqlite")
             stack.callback(checkpointer.conn.close)
@@ -279,22 +380,38 @@ def run(
             "recursion_limit": 20 * cfg.iterations + 100,
         }
         snapshot = graph.get_state(thread)
-        resuming = bool(snapshot.next)
+        # ``next`` lists only tasks still to run: a step whose tasks all finished (their
+        # writes saved) but whose checkpoint was not written yet has next=() and tasks
+        # left to commit; starting a new invocation then would drop that step.
+        resuming = bool(snapshot.next or snapshot.tasks)
         ctx.events.emit(
             "run_start",
             task=task.name,
             iterations=cfg.iterations,
-            model=cfg.llm.model if llm is None else type(llm).__name__,
+            model=model_name,
             resumed=resuming,
         )
+        _report_sandbox(ctx)
         graph_input = None if resuming else {"max_iterations": cfg.iterations}
         if resuming and snapshot.values.get("max_iterations") != cfg.iterations:
             graph.update_state(thread, {"max_iterations": cfg.iterations})
-        for chunk in graph.stream(graph_input, thread, context=ctx, stream_mode="updates"):
-            if progress is None:
-                continue
-            for node, update in chunk.items():
-                progress(node, update if isinstance(update, dict) else {})
+        stream = graph.stream(
+            graph_input,
+            thread,
+            context=ctx,
+            stream_mode=["updates", "custom"],
+            subgraphs=on_event is not None,  # the inner loop's progress events
+        )
+        for part in stream:
+            namespace, mode, chunk = part if len(part) == 3 else ((), *part)
+            if mode == "custom":
+                if on_event is not None and isinstance(chunk, dict):
+                    if namespace:
+                        chunk = {**chunk, "subgraph": str(namespace[0]).split(":")[0]}
+                    on_event(chunk)
+            elif progress is not None and not namespace and isinstance(chunk, dict):
+                for node, update in chunk.items():
+                    progress(node, update if isinstance(update, dict) else {})
         final = graph.get_state(thread).values
         ctx.events.emit(
             "run_end",
@@ -314,6 +431,7 @@ def resume(
     progress: ProgressFn | None = None,
     nodes: dict[str, NodeFn] | None = None,
     searcher: Searcher | None = None,
+    on_event: EventFn | None = None,
 ) -> RunResult:
     """Continue a run from its last checkpoint with the configuration it was started with.
 
@@ -337,7 +455,17 @@ def resume(
         progress=progress,
         nodes=nodes,
         searcher=searcher,
+        on_event=on_event,
     )
+
+
+def _index_progress(on_event: EventFn | None) -> Any:
+    """Forward an offline index build's progress to ``on_event`` (a no-op context without)."""
+    if on_event is None:
+        return nullcontext()
+    from evoduet_graph.search.offline import index_progress
+
+    return index_progress(on_event)
 
 
 def history_from_events(events_path: Path) -> list[dict[str, Any]]:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import sys
 import time
+from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from evoduet_graph.api import RunError, RunResult
 from evoduet_graph.config import ConfigError, load_config
@@ -32,63 +32,6 @@ def _user_errors() -> tuple[type[Exception], ...]:
     return (*_USER_ERRORS, LLMConfigError, LocalModelError)
 
 
-class ProgressDisplay:
-    """Live progress: iteration bar, gate decision, best score, NDG, elapsed time."""
-
-    def __init__(self, task: Task, total: int, quiet: bool) -> None:
-        self.task = task
-        self.quiet = quiet
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[status]}"),
-            console=console,
-            disable=quiet,
-        )
-        self.bar = self.progress.add_task(task.name, total=total, status="")
-        self.best: float | None = None
-        self.decision = ""
-        self.node = ""
-        self.iteration = 0
-
-    def _status(self) -> str:
-        parts = [f"node={self.node}"]
-        if self.decision:
-            parts.append(f"gate={self.decision}")
-        if self.best is not None:
-            parts.append(f"best={self.best:.6g}")
-            ndg = self._ndg()
-            if ndg is not None:
-                parts.append(f"NDG={ndg:.1f}%")
-        return "  ".join(parts)
-
-    def _ndg(self) -> float | None:
-        if self.task.metric == "combined_score" and self.best is not None:
-            return self.task.ndg(self.best)
-        return None
-
-    def __call__(self, node: str, update: dict[str, Any]) -> None:
-        self.node = node
-        if update.get("gate_decision"):
-            self.decision = update["gate_decision"]
-        if update.get("best_score") is not None:
-            self.best = update["best_score"]
-        if node == "select":
-            self.iteration = update.get("iteration", self.iteration)
-        if node == "record":
-            self.progress.update(self.bar, completed=self.iteration)
-        self.progress.update(self.bar, status=self._status())
-
-    def __enter__(self) -> Self:
-        self.progress.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.__exit__(*exc)  # type: ignore[arg-type]
-
-
 def _summary(result: RunResult, elapsed: float) -> None:
     console.print(f"[bold green]done[/] in {elapsed:.1f} s — run directory: {result.run_dir}")
     console.print(f"  iterations: {result.iterations}   best score: {result.best_score}")
@@ -100,18 +43,60 @@ def _summary(result: RunResult, elapsed: float) -> None:
         console.print(f"[yellow]stopped early:[/] {result.stop_reason}")
 
 
-def _run_with_display(fn: Any, shown: Task, total: int, quiet: bool, **kwargs: Any) -> None:
+def _result_json(result: RunResult, elapsed: float) -> dict[str, Any]:
+    return {
+        "event": "result",
+        "run_dir": str(result.run_dir) if result.run_dir else None,
+        "iterations": result.iterations,
+        "best_id": result.best_id,
+        "best_score": result.best_score,
+        "metric_value": result.metric_value,
+        "ndg": result.ndg,
+        "stop_reason": result.stop_reason,
+        "elapsed_s": round(elapsed, 3),
+    }
+
+
+def _run_with_display(
+    fn: Any,
+    shown: Task,
+    total: int,
+    quiet: bool,
+    *,
+    json_lines: bool = False,
+    done: int = 0,
+    **kwargs: Any,
+) -> None:
+    """Run ``fn`` (api.run / api.resume) with the live display, ``--quiet`` or ``--json``."""
+    from evoduet_graph.progress import JsonLines, LiveDisplay
+
     start = time.perf_counter()
+    sink = JsonLines() if json_lines else None
     try:
-        with ProgressDisplay(shown, total, quiet) as display:
-            result = fn(progress=display, **kwargs)
+        with LiveDisplay(
+            shown, total, console=console, enabled=not (quiet or json_lines), done=done
+        ) as display:
+            on_event = sink.on_event if sink is not None else display.on_event
+            result = fn(on_event=on_event, **kwargs)
     except _user_errors() as exc:
-        console.print(f"[bold red]error:[/] {exc}")
-        raise typer.Exit(2) from None
+        _fail(str(exc))
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]: resume with `evoduet resume <run_dir>`")
         raise typer.Exit(130) from None
-    _summary(result, time.perf_counter() - start)
+    if sink is not None:
+        sink.write(_result_json(result, time.perf_counter() - start))
+    else:
+        _summary(result, time.perf_counter() - start)
+    _exit_for_stop(result)
+
+
+def _exit_for_stop(result: RunResult) -> None:
+    """Exit 1 when the run stopped on failures (e.g. ``max_consecutive_failures``): the
+    checkpoint is resumable, but the run did not do its work. A budget stop is a clean end."""
+    from evoduet_graph.budget import STOP_PREFIX
+
+    if result.stop_reason and not result.stop_reason.startswith(STOP_PREFIX):
+        _fail(f"the run stopped: {result.stop_reason}", code=1)
 
 
 @app.command("run")
@@ -136,6 +121,13 @@ def run_cmd(
     out: Annotated[Path | None, typer.Option(help="Run directory (default runs/...).")] = None,
     config: Annotated[Path | None, typer.Option(help="YAML config file.")] = None,
     quiet: Annotated[bool, typer.Option(help="No progress display.")] = False,
+    json_lines: Annotated[
+        bool, typer.Option("--json", help="Progress events as JSON lines on stdout.")
+    ] = False,
+    allow_invalid_initial: Annotated[
+        bool,
+        typer.Option(help="Start even if the initial program fails its own evaluation."),
+    ] = False,
 ) -> None:
     """Run an evolutionary search on TASK_DIR and write a run directory."""
     from evoduet_graph.api import run
@@ -151,14 +143,19 @@ def run_cmd(
                 "gate.mode": gate,
                 "retrieval.backend": backend,
                 "retrieval.corpus": [str(p.resolve()) for p in corpus] if corpus else None,
+                "allow_invalid_initial": True if allow_invalid_initial else None,
             }
         )
+        from evoduet_graph.api import validate_model
+
+        validate_model(cfg)
     except _USER_ERRORS as exc:
-        console.print(f"[bold red]error:[/] {exc}")
-        raise typer.Exit(2) from None
+        _fail(str(exc))
     for warning in task.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
-    _run_with_display(run, task, cfg.iterations, quiet, task=task, config=cfg, run_dir=out)
+    _run_with_display(
+        run, task, cfg.iterations, quiet, json_lines=json_lines, task=task, config=cfg, run_dir=out
+    )
 
 
 @app.command("resume")
@@ -168,18 +165,108 @@ def resume_cmd(
         int | None, typer.Option(help="New total iteration count (default: unchanged).")
     ] = None,
     quiet: Annotated[bool, typer.Option(help="No progress display.")] = False,
+    json_lines: Annotated[
+        bool, typer.Option("--json", help="Progress events as JSON lines on stdout.")
+    ] = False,
 ) -> None:
     """Continue a run from its last checkpoint with the same configuration."""
-    from evoduet_graph.api import RUN_FILE, resume
+    from evoduet_graph.api import resume
 
     try:
+        task, total, done = _resume_target(run_dir, iterations)
+    except _CliError as exc:
+        _fail(f"cannot resume {run_dir}: {exc}")
+    _run_with_display(
+        resume,
+        task,
+        total,
+        quiet,
+        json_lines=json_lines,
+        done=done,
+        run_dir=run_dir,
+        iterations=iterations,
+    )
+
+
+class _CliError(Exception):
+    """A user-facing error: one line saying what is wrong, where, and what to do."""
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    """Print ``error: <message>`` (one line, no markup) on stderr and exit with ``code``."""
+    console.print("[bold red]error:[/] ", end="")
+    console.print(" ".join(str(message).split()), markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+_RUN_HINT = "pass the run directory that `evoduet run` printed (runs/<task>-<timestamp>)"
+
+
+def _check_run_dir(run_dir: Path) -> None:
+    """Raise `_CliError` unless ``run_dir`` is a directory written by ``evoduet run``."""
+    if not run_dir.exists():
+        raise _CliError(f"no such directory; {_RUN_HINT}")
+    if not run_dir.is_dir():
+        raise _CliError(f"not a directory; {_RUN_HINT}")
+    markers = ("run.json", "config.yaml", "events.jsonl")
+    if not any((run_dir / name).is_file() for name in markers):
+        raise _CliError(
+            f"not an evoduet run directory (none of {', '.join(markers)} is there); {_RUN_HINT}"
+        )
+
+
+def _resume_target(run_dir: Path, iterations: int | None) -> tuple[Task, int, int]:
+    """``(task, total iterations, iterations already completed)`` of a run to resume.
+
+    Raises:
+        _CliError: with a one-line reason and what to do.
+    """
+    from evoduet_graph.api import RUN_FILE
+    from evoduet_graph.events import read_events
+
+    _check_run_dir(run_dir)
+    for name in (RUN_FILE, "config.yaml"):
+        if not (run_dir / name).is_file():
+            raise _CliError(
+                f"{name} is missing, so the run cannot be rebuilt; {_RUN_HINT}, or start a new "
+                "run with `evoduet run`"
+            )
+    try:
         meta = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8"))
-        task = load_task(meta["task_dir"])
+        task_dir = meta["task_dir"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise _CliError(
+            f"{run_dir / RUN_FILE} is damaged ({type(exc).__name__}: {exc}); it must be JSON "
+            'with "task_dir"'
+        ) from None
+    if meta.get("studio"):
+        raise _CliError(
+            "this run was started from LangGraph Studio and its checkpoints live in the dev "
+            "server; continue the thread there (same run_dir in the context), or start a new "
+            "run with `evoduet run`"
+        )
+    try:
+        task = load_task(task_dir)
+    except TaskError as exc:
+        raise _CliError(
+            f"its task folder {task_dir} (from {RUN_FILE}) cannot be loaded: {exc}; restore the "
+            f"folder or correct task_dir in {run_dir / RUN_FILE}"
+        ) from None
+    try:
         total = iterations or load_config(run_dir / "config.yaml").iterations
-    except (OSError, ValueError, KeyError) as exc:
-        console.print(f"[bold red]error:[/] cannot resume {run_dir}: {exc}")
-        raise typer.Exit(2) from None
-    _run_with_display(resume, task, total, quiet, run_dir=run_dir, iterations=iterations)
+    except ConfigError as exc:
+        raise _CliError(f"{exc}; fix {run_dir / 'config.yaml'}") from None
+    done = max(
+        (
+            ev["iteration"]
+            for ev in read_events(run_dir / "events.jsonl")
+            if ev.get("event") == "node"
+            and ev.get("node") == "record"
+            and isinstance(ev.get("iteration"), int)
+        ),
+        default=0,
+    )
+    return task, total, done
 
 
 @app.command("eval")
@@ -207,19 +294,135 @@ def eval_cmd(
 @app.command("report")
 def report_cmd(
     run_dir: Annotated[Path, typer.Argument(help="Run directory.")],
-    out: Annotated[Path | None, typer.Option(help="Write the markdown here too.")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Write the markdown here too (plot links adjusted).")
+    ] = None,
+    html: Annotated[
+        bool,
+        typer.Option("--html", help="Also write RUN_DIR/report/report.html (images inlined)."),
+    ] = False,
+    plots: Annotated[
+        bool, typer.Option("--plots/--no-plots", help="Write PNG plots into RUN_DIR/report/.")
+    ] = True,
 ) -> None:
-    """Print a markdown report of a run: decisions, queries, URLs, scores, LLM usage."""
-    from evoduet_graph.report import report_markdown
+    """Report a run: PNG plots, report.md (and report.html) in RUN_DIR/report/; print the
+    markdown (scores, gate decisions, queries by Δ, URLs, lineage of the best, LLM usage)."""
+    from evoduet_graph.report import report_markdown, write_report
 
     try:
-        text = report_markdown(run_dir)
-    except FileNotFoundError as exc:
-        console.print(f"[bold red]error:[/] {exc}")
-        raise typer.Exit(2) from None
+        _check_run_dir(run_dir)
+    except _CliError as exc:
+        _fail(f"cannot report on {run_dir}: {exc}")
+    written: dict[str, Any] = {}
+    try:
+        if plots or html:
+            written = write_report(run_dir, html=html)
+            text = written["markdown"]
+        else:
+            text = report_markdown(run_dir)
+    except ImportError as exc:
+        _fail(
+            f"the report plots need matplotlib ({exc}); pip install matplotlib, or run "
+            "`evoduet report --no-plots`"
+        )
+    except OSError as exc:
+        _fail(
+            f"cannot write the report into {run_dir / 'report'}: {exc.strerror or exc}; make the "
+            "run directory writable, or use --no-plots to print the markdown only"
+        )
     if out is not None:
-        out.write_text(text, encoding="utf-8")
+        if written:
+            from evoduet_graph.report import relink
+
+            text_out = relink(text, written["plots"], out.parent)
+        else:
+            text_out = text
+        try:
+            out.write_text(text_out, encoding="utf-8")
+        except OSError as exc:
+            _fail(f"cannot write {out}: {exc.strerror or exc}; choose a writable --out path")
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    if written:
+        console.print(f"report written to {written['markdown_path'].parent}", highlight=False)
+        for path in (written["markdown_path"], written["html_path"], *written["plots"].values()):
+            if path is not None:
+                console.print(f"  {path}", highlight=False, markup=False)
+
+
+@app.command("compare")
+def compare_cmd(
+    run_dirs: Annotated[list[Path], typer.Argument(help="Two or more run directories.")],
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Folder for best.png, ndg.png, compare.md (default runs/compare-*)."),
+    ] = None,
+) -> None:
+    """Compare runs: print a table (task, gate, best score, NDG, LLM usage) and write overlaid
+    best-so-far / NDG vs iteration plots."""
+    from evoduet_graph.report import compare_runs
+
+    for run_dir in run_dirs:
+        try:
+            _check_run_dir(run_dir)
+        except _CliError as exc:
+            _fail(f"cannot compare {run_dir}: {exc}")
+    folder = out or Path("runs") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
+    try:
+        result = compare_runs(list(run_dirs), out_dir=folder)
+    except ImportError as exc:
+        _fail(f"the comparison plots need matplotlib ({exc}); pip install matplotlib")
+    except OSError as exc:
+        _fail(f"cannot write the comparison into {folder}: {exc.strerror or exc}; pass --out DIR")
+    sys.stdout.write(result["markdown"])
+    console.print(f"comparison written to {folder}", highlight=False, markup=False)
+    for path in (result["markdown_path"], *result["plots"].values()):
+        console.print(f"  {path}", highlight=False, markup=False)
+
+
+class GraphFormat(str, Enum):
+    mermaid = "mermaid"
+    png = "png"
+
+
+class GraphLoop(str, Enum):
+    outer = "outer"
+    inner = "inner"
+
+
+@app.command("graph")
+def graph_cmd(
+    xray: Annotated[
+        bool, typer.Option("--xray", help="Draw the inner query loop inside `retrieve`.")
+    ] = False,
+    fmt: Annotated[
+        GraphFormat, typer.Option("--format", help="mermaid (text) or png (Graphviz).")
+    ] = GraphFormat.mermaid,
+    loop: Annotated[GraphLoop, typer.Option(help="Which loop to draw.")] = GraphLoop.outer,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Output file (mermaid default: stdout; png default: evoduet_<loop>.png)."),
+    ] = None,
+) -> None:
+    """Draw the LangGraph graphs: Mermaid text, or a PNG rendered locally with Graphviz."""
+    from evoduet_graph.graphs.render import GraphRenderError, mermaid, png
+
+    if fmt is GraphFormat.mermaid:
+        text = mermaid(loop.value, xray=xray)
+        if out is None:
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+            return
+        try:
+            out.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            _fail(f"cannot write {out}: {exc.strerror or exc}; choose a writable --out path")
+    else:
+        target = out or Path(f"evoduet_{loop.value}{'_xray' if xray else ''}.png")
+        try:
+            png(target, loop.value, xray=xray)
+        except GraphRenderError as exc:
+            _fail(str(exc))
+        out = target
+    console.print(f"wrote {out}", highlight=False, markup=False)
 
 
 @app.command("bench")
@@ -251,9 +454,18 @@ def bench_cmd(
     ] = None,
 ) -> None:
     """Run every (task, method, seed), resumably; write results.csv, summary.md and plots."""
+    import signal
+
     from evoduet_graph.bench import BenchError, BenchSettings, resolve_tasks, run_bench
     from evoduet_graph.bench.runner import parse_list
 
+    def _terminate(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM stops the bench like Ctrl-C: children are killed
+
+    try:
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:  # not the main thread
+        previous = None
     try:
         seed_list = [int(s) for s in parse_list(seeds)]
         settings = BenchSettings(
@@ -279,6 +491,9 @@ def bench_cmd(
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]: run the same command again to resume")
         raise typer.Exit(130) from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     console.print(
         f"[bold green]bench done[/] in {time.perf_counter() - start:.1f} s: "
         f"{len(result.ran)} run, {len(result.skipped)} skipped, {len(result.failed)} failed"

@@ -59,8 +59,14 @@ class GateConfig(_Section):
         "knowledge-gap gate; `heuristic`: retrieve with probability `retrieve_probability`; "
         "`stagnation`: retrieve after `stagnation_patience` iterations without improvement.",
     )
-    retrieve_probability: float = Field(0.3, ge=0.0, le=1.0)
-    stagnation_patience: int = Field(3, ge=1)
+    retrieve_probability: float = Field(
+        0.3, ge=0.0, le=1.0, description="`heuristic` gate: probability of `retrieve` (seeded)."
+    )
+    stagnation_patience: int = Field(
+        3,
+        ge=1,
+        description="`stagnation` gate: retrieve after this many iterations without a new best.",
+    )
 
 
 class PopulationConfig(_Section):
@@ -78,9 +84,23 @@ class PopulationConfig(_Section):
         "numeric metric name the evaluator returns.",
     )
     feature_bins: int = Field(10, ge=1, description="Bins per feature dimension.")
-    elite_selection_ratio: float = Field(0.1, ge=0.0, le=1.0)
-    exploration_ratio: float = Field(0.2, ge=0.0, le=1.0)
-    exploitation_ratio: float = Field(0.7, ge=0.0, le=1.0)
+    elite_selection_ratio: float = Field(
+        0.1,
+        ge=0.0,
+        le=1.0,
+        description="`islands`: share of the island's top programs taken as inspirations "
+        "first; `top_k`: probability that the parent is the best program.",
+    )
+    exploration_ratio: float = Field(
+        0.2, ge=0.0, le=1.0, description="Probability of a uniformly random island parent."
+    )
+    exploitation_ratio: float = Field(
+        0.7,
+        ge=0.0,
+        le=1.0,
+        description="Probability of a parent from the elite archive; the rest of the time "
+        "the parent is fitness-weighted on the island.",
+    )
     migration_interval: int = Field(50, ge=1, description="Generations between migrations.")
     migration_rate: float = Field(0.1, ge=0.0, le=1.0, description="Share of island migrated.")
     top_k: int = Field(10, ge=1, description="Size of the `top_k` population.")
@@ -89,8 +109,12 @@ class PopulationConfig(_Section):
 class PromptConfig(_Section):
     """What the mutation prompt shows (OpenEvolve `prompt:` section)."""
 
-    num_top_programs: int = Field(3, ge=0)
-    num_inspirations: int = Field(2, ge=0)
+    num_top_programs: int = Field(
+        3, ge=0, description="Top programs shown in the mutation prompt (besides the parent)."
+    )
+    num_inspirations: int = Field(
+        2, ge=0, description="Inspiration programs shown in the mutation prompt."
+    )
     history_programs: int = Field(3, ge=0, description="Recent attempts shown with errors.")
     max_artifact_chars: int = Field(800, ge=0, description="Stderr/traceback chars shown.")
     max_program_chars: int = Field(12000, ge=200, description="Truncation of shown programs.")
@@ -114,6 +138,26 @@ class EvaluationConfig(_Section):
     cascade: bool | None = Field(
         None, description="Use evaluate_stage1..3 when present; default: the task's config."
     )
+    max_processes: int | None = Field(
+        64,
+        ge=1,
+        description="Most tasks (processes + threads) a candidate may have at once: a pids "
+        "cgroup per candidate (fork bombs fail with EAGAIN); RLIMIT_NPROC when no cgroup can "
+        "be made and not root; null: no limit. The run reports what this machine enforces.",
+    )
+    max_file_mb: int = Field(
+        256, ge=1, description="Largest file a candidate may write (RLIMIT_FSIZE), MiB; "
+        "stdout/stderr included."
+    )
+    cpu_time_s: float | None = Field(
+        None, gt=0, description="CPU seconds of a candidate (RLIMIT_CPU); default: "
+        "timeout × cores + 10 (a backstop for the wall clock)."
+    )
+    isolate_network: bool = Field(
+        True,
+        description="Run candidates without network (a fresh network namespace via "
+        "`unshare --net`) when this machine allows it; the run warns once when it does not.",
+    )
 
 
 class RetrievalConfig(_Section):
@@ -127,7 +171,7 @@ class RetrievalConfig(_Section):
     corpus: list[str] = Field(default_factory=list, description="Extra offline corpus folders.")
     inner_rounds: int = Field(3, ge=1, description="R: query-evolution rounds.")
     queries_per_round: int = Field(1, ge=1, description="Q: queries per round.")
-    results_per_query: int = Field(5, ge=1)
+    results_per_query: int = Field(5, ge=1, description="Documents requested per query.")
     top_k: int = Field(3, ge=1, description="K: documents retained.")
     select_policy: Literal["delta", "relevance_novelty", "recency", "full"] = Field(
         "delta",
@@ -144,14 +188,44 @@ class RetrievalConfig(_Section):
     max_query_chars: int = Field(300, ge=10, description="Cap on a query's length.")
     search_timeout_s: float = Field(30.0, gt=0, description="Per-query search timeout.")
     search_retries: int = Field(2, ge=0, description="Retries (with backoff) per query.")
-    tavily_search_depth: Literal["basic", "advanced"] = "basic"
-    tavily_include_raw_content: bool = False
+    tavily_search_depth: Literal["basic", "advanced"] = Field(
+        "basic", description="Tavily `search_depth` (`advanced` costs more credits)."
+    )
+    tavily_include_raw_content: bool = Field(
+        False, description="Ask Tavily for the full page text and use it as the content."
+    )
     offline_include_pydoc: list[str] = Field(
         default_factory=lambda: ["numpy", "scipy"],
         description="Installed packages whose docstrings join the offline corpus.",
     )
     index_cache_dir: str | None = Field(
         None, description="Offline index cache; default $EVODUET_CACHE_DIR/index."
+    )
+
+
+class BudgetConfig(_Section):
+    """Spending limits of a run (all optional). Reaching one stops the run cleanly after the
+    iteration in flight, with a resumable checkpoint and the reason as ``stop_reason``; totals
+    count every process of the run (they survive ``evoduet resume``)."""
+
+    max_llm_calls: int | None = Field(None, ge=1, description="Most chat-model calls.")
+    max_tokens: int | None = Field(
+        None, ge=1, description="Most tokens (input + output) over all calls."
+    )
+    max_cost_usd: float | None = Field(
+        None,
+        gt=0,
+        description="Most estimated spend in USD for priced models (built-in price table "
+        "`evoduet_graph.budget.DEFAULT_PRICES`, extended/overridden by `prices`); unpriced "
+        "models (e.g. `local`) cost 0.",
+    )
+    max_wall_s: float | None = Field(
+        None, gt=0, description="Most wall-clock seconds of the run, summed over resumes."
+    )
+    prices: dict[str, tuple[float, float]] = Field(
+        default_factory=dict,
+        description="Extra prices: model name (or prefix) → [USD per 1M input tokens, USD "
+        "per 1M output tokens]; overrides the built-in table.",
     )
 
 
@@ -180,6 +254,12 @@ class EvoDuetConfig(_Section):
     prompt: PromptConfig = Field(default_factory=PromptConfig)
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    allow_invalid_initial: bool = Field(
+        False,
+        description="Start even when the initial program fails its own evaluation (by "
+        "default a new run stops at startup with the evaluator's error).",
+    )
 
     def with_overrides(self, overrides: dict[str, Any]) -> EvoDuetConfig:
         """Return a copy with dotted-key overrides applied, e.g. ``{"llm.model": "local"}``.

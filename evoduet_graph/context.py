@@ -38,6 +38,8 @@ class Context:
         run_dir: the run directory, or None for in-memory runs.
         searcher: search backend of the world-knowledge layer (None: retrieval unavailable).
         search_db: the search database D_search (documents, retrieval records, impacts).
+        budget: usage against the ``budget:`` limits (`evoduet_graph.budget.Budget`); None:
+            no budget checks.
     """
 
     task: Task
@@ -51,7 +53,29 @@ class Context:
     run_dir: Path | None = None
     searcher: Any | None = None
     search_db: Any | None = None
+    budget: Any | None = None
 
     def llm_config(self, node: str) -> RunnableConfig:
         """RunnableConfig for an LLM call made by ``node`` (callbacks + tags)."""
         return RunnableConfig(callbacks=list(self.callbacks), tags=[f"node:{node}"])
+
+    def llm_retry(self) -> Any:
+        """The `RetryPolicy` of LLM calls: ``llm.max_retries`` retries of retryable failures
+        for models without retries of their own (ChatOpenAI retries by itself)."""
+        from evoduet_graph.llm.structured import RetryPolicy
+
+        return RetryPolicy.for_model(self.llm, self.config.llm.max_retries)
+
+
+def resolve_context(value: Any) -> Context | None:
+    """The `Context` behind ``runtime.context``.
+
+    Returns the value itself when it is a `Context` (or None: no context was passed). A lazy
+    context factory — an object with a ``resolve() -> Context`` method, such as
+    `evoduet_graph.graphs.studio.StudioContext`, which LangGraph Studio builds from JSON — is
+    resolved (it builds the model, evaluator and stores on first use and caches them).
+    """
+    if value is None or isinstance(value, Context):
+        return value
+    resolve = getattr(value, "resolve", None)
+    return resolve() if callable(resolve) else value

@@ -1,8 +1,9 @@
 """Run events: one JSON object per line in ``<run_dir>/events.jsonl`` (DESIGN.md §6).
 
 Every node execution appends one event with its wall time and LLM usage; nodes add their own
-fields (gate decision, candidate scores, ...). The file is append-only; a line torn by a killed
-process is skipped (and counted) when the log is read back.
+fields (gate decision, candidate scores, ...). The file is append-only; a last line torn by a
+killed process is cut when the log is opened again (a complete JSON object that only lacks its
+newline is kept), and `read_events` skips any line that is not a JSON object.
 """
 
 from __future__ import annotations
@@ -60,13 +61,34 @@ class EventLog:
 
 
 def _repair_torn_tail(path: Path) -> None:
-    """Terminate a last line left without a newline by a killed writer."""
+    """Repair a last line left without a newline by a killed writer: terminate it when it is a
+    complete JSON object, else cut it (a half-written event is dropped, never kept as garbage
+    that later appends would follow)."""
     if not path.exists() or path.stat().st_size == 0:
         return
     with path.open("rb+") as fh:
-        fh.seek(-1, 2)
-        if fh.read(1) != b"\n":
+        size = fh.seek(0, 2)
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            return
+        start = max(0, size - (1 << 16))
+        while True:  # find the start of the last line
+            fh.seek(start)
+            chunk = fh.read(size - start)
+            newline = chunk.rfind(b"\n")
+            if newline >= 0 or start == 0:
+                break
+            start = max(0, start - (1 << 16))
+        last = chunk[newline + 1 :]
+        try:
+            complete = isinstance(json.loads(last.decode("utf-8")), dict)
+        except (UnicodeDecodeError, ValueError):
+            complete = False
+        if complete:
+            fh.seek(0, 2)
             fh.write(b"\n")
+        else:
+            fh.truncate(start + newline + 1)
 
 
 def read_events(path: str | Path) -> Iterator[dict[str, Any]]:

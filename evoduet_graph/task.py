@@ -322,7 +322,8 @@ def load_task(path: str | Path) -> Task:
         TaskError: the folder is missing or not a directory; a required file is missing or
             unreadable; a YAML file has a syntax error or is not a mapping; a value has the wrong
             type (e.g. ``direction: up``); the evaluator has a syntax error or defines neither
-            ``evaluate`` nor ``evaluate_stage1``; the initial program is not valid Python.
+            ``evaluate`` nor ``evaluate_stage1``; the initial program is not valid Python or
+            has an empty EVOLVE-BLOCK.
     """
     folder = Path(path).expanduser()
     if not folder.exists():
@@ -365,6 +366,7 @@ def load_task(path: str | Path) -> Task:
     functions = _check_evaluator(evaluator_source, evaluator_path)
     if language == "python":
         _check_python(initial_program, initial_path, folder)
+    _check_evolve_blocks(initial_program, initial_path)
 
     # Timeout: task.yaml > config.yaml evaluator.timeout > default.
     timeout_s = meta.timeout_s
@@ -568,6 +570,20 @@ def _check_python(source: str, path: Path, folder: Path) -> None:
             f"task folder {folder}: {path.name} has a syntax error at line {exc.lineno}: "
             f"{exc.msg}; the initial program must be valid Python"
         ) from None
+
+
+def _check_evolve_blocks(source: str, path: Path) -> None:
+    """An EVOLVE-BLOCK with nothing (or only blank lines) between its markers leaves the model
+    nothing to edit: a SEARCH cannot anchor in it and a rewrite has nowhere to go."""
+    from evoduet_graph.diffs import evolve_regions
+
+    lines = source.split("\n")
+    for first, stop in evolve_regions(source):
+        if not any(line.strip() for line in lines[first:stop]):
+            raise TaskError(
+                f"{path}: the EVOLVE-BLOCK at line {first} is empty; put the code the model may "
+                "change between # EVOLVE-BLOCK-START and # EVOLVE-BLOCK-END"
+            )
 
 
 def _validation_message(path: Path, exc: ValidationError) -> str:

@@ -86,6 +86,7 @@ class CountingEvaluator:
     def _log(self, ids: Sequence[str], codes: Sequence[str]) -> None:
         import hashlib
 
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock, self.log_path.open("a", encoding="utf-8") as fh:
             for pid, code in zip(ids, codes, strict=True):
                 sha = hashlib.sha256(code.encode()).hexdigest()

@@ -57,7 +57,7 @@ from evoduet_graph.bench.common import (
     running_best,
     total_wall,
 )
-from evoduet_graph.bench.server import kill_process_group
+from evoduet_graph.bench.server import die_with_parent, kill_process_group
 from evoduet_graph.evaluation import Evaluator, score_from_metrics
 from evoduet_graph.llm.factory import PLACEHOLDER_API_KEY
 from evoduet_graph.task import EVALUATOR, INITIAL_PROGRAM, Task
@@ -725,6 +725,7 @@ def _run_process(cmd: list[str], cwd: Path, log_path: Path, timeout_s: float | N
             stderr=subprocess.STDOUT,
             env=_subprocess_env(),
             start_new_session=True,
+            preexec_fn=die_with_parent(),  # noqa: PLW1509 - only calls prctl
         )
         try:
             rc = proc.wait(timeout=timeout_s)

@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from langchain_openai import ChatOpenAI
 
 import evoduet_graph
 from evoduet_graph.bench.common import (
@@ -69,7 +70,7 @@ from evoduet_graph.bench.common import (
     running_best,
     total_wall,
 )
-from evoduet_graph.config import EvoDuetConfig
+from evoduet_graph.config import EvoDuetConfig, LLMConfig
 from evoduet_graph.evaluation import Evaluator, SandboxEvaluator
 from evoduet_graph.events import read_events
 from evoduet_graph.llm.factory import parse_model_string
@@ -352,16 +353,106 @@ def _graph_config(ctx: JobContext, gate_mode: str) -> EvoDuetConfig:
     return ctx.config.with_overrides(overrides)
 
 
+class LlamaCppChatOpenAI(ChatOpenAI):
+    """``ChatOpenAI`` for llama-cpp-python's OpenAI-compatible server.
+
+    That server (0.3.x) accepts ``response_format`` types ``text`` and ``json_object`` only
+    (with an optional ``schema``, which it compiles into a grammar); a ``json_schema`` request
+    fails with HTTP 500, which the OpenAI client retries before our structured-output helper
+    falls back. ``with_structured_output(method="json_schema")`` is therefore sent as
+    ``{"type": "json_object", "schema": <schema>}``: the same schema-constrained decoding, one
+    request.
+    """
+
+    def with_structured_output(  # type: ignore[override]
+        self,
+        schema: Any = None,
+        *,
+        method: str = "json_schema",
+        include_raw: bool = False,
+        strict: bool | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """`ChatOpenAI.with_structured_output`, with ``json_schema`` as described above."""
+        if method == "json_schema" and schema is not None:
+            from langchain_core.utils.function_calling import convert_to_json_schema
+
+            body = dict(self.extra_body or {})
+            body["response_format"] = {
+                "type": "json_object",
+                "schema": convert_to_json_schema(schema),
+            }
+            constrained = self.model_copy(update={"extra_body": body})
+            return ChatOpenAI.with_structured_output(
+                constrained, schema, method="json_mode", include_raw=include_raw, **kwargs
+            )
+        return super().with_structured_output(
+            schema, method=method, include_raw=include_raw, strict=strict, **kwargs
+        )
+
+
+def endpoint_chat_model(cfg: LLMConfig, *, llama_cpp_server: bool = False) -> BaseChatModel:
+    """The chat model our methods use against the bench's endpoint.
+
+    `make_chat_model` (``openai:<model>``), plus ``max_tokens`` in the request body for any
+    OpenAI-compatible ``base_url``: langchain-openai (1.x) sends the completion limit only as
+    ``max_completion_tokens``, which llama-cpp-python's server (0.3.x) ignores, so its
+    completions would run until the context is full, while OpenEvolve sends ``max_tokens``;
+    this way every method gets the same limit. OpenAI itself (no ``base_url``) is left alone:
+    its reasoning models reject ``max_tokens``.
+
+    Args:
+        cfg: the ``llm`` section (``openai:<model>``).
+        llama_cpp_server: the endpoint is the bench's own llama.cpp server: use
+            `LlamaCppChatOpenAI`.
+    """
+    from evoduet_graph.llm import make_chat_model
+
+    model = make_chat_model(cfg)
+    if isinstance(model, ChatOpenAI) and cfg.base_url:
+        extra = dict(model.extra_body or {})
+        extra.setdefault("max_tokens", cfg.max_tokens)
+        if llama_cpp_server:
+            model = LlamaCppChatOpenAI(**_chat_openai_init(model), extra_body=extra)
+        else:
+            model = model.model_copy(update={"extra_body": extra})
+    return model
+
+
+def _chat_openai_init(model: ChatOpenAI) -> dict[str, Any]:
+    """Constructor arguments that rebuild ``model`` (as `make_chat_model` configured it)."""
+    key = model.openai_api_key
+    return {
+        "model": model.model_name,
+        "base_url": model.openai_api_base,
+        "api_key": key.get_secret_value() if key is not None else None,
+        "temperature": model.temperature,
+        "max_tokens": model.max_tokens,
+        "timeout": model.request_timeout,
+        "max_retries": model.max_retries,
+    }
+
+
 def _graph_runner(gate_mode: str) -> MethodRunner:
     def run_method(ctx: JobContext) -> MethodOutcome:
         from evoduet_graph.api import run
 
         job = ctx.job
         cfg = _graph_config(ctx, gate_mode)
-        llm = ctx.llm_factory(job) if ctx.llm_factory else None
-        searcher = (
-            ctx.searcher_factory(job) if ctx.searcher_factory and gate_mode != "never" else None
-        )
+        if ctx.llm_factory is not None:
+            llm = ctx.llm_factory(job)
+        elif ctx.endpoint is not None:
+            llm = endpoint_chat_model(cfg.llm, llama_cpp_server=ctx.endpoint.local)
+        else:
+            llm = None
+        searcher = None
+        if gate_mode != "never":
+            if ctx.searcher_factory is not None:
+                searcher = ctx.searcher_factory(job)
+            else:  # build / load the offline index here, outside the timed session
+                from evoduet_graph.api import make_checked_searcher
+
+                searcher = make_checked_searcher(job.task, cfg)
         run_dir = job.dir / "run"
         with ctx.session():
             result = run(job.task, cfg, llm=llm, run_dir=run_dir, searcher=searcher)

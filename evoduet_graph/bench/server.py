@@ -22,6 +22,7 @@ pydantic-settings). Entering starts it in its own process group and waits until
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib.util
 import json
 import os
@@ -32,6 +33,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
@@ -40,6 +42,7 @@ __all__ = [
     "LlamaCppServer",
     "ServerDependencyError",
     "ServerError",
+    "die_with_parent",
     "free_port",
     "kill_process_group",
     "missing_server_modules",
@@ -76,6 +79,27 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes Linux send the child SIGTERM when its parent dies.
+
+    ``prctl(PR_SET_PDEATHSIG, SIGTERM)``: a bench killed with SIGKILL leaves no model server
+    or OpenEvolve process behind. The libc function is looked up here, in the parent; the
+    child only calls it. None where unsupported (not Linux, no libc).
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    pr_set_pdeathsig, sigterm = 1, int(signal.SIGTERM)
+
+    def apply() -> None:
+        prctl(pr_set_pdeathsig, sigterm, 0, 0, 0)
+
+    return apply
 
 
 def missing_server_modules(python: str | None = None) -> list[str]:
@@ -283,6 +307,7 @@ class LlamaCppServer:
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,
+                preexec_fn=die_with_parent(),  # noqa: PLW1509 - only calls prctl
             )
         try:
             self.models = wait_ready(

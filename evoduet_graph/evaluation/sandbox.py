@@ -9,9 +9,15 @@ process (``runner.py``) that
   group gets ``SIGKILL`` so grandchildren die too, and stray group members are killed after a
   normal exit as well;
 - has rlimits set in ``preexec_fn``: address space (``memory_mb``), no core files, CPU seconds
-  (a backstop for the wall clock) and file size (bounds runaway output files);
+  (``cpu_time_s``, default a backstop for the wall clock) and file size (``max_file_mb``:
+  bounds disk fillers and stdout/stderr floods, which go to files);
+- is limited to ``max_processes`` tasks (fork bombs) by a per-candidate pids cgroup, and runs
+  without network in a fresh network namespace (``unshare --net``) when this machine allows it;
+  `evaluation.isolation` probes both once and `SandboxEvaluator.isolation` reports what is
+  enforced (a run writes it to ``events.jsonl`` and warns about what is not);
 - sees an environment scrubbed of secrets (`scrub_environment`), with BLAS/OpenMP threads
-  capped (``OPENBLAS_NUM_THREADS`` etc., unless set) so numpy fits the address-space limit;
+  capped (``OPENBLAS_NUM_THREADS`` etc., unless set) so numpy fits the address-space limit, and
+  ``TMPDIR`` pointing into its private temp dir (removed afterwards, with whatever it holds);
 - writes its result to a JSON file in the temp dir (never stdout); stdout/stderr go to files
   whose tails (`OUTPUT_TAIL_BYTES`) become artifacts.
 
@@ -21,8 +27,11 @@ artifacts (``stderr``, ``stdout``, ``traceback``, ``timeout``) for the next prom
 raise. Only setup faults (missing task files, missing interpreter) raise.
 
 Limits: the sandbox is a resource and hygiene boundary, not a security boundary against a
-malicious program (no filesystem or network isolation; a process that calls ``setsid`` leaves
-the group; the candidate shares a process with the evaluator, as in OpenEvolve).
+malicious program: there is no filesystem isolation (the working directory is a private temp
+dir outside the run directory, so relative writes cannot reach the program store or the
+checkpoints, but absolute paths are not blocked); a process that calls ``setsid`` leaves the
+process group (the cgroup still catches it where one is used); the candidate shares a process
+with the evaluator, as in OpenEvolve.
 """
 
 from __future__ import annotations
@@ -48,6 +57,14 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel, Field
 
 from evoduet_graph.config import EvaluationConfig
+from evoduet_graph.evaluation.isolation import (
+    Isolation,
+    PidsCgroup,
+    probe_isolation,
+    probe_network_namespace,
+    probe_pids_cgroup,
+    user_process_count,
+)
 from evoduet_graph.task import Task, TaskError
 
 logger = logging.getLogger(__name__)
@@ -55,8 +72,12 @@ logger = logging.getLogger(__name__)
 RUNNER_PATH = Path(__file__).resolve().with_name("runner.py")
 #: Bytes kept from the end of the child's stdout and stderr (and of each artifact).
 OUTPUT_TAIL_BYTES = 20_000
-#: RLIMIT_FSIZE of the child: largest file it may write (its stdout/stderr files included).
-MAX_FILE_BYTES = 1 << 30
+#: Default RLIMIT_FSIZE of the child (MiB): largest file it may write, stdout/stderr included.
+DEFAULT_MAX_FILE_MB = 256
+#: Default most tasks (processes + threads) a candidate may have at once.
+DEFAULT_MAX_PROCESSES = 64
+#: RLIMIT_FSIZE at the default setting, in bytes.
+MAX_FILE_BYTES = DEFAULT_MAX_FILE_MB << 20
 PROGRAM_FILE = "program.py"
 #: Most BLAS/OpenMP threads per child (when the environment does not set them).
 BLAS_THREADS_MAX = 4
@@ -181,6 +202,12 @@ class SandboxEvaluator:
         cascade: use ``evaluate_stage1..3``; default ``task.cascade``. It only applies when the
             evaluator defines ``evaluate_stage1``.
         python: interpreter for the child (must be able to import what the evaluator imports).
+        max_processes: most tasks (processes and threads) the candidate may have at once
+            (a pids cgroup; see `evoduet_graph.evaluation.isolation`); None: no limit.
+        max_file_mb: largest file the candidate may write (RLIMIT_FSIZE), MiB; its stdout
+            and stderr files included.
+        cpu_time_s: CPU seconds (RLIMIT_CPU); default ``timeout_s`` × cores + 10, a backstop.
+        isolate_network: run candidates in a fresh network namespace when possible.
 
     Raises:
         TaskError: the task's evaluator file is missing.
@@ -196,6 +223,10 @@ class SandboxEvaluator:
         workers: int = 4,
         cascade: bool | None = None,
         python: str = sys.executable,
+        max_processes: int | None = DEFAULT_MAX_PROCESSES,
+        max_file_mb: int = DEFAULT_MAX_FILE_MB,
+        cpu_time_s: float | None = None,
+        isolate_network: bool = True,
     ) -> None:
         self.task = task
         self.timeout_s = float(task.timeout_s if timeout_s is None else timeout_s)
@@ -203,10 +234,21 @@ class SandboxEvaluator:
         self.workers = int(workers)
         self.cascade = task.cascade if cascade is None else bool(cascade)
         self.python = python
+        self.max_processes = None if max_processes is None else int(max_processes)
+        self.max_file_mb = int(max_file_mb)
+        self.cpu_time_s = None if cpu_time_s is None else float(cpu_time_s)
+        self.isolate_network = bool(isolate_network)
+        self._isolation: Isolation | None = None
         if self.timeout_s <= 0 or self.memory_mb <= 0 or self.workers <= 0:
             raise ValueError(
                 f"timeout_s, memory_mb and workers must be positive, got {self.timeout_s}, "
                 f"{self.memory_mb}, {self.workers}"
+            )
+        limits = (self.max_processes or 1, self.max_file_mb, self.cpu_time_s or 1)
+        if min(limits) <= 0:
+            raise ValueError(
+                "max_processes, max_file_mb and cpu_time_s must be positive, got "
+                f"{self.max_processes}, {self.max_file_mb}, {self.cpu_time_s}"
             )
         if not (shutil.which(python) or Path(python).is_file()):
             raise ValueError(f"python interpreter {python!r} not found")
@@ -221,7 +263,22 @@ class SandboxEvaluator:
             memory_mb=cfg.memory_mb,
             workers=cfg.workers,
             cascade=cfg.cascade,
+            max_processes=getattr(cfg, "max_processes", DEFAULT_MAX_PROCESSES),
+            max_file_mb=getattr(cfg, "max_file_mb", DEFAULT_MAX_FILE_MB),
+            cpu_time_s=getattr(cfg, "cpu_time_s", None),
+            isolate_network=getattr(cfg, "isolate_network", True),
         )
+
+    @property
+    def isolation(self) -> Isolation:
+        """What this sandbox enforces on this machine (probed once per process, then cached):
+        network namespace or not, and how the process count is limited. See
+        `Isolation.warnings` for what is requested but not enforced."""
+        if self._isolation is None:
+            self._isolation = probe_isolation(
+                network=self.isolate_network, max_processes=self.max_processes
+            )
+        return self._isolation
 
     # ------------------------------------------------------------------ public API
 
@@ -304,18 +361,46 @@ class SandboxEvaluator:
         if not RUNNER_PATH.is_file():
             raise SandboxSetupError(f"sandbox runner {RUNNER_PATH} is missing (broken install)")
 
-    def _child_env(self) -> dict[str, str]:
+    def _child_env(self, tmp: Path | None = None) -> dict[str, str]:
         """Scrubbed environment, with BLAS/OpenMP threads capped unless the user set them.
 
         OpenBLAS reserves tens of MB of address space per thread: on a many-core machine an
         uncapped numpy import alone can exceed RLIMIT_AS, and ``workers`` concurrent children
-        would oversubscribe the cores anyway.
+        would oversubscribe the cores anyway. With ``tmp`` (the private temp dir), ``TMPDIR``
+        / ``TMP`` / ``TEMP`` point into it and ``PWD`` is it, so temporary files a candidate
+        makes are removed with it and no path of the parent's working directory leaks.
         """
         env = scrub_environment()
         threads = str(max(1, min(BLAS_THREADS_MAX, (os.cpu_count() or 1) // self.workers)))
         for name in _THREAD_ENV:
             env.setdefault(name, threads)
+        env.pop("OLDPWD", None)
+        if tmp is not None:
+            scratch = tmp / "tmp"
+            scratch.mkdir(exist_ok=True)
+            env.update(TMPDIR=str(scratch), TMP=str(scratch), TEMP=str(scratch), PWD=str(tmp))
         return env
+
+    def _argv(self, spec_path: Path) -> list[str]:
+        """The child's command line: the runner, inside ``unshare --net`` when isolating."""
+        argv = [self.python, str(RUNNER_PATH), str(spec_path)]
+        if self.isolate_network and self.isolation.network:
+            unshare, _ = probe_network_namespace()
+            if unshare is not None:
+                argv = [unshare, "--net", "--", *argv]
+        return argv
+
+    def _process_limit(self) -> tuple[PidsCgroup | None, int | None]:
+        """``(cgroup factory, nproc rlimit)`` for the process limit in force here."""
+        if self.max_processes is None:
+            return None, None
+        kind = self.isolation.processes
+        if kind == "cgroup":
+            cgroup, _ = probe_pids_cgroup()
+            return cgroup, None
+        if kind == "rlimit":
+            return None, user_process_count() + self.max_processes
+        return None, None
 
     def _spec(self, tmp: Path) -> dict[str, Any]:
         evaluator_cfg = self.task.openevolve_config.get("evaluator")
@@ -339,33 +424,56 @@ class SandboxEvaluator:
         spec_path = tmp / "spec.json"
         spec_path.write_text(json.dumps(spec), encoding="utf-8")
         stdout_path, stderr_path = tmp / "stdout.txt", tmp / "stderr.txt"
-        cpu_s = math.ceil(self.timeout_s * max(1, os.cpu_count() or 1)) + 10
-        with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        if self.cpu_time_s is not None:
+            cpu_s = max(1, math.ceil(self.cpu_time_s))
+        else:
+            cpu_s = math.ceil(self.timeout_s * max(1, os.cpu_count() or 1)) + 10
+        cgroup_factory, nproc = self._process_limit()
+        cgroup: Path | None = None
+        if cgroup_factory is not None and self.max_processes is not None:
             try:
-                proc = subprocess.Popen(  # fixed argv, no shell
-                    [self.python, str(RUNNER_PATH), str(spec_path)],
-                    cwd=tmp,
-                    env=self._child_env(),
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=err,
-                    close_fds=True,
-                    start_new_session=True,
-                    preexec_fn=_limits(self.memory_mb, cpu_s),  # noqa: PLW1509
-                )
+                cgroup = cgroup_factory.create(self.max_processes)
             except OSError as exc:
-                raise SandboxSetupError(
-                    f"cannot start the evaluation child {self.python!r}: {exc}"
-                ) from exc
-            timed_out = False
-            try:
-                returncode = proc.wait(timeout=self.timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _kill_group(proc.pid)
-                returncode = proc.wait()
-            finally:
-                _kill_group(proc.pid)  # stray background processes of the candidate
+                logger.warning("no pids cgroup for this candidate: %s", exc)
+        preexec = _limits(
+            self.memory_mb,
+            cpu_s,
+            fsize_bytes=self.max_file_mb << 20,
+            nproc=nproc,
+            join_cgroup=cgroup,
+        )
+        try:
+            with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+                try:
+                    proc = subprocess.Popen(  # fixed argv, no shell
+                        self._argv(spec_path),
+                        cwd=tmp,
+                        env=self._child_env(tmp),
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=err,
+                        close_fds=True,
+                        start_new_session=True,
+                        preexec_fn=preexec,  # noqa: PLW1509
+                    )
+                except (OSError, subprocess.SubprocessError) as exc:
+                    raise SandboxSetupError(
+                        f"cannot start the evaluation child {self.python!r}: {exc}"
+                    ) from exc
+                timed_out = False
+                try:
+                    returncode = proc.wait(timeout=self.timeout_s)
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+                    _kill_group(proc.pid)
+                    returncode = proc.wait()
+                finally:
+                    _kill_group(proc.pid)  # stray background processes of the candidate
+        finally:
+            if cgroup is not None and cgroup_factory is not None and not cgroup_factory.destroy(
+                cgroup
+            ):
+                logger.warning("could not remove the candidate cgroup %s", cgroup)
         stdout_tail = _tail(stdout_path)
         stderr_tail = _tail(stderr_path)
         streams = {"stderr": stderr_tail, "stdout": stdout_tail}
@@ -470,14 +578,27 @@ class SandboxEvaluator:
 # ---------------------------------------------------------------------- helpers
 
 
-def _limits(memory_mb: int, cpu_s: int) -> Callable[[], None]:
-    """The ``preexec_fn`` applying rlimits in the child (values computed in the parent)."""
+def _limits(
+    memory_mb: int,
+    cpu_s: int,
+    *,
+    fsize_bytes: int = MAX_FILE_BYTES,
+    nproc: int | None = None,
+    join_cgroup: Path | None = None,
+) -> Callable[[], None]:
+    """The ``preexec_fn`` applying rlimits in the child (values computed in the parent).
+
+    With ``join_cgroup`` the child first moves itself into that cgroup (before exec, so
+    everything the candidate starts is inside it); with ``nproc`` it sets RLIMIT_NPROC.
+    """
     wanted = {
         resource.RLIMIT_AS: memory_mb * 1024 * 1024,
         resource.RLIMIT_CORE: 0,
         resource.RLIMIT_CPU: cpu_s,
-        resource.RLIMIT_FSIZE: MAX_FILE_BYTES,
+        resource.RLIMIT_FSIZE: fsize_bytes,
     }
+    if nproc is not None:
+        wanted[resource.RLIMIT_NPROC] = nproc
     limits: list[tuple[int, int, int]] = []
     for which, value in wanted.items():
         _, hard = resource.getrlimit(which)
@@ -489,7 +610,15 @@ def _limits(memory_mb: int, cpu_s: int) -> Callable[[], None]:
             new_hard = soft
         limits.append((which, soft, new_hard))
 
+    procs_file = str(join_cgroup / "cgroup.procs") if join_cgroup is not None else None
+
     def apply() -> None:  # runs between fork and exec: no locks, no allocation-heavy work
+        if procs_file is not None:
+            fd = os.open(procs_file, os.O_WRONLY)
+            try:
+                os.write(fd, b"0")  # 0: the writing process itself
+            finally:
+                os.close(fd)
         for which, soft, hard in limits:
             resource.setrlimit(which, (soft, hard))
 

@@ -4,6 +4,13 @@
 ``(state, runtime) -> dict | Command``; the event carries a compact summary of the update
 (gate decision, candidates' status and scores, best score) so ``events.jsonl`` tells the story
 of a run without the program text (DESIGN.md §6).
+
+Live progress goes through LangGraph's custom stream (``runtime.stream_writer``; visible with
+``graph.stream(..., stream_mode="custom")``, a no-op otherwise): the wrapper writes a
+``node_start`` event before each node and, after it, the same ``node`` record that went to
+``events.jsonl`` plus the open knowledge gap (``knowledge_gap``) when the node updated the
+knowledge state. Nodes add their own events with `emit_progress` (``queries``, ``search``,
+``new_best``).
 """
 
 from __future__ import annotations
@@ -15,8 +22,11 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from evoduet_graph.context import Context
+from evoduet_graph.context import Context, resolve_context
 from evoduet_graph.llm.usage import track_node
+from evoduet_graph.nodes._common import emit_progress
+
+__all__ = ["emit_progress", "instrument", "summarize_update"]
 
 _SUMMARY_KEYS = (
     "iteration",
@@ -46,36 +56,51 @@ def summarize_update(update: Any) -> dict[str, Any]:
     return summary
 
 
+def _gap(update: Any) -> str | None:
+    """The unresolved knowledge gap of an update that sets ``knowledge_state``."""
+    if not isinstance(update, dict) or not isinstance(update.get("knowledge_state"), dict):
+        return None
+    gap = " ".join(str(update["knowledge_state"].get("unresolved") or "").split())
+    return gap[:300] or None
+
+
 def instrument(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap node ``fn`` so each call emits ``{"event": "node", "node": name, ...}``.
 
     The event has ``elapsed_s`` (wall seconds), ``llm_calls``, ``input_tokens``,
     ``output_tokens``, ``llm_latency_s`` and, on failure, ``error`` (the exception is re-raised
-    so LangGraph keeps the checkpoint before the failing step).
+    so LangGraph keeps the checkpoint before the failing step). Both events are also written to
+    the custom stream (see the module docstring).
     """
 
     @functools.wraps(fn)
     def wrapped(state: Any, runtime: Runtime[Context]) -> Any:
-        ctx = runtime.context
+        ctx = resolve_context(runtime.context)
         start = time.perf_counter()
         iteration = state.get("iteration") if isinstance(state, dict) else None
+        where: dict[str, Any] = {}
+        if isinstance(state, dict) and "rounds" in state:  # an inner-loop node
+            where = {"round": state.get("round", 0), "rounds": state.get("rounds")}
+        emit_progress(runtime, "node_start", node=name, iteration=iteration, **where)
         with track_node(name) as usage:
             try:
                 update = fn(state, runtime)
             except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"[:1000]
+                elapsed = round(time.perf_counter() - start, 4)
                 if ctx is not None:
                     ctx.events.emit(
-                        "node",
-                        node=name,
-                        iteration=iteration,
-                        elapsed_s=round(time.perf_counter() - start, 4),
-                        error=f"{type(exc).__name__}: {exc}"[:1000],
+                        "node", node=name, iteration=iteration, elapsed_s=elapsed, error=error
                     )
+                emit_progress(
+                    runtime, "node", node=name, iteration=iteration, elapsed_s=elapsed, error=error
+                )
                 raise
+        summary = summarize_update(update)
+        summary.setdefault("iteration", iteration)
+        record: dict[str, Any] = {"event": "node", "node": name, **summary}
         if ctx is not None:
-            summary = summarize_update(update)
-            summary.setdefault("iteration", iteration)
-            ctx.events.emit(
+            record = ctx.events.emit(
                 "node",
                 node=name,
                 elapsed_s=round(time.perf_counter() - start, 4),
@@ -85,6 +110,11 @@ def instrument(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
                 llm_latency_s=round(usage.latency_s, 3),
                 **summary,
             )
+        fields = {k: v for k, v in record.items() if k not in ("event", "time")}
+        gap = _gap(update)
+        if gap:
+            fields["knowledge_gap"] = gap
+        emit_progress(runtime, "node", **fields, **where)
         return update
 
     return wrapped

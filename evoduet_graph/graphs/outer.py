@@ -21,7 +21,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from evoduet_graph.context import Context
+from evoduet_graph.context import Context, resolve_context
 from evoduet_graph.graphs.inner import build_inner_graph
 from evoduet_graph.graphs.instrument import instrument
 from evoduet_graph.nodes.evaluate import evaluate
@@ -62,7 +62,7 @@ def fan_out(state: OuterState, runtime: Runtime[Context]) -> list[Send]:
     N is ``config.candidates``, or ``config.candidates_after_retrieval`` (when set) after a
     ``retrieve`` / ``look-up`` decision (DESIGN.md §1 parallel mode).
     """
-    ctx = runtime.context
+    ctx = resolve_context(runtime.context)
     n = ctx.config.candidates if ctx is not None else 1
     after = ctx.config.candidates_after_retrieval if ctx is not None else None
     if after is not None and state.get("gate_decision") in ("retrieve", "look-up"):
@@ -111,6 +111,7 @@ def build_outer_graph(
     *,
     inner_nodes: Mapping[str, NodeFn] | None = None,
     instrumented: bool = True,
+    context_schema: type[Any] = Context,
 ) -> StateGraph:
     """Build the uncompiled outer graph.
 
@@ -118,6 +119,8 @@ def build_outer_graph(
         nodes: replacements for registry entries (unknown names raise ``KeyError``).
         inner_nodes: replacements for the inner query-evolution nodes.
         instrumented: wrap each node so it writes a ``node`` event (wall time, LLM usage).
+        context_schema: the type of ``runtime.context``: `Context`, or a lazy factory such as
+            `evoduet_graph.graphs.studio.StudioContext` (JSON fields; see `resolve_context`).
 
     Returns:
         A `StateGraph` over `OuterState` with ``context_schema=Context``; compile it with any
@@ -132,7 +135,7 @@ def build_outer_graph(
             raise KeyError(f"unknown node {name!r}; known nodes: {sorted(registry)}")
         registry[name] = fn
     wrap = instrument if instrumented else (lambda _name, fn: fn)
-    graph = StateGraph(OuterState, context_schema=Context, input_schema=OuterInput)
+    graph = StateGraph(OuterState, context_schema=context_schema, input_schema=OuterInput)
     for name, fn in registry.items():
         graph.add_node(name, wrap(name, fn))
     graph.add_edge(START, "initialize")

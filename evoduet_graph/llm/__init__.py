@@ -20,6 +20,7 @@ from evoduet_graph.llm.local import (
 )
 from evoduet_graph.llm.structured import (
     LLMCallError,
+    RetryPolicy,
     StructuredResult,
     invoke_text,
     is_transport_error,
@@ -39,6 +40,7 @@ __all__ = [
     "LocalChatModel",
     "LocalModelError",
     "NodeUsage",
+    "RetryPolicy",
     "StructuredResult",
     "UsageTracker",
     "assemble_model",

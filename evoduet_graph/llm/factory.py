@@ -111,6 +111,10 @@ def make_chat_model(
         "timeout": cfg.timeout_s,
         "max_retries": cfg.max_retries,
     }
+    if base_url is not None:
+        # langchain-openai sends the limit as `max_completion_tokens`, which OpenAI-compatible
+        # servers such as llama.cpp's and older vLLM ignore; send the classic key as well.
+        kwargs["extra_body"] = {"max_tokens": cfg.max_tokens}
     if callbacks:
         kwargs["callbacks"] = list(callbacks)
     return ChatOpenAI(**kwargs)

@@ -31,6 +31,14 @@ Error policy (the choice documented for the lead):
   left to fall back on but the default, and a request that cannot be made is not "output".
 * Programming errors (a schema that is not a pydantic model, a default of the wrong type) raise
   ``TypeError`` before any call.
+
+Retries: ``ChatOpenAI`` retries connection errors, timeouts, HTTP 408/409/429 (honouring
+``Retry-After``) and 5xx itself, ``llm.max_retries`` times with exponential backoff (the openai
+SDK). Models without retries of their own (the embedded local model, test fakes, other
+LangChain models) get the same bound here: pass ``retry=RetryPolicy.for_model(llm, n)`` and
+every model call of `invoke_text` / `structured_call` is retried up to ``n`` times (tenacity,
+exponential backoff with jitter) while the failure is retryable (`LLMCallError.retryable`);
+``for_model`` gives no extra retries to a model that has its own, so attempts never multiply.
 """
 
 from __future__ import annotations
@@ -56,11 +64,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, conver
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, ValidationError
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from evoduet_graph.llm.text import extract_json_object, message_text, strip_think
 
 __all__ = [
     "LLMCallError",
+    "RetryPolicy",
     "StructuredMethod",
     "StructuredResult",
     "invoke_text",
@@ -125,6 +135,50 @@ class LLMCallError(RuntimeError):
         self.stage = stage
         self.fallbacks = list(fallbacks)
         self.retryable = retryable
+
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retries of retryable model failures (connection, timeout, rate limit, 5xx).
+
+    Attributes:
+        retries: extra attempts after the first (0: none).
+        initial_s: first backoff wait in seconds (doubling, with jitter).
+        max_s: longest backoff wait in seconds.
+    """
+
+    retries: int = 0
+    initial_s: float = 0.5
+    max_s: float = 8.0
+
+    @classmethod
+    def for_model(cls, llm: Any, retries: int, **kwargs: float) -> RetryPolicy:
+        """``retries`` app-level retries, or none when ``llm`` retries by itself (a positive
+        integer ``max_retries`` attribute, as ``ChatOpenAI`` has)."""
+        own = getattr(llm, "max_retries", None)
+        if isinstance(own, int) and not isinstance(own, bool) and own > 0:
+            return cls(retries=0, **kwargs)  # type: ignore[arg-type]
+        return cls(retries=max(0, int(retries)), **kwargs)  # type: ignore[arg-type]
+
+    def call(self, fn: Callable[[], R]) -> R:
+        """``fn()``, retried while it raises a retryable error; the last error is re-raised."""
+        if self.retries <= 0:
+            return fn()
+        retrying = Retrying(
+            stop=stop_after_attempt(self.retries + 1),
+            wait=wait_exponential_jitter(
+                multiplier=self.initial_s, max=self.max_s, jitter=self.initial_s
+            ),
+            retry=retry_if_exception(_is_retryable),
+            reraise=True,
+        )
+        return retrying(fn)
+
+
+_NO_RETRY = RetryPolicy()
 
 
 @dataclass(frozen=True)
@@ -200,6 +254,8 @@ def invoke_text(
     llm: BaseChatModel,
     messages: Any,
     config: RunnableConfig | None = None,
+    *,
+    retry: RetryPolicy | None = None,
 ) -> tuple[str, AIMessage]:
     """Call a chat model and return its reply text without ``<think>`` blocks.
 
@@ -208,6 +264,7 @@ def invoke_text(
         messages: a prompt string, a `PromptValue`, or a sequence of messages (anything
             ``convert_to_messages`` accepts).
         config: passed to ``llm.invoke`` (callbacks such as `UsageTracker`, tags, metadata).
+        retry: retries of retryable failures (module docstring); default none.
 
     Returns:
         ``(text, message)``: the reply text with reasoning stripped (`strip_think`), and the
@@ -218,8 +275,9 @@ def invoke_text(
             waiting may help.
     """
     msgs = _as_messages(messages)
+    policy = retry or _NO_RETRY
     try:
-        reply = llm.invoke(msgs, config=config)
+        reply = policy.call(lambda: llm.invoke(msgs, config=config))
     except Exception as exc:
         raise LLMCallError(
             f"chat model call failed: {_describe(exc)}",
@@ -300,6 +358,7 @@ def structured_call(
     *,
     default: T | Callable[[], T],
     config: RunnableConfig | None = None,
+    retry: RetryPolicy | None = None,
 ) -> StructuredResult[T]:
     """Ask ``llm`` for an object of ``schema``, falling back stage by stage (module docstring).
 
@@ -312,6 +371,7 @@ def structured_call(
         default: the value (or a zero-argument factory, called only when needed) returned
             when every stage fails.
         config: passed to every model call (callbacks, tags, metadata).
+        retry: retries of retryable failures, per model call (module docstring); default none.
 
     Returns:
         A `StructuredResult` with the value, the stage that produced it, the fallback reasons
@@ -334,6 +394,7 @@ def structured_call(
     msgs = _as_messages(messages)
     fallbacks: list[str] = []
     last_raw: str | None = None
+    policy = retry or _NO_RETRY
 
     def fatal(stage: str, exc: BaseException) -> LLMCallError:
         return LLMCallError(
@@ -355,7 +416,9 @@ def structured_call(
             fallbacks.append(f"{method}: not supported by the model ({_describe(exc)})")
             continue
         try:
-            out = runnable.invoke(stage_msgs, config=config)
+            out = policy.call(
+                lambda r=runnable, m=stage_msgs: r.invoke(m, config=config)  # type: ignore[misc]
+            )
         except Exception as exc:
             if is_transport_error(exc):
                 raise fatal(method, exc) from exc
@@ -377,7 +440,7 @@ def structured_call(
     # Stage 3: plain call, tolerant extraction.
     extraction_msgs = [*msgs, instruction]
     try:
-        reply = llm.invoke(extraction_msgs, config=config)
+        reply = policy.call(lambda: llm.invoke(extraction_msgs, config=config))
     except Exception as exc:
         raise fatal("extraction", exc) from exc
     text = message_text(reply)
@@ -401,7 +464,7 @@ def structured_call(
         ),
     ]
     try:
-        repaired = llm.invoke(repair_msgs, config=config)
+        repaired = policy.call(lambda: llm.invoke(repair_msgs, config=config))
     except Exception as exc:
         if is_transport_error(exc):
             raise fatal("repair", exc) from exc

@@ -17,7 +17,7 @@ from evoduet_graph.context import Context
 from evoduet_graph.descriptor import population_descriptor
 from evoduet_graph.knowledge import QueryPlan, knowledge_text, render, retained_text
 from evoduet_graph.llm import LLMCallError, structured_call
-from evoduet_graph.nodes._common import context_of
+from evoduet_graph.nodes._common import context_of, emit_progress
 from evoduet_graph.state import InnerState
 
 
@@ -57,7 +57,12 @@ def construct_query(state: InnerState, runtime: Runtime[Context]) -> dict[str, A
     raw: list[str] = []
     try:
         result = structured_call(
-            ctx.llm, prompt, QueryPlan, default=QueryPlan, config=ctx.llm_config("construct_query")
+            ctx.llm,
+            prompt,
+            QueryPlan,
+            default=QueryPlan,
+            config=ctx.llm_config("construct_query"),
+            retry=ctx.llm_retry(),
         )
         raw = result.value.queries
     except LLMCallError as exc:
@@ -71,4 +76,11 @@ def construct_query(state: InnerState, runtime: Runtime[Context]) -> dict[str, A
             retrieval.max_query_chars,
         )
         ctx.events.emit("query_fallback", iteration=state.get("iteration"), queries=queries)
+    emit_progress(
+        runtime,
+        "queries",
+        iteration=state.get("iteration"),
+        round=state.get("round", 0),
+        queries=queries,
+    )
     return {"queries": queries, "query_history": issued + queries}

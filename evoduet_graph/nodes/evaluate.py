@@ -1,12 +1,15 @@
 """``evaluate`` node: run the task's evaluator on this iteration's generated candidates.
 
 Candidates evaluate concurrently (up to ``evaluation.workers``) in the sandbox (DESIGN.md §5).
-A completed evaluation is cached by the sha256 of the code in the program store, so a resumed
-run, or a child identical to an earlier program, is never evaluated twice.
+Each completed evaluation is cached by the sha256 of the code in the program store as soon as
+it finishes (not when the whole batch is done), so a resumed run, or a child identical to an
+earlier program, is never evaluated twice: a kill loses at most the evaluations in flight.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -15,6 +18,35 @@ from evoduet_graph.context import Context
 from evoduet_graph.evaluation import EvaluationOutcome
 from evoduet_graph.nodes._common import context_of
 from evoduet_graph.state import CandidateRecord, OuterState
+
+
+def evaluate_and_store(
+    ctx: Context, codes: Sequence[str], ids: Sequence[str]
+) -> dict[str, EvaluationOutcome]:
+    """Evaluate ``codes`` (up to the evaluator's ``workers``, else ``evaluation.workers``, at a
+    time) and cache each outcome in the program store the moment it completes.
+
+    Returns:
+        code → outcome.
+    """
+    outcomes: dict[str, EvaluationOutcome] = {}
+    workers = getattr(ctx.evaluator, "workers", None) or ctx.config.evaluation.workers
+    workers = max(1, min(int(workers), len(codes)))
+    if workers == 1:
+        for code, pid in zip(codes, ids, strict=True):
+            outcomes[code] = ctx.evaluator.evaluate(code, pid)
+            ctx.store.put_evaluation(code, outcomes[code])
+        return outcomes
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evoduet-eval") as pool:
+        futures = {
+            pool.submit(ctx.evaluator.evaluate, code, pid): code
+            for code, pid in zip(codes, ids, strict=True)
+        }
+        for future in as_completed(futures):
+            code = futures[future]
+            outcomes[code] = future.result()
+            ctx.store.put_evaluation(code, outcomes[code])
+    return outcomes
 
 
 def evaluate(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -39,9 +71,7 @@ def evaluate(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
             to_run.append(code)
     if to_run:
         first_ids = [by_code[code][0] for code in to_run]
-        results = ctx.evaluator.evaluate_many(to_run, first_ids)
-        for code, outcome in zip(to_run, results, strict=True):
-            ctx.store.put_evaluation(code, outcome)
+        for code, outcome in evaluate_and_store(ctx, to_run, first_ids).items():
             outcomes.update(dict.fromkeys(by_code[code], outcome))
     updated: list[CandidateRecord] = []
     for cand in pending:

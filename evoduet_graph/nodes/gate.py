@@ -85,6 +85,7 @@ def llm_decision(state: OuterState, ctx: Context) -> dict[str, Any]:
             GateOutput,
             default=lambda: GateOutput(reasoning="fallback: the gate's reply was unusable"),
             config=ctx.llm_config("gate"),
+            retry=ctx.llm_retry(),
         )
     except LLMCallError as exc:
         ctx.events.emit("gate_error", iteration=iteration, error=str(exc)[:500])

@@ -147,7 +147,9 @@ def generate(payload: GenerateInput, runtime: Runtime[Context]) -> dict[str, Any
         status="failed",
     )
     try:
-        text, _ = invoke_text(ctx.llm, messages, config=ctx.llm_config("generate"))
+        config = ctx.llm_config("generate")
+        config["metadata"] = {"iteration": iteration, "candidate_index": index}
+        text, _ = invoke_text(ctx.llm, messages, config=config, retry=ctx.llm_retry())
     except Exception as exc:  # noqa: BLE001 - a model fault fails this candidate only
         row.error = f"LLM call failed: {type(exc).__name__}: {exc}"[:500]
     else:

@@ -52,6 +52,7 @@ def hypothetical_score(state: InnerState, runtime: Runtime[Context]) -> dict[str
             DocumentScores,
             default=DocumentScores,
             config=ctx.llm_config("hypothetical_score"),
+            retry=ctx.llm_retry(),
         )
         predicted = {
             s.doc_id: s.predicted_score for s in result.value.scores if math.isfinite(s.predicted_score)

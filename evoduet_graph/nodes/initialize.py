@@ -13,7 +13,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
-from evoduet_graph.nodes._common import context_of
+from evoduet_graph.nodes._common import context_of, emit_progress
 from evoduet_graph.population import ProgramEntry
 from evoduet_graph.results import write_best
 from evoduet_graph.state import OuterState
@@ -75,7 +75,8 @@ def initialize(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
 
     Returns:
         ``max_iterations`` (input or config) and a cleared ``stop_reason`` (a stopped run
-        that is resumed starts counting failures again); on a new thread also ``iteration=0``,
+        that is resumed starts counting failures again), or the budget's stop reason when the
+        run has already reached a ``budget:`` limit; on a new thread also ``iteration=0``,
         ``best_id``/``best_score``/``initial_score`` of the initial program and zeroed counters.
     """
     ctx = context_of(runtime)
@@ -85,9 +86,31 @@ def initialize(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
         "consecutive_failures": 0,
     }
     row = _seed_population(ctx)
+    budget = ctx.budget
+    if budget is not None and budget.active:  # a resumed run that already spent its budget
+        totals = budget.totals()
+        reason = budget.exceeded(totals)
+        if reason:
+            update["stop_reason"] = reason
+            ctx.events.emit(
+                "budget",
+                iteration=state.get("iteration", 0),
+                stop_reason=reason,
+                **totals.as_dict(),
+            )
     if state.get("best_id") is not None:
         return update
     write_best(ctx, INITIAL_ID)
+    metric_value = ctx.task.metric_value(row.metrics)
+    emit_progress(
+        runtime,
+        "new_best",
+        iteration=0,
+        id=INITIAL_ID,
+        score=row.score,
+        metric_value=metric_value,
+        ndg=ctx.task.ndg(metric_value) if metric_value is not None else None,
+    )
     update.update(
         iteration=0,
         best_id=INITIAL_ID,

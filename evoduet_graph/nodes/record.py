@@ -14,7 +14,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
-from evoduet_graph.nodes._common import context_of
+from evoduet_graph.nodes._common import context_of, emit_progress
 from evoduet_graph.population import ProgramEntry
 from evoduet_graph.results import write_best
 from evoduet_graph.search.database import Impact
@@ -68,7 +68,8 @@ def record(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
 
     Returns:
         ``best_id``, ``best_score``, ``last_improvement_iteration``, ``consecutive_failures``
-        and ``stop_reason`` (set when ``max_consecutive_failures`` is reached).
+        and ``stop_reason`` (set when ``max_consecutive_failures`` or a ``budget:`` limit is
+        reached; the run then ends after this iteration, resumably).
     """
     ctx = context_of(runtime)
     iteration = state["iteration"]
@@ -102,6 +103,16 @@ def record(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
                 last_improvement_iteration=iteration,
             )
             write_best(ctx, best["id"])
+            metric_value = ctx.task.metric_value(row.metrics)
+            emit_progress(
+                runtime,
+                "new_best",
+                iteration=iteration,
+                id=best["id"],
+                score=best["score"],
+                metric_value=metric_value,
+                ndg=ctx.task.ndg(metric_value) if metric_value is not None else None,
+            )
     else:
         advance = getattr(ctx.population, "next_island", None)
         if advance is not None:  # OpenEvolve moves to the next island every iteration
@@ -114,6 +125,13 @@ def record(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
                 f"(max_consecutive_failures={ctx.config.max_consecutive_failures}); "
                 "see the errors in events.jsonl, fix the model or task, then `evoduet resume`"
             )
+    budget = ctx.budget
+    if budget is not None and budget.active and not update.get("stop_reason"):
+        totals = budget.totals()
+        reason = budget.exceeded(totals)
+        if reason and iteration < state.get("max_iterations", iteration + 1):
+            update["stop_reason"] = reason
+        ctx.events.emit("budget", iteration=iteration, stop_reason=reason, **totals.as_dict())
     credit_evidence(ctx, state, valid)
     ctx.store.save_population(iteration, ctx.population.to_dict())
     return update

@@ -13,7 +13,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
-from evoduet_graph.nodes._common import context_of
+from evoduet_graph.nodes._common import context_of, emit_progress
 from evoduet_graph.search import robust_search
 from evoduet_graph.state import DocumentRef, InnerState
 
@@ -47,6 +47,15 @@ def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
                 "search_error", iteration=state.get("iteration"), query=query, error=error[:500]
             )
         stored = ctx.search_db.add_documents(docs, state.get("iteration", 0))
+        emit_progress(
+            runtime,
+            "search",
+            iteration=state.get("iteration"),
+            round=state.get("round", 0),
+            query=query,
+            results=len(stored),
+            error=error[:300] if error else None,
+        )
         ctx.events.emit(
             "search",
             iteration=state.get("iteration"),

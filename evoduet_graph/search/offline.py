@@ -15,11 +15,14 @@ The corpus joins three sources:
 The index is built once and cached under ``cache_dir/<key>/`` where ``key`` hashes every input
 (package versions, file paths + mtimes + sizes, chunking and tokeniser parameters); a later
 construction with the same inputs loads it instead of rebuilding. Building is lazy: the first
-`preflight` or `search` call does it.
+`preflight` or `search` call does it. A long build reports its progress to the callback set
+with `index_progress` (the CLI shows it; `evoduet_graph.api.run` forwards it as ``index``
+events).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.metadata
@@ -35,7 +38,8 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,6 +51,30 @@ if TYPE_CHECKING:
     from evoduet_graph.config import RetrievalConfig
 
 logger = logging.getLogger(__name__)
+
+IndexProgressFn = Callable[[dict[str, Any]], None]
+"""Receives ``{"event": "index", "stage": ..., ...}`` dicts while an index is loaded or built:
+``stage`` is ``start`` (``cache_path``), ``files`` (``files`` read so far), ``pydoc``
+(``package``, ``module``, ``done`` / ``total`` modules), ``bm25`` (``documents`` to index)
+or ``done`` (``documents``, ``seconds``, ``cache_hit``)."""
+
+_PROGRESS: ContextVar[IndexProgressFn | None] = ContextVar("evoduet_index_progress", default=None)
+
+
+@contextlib.contextmanager
+def index_progress(callback: IndexProgressFn | None) -> Iterator[None]:
+    """Send the progress of index loads and builds in this context (thread) to ``callback``."""
+    token = _PROGRESS.set(callback)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
+
+
+def _report(stage: str, **fields: Any) -> None:
+    callback = _PROGRESS.get()
+    if callback is not None:
+        callback({"event": "index", "time": round(time.time(), 3), "stage": stage, **fields})
 
 INDEX_FORMAT = 1
 """Bump when the on-disk layout or the document extraction changes (part of the cache key)."""
@@ -315,6 +343,7 @@ def _file_entries(sources: OfflineSources, info: dict[str, Any]) -> list[_Entry]
                 continue
             chunks = chunk_text(text)
             info["files"] += 1
+            _report("files", files=info["files"], path=str(path))
             base_title = f"{rel_id}: {title}" if title else rel_id
             for i, chunk in enumerate(chunks):
                 part = f" (part {i + 1}/{len(chunks)})" if len(chunks) > 1 else ""
@@ -446,7 +475,9 @@ def _pydoc_entries(package: str, info: dict[str, Any]) -> list[_Entry]:
             seen_ids.add(qualname)
             entries.append(entry)
 
-    for mod_name in _modules_for(package):
+    modules = _modules_for(package)
+    for done, mod_name in enumerate(modules):
+        _report("pydoc", package=package, module=mod_name, done=done, total=len(modules))
         module = _import(mod_name)
         if module is None:
             info["skipped_modules"].append(mod_name)
@@ -637,9 +668,16 @@ class OfflineSearcher:
         start = time.perf_counter()
         key, inputs = compute_cache_key(self.sources)
         path = self.cache_dir / key[:24]
+        _report("start", cache_path=str(path))
         index = self._load(path, key)
         if index is not None:
             index.info.update(cache_hit=True, seconds=time.perf_counter() - start)
+            _report(
+                "done",
+                documents=len(index.entries),
+                seconds=round(time.perf_counter() - start, 3),
+                cache_hit=True,
+            )
             return index
         index = self._build(inputs)
         if index.entries:
@@ -651,6 +689,12 @@ class OfflineSearcher:
             cache_hit=False,
             seconds=time.perf_counter() - start,
             cache_path=str(path),
+        )
+        _report(
+            "done",
+            documents=len(index.entries),
+            seconds=round(time.perf_counter() - start, 3),
+            cache_hit=False,
         )
         return index
 
@@ -674,6 +718,7 @@ class OfflineSearcher:
             entries.extend(found)
         info["counts"] = counts
         info["n_docs"] = len(entries)
+        _report("bm25", documents=len(entries))
         retriever = _new_retriever(entries) if entries else None
         return _Index(entries, retriever, info)
 

@@ -3,7 +3,7 @@ the OpenEvolve config writer and trace reader, and the local model server wrappe
 
 Fast: our two graph methods run on the smoke task with a scripted model and a fake search
 backend (no real model); the server wrapper is tested against a tiny fake HTTP server. The
-tests that need the real OpenEvolve installation or the real embedded model skip without them.
+tests that need the real OpenEvolve create its venv on first use (pip); the real-server test needs the [local,bench] extras, which `make test` installs.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import yaml
@@ -602,14 +602,17 @@ def test_openevolve_output_readers(tmp_path):
     assert read_best(out) == ("# final\n", {"combined_score": 0.9}, 9)
 
 
-def _installed_openevolve() -> Path | None:
-    python = default_venv_dir() / "bin" / "python"
-    return python if (default_venv_dir() / ".evoduet-openevolve.json").is_file() else None
+@pytest.fixture(scope="session")
+def openevolve_python() -> Path:
+    """The real OpenEvolve's interpreter: its venv is created on first use (pip, ~20 s)."""
+    from evoduet_graph.bench.openevolve_method import ensure_openevolve
+
+    ensure_openevolve()
+    return default_venv_dir() / "bin" / "python"
 
 
-@pytest.mark.skipif(_installed_openevolve() is None, reason="OpenEvolve venv not installed")
 @pytest.mark.parametrize("task_dir", [SMOKE_TASK, CIRCLE_TASK])
-def test_openevolve_itself_accepts_the_config(task_dir, tmp_path):
+def test_openevolve_itself_accepts_the_config(task_dir, tmp_path, openevolve_python):
     """Load the written config with the installed OpenEvolve's own loader."""
     task = load_task(task_dir)
     path = tmp_path / "oe.yaml"
@@ -627,7 +630,7 @@ def test_openevolve_itself_accepts_the_config(task_dir, tmp_path):
         "'ck': c.checkpoint_interval, 'sys': c.prompt.system_message}))"
     )
     out = subprocess.run(
-        [str(_installed_openevolve()), "-c", probe, str(path)],
+        [str(openevolve_python), "-c", probe, str(path)],
         capture_output=True,
         text=True,
         check=True,
@@ -774,18 +777,7 @@ def test_missing_server_dependencies_are_a_clear_error(tmp_path, monkeypatch):
     assert isinstance(missing_server_modules(), list)
 
 
-def _local_model_ready() -> bool:
-    try:
-        from evoduet_graph.llm.local import assemble_model
-
-        assemble_model()
-    except Exception:  # noqa: BLE001 - any reason means: skip
-        return False
-    return not missing_server_modules()
-
-
 @pytest.mark.local_model
-@pytest.mark.skipif(not _local_model_ready(), reason="embedded model or [server] extra missing")
 def test_real_llama_cpp_server_serves_the_embedded_model(tmp_path):
     """The real server: ready within a minute, answers one short chat completion."""
     from langchain_openai import ChatOpenAI
@@ -812,3 +804,199 @@ def test_real_llama_cpp_server_serves_the_embedded_model(tmp_path):
         reply = chat.invoke("Reply with the single word: ok")
         assert reply.content.strip()
         assert reply.usage_metadata and reply.usage_metadata["output_tokens"] > 0
+
+
+# ------------------------------------------------------------------------------------------
+# the real OpenEvolve against a fake OpenAI-compatible endpoint
+# ------------------------------------------------------------------------------------------
+
+
+class _FakeOpenAI(BaseHTTPRequestHandler):
+    """``/v1/models`` and ``/v1/chat/completions`` answering every prompt with ``reply``."""
+
+    reply = RADIUS_UP
+    requests: ClassVar[list[dict[str, Any]]] = []
+
+    def _send(self, payload: dict[str, Any]) -> None:
+        body = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        self._send({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", "0"))
+        request = json.loads(self.rfile.read(length) or b"{}")
+        type(self).requests.append(request)
+        self._send(
+            {
+                "id": f"chatcmpl-{len(self.requests)}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": request.get("model", "fake-model"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": self.reply},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+            }
+        )
+
+    def log_message(self, *args: Any) -> None:
+        return
+
+
+@pytest.fixture
+def fake_openai():
+    from http.server import ThreadingHTTPServer
+
+    _FakeOpenAI.requests = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeOpenAI)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_bench_drives_real_openevolve_and_our_graph_through_one_endpoint(
+    tmp_path, fake_openai, monkeypatch, openevolve_python
+):
+    """Both methods call the same OpenAI-compatible endpoint; OpenEvolve resumes from its
+    checkpoint when asked for more iterations; its best is re-scored by our sandbox."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    out = tmp_path / "bench"
+    cfg = BASE.with_overrides({"llm.base_url": fake_openai, "llm.max_retries": 0})
+    settings = _settings(
+        out,
+        methods=["openevolve-mode", "openevolve"],
+        seeds=[0],
+        iterations=1,
+        model="openai:fake-model",
+        config=cfg,
+        openevolve_timeout_s=300,
+    )
+    result = run_bench(settings)
+    assert not result.failed, result.failed
+    task = load_task(SMOKE_TASK)
+    improved = task.initial_score / 0.36
+    requests = list(_FakeOpenAI.requests)
+    assert len(requests) == 2 and {r["model"] for r in requests} == {"fake-model"}
+    # identical sampling settings for both methods; the limit goes out as max_tokens, the
+    # field llama-cpp-python's server reads (langchain-openai alone sends only
+    # max_completion_tokens)
+    assert {(r.get("temperature"), r.get("max_tokens")) for r in requests} == {(0.7, 1024)}
+    runs = {r["method"]: r for r in _csv(out / "runs.csv")}
+    for method in ("openevolve-mode", "openevolve"):
+        assert runs[method]["status"] == "done"
+        assert float(runs[method]["best"]) == pytest.approx(improved, rel=1e-6)
+        assert runs[method]["llm_calls"] == "1"
+    assert runs["openevolve"]["openevolve"] == OPENEVOLVE_VERSION
+    assert runs["openevolve"]["tokens"] == "120"
+    oe_dir = out / "runs/smoke_polygon_area/openevolve/seed0/openevolve"
+    assert latest_checkpoint(oe_dir / "output")[0] == 1
+    details = _bench_run(out, "openevolve", 0)["outcome"]["details"]
+    assert details["reevaluated"][0]["metric"] == pytest.approx(improved, rel=1e-6)
+    # the task folder is unchanged: no OpenEvolve output, no bytecode next to the evaluator
+    assert not (SMOKE_TASK / "openevolve_output").exists()
+    assert not (SMOKE_TASK / "__pycache__").exists()
+
+    # one more iteration: OpenEvolve continues from checkpoint_1 (one more LLM call)
+    _FakeOpenAI.requests = []
+    more = run_bench(
+        _settings(
+            out,
+            methods=["openevolve"],
+            seeds=[0],
+            iterations=2,
+            model="openai:fake-model",
+            config=cfg,
+        )
+    )
+    assert more.ran == ["smoke_polygon_area/openevolve/seed0"], more.failed
+    assert len(_FakeOpenAI.requests) == 1
+    assert "--checkpoint" in (oe_dir / "openevolve.log").read_text()
+    rows = [r for r in _csv(out / "results.csv") if r["method"] == "openevolve"]
+    assert [r["iteration"] for r in rows] == ["0", "1", "2"]
+    assert rows[-1]["llm_calls"] == "2" and rows[-1]["tokens"] == "240"
+    assert float(rows[1]["best"]) == pytest.approx(improved, rel=1e-6)
+
+
+def test_children_die_with_a_killed_parent(tmp_path):
+    """A bench killed with SIGKILL leaves no server behind (PR_SET_PDEATHSIG)."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("PR_SET_PDEATHSIG is Linux-only")
+    pid_file = tmp_path / "child.pid"
+    parent_code = (
+        "import subprocess, sys, time\n"
+        "from evoduet_graph.bench.server import die_with_parent\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'],\n"
+        "                         start_new_session=True, preexec_fn=die_with_parent())\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", parent_code], cwd=Path(__file__).parents[2])
+    try:
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline, "the parent did not start its child"
+            time.sleep(0.05)
+        child = int(pid_file.read_text())
+        assert _live_group_members(child) == [child]
+        parent.kill()
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while _live_group_members(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _live_group_members(child) == []
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+def test_llama_cpp_chat_model_sends_max_tokens_and_schema_as_json_object(fake_openai):
+    """Against the bench's llama.cpp server: the token limit goes out as ``max_tokens`` and a
+    json_schema structured call as ``{"type": "json_object", "schema": ...}`` (what the
+    server accepts), in one request."""
+    from pydantic import BaseModel
+
+    from evoduet_graph.bench.runner import LlamaCppChatOpenAI, endpoint_chat_model
+    from evoduet_graph.config import LLMConfig
+    from evoduet_graph.llm.structured import structured_call
+
+    class Decision(BaseModel):
+        decision: str
+        reason: str
+
+    cfg = LLMConfig(
+        model="openai:fake-model", base_url=fake_openai, max_tokens=77, api_key_env="NO_SUCH_KEY"
+    )
+    model = endpoint_chat_model(cfg, llama_cpp_server=True)
+    assert isinstance(model, LlamaCppChatOpenAI)
+    _FakeOpenAI.reply = json.dumps({"decision": "no-op", "reason": "known"})
+    try:
+        result = structured_call(
+            model, "decide", Decision, default=Decision(decision="d", reason="")
+        )
+    finally:
+        _FakeOpenAI.reply = RADIUS_UP
+    assert result.method == "json_schema" and result.value.decision == "no-op"
+    (request,) = _FakeOpenAI.requests
+    assert request["max_tokens"] == 77
+    assert request["response_format"]["type"] == "json_object"
+    assert set(request["response_format"]["schema"]["properties"]) == {"decision", "reason"}
+    # plain calls carry the limit too; other endpoints keep ChatOpenAI's structured output
+    model.invoke("hello")
+    assert _FakeOpenAI.requests[-1]["max_tokens"] == 77
+    assert "response_format" not in _FakeOpenAI.requests[-1]
+    other = endpoint_chat_model(cfg)
+    assert not isinstance(other, LlamaCppChatOpenAI) and other.extra_body == {"max_tokens": 77}

@@ -118,7 +118,9 @@ def test_consecutive_failures_stop_the_run(smoke_task_dir, tmp_path):
 
 def test_model_exceptions_fail_candidates_not_the_run(smoke_task_dir, tmp_path):
     llm = ScriptedChatModel(responses=[ConnectionError("refused"), RADIUS_UP])
-    result = run(smoke_task_dir, _config(iterations=2), llm=llm, run_dir=tmp_path / "r")
+    # no retries: the first call's error fails candidate 1 (retries: tests/integration/test_faults)
+    cfg = _config(iterations=2, llm={"max_retries": 0})
+    result = run(smoke_task_dir, cfg, llm=llm, run_dir=tmp_path / "r")
     store = ProgramStore(tmp_path / "r" / "programs.sqlite")
     first = store.get_program("it00001-c0")
     assert first.status == "failed" and "refused" in (first.error or "")

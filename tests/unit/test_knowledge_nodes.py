@@ -217,7 +217,7 @@ def test_llm_gate_garbage_falls_back_to_noop(smoke_task_dir, garbage):
 
 def test_llm_gate_transport_error_is_noop_with_event(smoke_task_dir):
     llm = ScriptedChatModel(responses=[ConnectionError("connection refused")])
-    env = make_env(smoke_task_dir, llm=llm, gate__mode="llm")
+    env = make_env(smoke_task_dir, llm=llm, gate__mode="llm", llm__max_retries=0)
     update = gate(env.state, env.runtime)
     assert update["gate_decision"] == "no-op"
     assert "refused" in env.events("gate_error")[0]["error"]

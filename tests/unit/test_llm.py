@@ -757,3 +757,15 @@ def test_extract_json_object(raw, expected):
 
 def test_extract_json_object_all_reasoning():
     assert extract_json_object('<think>I will answer {"a": 1}') == {"a": 1}
+
+
+def test_openai_compatible_server_gets_classic_max_tokens(monkeypatch):
+    from evoduet_graph.config import LLMConfig
+    from evoduet_graph.llm import make_chat_model
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    llm = make_chat_model(
+        LLMConfig(model="openai:qwen", base_url="http://127.0.0.1:9/v1", max_tokens=77)
+    )
+    assert llm.extra_body == {"max_tokens": 77}
+    assert llm.max_tokens == 77

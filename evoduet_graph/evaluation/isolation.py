@@ -1,0 +1,300 @@
+"""What the evaluation sandbox can enforce on this machine: network and process-count limits.
+
+Two isolation features depend on privileges and kernel features, so they are probed once per
+process and reported (DESIGN.md §5; the run writes the report to ``events.jsonl`` once and
+warns when something is not enforced):
+
+* **No network.** When ``unshare --net`` (util-linux) works — root, or a user namespace that
+  allows it — every candidate runs in a fresh network namespace that has only a loopback
+  interface, which is down: no connection leaves the machine, and nothing on the host's
+  loopback is reachable. Probed by running ``unshare --net -- python -c ''``.
+* **Process limit (fork bombs).** ``RLIMIT_NPROC`` counts *every* process of the user and is
+  not enforced for root, so it cannot bound one candidate. The sandbox instead puts each
+  candidate into its own cgroup with ``pids.max`` (cgroup v1 ``pids`` hierarchy or cgroup v2
+  with the ``pids`` controller) under ``<own cgroup>/evoduet``; a ``fork()`` beyond the limit
+  fails with ``EAGAIN``, and after the evaluation every process still in the cgroup (also ones
+  that left the process group with ``setsid``) is killed and the cgroup removed. Without a
+  writable cgroup, a non-root user gets ``RLIMIT_NPROC`` set to the user's current process
+  count plus the limit (approximate: other processes of the same user count too); root without
+  a cgroup gets no process limit, and the report says so.
+
+Measured on the development machine (root in a container, cgroup v1): both work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+__all__ = [
+    "Isolation",
+    "PidsCgroup",
+    "probe_isolation",
+    "probe_network_namespace",
+    "probe_pids_cgroup",
+    "user_process_count",
+]
+
+ProcessLimit = Literal["cgroup", "rlimit", "none"]
+
+_CGROUP_ROOT = Path("/sys/fs/cgroup")
+_COUNTER = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """What a `SandboxEvaluator` enforces here.
+
+    Attributes:
+        network: candidates run without network (a fresh network namespace).
+        network_detail: how (the ``unshare`` path) or why not.
+        processes: how the process count is limited: ``cgroup`` (pids.max), ``rlimit``
+            (RLIMIT_NPROC, approximate) or ``none``.
+        processes_detail: the limit and mechanism, or why there is none.
+    """
+
+    network: bool
+    network_detail: str
+    processes: ProcessLimit
+    processes_detail: str
+
+    def warnings(self) -> list[str]:
+        """One line per limit that is requested but not enforced."""
+        out = []
+        if not self.network and not self.network_detail.startswith("disabled"):
+            out.append(
+                f"evaluation sandbox: candidates can use the network ({self.network_detail})"
+            )
+        if self.processes == "none" and not self.processes_detail.startswith("disabled"):
+            out.append(
+                "evaluation sandbox: the number of processes a candidate may start is not "
+                f"limited ({self.processes_detail})"
+            )
+        return out
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready form (for the run's ``sandbox`` event)."""
+        return {
+            "network_isolated": self.network,
+            "network": self.network_detail,
+            "process_limit": self.processes,
+            "processes": self.processes_detail,
+        }
+
+
+@functools.lru_cache(maxsize=1)
+def probe_network_namespace() -> tuple[str | None, str]:
+    """Whether ``unshare --net`` works here.
+
+    Returns:
+        ``(unshare_path, detail)``; ``unshare_path`` is None when a network namespace cannot
+        be created, and ``detail`` says why.
+    """
+    exe = shutil.which("unshare")
+    if exe is None:
+        return None, "the `unshare` program (util-linux) is not installed"
+    try:
+        probe = subprocess.run(
+            [exe, "--net", "--", sys.executable, "-c", ""],
+            capture_output=True,
+            timeout=20,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"`unshare --net` could not run: {exc}"
+    if probe.returncode != 0:
+        reason = probe.stderr.decode("utf-8", "replace").strip().splitlines()
+        return None, (
+            "`unshare --net` failed (needs root or unprivileged user namespaces): "
+            + (reason[-1] if reason else f"exit code {probe.returncode}")
+        )
+    return exe, f"network namespace via {exe} --net"
+
+
+def _own_cgroup() -> tuple[Path, int] | None:
+    """The directory of this process's pids cgroup and the cgroup version, if mounted."""
+    try:
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+        own = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    v1_mount = v2_mount = None
+    for line in mounts:
+        parts = line.split()
+        if len(parts) < 4:
+            continue
+        if parts[2] == "cgroup" and "pids" in parts[3].split(","):
+            v1_mount = Path(parts[1])
+        elif parts[2] == "cgroup2" and v2_mount is None:
+            v2_mount = Path(parts[1])
+    for line in own:
+        hid, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if v1_mount is not None and "pids" in controllers.split(","):
+            return v1_mount / path.lstrip("/"), 1
+        if v1_mount is None and v2_mount is not None and hid == "0" and controllers == "":
+            return v2_mount / path.lstrip("/"), 2
+    return None
+
+
+class PidsCgroup:
+    """Per-candidate cgroups with ``pids.max`` under ``<own cgroup>/evoduet``.
+
+    Args:
+        base: the parent cgroup directory of the per-candidate cgroups.
+        version: 1 or 2 (``cgroup.kill`` is used on v2 when the kernel has it).
+    """
+
+    def __init__(self, base: Path, version: int) -> None:
+        self.base = base
+        self.version = version
+
+    def create(self, limit: int) -> Path:
+        """A fresh cgroup allowing ``limit`` tasks (processes and threads).
+
+        Raises:
+            OSError: it cannot be created or configured.
+        """
+        path = self.base / f"e{os.getpid()}-{next(_COUNTER)}"
+        path.mkdir()
+        try:
+            (path / "pids.max").write_text(str(int(limit)))
+        except OSError:
+            with contextlib.suppress(OSError):
+                path.rmdir()
+            raise
+        return path
+
+    @staticmethod
+    def pids(path: Path) -> list[int]:
+        """Process ids still in the cgroup."""
+        try:
+            text = (path / "cgroup.procs").read_text()
+        except OSError:
+            return []
+        return [int(p) for p in text.split() if p.strip().isdigit()]
+
+    def destroy(self, path: Path, *, within_s: float = 5.0) -> bool:
+        """Kill every process left in the cgroup, then remove it.
+
+        Returns:
+            True when the cgroup is gone.
+        """
+        kill_file = path / "cgroup.kill"
+        deadline = time.monotonic() + within_s
+        while True:
+            pids = self.pids(path)
+            if not pids:
+                break
+            if kill_file.exists():
+                with contextlib.suppress(OSError):
+                    kill_file.write_text("1")
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        while True:
+            try:
+                path.rmdir()
+                return True
+            except FileNotFoundError:
+                return True
+            except OSError:
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.05)
+
+
+@functools.lru_cache(maxsize=1)
+def probe_pids_cgroup() -> tuple[PidsCgroup | None, str]:
+    """Whether per-candidate pids cgroups can be made here.
+
+    Returns:
+        ``(cgroup_factory, detail)``; the factory is None when they cannot, and ``detail``
+        says why.
+    """
+    found = _own_cgroup()
+    if found is None:
+        return None, "no cgroup hierarchy with the pids controller is mounted"
+    own, version = found
+    base = own / "evoduet"
+    try:
+        base.mkdir(exist_ok=True)
+        if version == 2 and not (base / "pids.max").exists():
+            (own / "cgroup.subtree_control").write_text("+pids")
+        if version == 2:
+            (base / "cgroup.subtree_control").write_text("+pids")
+        factory = PidsCgroup(base, version)
+        probe = factory.create(8)
+        factory.destroy(probe)
+    except OSError as exc:
+        return None, f"cannot create a pids cgroup under {own}: {exc.strerror or exc}"
+    return factory, f"cgroup v{version} pids.max under {base}"
+
+
+def user_process_count(uid: int | None = None) -> int:
+    """Tasks (processes and threads) of ``uid`` (default: this process's real uid)."""
+    uid = os.getuid() if uid is None else uid
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        real_uid = threads = None
+        for line in status.splitlines():
+            if line.startswith("Uid:"):
+                real_uid = int(line.split()[1])
+            elif line.startswith("Threads:"):
+                threads = int(line.split()[1])
+        if real_uid == uid:
+            total += threads or 1
+    return total
+
+
+def probe_isolation(*, network: bool, max_processes: int | None) -> Isolation:
+    """What a sandbox configured with these settings enforces on this machine.
+
+    Args:
+        network: whether network isolation is wanted (False: reported as disabled).
+        max_processes: the wanted process limit (None: reported as disabled).
+    """
+    if network:
+        exe, net_detail = probe_network_namespace()
+        has_net = exe is not None
+    else:
+        has_net, net_detail = False, "disabled by evaluation.isolate_network=false"
+    kind: ProcessLimit
+    if max_processes is None:
+        kind, detail = "none", "disabled by evaluation.max_processes=null"
+    else:
+        cgroup, cg_detail = probe_pids_cgroup()
+        if cgroup is not None:
+            kind, detail = "cgroup", f"{max_processes} tasks ({cg_detail})"
+        elif os.geteuid() != 0 and resource.getrlimit(resource.RLIMIT_NPROC) is not None:
+            kind = "rlimit"
+            detail = (
+                f"RLIMIT_NPROC = processes of uid {os.getuid()} + {max_processes} "
+                f"(approximate; {cg_detail})"
+            )
+        else:
+            kind = "none"
+            detail = f"RLIMIT_NPROC is not enforced for root and {cg_detail}"
+    return Isolation(
+        network=has_net, network_detail=net_detail, processes=kind, processes_detail=detail
+    )

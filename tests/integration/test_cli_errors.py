@@ -1,0 +1,234 @@
+"""Bad task folders, configs and concurrent use through the CLI (issue items 6 and 7).
+
+Every start-up error is one line on stderr that names the file and the field, exit code 2, and
+nothing is written: no run directory (neither ``--out`` nor the default ``runs/...``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from evoduet_graph.cli import app
+from evoduet_graph.events import read_events
+from evoduet_graph.locking import RunDirLock
+from tests.conftest import ROOT, SMOKE_TASK
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def task_copy(tmp_path: Path) -> Path:
+    folder = tmp_path / "task"
+    shutil.copytree(SMOKE_TASK, folder)
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def _hosted_model_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A hosted model string that builds offline (no call is made before the errors), and a
+    cwd in which a default ``runs/`` folder would show."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # refused, never the internet
+    monkeypatch.chdir(tmp_path)
+
+
+def _run(*args: str) -> tuple[int, list[str]]:
+    result = runner.invoke(app, list(args))
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    return result.exit_code, lines
+
+
+def _assert_clear_error(code: int, lines: list[str], out: Path, *needles: str) -> None:
+    assert code == 2, lines
+    errors = [ln for ln in lines if ln.startswith("error:")]
+    assert len(errors) == 1, lines  # one line, no traceback
+    assert len(lines) == 1, lines
+    for needle in needles:
+        assert needle in errors[0], (needle, errors[0])
+    assert not out.exists(), "a failed start must not create the run directory"
+    assert not (Path.cwd() / "runs").exists()
+
+
+def _start(task: Path, out: Path, *extra: str) -> tuple[int, list[str]]:
+    return _run(
+        "run", str(task), "--iterations", "1", "--model", "openai:gpt-4o-mini", "--quiet",
+        "--out", str(out), *extra,
+    )
+
+
+def test_missing_evaluator(task_copy: Path, tmp_path: Path) -> None:
+    (task_copy / "evaluator.py").unlink()
+    code, lines = _start(task_copy, tmp_path / "run")
+    _assert_clear_error(code, lines, tmp_path / "run", "evaluator.py", str(task_copy))
+
+
+def test_evaluator_without_evaluate(task_copy: Path, tmp_path: Path) -> None:
+    (task_copy / "evaluator.py").write_text("def score(path):\n    return {}\n")
+    code, lines = _start(task_copy, tmp_path / "run")
+    _assert_clear_error(code, lines, tmp_path / "run", "evaluator.py", "evaluate")
+
+
+def test_syntax_error_in_evaluator(task_copy: Path, tmp_path: Path) -> None:
+    (task_copy / "evaluator.py").write_text("def evaluate(path)\n    return {}\n")
+    code, lines = _start(task_copy, tmp_path / "run")
+    _assert_clear_error(code, lines, tmp_path / "run", "evaluator.py", "syntax error", "line 1")
+
+
+def test_initial_program_failing_its_evaluation_is_an_error_unless_allowed(
+    task_copy: Path, tmp_path: Path
+) -> None:
+    program = task_copy / "initial_program.py"
+    program.write_text(program.read_text().replace("radius = 0.6", "radius = 1.5"))
+    code, lines = _start(task_copy, tmp_path / "run")
+    _assert_clear_error(
+        code, lines, tmp_path / "run", "initial_program.py", "outside the unit disk",
+        "--allow-invalid-initial",
+    )
+    out = tmp_path / "allowed"
+    result = runner.invoke(
+        app,
+        ["run", str(task_copy), "--iterations", "0", "--model", "openai:gpt-4o-mini", "--quiet",
+         "--out", str(out), "--allow-invalid-initial"],
+    )
+    assert result.exit_code == 0, result.output
+    warnings = [e for e in read_events(out / "events.jsonl") if e.get("event") == "warning"]
+    assert any("initial program fails" in str(w.get("message")) for w in warnings)
+
+
+def test_empty_evolve_block(task_copy: Path, tmp_path: Path) -> None:
+    (task_copy / "initial_program.py").write_text(
+        "def run():\n    return None\n\n# EVOLVE-BLOCK-START\n\n# EVOLVE-BLOCK-END\n"
+    )
+    code, lines = _start(task_copy, tmp_path / "run")
+    _assert_clear_error(code, lines, tmp_path / "run", "initial_program.py", "EVOLVE-BLOCK", "empty")
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [("direction: up\n", "direction"), ("timeout_s: soon\n", "timeout_s"),
+     ("sota_score: [1, 2]\n", "sota_score")],
+)
+def test_wrong_types_in_task_yaml(task_copy: Path, tmp_path: Path, text: str, field: str) -> None:
+    (task_copy / "task.yaml").write_text(text)
+    code, lines = _start(task_copy, tmp_path / "run")
+    _assert_clear_error(code, lines, tmp_path / "run", "task.yaml", field)
+
+
+def test_wrong_types_in_openevolve_config_yaml(task_copy: Path, tmp_path: Path) -> None:
+    (task_copy / "config.yaml").write_text("evaluator:\n  cascade_evaluation: maybe\n")
+    code, lines = _start(task_copy, tmp_path / "run")
+    _assert_clear_error(
+        code, lines, tmp_path / "run", "config.yaml", "evaluator.cascade_evaluation"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [("candidates: many\n", "candidates"), ("llm:\n  temperature: hot\n", "llm.temperature"),
+     ("budget:\n  max_llm_calls: -3\n", "budget.max_llm_calls"),
+     ("evaluation:\n  max_processes: 0\n", "evaluation.max_processes")],
+)
+def test_wrong_types_in_run_config(task_copy: Path, tmp_path: Path, text: str, field: str) -> None:
+    cfg = tmp_path / "my.yaml"
+    cfg.write_text(text)
+    code, lines = _start(task_copy, tmp_path / "run", "--config", str(cfg))
+    _assert_clear_error(code, lines, tmp_path / "run", "my.yaml", field)
+
+
+def test_negative_iterations_are_an_error_and_zero_only_evaluates(
+    task_copy: Path, tmp_path: Path
+) -> None:
+    code, lines = _run(
+        "run", str(task_copy), "--iterations", "-1", "--model", "openai:gpt-4o-mini",
+        "--out", str(tmp_path / "neg"),
+    )
+    _assert_clear_error(code, lines, tmp_path / "neg", "iterations", "greater than or equal to 0")
+    out = tmp_path / "zero"
+    result = runner.invoke(
+        app,
+        ["run", str(task_copy), "--iterations", "0", "--model", "openai:gpt-4o-mini", "--quiet",
+         "--out", str(out)],
+    )
+    assert result.exit_code == 0, result.output
+    records = [e for e in read_events(out / "events.jsonl") if e.get("node") == "record"]
+    assert records == []  # evaluate-only: the initial program is scored, nothing is generated
+    assert (out / "best_program.json").is_file()
+
+
+@pytest.mark.parametrize("model", ["anthropic:claude-3", "gpt-4o", "openai:"])
+def test_unknown_model_provider(task_copy: Path, tmp_path: Path, model: str) -> None:
+    code, lines = _run(
+        "run", str(task_copy), "--iterations", "1", "--model", model, "--out", str(tmp_path / "r")
+    )
+    _assert_clear_error(code, lines, tmp_path / "r", "llm.model", model)
+
+
+def test_hosted_model_without_key_writes_nothing(
+    task_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    code, lines = _start(task_copy, tmp_path / "run")
+    _assert_clear_error(code, lines, tmp_path / "run", "OPENAI_API_KEY")
+
+
+# ------------------------------------------------------------------ concurrent use (item 7)
+
+
+def test_second_process_on_a_locked_run_directory_refuses(task_copy: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = runner.invoke(
+        app,
+        ["run", str(task_copy), "--iterations", "0", "--model", "openai:gpt-4o-mini", "--quiet",
+         "--out", str(out)],
+    )
+    assert result.exit_code == 0, result.output
+    before = (out / "events.jsonl").read_text()
+    with RunDirLock(out):  # another process in the middle of the run
+        for args in (["resume", str(out)], ["run", str(task_copy), "--out", str(out),
+                                             "--model", "openai:gpt-4o-mini"]):
+            code, lines = _run(*args, "--quiet")
+            assert code == 2, lines
+            assert len(lines) == 1 and "in use by another evoduet process" in lines[0], lines
+            assert str(os_pid()) in lines[0]
+    assert (out / "events.jsonl").read_text() == before  # the refused process wrote nothing
+    code, lines = _run("resume", str(out), "--quiet")  # released: resuming works again
+    assert code == 0, lines
+
+
+def os_pid() -> int:
+    import os
+
+    return os.getpid()
+
+
+def test_lock_is_held_by_a_live_run_and_released_when_it_is_killed(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.integration._run_smoke", str(run_dir), "6", "0"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.time() + 120
+        while not any(
+            e.get("node") == "generate" for e in read_events(run_dir / "events.jsonl")
+        ):
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            assert time.time() < deadline, "the run did not start"
+            time.sleep(0.1)
+        code, lines = _run("resume", str(run_dir), "--quiet")
+        assert code == 2 and "in use by another evoduet process" in lines[-1], lines
+        assert f"pid {proc.pid}" in lines[-1]
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    lock = RunDirLock(run_dir)
+    lock.acquire()  # the kernel dropped the killed holder's lock
+    lock.release()

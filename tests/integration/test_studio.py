@@ -1,0 +1,157 @@
+"""LangGraph Studio: the graph ``langgraph.json`` serves, its JSON context, and a real
+``langgraph dev`` server driven through the LangGraph SDK (loopback only, fake model)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from evoduet_graph.graphs.outer import build_outer_graph
+from evoduet_graph.graphs.studio import StudioContext, StudioContextError, load_model_spec
+from evoduet_graph.report import run_summary
+from tests.conftest import ROOT, SMOKE_TASK
+
+FAKE_MODEL = "python:tests.studio_fakes:improving_model"
+INNER = ("construct_query", "search", "hypothetical_score", "update_knowledge")
+
+
+def _context(run_dir: Path) -> dict:
+    return {
+        "task_dir": str(SMOKE_TASK),
+        "run_dir": str(run_dir),
+        "model": FAKE_MODEL,
+        "config": {"population": {"num_islands": 1}, "evaluation": {"workers": 1}},
+    }
+
+
+def test_xray_shows_the_inner_loop_inside_retrieve():
+    nodes = set(build_outer_graph().compile().get_graph(xray=True).nodes)
+    assert {f"retrieve:{n}" for n in INNER} <= nodes
+    assert "retrieve" not in nodes  # drawn as the subgraph
+    plain = set(build_outer_graph().compile().get_graph().nodes)
+    assert "retrieve" in plain and not any(n.startswith("retrieve:") for n in plain)
+
+
+def test_studio_graph_runs_from_a_json_context(tmp_path):
+    from evoduet_graph.graphs.studio import graph
+
+    assert graph.context_schema is StudioContext
+    schema = graph.get_context_jsonschema()
+    assert set(schema["properties"]) == {"task_dir", "run_dir", "config_file", "config", "model"}
+
+    studio = build_outer_graph(context_schema=StudioContext).compile(checkpointer=InMemorySaver())
+    thread = {"configurable": {"thread_id": "studio-test"}}
+    rdir = tmp_path / "studio-run"
+    state = studio.invoke({"max_iterations": 2}, thread, context=_context(rdir))
+    assert state["iteration"] == 2 and state["best_id"] == "it00002-c0"
+    # a second run on the same thread continues with the same cached dependencies
+    state = studio.invoke({"max_iterations": 3}, thread, context=_context(rdir))
+    assert state["iteration"] == 3
+    meta = json.loads((rdir / "run.json").read_text())
+    assert meta["studio"] is True and meta["thread_id"] == "studio-test"
+    summary = run_summary(rdir)  # `evoduet report` works on a Studio run directory
+    assert summary["iterations"] == 3 and summary["best"]["id"] == "it00002-c0"
+
+
+def test_studio_context_errors(tmp_path):
+    with pytest.raises(StudioContextError, match="python:<module>:<attribute>"):
+        load_model_spec("python:nomodule")
+    with pytest.raises(StudioContextError, match="does not import"):
+        load_model_spec("python:tests.studio_fakes:nope")
+    from evoduet_graph.config import ConfigError
+
+    ctx = StudioContext(
+        task_dir=str(SMOKE_TASK), run_dir=str(tmp_path / "r"), config={"gate": {"mode": "x"}}
+    )
+    with pytest.raises(ConfigError, match="gate.mode"):
+        ctx.resolve()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _langgraph_cli() -> Path:
+    exe = Path(sys.executable).parent / "langgraph"
+    if not exe.exists():
+        pytest.fail("langgraph-cli[inmem] is not installed (it is in the [dev] extra)")
+    return exe
+
+
+def test_langgraph_dev_server_runs_two_iterations(tmp_path):
+    pytest.importorskip("langgraph_api", reason="needs langgraph-cli[inmem] (the [dev] extra)")
+    from langgraph_sdk import get_sync_client
+
+    port = _free_port()
+    env = {
+        **os.environ,
+        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    log = (tmp_path / "server.log").open("w")
+    server = subprocess.Popen(
+        [
+            str(_langgraph_cli()),
+            "dev",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-browser",
+            "--no-reload",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        client = get_sync_client(url=url)
+        deadline = time.monotonic() + 90
+        while True:
+            if server.poll() is not None:
+                pytest.fail("langgraph dev exited:\n" + (tmp_path / "server.log").read_text())
+            try:
+                assistants = client.assistants.search()
+                break
+            except Exception:  # noqa: BLE001 - not up yet
+                if time.monotonic() > deadline:
+                    pytest.fail("langgraph dev did not start:\n" + (tmp_path / "server.log").read_text())
+                time.sleep(0.5)
+        assert [a["graph_id"] for a in assistants] == ["evoduet"]
+        drawn = client.assistants.get_graph(assistants[0]["assistant_id"], xray=True)
+        assert {f"retrieve:{n}" for n in INNER} <= {n["id"] for n in drawn["nodes"]}
+
+        thread = client.threads.create()
+        rdir = tmp_path / "run"
+        result = client.runs.wait(
+            thread["thread_id"], "evoduet", input={"max_iterations": 2}, context=_context(rdir)
+        )
+        assert isinstance(result, dict) and "__error__" not in result, result
+        state = client.threads.get_state(thread["thread_id"])
+        values = state["values"]
+        assert values["iteration"] == 2 and values["best_id"] == "it00002-c0"
+        assert values["best_score"] > values["initial_score"]
+        assert state["next"] == []
+        assert json.loads((rdir / "best_program.json").read_text())["id"] == "it00002-c0"
+    finally:
+        try:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=20)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=10)
+        log.close()
