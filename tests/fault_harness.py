@@ -89,33 +89,42 @@ HARNESS_CONFIG: dict[str, Any] = {
 class FaultPoints:
     """Process-wide fault-point counter of a harness child.
 
-    ``kill_at`` (1-based) selects the point at which the process dies; ``torn`` makes a
-    line-writing point write half its line first. Each point is appended to ``trace``.
+    ``kill_at`` selects the point at which the process dies: a 1-based index over all points
+    of the process, or ``(label, k)``, the k-th point with that label (stable under the thread
+    interleaving of parallel branches); ``torn`` makes a line-writing point write half its line
+    first. Each point is appended to ``trace``.
     """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.count = 0
-        self.kill_at: int | None = None
+        self.kill_at: int | tuple[str, int] | None = None
+        self.seen: Counter = Counter()
         self.torn = False
         self.trace: list[str] = []
         self.marker: Path | None = None
 
-    def reset(self, kill_at: int | None, torn: bool, marker: Path | None) -> None:
+    def reset(self, kill_at: int | tuple[str, int] | None, torn: bool, marker: Path | None) -> None:
         self.count, self.kill_at, self.torn, self.trace, self.marker = 0, kill_at, torn, [], marker
+        self.seen = Counter()
 
     def check(self, label: str, tearable: bool = False) -> str | None:
         """``None``, ``"kill"`` (die after the work) or ``"tear"`` (write half, then die)."""
         with self.lock:
             self.count += 1
             self.trace.append(label)
-            if self.kill_at is None or self.count != self.kill_at:
+            self.seen[label] += 1
+            if isinstance(self.kill_at, tuple):
+                hit = self.kill_at == (label, self.seen[label])
+            else:
+                hit = self.kill_at is not None and self.count == self.kill_at
+            if not hit:
                 return None
         return "tear" if (tearable and self.torn) else "kill"
 
     def die(self, label: str, mode: str) -> None:
         if self.marker is not None:
-            self.marker.write_text(json.dumps({"point": self.kill_at, "label": label, "mode": mode}))
+            self.marker.write_text(json.dumps({"point": self.count, "label": label, "mode": mode}))
         os.kill(os.getpid(), signal.SIGKILL)
         time.sleep(60)  # never reached
 
@@ -431,7 +440,7 @@ def run_child(
     run_dir: Path,
     *,
     resume: bool,
-    kill_at: int | None = None,
+    kill_at: int | tuple[str, int] | None = None,
     torn: bool = False,
     marker: Path | None = None,
     trace_out: Path | None = None,
@@ -449,7 +458,7 @@ def run_child(
     llm = HarnessModel(salt=salt)
     evaluator = HookedCountingEvaluator(InProcessEvaluator(), run_dir.parent / EVAL_LOG)
     searcher = HookedSearcher()
-    if resume:
+    if resume and (run_dir / "config.yaml").exists():
         cfg = load_config(run_dir / "config.yaml")
     else:
         cfg = EvoDuetConfig.model_validate(config or HARNESS_CONFIG)
@@ -701,9 +710,11 @@ def run_scenario(
     reference: dict[str, Any],
     salt: str = "evoduet",
     second: int | None = None,
+    trace: list[str] | None = None,
 ) -> Scenario:
-    """Kill a fresh run at ``point``; with ``second``, kill the first resume too at its
-    ``second``-th point; resume until done; compare with ``reference``."""
+    """Kill a fresh run at ``point`` (with the reference ``trace``: at the same occurrence of
+    the same label as the reference's ``point``-th point); with ``second``, kill the first
+    resume too at its ``second``-th point; resume until done; compare with ``reference``."""
     start = time.monotonic()
     sdir = workdir / f"kill-{point:05d}{'-torn' if torn else ''}{f'-then-{second}' if second else ''}"
     shutil.rmtree(sdir, ignore_errors=True)
@@ -716,8 +727,11 @@ def run_scenario(
         return result
 
     marker = sdir / "killed.json"
+    target: int | tuple[str, int] = point
+    if trace is not None:
+        target = (trace[point - 1], trace[:point].count(trace[point - 1]))
     status = fork_run(
-        run_dir=run_dir, resume=False, kill_at=point, torn=torn, marker=marker, salt=salt
+        run_dir=run_dir, resume=False, kill_at=target, torn=torn, marker=marker, salt=salt
     )
     result.killed = status == -signal.SIGKILL and marker.exists()
     if marker.exists():
@@ -802,7 +816,7 @@ def run_kill_points(
             if pid == 0:
                 code = 0
                 try:
-                    res = run_scenario(workdir, point, torn, reference, salt, second)
+                    res = run_scenario(workdir, point, torn, reference, salt, second, trace)
                     out.write_text(json.dumps(asdict(res)))
                 except BaseException:  # noqa: BLE001
                     import traceback

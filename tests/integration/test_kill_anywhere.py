@@ -62,7 +62,7 @@ w = Path({str(tmp_path)!r})
 ref, trace = fh.reference_run(w)
 first_eval = trace.index("enter:evaluate")
 point = max(i for i, lab in enumerate(trace[:first_eval], 1) if lab == "ckpt:writes")
-res = fh.run_scenario(w, point, False, ref)
+res = fh.run_scenario(w, point, False, ref, trace=trace)
 print(json.dumps({{"ok": res.ok, "label": res.label, "problems": res.problems}}))
 """
     proc = subprocess.run(

@@ -110,11 +110,22 @@ def test_run_status_lines(streamed):
     assert "node: search (retrieve) (iteration 2)" in text
     assert "gate: retrieve" in text and "gap: gap" in text
     assert "inner loop: round" in text and "query: “query" in text and "5 results" in text
-    assert "NDG" in text and "tok/s" in text and "failures: 0" in text
+    assert "NDG" in text and "LLM " in text and "failures: 0" in text
     final = "\n".join(status.lines())
     assert status.completed == 3
     assert "failures: 1 (1 invalid)" in final
     assert f"NDG {streamed['result'].ndg:.1f}%" in final
+
+
+def test_tokens_per_second_leave_out_inclusive_nodes():
+    status = RunStatus()
+    for node, tokens, latency in (("gate", 100, 2.0), ("retrieve", 500, 5.0), ("search", 0, 0)):
+        status.update(
+            {"event": "node", "node": node, "llm_calls": 1, "output_tokens": tokens,
+             "llm_latency_s": latency}
+        )
+    assert status.tokens_per_s == pytest.approx(50.0) and status.llm_calls == 2
+    assert "LLM 2 calls, 100 tokens, 50.0 tok/s" in status.lines()[-1]
 
 
 def test_live_display_draws_bar_and_status(streamed):
