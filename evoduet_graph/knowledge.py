@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 from string import Template
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, StringConstraints, field_validator
 
 from evoduet_graph.prompts import load_prompt
 from evoduet_graph.state import DocumentRef, KnowledgeState
@@ -37,17 +37,23 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+KNOWLEDGE_CHARS = 400
+"""Cap of each knowledge-state field. It is part of the JSON schema (``maxLength``), so a
+grammar-constrained model (the embedded llama.cpp one) cannot ramble until ``max_tokens``
+truncates the JSON."""
+
+
 class KnowledgeFields(BaseModel):
     """The knowledge state (paper §3.2): known / established / unresolved, free text."""
 
-    known: str = ""
-    established: str = ""
-    unresolved: str = ""
+    known: str = Field("", max_length=KNOWLEDGE_CHARS)
+    established: str = Field("", max_length=KNOWLEDGE_CHARS)
+    unresolved: str = Field("", max_length=KNOWLEDGE_CHARS)
 
     @field_validator("known", "established", "unresolved", mode="before")
     @classmethod
     def _coerce(cls, value: Any) -> str:
-        return _text(value)[:2000]
+        return _text(value)[:KNOWLEDGE_CHARS]
 
     def as_state(self) -> KnowledgeState:
         return KnowledgeState(
@@ -59,7 +65,7 @@ class GateOutput(KnowledgeFields):
     """The gate's structured answer. Decision spellings like ``lookup`` are normalised."""
 
     decision: Literal["no-op", "look-up", "retrieve"] = "no-op"
-    reasoning: str = ""
+    reasoning: str = Field("", max_length=300)
     document_ids: list[str] = Field(default_factory=list, max_length=10)
 
     @field_validator("decision", mode="before")
@@ -73,7 +79,7 @@ class GateOutput(KnowledgeFields):
     @field_validator("reasoning", mode="before")
     @classmethod
     def _reasoning(cls, value: Any) -> str:
-        return _text(value)[:500]
+        return _text(value)[:300]
 
     @field_validator("document_ids", mode="before")
     @classmethod
@@ -88,18 +94,20 @@ class GateOutput(KnowledgeFields):
 class QueryPlan(BaseModel):
     """``construct_query`` output: the round's search queries."""
 
-    queries: list[str] = Field(default_factory=list, max_length=8)
+    queries: list[Annotated[str, StringConstraints(max_length=300)]] = Field(
+        default_factory=list, max_length=8
+    )
 
     @field_validator("queries", mode="before")
     @classmethod
     def _queries(cls, value: Any) -> list[str]:
         if isinstance(value, str):
             value = [value]
-        return [str(v) for v in (value or []) if str(v).strip()][:8]
+        return [str(v)[:300] for v in (value or []) if str(v).strip()][:8]
 
 
 class DocumentScore(BaseModel):
-    doc_id: str
+    doc_id: str = Field(max_length=40)
     predicted_score: float
 
 

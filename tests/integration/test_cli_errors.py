@@ -6,6 +6,7 @@ nothing is written: no run directory (neither ``--out`` nor the default ``runs/.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -197,16 +198,10 @@ def test_second_process_on_a_locked_run_directory_refuses(task_copy: Path, tmp_p
             code, lines = _run(*args, "--quiet")
             assert code == 2, lines
             assert len(lines) == 1 and "in use by another evoduet process" in lines[0], lines
-            assert str(os_pid()) in lines[0]
+            assert str(os.getpid()) in lines[0]
     assert (out / "events.jsonl").read_text() == before  # the refused process wrote nothing
     code, lines = _run("resume", str(out), "--quiet")  # released: resuming works again
     assert code == 0, lines
-
-
-def os_pid() -> int:
-    import os
-
-    return os.getpid()
 
 
 def test_lock_is_held_by_a_live_run_and_released_when_it_is_killed(tmp_path: Path) -> None:

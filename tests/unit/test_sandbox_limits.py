@@ -289,3 +289,26 @@ def test_candidate_cannot_reach_the_run_directory_by_relative_paths(
 def test_defaults_still_evaluate_normally(task: Task) -> None:
     outcome = SandboxEvaluator(task, timeout_s=20).evaluate(OK_PROGRAM)
     assert outcome.valid and outcome.score == 0.5
+
+
+def test_run_reports_the_sandbox_once_and_warns_about_missing_isolation(
+    tmp_path: Path,
+) -> None:
+    from evoduet_graph import EvoDuetConfig, run
+    from evoduet_graph.events import read_events
+    from evoduet_graph.task import load_task as load
+    from tests.conftest import SMOKE_TASK
+    from tests.fakes import ScriptedChatModel
+
+    smoke = load(SMOKE_TASK)
+    sandbox = SandboxEvaluator(smoke, timeout_s=20)
+    sandbox._isolation = Isolation(False, "the `unshare` program is not installed", "none",
+                                   "RLIMIT_NPROC is not enforced for root")
+    llm = ScriptedChatModel(responses=[], default="no change")
+    run(smoke, EvoDuetConfig(iterations=0), llm=llm, evaluator=sandbox, run_dir=tmp_path / "r")
+    events = list(read_events(tmp_path / "r" / "events.jsonl"))
+    [report] = [e for e in events if e["event"] == "sandbox"]
+    assert report["network_isolated"] is False and report["process_limit"] == "none"
+    warnings = [e["message"] for e in events if e["event"] == "warning"]
+    assert any("can use the network" in w for w in warnings)
+    assert any("not limited" in w for w in warnings)
