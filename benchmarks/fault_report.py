@@ -16,7 +16,7 @@ Outcomes:
 
 Run from the repository root (takes a few minutes on 2 cores)::
 
-    .venv/bin/python benchmarks/fault_report.py [--out benchmarks/fault_report.md] [--kill-points 60]
+    .venv/bin/python benchmarks/fault_report.py [--out benchmarks/fault_report.md] [--kill-points 100]
 """
 
 from __future__ import annotations
@@ -637,7 +637,7 @@ def markdown(seconds: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "fault_report.md")
-    parser.add_argument("--kill-points", type=int, default=60)
+    parser.add_argument("--kill-points", type=int, default=100)
     parser.add_argument("--fuzz", type=int, default=5000)
     args = parser.parse_args(argv)
     os.environ.setdefault("PYTHONHASHSEED", "0")
