@@ -11,7 +11,14 @@ import re
 from string import Template
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, StringConstraints, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    create_model,
+    field_validator,
+)
 
 from evoduet_graph.prompts import load_prompt
 from evoduet_graph.state import DocumentRef, KnowledgeState
@@ -120,6 +127,48 @@ class DocumentScores(KnowledgeFields):
     @classmethod
     def _cap(cls, value: Any) -> Any:
         return value[:40] if isinstance(value, list) else value
+
+
+def scores_schema(doc_ids: list[str]) -> type[DocumentScores]:
+    """A `DocumentScores` variant whose ``scores`` is an object keyed by exactly ``doc_ids``.
+
+    Every id is a required key of the JSON schema, so a grammar-constrained model (the
+    embedded llama.cpp one) writes one number per document and stops: it cannot repeat list
+    items until ``max_tokens``. Validation stays tolerant: the list form
+    ``[{"doc_id", "predicted_score"}]`` is accepted, unknown ids are ignored and missing ids
+    are None (the node gives them the neutral fallback).
+    """
+    fields: dict[str, Any] = {
+        f"d{i}": (float, Field(None, alias=doc_id)) for i, doc_id in enumerate(doc_ids)
+    }
+    score_map = create_model(  # type: ignore[call-overload]
+        "ScoreMap",
+        __config__=ConfigDict(
+            populate_by_name=True, extra="ignore", json_schema_extra={"required": doc_ids}
+        ),
+        **fields,
+    )
+
+    class KeyedDocumentScores(DocumentScores):
+        scores: score_map  # type: ignore[valid-type]
+
+        @field_validator("scores", mode="before")
+        @classmethod
+        def _from_list(cls, value: Any) -> Any:
+            if isinstance(value, list):
+                return {
+                    str(item.get("doc_id")): item.get("predicted_score")
+                    for item in value
+                    if isinstance(item, dict)
+                }
+            return value
+
+        def predicted(self) -> dict[str, float]:
+            dumped = self.scores.model_dump(by_alias=True)
+            return {k: float(v) for k, v in dumped.items() if v is not None}
+
+    KeyedDocumentScores.__name__ = "DocumentScores"
+    return KeyedDocumentScores
 
 
 def render(name: str, **values: Any) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
-from evoduet_graph.knowledge import DocumentScores, documents_text, knowledge_text, render
+from evoduet_graph.knowledge import documents_text, knowledge_text, render, scores_schema
 from evoduet_graph.llm import LLMCallError, structured_call
 from evoduet_graph.nodes._common import context_of
 from evoduet_graph.state import DocumentRef, InnerState
@@ -46,16 +46,17 @@ def hypothetical_score(state: InnerState, runtime: Runtime[Context]) -> dict[str
     predicted: dict[str, float] = {}
     pending = None
     try:
+        schema = scores_schema([d["id"] for d in unscored])
         result = structured_call(
             ctx.llm,
             prompt,
-            DocumentScores,
-            default=DocumentScores,
+            schema,
+            default=lambda: schema(scores={}),
             config=ctx.llm_config("hypothetical_score"),
             retry=ctx.llm_retry(),
         )
         predicted = {
-            s.doc_id: s.predicted_score for s in result.value.scores if math.isfinite(s.predicted_score)
+            k: v for k, v in result.value.predicted().items() if math.isfinite(v)
         }
         if not result.used_default:
             pending = result.value.as_state()
