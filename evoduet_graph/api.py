@@ -279,6 +279,35 @@ def _report_sandbox(ctx: Context) -> None:
         ctx.events.emit("warning", node="sandbox", message=message)
 
 
+def check_run_dir(rdir: Path, task: Task) -> None:
+    """Refuse a run directory that would mix or destroy other work.
+
+    Raises:
+        RunError: ``rdir`` is a file; a non-empty folder that is not an evoduet run directory
+            (e.g. a task folder, whose ``config.yaml`` would be overwritten); or the run
+            directory of another task.
+    """
+    if rdir.exists() and not rdir.is_dir():
+        raise RunError(f"run directory {rdir} is a file; choose another --out")
+    if not rdir.is_dir() or not any(rdir.iterdir()):
+        return
+    meta_path = rdir / RUN_FILE
+    if not meta_path.is_file():
+        raise RunError(
+            f"{rdir} is not empty and is not an evoduet run directory (no {RUN_FILE}); "
+            "choose a new or empty --out"
+        )
+    try:
+        previous = Path(json.loads(meta_path.read_text(encoding="utf-8"))["task_dir"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise RunError(f"{meta_path} is unreadable; choose a new --out") from None
+    if previous.resolve() != Path(task.path).resolve():
+        raise RunError(
+            f"{rdir} holds a run of another task ({previous}); choose a new --out, or "
+            f"`evoduet resume {rdir}` to continue that run"
+        )
+
+
 def _default_run_dir(task: Task) -> Path:
     return Path("runs") / f"{task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
@@ -342,6 +371,7 @@ def run(
         preflight(searcher, cfg)
     model_name = cfg.llm.model if llm is None else type(llm).__name__
     rdir = Path(run_dir) if run_dir is not None else _default_run_dir(task)
+    check_run_dir(rdir, task)
     lock = RunDirLock(rdir)
     if rdir.is_dir():  # an existing run: refuse before any slow work if another process has it
         _acquire(lock)
@@ -394,7 +424,7 @@ def run(
         _report_sandbox(ctx)
         graph_input = None if resuming else {"max_iterations": cfg.iterations}
         if resuming and snapshot.values.get("max_iterations") != cfg.iterations:
-            graph.update_state(thread, {"max_iterations": cfg.iterations})
+            ctx.max_iterations = cfg.iterations  # applied by `record` at the iteration's end
         stream = graph.stream(
             graph_input,
             thread,

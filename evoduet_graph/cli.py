@@ -40,7 +40,8 @@ def _summary(result: RunResult, elapsed: float) -> None:
     if result.ndg is not None:
         console.print(f"  NDG: {result.ndg:.2f}%")
     if result.stop_reason:
-        console.print(f"[yellow]stopped early:[/] {result.stop_reason}")
+        console.print("[yellow]stopped early:[/] ", end="")
+        console.print(result.stop_reason, markup=False, highlight=False)
 
 
 def _result_json(result: RunResult, elapsed: float) -> dict[str, Any]:
@@ -152,7 +153,8 @@ def run_cmd(
     except _USER_ERRORS as exc:
         _fail(str(exc))
     for warning in task.warnings:
-        console.print(f"[yellow]warning:[/] {warning}")
+        console.print("[yellow]warning:[/] ", end="")
+        console.print(warning, markup=False, highlight=False)
     _run_with_display(
         run, task, cfg.iterations, quiet, json_lines=json_lines, task=task, config=cfg, run_dir=out
     )
@@ -284,8 +286,7 @@ def eval_cmd(
         task = load_task(task_dir)
         code = program.read_text(encoding="utf-8") if program else task.initial_program
     except (TaskError, OSError) as exc:
-        console.print(f"[bold red]error:[/] {exc}")
-        raise typer.Exit(2) from None
+        _fail(str(exc))
     outcome = SandboxEvaluator(task, timeout_s=timeout, workers=1).evaluate(code, "eval")
     sys.stdout.write(outcome.model_dump_json() + "\n")
     raise typer.Exit(0 if outcome.valid else 1)
@@ -482,12 +483,8 @@ def bench_cmd(
         )
         start = time.perf_counter()
         result = run_bench(settings, log=lambda msg: console.print(msg, markup=False))
-    except ValueError as exc:
-        console.print(f"[bold red]error:[/] {exc}")
-        raise typer.Exit(2) from None
-    except (BenchError, *_user_errors()) as exc:
-        console.print(f"[bold red]error:[/] {exc}")
-        raise typer.Exit(2) from None
+    except (ValueError, BenchError, *_user_errors()) as exc:
+        _fail(str(exc))
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]: run the same command again to resume")
         raise typer.Exit(130) from None

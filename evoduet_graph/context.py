@@ -38,6 +38,9 @@ class Context:
         run_dir: the run directory, or None for in-memory runs.
         searcher: search backend of the world-knowledge layer (None: retrieval unavailable).
         search_db: the search database D_search (documents, retrieval records, impacts).
+        max_iterations: a new total set by a resume that changes ``--iterations`` while an
+            iteration is in flight; ``record`` writes it into the state (no ``update_state``
+            on a half-finished superstep).
         budget: usage against the ``budget:`` limits (`evoduet_graph.budget.Budget`); None:
             no budget checks.
     """
@@ -53,6 +56,7 @@ class Context:
     run_dir: Path | None = None
     searcher: Any | None = None
     search_db: Any | None = None
+    max_iterations: int | None = None
     budget: Any | None = None
 
     def llm_config(self, node: str) -> RunnableConfig:

@@ -49,6 +49,10 @@ CREATE TABLE IF NOT EXISTS evaluations (
     outcome TEXT NOT NULL,
     created REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS eval_attempts (
+    code_sha TEXT PRIMARY KEY,
+    attempts INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS population (
     slot INTEGER PRIMARY KEY CHECK (slot = 1),
     iteration INTEGER NOT NULL,
@@ -207,6 +211,23 @@ class ProgramStore:
                 "INSERT OR REPLACE INTO evaluations (code_sha, outcome, created) VALUES (?,?,?)",
                 (code_sha(code), outcome.model_dump_json(), time.time()),
             )
+
+    def start_evaluation(self, code: str) -> int:
+        """Count one more started evaluation of this code and return the count (1 = first).
+
+        A count above 1 without a cached outcome means an earlier process died while
+        evaluating it (possibly killed by the candidate itself)."""
+        sha = code_sha(code)
+        with self._lock:
+            self._conn.execute(
+                "INSERT INTO eval_attempts (code_sha, attempts) VALUES (?, 1) "
+                "ON CONFLICT(code_sha) DO UPDATE SET attempts = attempts + 1",
+                (sha,),
+            )
+            rec = self._conn.execute(
+                "SELECT attempts FROM eval_attempts WHERE code_sha = ?", (sha,)
+            ).fetchone()
+        return int(rec[0])
 
     # -- population -------------------------------------------------------------------------
     def save_population(self, iteration: int, data: dict[str, Any]) -> None:

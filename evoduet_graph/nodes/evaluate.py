@@ -19,6 +19,27 @@ from evoduet_graph.evaluation import EvaluationOutcome
 from evoduet_graph.nodes._common import context_of
 from evoduet_graph.state import CandidateRecord, OuterState
 
+MAX_EVALUATION_ATTEMPTS = 2
+"""Evaluations of one program started in processes that died before it finished; the next
+attempt records the program as invalid instead of running it (a candidate that kills the
+run, e.g. by signalling its parent, must not make the run impossible to resume)."""
+
+
+def poisoned_outcome(attempts: int) -> EvaluationOutcome:
+    """Outcome of a program whose evaluation killed the run ``attempts - 1`` times."""
+    return EvaluationOutcome(
+        metrics={},
+        artifacts={"skipped": f"{attempts - 1} earlier evaluation(s) never finished"},
+        score=0.0,
+        valid=False,
+        error=(
+            f"skipped: the evaluation of this program was started {attempts - 1} times and "
+            "the process died each time (the program may kill its parent or the machine)"
+        ),
+        elapsed_s=0.0,
+        stage=0,
+    )
+
 
 def evaluate_and_store(
     ctx: Context, codes: Sequence[str], ids: Sequence[str]
@@ -30,6 +51,19 @@ def evaluate_and_store(
         code → outcome.
     """
     outcomes: dict[str, EvaluationOutcome] = {}
+    runnable_codes, runnable_ids = [], []
+    for code, pid in zip(codes, ids, strict=True):
+        attempts = ctx.store.start_evaluation(code)
+        if attempts > MAX_EVALUATION_ATTEMPTS:
+            outcomes[code] = poisoned_outcome(attempts)
+            ctx.store.put_evaluation(code, outcomes[code])
+            ctx.events.emit("evaluation_skipped", program_id=pid, attempts=attempts)
+        else:
+            runnable_codes.append(code)
+            runnable_ids.append(pid)
+    codes, ids = runnable_codes, runnable_ids
+    if not codes:
+        return outcomes
     workers = getattr(ctx.evaluator, "workers", None) or ctx.config.evaluation.workers
     workers = max(1, min(int(workers), len(codes)))
     if workers == 1:

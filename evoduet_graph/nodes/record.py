@@ -75,6 +75,8 @@ def record(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
     iteration = state["iteration"]
     valid = [c for c in state.get("candidates", []) if c["status"] == "evaluated" and c["valid"]]
     update: dict[str, Any] = {}
+    if ctx.max_iterations is not None:
+        update["max_iterations"] = ctx.max_iterations
     if valid:
         best = max(valid, key=lambda c: (c["score"], -c["index"]))
         row = ctx.store.get_program(best["id"])

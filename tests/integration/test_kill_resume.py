@@ -73,3 +73,30 @@ def test_sigkill_mid_iteration_then_resume(tmp_path):
     records = [e for e in _events(run_dir) if e.get("node") == "record"]
     assert sorted({e["iteration"] for e in records}) == [1, 2, 3, 4]
     assert (run_dir / "best_program.json").exists()
+
+
+def test_resume_with_a_different_iteration_count_after_a_mid_iteration_kill(tmp_path):
+    from evoduet_graph import resume
+    from tests.conftest import SMOKE_TASK
+    from tests.fakes import ScriptedChatModel
+
+    run_dir = tmp_path / "run"
+    proc = _start(run_dir, 3, 0)
+    try:
+        _wait_for(
+            lambda: any(
+                e.get("node") == "generate" and e.get("iteration") == 1 for e in _events(run_dir)
+            ),
+            timeout=120,
+        )
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    code = (SMOKE_TASK / "initial_program.py").read_text().replace("radius = 0.6", "radius = 0.7")
+    llm = ScriptedChatModel(responses=[], default=f"```python\n{code}\n```")
+    result = resume(run_dir, llm=llm, iterations=5)
+    assert result.iterations == 5
+    records = {e["iteration"] for e in _events(run_dir) if e.get("node") == "record"}
+    assert records == {1, 2, 3, 4, 5}
