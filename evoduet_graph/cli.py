@@ -152,7 +152,13 @@ def run_cmd(
         validate_model(cfg)
     except _USER_ERRORS as exc:
         _fail(str(exc))
-    for warning in task.warnings:
+    warnings = list(task.warnings)
+    if (corpus or backend) and cfg.gate.mode == "never":
+        warnings.append(
+            "--corpus/--backend have no effect with gate mode `never` (no retrieval); "
+            "use --gate llm|always|heuristic|stagnation"
+        )
+    for warning in warnings:
         console.print("[yellow]warning:[/] ", end="")
         console.print(warning, markup=False, highlight=False)
     _run_with_display(

@@ -526,6 +526,17 @@ def _images(plots: dict[str, str] | None, *names: str) -> list[str]:
     return out
 
 
+def _gate_can_retrieve(run_dir: Path) -> bool:
+    """Whether the run's config lets the gate retrieve (else it writes no D_search file)."""
+    try:
+        import yaml
+
+        data = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8")) or {}
+        return (data.get("gate") or {}).get("mode", "never") != "never"
+    except (OSError, ValueError, AttributeError):
+        return True
+
+
 def report_markdown(
     run_dir: str | Path,
     *,
@@ -549,6 +560,8 @@ def report_markdown(
     series = series if series is not None else run_series(run_dir, summary=s)
     out: list[str] = [f"# EvoDuet run report: {s['task'] or Path(s['run_dir']).name}", ""]
     missing = [name for name, ok in s["files"].items() if not ok]
+    if not _gate_can_retrieve(Path(s["run_dir"])):
+        missing = [m for m in missing if m != "search_database.jsonl"]  # never written then
     notes = []
     if missing:
         notes.append("missing files: " + ", ".join(f"`{m}`" for m in missing))
