@@ -289,8 +289,8 @@ def check_run_dir(rdir: Path, task: Task) -> None:
     """
     if rdir.exists() and not rdir.is_dir():
         raise RunError(f"run directory {rdir} is a file; choose another --out")
-    if not rdir.is_dir() or not any(rdir.iterdir()):
-        return
+    if not rdir.is_dir() or all(p.name == ".lock" for p in rdir.iterdir()):
+        return  # new, empty, or only the lock file of a run that is starting
     meta_path = rdir / RUN_FILE
     if not meta_path.is_file():
         raise RunError(
