@@ -16,6 +16,7 @@ tool calling and rejects ``method=...``. The wrapper here is ~150 lines over
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import importlib.util
@@ -297,6 +298,19 @@ class _Loaded:
 
 _LOADED: dict[tuple[str, int, int], _Loaded] = {}
 _LOADED_GUARD = threading.Lock()
+
+
+@atexit.register
+def _close_loaded() -> None:
+    """Free the models before interpreter shutdown: llama-cpp-python's own finaliser runs too
+    late (its C bindings are already gone) and prints a TypeError traceback at exit."""
+    with _LOADED_GUARD:
+        for loaded in _LOADED.values():
+            try:
+                loaded.llama.close()
+            except Exception:  # noqa: BLE001 - best effort at exit
+                pass
+        _LOADED.clear()
 
 
 def _load_llama(model_path: str, n_ctx: int, n_threads: int) -> _Loaded:
