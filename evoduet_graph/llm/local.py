@@ -306,10 +306,8 @@ def _close_loaded() -> None:
     late (its C bindings are already gone) and prints a TypeError traceback at exit."""
     with _LOADED_GUARD:
         for loaded in _LOADED.values():
-            try:
+            with contextlib.suppress(Exception):  # best effort at exit
                 loaded.llama.close()
-            except Exception:  # noqa: BLE001 - best effort at exit
-                pass
         _LOADED.clear()
 
 
