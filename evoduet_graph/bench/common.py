@@ -230,3 +230,33 @@ def total_wall(sessions: list[Session], stamps: Iterable[float] = ()) -> float |
     if not ordered:
         return None
     return sum(_session_durations(ordered, list(stamps)))
+
+
+def iteration_points(
+    curve: list[float],
+    calls_by_it: dict[int, int],
+    tokens_by_it: dict[int, int],
+    sessions: list[Session],
+    stamps: dict[int, float],
+    iterations: int,
+) -> list[IterationPoint]:
+    """Cumulative per-iteration figures 0..``iterations`` (best so far, LLM calls, tokens,
+    wall seconds over all sessions). Usage recorded past the last iteration counts in the last
+    point; the last point's wall time is at least the runs' total."""
+    walls = cumulative_wall(sessions, stamps)
+    total = total_wall(sessions, stamps.values())
+    points: list[IterationPoint] = []
+    calls = tokens = 0
+    wall: float | None = 0.0 if sessions else None
+    for it in range(iterations + 1):
+        calls += calls_by_it.get(it, 0)
+        tokens += tokens_by_it.get(it, 0)
+        wall = walls.get(it, wall)
+        points.append(IterationPoint(it, curve[it], calls, tokens, wall))
+    calls += sum(v for k, v in calls_by_it.items() if k > iterations)
+    tokens += sum(v for k, v in tokens_by_it.items() if k > iterations)
+    if points:
+        points[-1].llm_calls, points[-1].tokens = calls, tokens
+        if total is not None:
+            points[-1].wall_s = max(points[-1].wall_s or 0.0, total)
+    return points

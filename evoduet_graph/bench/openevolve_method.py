@@ -49,11 +49,10 @@ import yaml
 
 from evoduet_graph.bench.common import (
     Endpoint,
-    IterationPoint,
     MethodOutcome,
     Session,
-    cumulative_wall,
     is_better,
+    iteration_points,
     running_best,
     total_wall,
 )
@@ -809,18 +808,10 @@ def _outcome(
             calls_by_it[rec.iteration] = calls_by_it.get(rec.iteration, 0) + 1
             tokens_by_it[rec.iteration] = tokens_by_it.get(rec.iteration, 0) + rec.tokens
     stamps = {rec.iteration: rec.timestamp for rec in records}
-    walls = cumulative_wall(sessions, stamps)
+    points = iteration_points(curve, calls_by_it, tokens_by_it, sessions, stamps, iterations)
+    calls = points[-1].llm_calls if points else 0
+    tokens = points[-1].tokens if points else 0
     total = total_wall(sessions, stamps.values())
-    points: list[IterationPoint] = []
-    calls = tokens = 0
-    wall: float | None = 0.0 if sessions else None
-    for it in range(iterations + 1):
-        calls += calls_by_it.get(it, 0)
-        tokens += tokens_by_it.get(it, 0)
-        wall = walls.get(it, wall)
-        points.append(IterationPoint(it, curve[it], calls, tokens, wall))
-    if points and total is not None:
-        points[-1].wall_s = max(points[-1].wall_s or 0.0, total)
     invalid = sum(1 for r in records if r.code is not None and r.fitness is None)
     return MethodOutcome(
         iterations=iterations,

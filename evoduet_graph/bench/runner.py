@@ -61,12 +61,11 @@ from langchain_openai import ChatOpenAI
 import evoduet_graph
 from evoduet_graph.bench.common import (
     Endpoint,
-    IterationPoint,
     MethodOutcome,
     Session,
-    cumulative_wall,
     floored_ndg,
     is_better,
+    iteration_points,
     running_best,
     total_wall,
 )
@@ -519,23 +518,10 @@ def graph_outcome(
             + int(ev.get("input_tokens") or 0)
             + int(ev.get("output_tokens") or 0)
         )
-    walls = cumulative_wall(sessions, stamps)
+    points = iteration_points(curve, calls_by_it, tokens_by_it, sessions, stamps, iterations)
+    calls = points[-1].llm_calls if points else 0
+    tokens = points[-1].tokens if points else 0
     total = total_wall(sessions, stamps.values())
-    points: list[IterationPoint] = []
-    calls = tokens = 0
-    wall: float | None = 0.0 if sessions else None
-    for it in range(iterations + 1):
-        calls += calls_by_it.get(it, 0)
-        tokens += tokens_by_it.get(it, 0)
-        wall = walls.get(it, wall)
-        points.append(IterationPoint(it, curve[it], calls, tokens, wall))
-    # usage of nodes recorded with a later iteration number (none normally) still counts
-    calls += sum(v for k, v in calls_by_it.items() if k > iterations)
-    tokens += sum(v for k, v in tokens_by_it.items() if k > iterations)
-    if points:
-        points[-1].llm_calls, points[-1].tokens = calls, tokens
-        if total is not None:
-            points[-1].wall_s = max(points[-1].wall_s or 0.0, total)
     return MethodOutcome(
         iterations=iterations,
         initial=initial,
