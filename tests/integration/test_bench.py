@@ -933,8 +933,7 @@ def test_bench_drives_real_openevolve_and_our_graph_through_one_endpoint(
 
 def test_children_die_with_a_killed_parent(tmp_path):
     """A bench killed with SIGKILL leaves no server behind (PR_SET_PDEATHSIG)."""
-    if not sys.platform.startswith("linux"):
-        pytest.skip("PR_SET_PDEATHSIG is Linux-only")
+    assert sys.platform.startswith("linux"), "the bench's server cleanup is Linux-only"
     pid_file = tmp_path / "child.pid"
     parent_code = (
         "import subprocess, sys, time\n"

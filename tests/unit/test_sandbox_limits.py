@@ -33,12 +33,27 @@ def _isolation() -> Isolation:
     return probe_isolation(network=True, max_processes=16)
 
 
-needs_cgroup = pytest.mark.skipif(
-    _isolation().processes != "cgroup", reason="no writable pids cgroup on this machine"
-)
-needs_netns = pytest.mark.skipif(
-    not _isolation().network, reason="cannot create a network namespace on this machine"
-)
+def _cgroup_or_reported() -> bool:
+    """True when a pids cgroup limits candidates here. Otherwise the sandbox must say why, and
+    say it as a run warning (the issue's "when it cannot, the run says so once"); the calling
+    test then checks only that report — it is not skipped."""
+    iso = _isolation()
+    if iso.processes == "cgroup":
+        return True
+    assert iso.processes_detail
+    assert iso.processes == "rlimit" or any("processes" in w for w in iso.warnings())
+    return False
+
+
+def _netns_or_reported() -> bool:
+    """True when candidates can run in a fresh network namespace here; otherwise the missing
+    isolation must be reported as a run warning (checked here)."""
+    iso = _isolation()
+    if iso.network:
+        return True
+    assert iso.network_detail
+    assert any("network" in w for w in iso.warnings())
+    return False
 
 
 # ------------------------------------------------------------------ detection and report
@@ -70,8 +85,9 @@ def test_config_limits_reach_the_sandbox(task: Task) -> None:
 # ------------------------------------------------------------------ processes
 
 
-@needs_cgroup
 def test_fork_bomb_is_bounded_and_everything_is_killed(task: Task, tmp_path: Path) -> None:
+    if not _cgroup_or_reported():
+        return
     pid_file = tmp_path / "pids.txt"
     code = textwrap.dedent(
         f"""\
@@ -100,8 +116,9 @@ def test_fork_bomb_is_bounded_and_everything_is_killed(task: Task, tmp_path: Pat
         assert _wait_dead(pid, within_s=3.0), f"forked child {pid} survived"
 
 
-@needs_cgroup
 def test_unbounded_fork_bomb_times_out_and_leaves_nothing(task: Task) -> None:
+    if not _cgroup_or_reported():
+        return
     code = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
     sandbox = SandboxEvaluator(task, timeout_s=2, max_processes=32, isolate_network=False)
     start = time.monotonic()
@@ -117,8 +134,9 @@ def test_unbounded_fork_bomb_times_out_and_leaves_nothing(task: Task) -> None:
     assert mine == [], f"candidate cgroups left behind: {mine}"
 
 
-@needs_cgroup
 def test_process_that_leaves_the_group_with_setsid_is_killed(task: Task, tmp_path: Path) -> None:
+    if not _cgroup_or_reported():
+        return
     pid_file = tmp_path / "escaped.pid"
     code = textwrap.dedent(
         f"""\
@@ -189,8 +207,9 @@ def result():
 """
 
 
-@needs_netns
 def test_candidates_run_without_network(task: Task) -> None:
+    if not _netns_or_reported():
+        return
     server, port = _listener()
     try:
         isolated = SandboxEvaluator(task, timeout_s=20).evaluate(CONNECT.format(port=port))
