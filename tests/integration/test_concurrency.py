@@ -150,3 +150,59 @@ def test_run_api_refuses_a_locked_run_directory(tmp_path: Path) -> None:
         run(load_task(SMOKE_TASK), EvoDuetConfig(iterations=1), llm=llm,
             evaluator=InProcessEvaluator(SMOKE_TASK), run_dir=run_dir)
     assert sorted(p.name for p in run_dir.iterdir()) == [".lock"]
+
+
+_HOLD_AND_FORK = """
+import os, sys, time
+from evoduet_graph.locking import RunDirLock
+lock = RunDirLock(sys.argv[1]).acquire()
+child = os.fork()
+if child == 0:  # a child between fork and exec (as when starting an evaluation) lingers
+    time.sleep(60)
+    os._exit(0)
+print(child, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_killed_holder_releases_the_lock_even_while_its_forked_child_lives(
+    tmp_path: Path,
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_AND_FORK, str(run_dir)],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )
+    child = int(holder.stdout.readline())
+    try:
+        with pytest.raises(Exception, match="in use by another evoduet process"):
+            RunDirLock(run_dir).acquire()
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=10)
+        os.kill(child, 0)  # the forked child is still alive
+        with RunDirLock(run_dir) as lock:
+            assert lock.held
+        # a second lock in this process is refused while the first is held, and the refusal
+        # does not drop the first one
+        first = RunDirLock(run_dir).acquire()
+        with pytest.raises(Exception, match="in use by another evoduet process"):
+            RunDirLock(run_dir).acquire()
+        probe = subprocess.run(
+            [sys.executable, "-c",
+             ("import sys; from evoduet_graph.locking import RunDirLock; "
+              "RunDirLock(sys.argv[1]).acquire()"), str(run_dir)],
+            cwd=ROOT, capture_output=True, text=True, check=False,
+        )
+        assert probe.returncode != 0 and "in use by another evoduet process" in probe.stderr
+        first.release()
+    finally:
+        holder.kill()
+        os.kill(child, signal.SIGKILL)
