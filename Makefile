@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 TASK ?= tasks/circle_packing_26
 ITERATIONS ?= 5
 
-.PHONY: run test dev lint clean
+.PHONY: run test dev lint clean bench-overhead bench-parallel bench-search
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,7 @@ $(VENV)/.installed-local: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -e '.[local,bench,dev]'
+	$(BIN)/pip install -e '.[local,bench,dev,ray]'
 	touch $@
 
 run: $(VENV)/.installed-local
@@ -31,6 +31,18 @@ lint: $(VENV)/.installed-dev
 
 dev: $(VENV)/.installed-dev
 	LANGGRAPH_CLI_NO_ANALYTICS=1 $(BIN)/langgraph dev --no-browser --host 127.0.0.1
+
+# Framework overhead per iteration vs OpenEvolve (instant canned model server, trivial task).
+bench-overhead: $(VENV)/.installed-dev
+	$(BIN)/python benchmarks/overhead_bench.py
+
+# N=1 vs N=8 candidates per iteration (1 s fake model, 1 s sandboxed evaluator).
+bench-parallel: $(VENV)/.installed-dev
+	$(BIN)/python benchmarks/parallel_bench.py
+
+# Offline index: cold build time and memory, cache hit, query latency p50/p99 (numpy + scipy docs).
+bench-search: $(VENV)/.installed-dev
+	$(BIN)/python benchmarks/search_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

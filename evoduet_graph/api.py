@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -32,12 +33,13 @@ from pydantic import ValidationError
 from evoduet_graph.budget import budget_for
 from evoduet_graph.config import ConfigError, EvoDuetConfig, load_config
 from evoduet_graph.context import Context
-from evoduet_graph.evaluation import Evaluator, SandboxEvaluator
+from evoduet_graph.evaluation import Evaluator, make_evaluator
 from evoduet_graph.events import EventLog, read_events
 from evoduet_graph.graphs.outer import NodeFn, build_outer_graph
 from evoduet_graph.llm.usage import UsageTracker
 from evoduet_graph.locking import RunDirLock, RunDirLockedError
-from evoduet_graph.population import Population, make_population
+from evoduet_graph.novelty import NoveltyFilter, make_novelty_checker
+from evoduet_graph.population import Population, restore_population
 from evoduet_graph.search import Searcher, SearchUnavailableError, make_searcher
 from evoduet_graph.search.database import SearchDatabase
 from evoduet_graph.store import ProgramStore
@@ -142,6 +144,24 @@ def can_retrieve(config: EvoDuetConfig) -> bool:
     return config.gate.mode != "never"
 
 
+def graph_concurrency(config: EvoDuetConfig) -> int:
+    """LangGraph's ``max_concurrency`` for a run: the most nodes one superstep runs at once.
+
+    The N ``generate`` nodes of an iteration (one ``Send`` each) share one thread pool; without
+    ``max_concurrency`` LangGraph sizes it ``min(32, cores + 4)``, which on a 2-core machine
+    runs 8 candidates in two waves. ``config.max_concurrency`` when set, else the largest
+    candidate count of an iteration (``candidates``, ``candidates_after_retrieval``) and never
+    below LangGraph's own default.
+
+    Returns:
+        The thread count (≥ 1) passed as ``max_concurrency`` in the graph's run config.
+    """
+    if config.max_concurrency is not None:
+        return config.max_concurrency
+    langgraph_default = min(32, (os.cpu_count() or 1) + 4)
+    return max(config.candidates, config.candidates_after_retrieval or 0, langgraph_default)
+
+
 def validate_setup(config: EvoDuetConfig) -> None:
     """Fail at startup for configurations this build cannot run.
 
@@ -195,32 +215,33 @@ def build_context(
     llm: BaseChatModel | None = None,
     evaluator: Evaluator | None = None,
     searcher: Searcher | None = None,
+    novelty: NoveltyFilter | None = None,
 ) -> Context:
     """Assemble the runtime context for a run directory (``None``: in memory).
 
     The population is restored from the program store's snapshot and the search database
     from ``search_database.jsonl`` when they exist. ``searcher`` defaults to the configured
-    backend (checked by its preflight) when the gate can retrieve.
+    backend (checked by its preflight) when the gate can retrieve; ``novelty`` to the check
+    ``config.novelty`` describes (`make_novelty_checker`; None when it is disabled).
 
     Raises:
         LLMConfigError / LocalModelError: the chat model cannot be built.
-        ConfigError: the gate can retrieve but the search backend is unusable.
+        ConfigError: the gate can retrieve but the search backend is unusable, or
+            ``novelty.embeddings`` cannot be loaded.
     """
     if searcher is None:
         searcher = make_checked_searcher(task, config)
     store = ProgramStore(run_dir / "programs.sqlite" if run_dir else ":memory:")
-    population: Population = make_population(
-        config.population, seed=config.seed, get_code=store.get_code
-    )
-    snapshot = store.load_population()
-    if snapshot is not None:
-        population = type(population).from_dict(snapshot[1], config.population, store.get_code)
+    population: Population
+    population, _ = restore_population(store, config.population, seed=config.seed)
     if llm is None:
         from evoduet_graph.llm import make_chat_model
 
         llm = make_chat_model(config.llm)
     if evaluator is None:
-        evaluator = SandboxEvaluator.from_config(task, config.evaluation)
+        evaluator = make_evaluator(task, config.evaluation)
+    if novelty is None:
+        novelty = make_novelty_checker(config.novelty)
     events = EventLog(run_dir / "events.jsonl" if run_dir else None)
     return Context(
         task=task,
@@ -235,6 +256,7 @@ def build_context(
         searcher=searcher,
         search_db=SearchDatabase(run_dir / "search_database.jsonl" if run_dir else None),
         budget=budget_for(config, events),
+        novelty=novelty,
     )
 
 
@@ -332,7 +354,8 @@ def run(
         task: a `Task` or the path of an OpenEvolve task folder.
         config: an `EvoDuetConfig`, a YAML path, a dict, or None for the defaults.
         llm: a LangChain chat model; default: built from ``config.llm`` (``local``: embedded).
-        evaluator: default: the sandboxed evaluator of the task.
+        evaluator: default: the sandboxed evaluator of the task that
+            ``config.evaluation.executor`` names (`make_evaluator`: local, or Ray tasks).
         checkpointer: default: `SqliteSaver` on ``<run_dir>/checkpoints.sqlite``.
         run_dir: default ``runs/<task>-<timestamp>``; an existing run directory continues
             its run (same thread), up to ``iterations`` total iterations.
@@ -355,7 +378,9 @@ def run(
     Raises:
         TaskError: malformed task folder, or (new runs) the initial program fails its own
             evaluation while ``config.allow_invalid_initial`` is false.
-        ConfigError: invalid or unavailable configuration (unknown model provider included).
+        ConfigError: invalid or unavailable configuration (unknown model provider included;
+            with ``evaluation.executor: ray``, a missing ray package or an unreachable
+            cluster: `RayUnavailableError`).
         LLMConfigError / LocalModelError: the model cannot be built.
         RunError: another process is running or resuming the same run directory.
     """
@@ -380,7 +405,7 @@ def run(
     if llm is None:
         validate_model(cfg)
     if evaluator is None:
-        evaluator = SandboxEvaluator.from_config(task, cfg.evaluation)
+        evaluator = make_evaluator(task, cfg.evaluation)
     initial = None
     if not (rdir / "programs.sqlite").exists():  # a new run: check the initial program
         initial = check_initial_program(task, cfg, evaluator)
@@ -388,6 +413,7 @@ def run(
         from evoduet_graph.llm import make_chat_model
 
         llm = make_chat_model(cfg.llm)
+    novelty = make_novelty_checker(cfg.novelty)  # loads embeddings: may fail on a bad config
     rdir.mkdir(parents=True, exist_ok=True)
     rdir = rdir.resolve()
     _acquire(lock)
@@ -397,7 +423,9 @@ def run(
         encoding="utf-8",
     )
     with lock, ExitStack() as stack:
-        ctx = build_context(task, cfg, rdir, llm=llm, evaluator=evaluator, searcher=searcher)
+        ctx = build_context(
+            task, cfg, rdir, llm=llm, evaluator=evaluator, searcher=searcher, novelty=novelty
+        )
         stack.callback(ctx.store.close)
         if initial is not None:
             ctx.store.put_evaluation(task.initial_program, initial)
@@ -408,6 +436,7 @@ def run(
         thread = {
             "configurable": {"thread_id": THREAD_ID},
             "recursion_limit": 20 * cfg.iterations + 100,
+            "max_concurrency": graph_concurrency(cfg),
         }
         snapshot = graph.get_state(thread)
         # ``next`` lists only tasks still to run: a step whose tasks all finished (their

@@ -115,6 +115,10 @@ def run_cmd(
     backend: Annotated[
         str | None, typer.Option(help="Search backend: offline|tavily|none.")
     ] = None,
+    scaffold: Annotated[
+        str | None,
+        typer.Option(help="Scaffold (parent selection): openevolve|top_k|best_of_n|evox."),
+    ] = None,
     corpus: Annotated[
         list[Path] | None,
         typer.Option(help="Extra offline corpus folder (.md/.txt/.html/.pdf); repeatable."),
@@ -143,6 +147,7 @@ def run_cmd(
                 "seed": seed,
                 "gate.mode": gate,
                 "retrieval.backend": backend,
+                "scaffold": scaffold,
                 "retrieval.corpus": [str(p.resolve()) for p in corpus] if corpus else None,
                 "allow_invalid_initial": True if allow_invalid_initial else None,
             }
@@ -445,7 +450,12 @@ def bench_cmd(
         str, typer.Option(help="`local` (served by llama.cpp on 127.0.0.1) or `openai:<model>`.")
     ] = "local",
     methods: Annotated[
-        str, typer.Option(help="Comma-separated: evoduet, openevolve-mode, openevolve.")
+        str,
+        typer.Option(
+            help="Comma-separated: evoduet, openevolve-mode, openevolve, evoduet-topk, "
+            "evoduet-bestofn, evoduet-evox, or a config: a YAML path or a file stem in "
+            "configs/ (e.g. always_retrieve, scaffold_evox)."
+        ),
     ] = "evoduet,openevolve-mode,openevolve",
     config: Annotated[
         Path | None, typer.Option(help="Base YAML config of our methods (and llm settings).")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
 class ConfigError(ValueError):
@@ -73,7 +73,11 @@ class PopulationConfig(_Section):
     """Program database. Names and defaults follow OpenEvolve's `database:` section."""
 
     kind: Literal["islands", "top_k"] = Field(
-        "islands", description="`islands`: MAP-Elites islands (OpenEvolve); `top_k`: best k."
+        "islands",
+        description="`islands`: MAP-Elites islands (OpenEvolve); `top_k`: best k. Left out, "
+        "the `scaffold` chooses it: `islands` for `openevolve` and `evox`, `top_k` for "
+        "`top_k` and `best_of_n`; `openevolve` also runs over `top_k`, the other scaffolds "
+        "only over their own kind (another value is a configuration error).",
     )
     population_size: int = Field(1000, ge=1, description="Max programs kept (all islands).")
     archive_size: int = Field(100, ge=1, description="Elite archive size.")
@@ -104,6 +108,12 @@ class PopulationConfig(_Section):
     migration_interval: int = Field(50, ge=1, description="Generations between migrations.")
     migration_rate: float = Field(0.1, ge=0.0, le=1.0, description="Share of island migrated.")
     top_k: int = Field(10, ge=1, description="Size of the `top_k` population.")
+    snapshot_interval: int = Field(
+        100,
+        ge=1,
+        description="Iterations between full population snapshots in programs.sqlite; in "
+        "between, each iteration journals one small operation (constant bytes per iteration).",
+    )
 
 
 class PromptConfig(_Section):
@@ -158,6 +168,56 @@ class EvaluationConfig(_Section):
         description="Run candidates without network (a fresh network namespace via "
         "`unshare --net`) when this machine allows it; the run warns once when it does not.",
     )
+    executor: Literal["local", "ray"] = Field(
+        "local",
+        description="Where candidates evaluate: `local` (sandboxed child processes of this "
+        "machine) or `ray` (one Ray task per candidate, the same sandbox and limits on the "
+        "Ray worker; needs the `ray` extra: pip install 'evoduet-graph[ray]').",
+    )
+    ray_address: str | None = Field(
+        None,
+        description="`executor: ray` only. Null: use the Ray instance this process is "
+        "connected to, else start a local one (or join $RAY_ADDRESS); `auto`: attach to the "
+        "cluster running on this machine; `ray://host:10001`: a remote cluster through Ray "
+        "Client; `host:6379`: a cluster's GCS address. An unreachable address fails at start.",
+    )
+    ray_num_cpus_per_candidate: float = Field(
+        1.0,
+        gt=0,
+        description="`executor: ray` only: CPUs Ray reserves for each candidate's task "
+        "(fractions allowed); `workers` tasks are in flight at once.",
+    )
+    ray_max_retries: int = Field(
+        0,
+        ge=0,
+        description="`executor: ray` only: times Ray reruns a candidate whose worker or node "
+        "died (0: the candidate is recorded as a failed evaluation and the run goes on).",
+    )
+    ray_runtime_env: dict[str, Any] | None = Field(
+        None,
+        description="`executor: ray` only: a Ray runtime environment for the evaluation tasks, "
+        "e.g. {pip: [evoduet-graph]} or {py_modules: [...]} when the workers lack the package.",
+    )
+
+    @model_validator(mode="after")
+    def _check_ray(self) -> EvaluationConfig:
+        if self.executor != "ray" and (
+            self.ray_address is not None or self.ray_runtime_env is not None
+        ):
+            raise ValueError(
+                "evaluation.ray_address / ray_runtime_env are set but evaluation.executor is "
+                f"{self.executor!r}; set evaluation.executor: ray to evaluate on Ray"
+            )
+        address = self.ray_address
+        if address is not None and address != "auto":
+            host_port = address.removeprefix("ray://")
+            host, sep, port = host_port.rpartition(":")
+            if not (sep and host and port.isdigit() and 0 < int(port) < 65536):
+                raise ValueError(
+                    f"evaluation.ray_address {address!r} is not `auto`, `ray://HOST:PORT` "
+                    "(Ray Client, port 10001 by default) or `HOST:PORT` (the GCS, port 6379)"
+                )
+        return self
 
 
 class RetrievalConfig(_Section):
@@ -203,6 +263,122 @@ class RetrievalConfig(_Section):
     )
 
 
+ScaffoldName = Literal["openevolve", "top_k", "best_of_n", "evox"]
+"""Search scaffolds: population + parent-selection policy + what the mutation prompt asks for
+(`evoduet_graph.scaffolds`)."""
+
+SCAFFOLD_POPULATIONS: dict[str, tuple[str, ...]] = {
+    "openevolve": ("islands", "top_k"),
+    "top_k": ("top_k",),
+    "best_of_n": ("top_k",),
+    "evox": ("islands",),
+}
+"""Population kinds each scaffold runs over; the first is the one it chooses when
+``population.kind`` is left out."""
+
+StrategyRule = Literal["best", "top_k_uniform", "diverse_island", "recent_improver"]
+"""Parent-selection rules an EvoX strategy chooses from (`evoduet_graph.scaffolds.evox`)."""
+
+
+class EvoXConfig(_Section):
+    """EvoX-style strategy loop (``scaffold: evox``): when progress stagnates, one structured
+    LLM call revises the search strategy (parent-selection rule + an instruction added to the
+    mutation prompt) from the population-state descriptor and the measured effect of earlier
+    strategies."""
+
+    strategy_patience: int = Field(
+        3,
+        ge=1,
+        description="Revise the strategy after this many iterations without a new best, "
+        "counted from the later of the last improvement and the current strategy's start "
+        "(or its last failed revision).",
+    )
+    initial_rule: StrategyRule = Field(
+        "diverse_island",
+        description="Parent-selection rule of the initial strategy (which has no "
+        "instruction): `diverse_island` behaves exactly as the `openevolve` scaffold until "
+        "the first revision.",
+    )
+    history: int = Field(
+        5,
+        ge=0,
+        description="Past strategies (with their measured effect) kept in the checkpointed "
+        "state and shown to the revision prompt; every strategy is also appended to "
+        "`<run_dir>/strategies.jsonl`.",
+    )
+    max_instruction_chars: int = Field(
+        300, ge=20, description="Cap on the strategy instruction added to the mutation prompt."
+    )
+
+
+class NoveltyConfig(_Section):
+    """Novelty rejection before evaluation (`evoduet_graph.novelty`): a child that is a
+    near-duplicate of its parent or of a population program is recorded as ``duplicate``
+    with the reason and never evaluated; ``generate`` may ask the model once more.
+
+    Checks, in order: the sha256 of the normalised code (comments, docstrings and layout
+    dropped with Python's `tokenize`), then the normalised token edit similarity, then
+    (optionally) the cosine similarity of code embeddings."""
+
+    enabled: bool = Field(
+        True,
+        description="Check every generated child before evaluation; false evaluates every "
+        "child (exact copies of an evaluated program still come from the evaluation cache).",
+    )
+    max_similarity: float = Field(
+        1.0,
+        ge=0.0,
+        le=1.0,
+        description="Reject when the token similarity (1 − token edit distance / longer "
+        "length, on normalised code) to a reference is at least this. A one-token edit of an "
+        "N-token program scores 1 − 1/N, and small edits are where improvements come from: "
+        "of 20 distinct children of the embedded model in real runs, the 3 that beat their "
+        "parent had 0.74, 0.98 and 0.99 (`benchmarks/novelty_bench.py similarity`), so 0.95 "
+        "would have rejected 2 of the 3. The default 1.0 leaves only the exact check; lower "
+        "it (e.g. 0.97) to trade small edits for exploration.",
+    )
+    compare_with: Literal["parent", "parent_and_population"] = Field(
+        "parent_and_population",
+        description="References: the parent only, or the parent, the programs the prompt "
+        "showed (top programs, inspirations) and the best population programs.",
+    )
+    max_compared: int = Field(
+        200,
+        ge=0,
+        description="Most references besides the parent. Cost (`benchmarks/novelty_bench.py "
+        "cost`): tokenising a program once (cached, a few ms) and one token edit distance "
+        "per reference (~40 µs at ~400 tokens); 200 references ≈ 18 ms a check.",
+    )
+    resample: bool = Field(
+        True,
+        description="On a rejection, ask the model once more with the same prompt; a second "
+        "rejection records the candidate as `duplicate`.",
+    )
+    embeddings: str | None = Field(
+        None,
+        description="Optional embedding check after the token check: `minilm` (offline "
+        "all-MiniLM-L6-v2 from the `embeddings` extra, which pulls torch) or a dotted path "
+        "`package.module:factory` returning a LangChain `Embeddings`; null: no embedding "
+        "check.",
+    )
+    max_cosine: float = Field(
+        0.999,
+        ge=-1.0,
+        le=1.0,
+        description="Reject when the embedding cosine similarity to a reference is at least "
+        "this. With MiniLM (chunked, below) the two improving children above had 0.9978 and "
+        "0.9982, and the smoke task's radius 0.6 → 1.0 edit 0.9978: embeddings rate small "
+        "edits as near-identical by nature, so keep it high.",
+    )
+    embedding_chunk_chars: int = Field(
+        600,
+        ge=50,
+        description="Programs are embedded as the mean of chunks of at most this many "
+        "characters (whole lines), so the model's input window (MiniLM: 256 word pieces, "
+        "~750 characters of code) never cuts a program off.",
+    )
+
+
 class BudgetConfig(_Section):
     """Spending limits of a run (all optional). Reaching one stops the run cleanly after the
     iteration in flight, with a resumable checkpoint and the reason as ``stop_reason``; totals
@@ -244,9 +420,29 @@ class EvoDuetConfig(_Section):
         description="N after a retrieve / look-up decision (parallel mode: 8); None = "
         "`candidates`.",
     )
+    max_concurrency: int | None = Field(
+        None,
+        ge=1,
+        description="Most graph nodes run at once (LangGraph's `max_concurrency`: the thread "
+        "pool that runs the N `generate` nodes of an iteration); None = enough for every "
+        "candidate slot (the largest of `candidates` and `candidates_after_retrieval`, at "
+        "least LangGraph's own default of min(32, cores + 4)). Evaluations are limited "
+        "separately by `evaluation.workers`.",
+    )
     seed: int = Field(42, description="Seed of parent selection and sampling.")
     max_consecutive_failures: int = Field(
         10, ge=1, description="Stop after this many iterations without any valid candidate."
+    )
+    scaffold: ScaffoldName = Field(
+        "openevolve",
+        description="Search scaffold (population + parent selection + what the mutation "
+        "prompt asks for): `openevolve` (MAP-Elites islands, OpenEvolve sampling); `top_k` "
+        "(parent uniform among the `population.top_k` best, inspirations from the rest of "
+        "them); `best_of_n` (always the best program, N = `candidates` children per "
+        "iteration, inspirations: the next best); `evox` (a strategy loop: on stagnation the "
+        "LLM revises the parent rule and an instruction for the mutation prompt; see `evox`). "
+        "Only parent selection changes: the gate, inner loop, generate and evaluate are the "
+        "same for every scaffold.",
     )
     llm: LLMConfig = Field(default_factory=LLMConfig)
     gate: GateConfig = Field(default_factory=GateConfig)
@@ -254,22 +450,57 @@ class EvoDuetConfig(_Section):
     prompt: PromptConfig = Field(default_factory=PromptConfig)
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    evox: EvoXConfig = Field(default_factory=EvoXConfig)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    novelty: NoveltyConfig = Field(default_factory=NoveltyConfig)
     allow_invalid_initial: bool = Field(
         False,
         description="Start even when the initial program fails its own evaluation (by "
         "default a new run stops at startup with the evaluator's error).",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _scaffold_chooses_population(cls, data: Any) -> Any:
+        """Fill in ``population.kind`` from the scaffold when the input leaves it out."""
+        if not isinstance(data, dict):
+            return data
+        scaffold = data.get("scaffold", "openevolve")
+        if not isinstance(scaffold, str) or scaffold not in SCAFFOLD_POPULATIONS:
+            return data  # the field's own validation reports it
+        population = data.get("population")
+        if population is None:
+            population = {}
+        if isinstance(population, dict) and "kind" not in population:
+            kind = SCAFFOLD_POPULATIONS[scaffold][0]
+            data = {**data, "population": {**population, "kind": kind}}
+        return data
+
+    @model_validator(mode="after")
+    def _check_scaffold_population(self) -> EvoDuetConfig:
+        allowed = SCAFFOLD_POPULATIONS[self.scaffold]
+        if self.population.kind not in allowed:
+            raise ValueError(
+                f"scaffold {self.scaffold!r} runs over population.kind "
+                f"{' or '.join(repr(k) for k in allowed)}, not {self.population.kind!r}; "
+                "leave population.kind out to let the scaffold choose"
+            )
+        return self
+
     def with_overrides(self, overrides: dict[str, Any]) -> EvoDuetConfig:
         """Return a copy with dotted-key overrides applied, e.g. ``{"llm.model": "local"}``.
 
-        ``None`` values are ignored so CLI options left unset keep the file's value.
+        ``None`` values are ignored so CLI options left unset keep the file's value. An
+        override of ``scaffold`` without one of ``population.kind`` lets the new scaffold
+        choose the population kind when the current kind is the old scaffold's own choice
+        (``{"scaffold": "top_k"}`` on the defaults gives a top-k population).
 
         Raises:
             ConfigError: an unknown key or an invalid value.
         """
         data = self.model_dump()
+        if overrides.get("scaffold") is not None and overrides.get("population.kind") is None:
+            _release_population_kind(data, self)
         for key, value in overrides.items():
             if value is None:
                 continue
@@ -289,12 +520,46 @@ class EvoDuetConfig(_Section):
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
 
 
+def _release_population_kind(data: dict[str, Any], current: EvoDuetConfig) -> None:
+    """Drop ``population.kind`` from a dump of ``current`` when it is the kind
+    ``current.scaffold`` chooses by itself, so that a new scaffold chooses again."""
+    if current.population.kind == SCAFFOLD_POPULATIONS[current.scaffold][0]:
+        data["population"].pop("kind", None)
+
+
+def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def merge_config(base: EvoDuetConfig, data: dict[str, Any], source: str) -> EvoDuetConfig:
+    """``base`` with a partial configuration (nested like a YAML file) laid over it.
+
+    Sections merge key by key; a ``scaffold`` in ``data`` without a ``population.kind``
+    chooses the population kind as in `EvoDuetConfig.with_overrides`.
+
+    Raises:
+        ConfigError: an unknown key or an invalid value (the message names ``source``).
+    """
+    dumped = base.model_dump()
+    population = data.get("population")
+    if "scaffold" in data and not (isinstance(population, dict) and "kind" in population):
+        _release_population_kind(dumped, base)
+    return _validate(_deep_merge(dumped, data), source=source)
+
+
 def _validate(data: Any, source: str) -> EvoDuetConfig:
     try:
         return EvoDuetConfig.model_validate(data)
     except ValidationError as exc:
         lines = [
-            f"  {'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+            f"  {'.'.join(str(p) for p in err['loc']) or '(config)'}: {err['msg']}"
+            for err in exc.errors()
         ]
         raise ConfigError(f"invalid configuration in {source}:\n" + "\n".join(lines)) from None
 

@@ -43,6 +43,11 @@ class Context:
             on a half-finished superstep).
         budget: usage against the ``budget:`` limits (`evoduet_graph.budget.Budget`); None:
             no budget checks.
+        scaffold: the parent-selection policy the ``select`` node applies
+            (`evoduet_graph.scaffolds.Scaffold`); None: the one ``config.scaffold`` names.
+        novelty: the near-duplicate check ``generate`` runs on every child before evaluation
+            (`evoduet_graph.novelty.NoveltyFilter`; `build_context` builds it from
+            ``config.novelty``); None: no check, every child is evaluated.
     """
 
     task: Task
@@ -58,6 +63,8 @@ class Context:
     search_db: Any | None = None
     max_iterations: int | None = None
     budget: Any | None = None
+    scaffold: Any | None = None
+    novelty: Any | None = None
 
     def llm_config(self, node: str) -> RunnableConfig:
         """RunnableConfig for an LLM call made by ``node`` (callbacks + tags)."""

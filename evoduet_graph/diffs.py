@@ -42,6 +42,7 @@ All line numbers in messages for the model are 1-based; all line ranges returned
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -929,6 +930,7 @@ def candidate_from_response(
 # --------------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=1024)  # prompts show the same top programs iteration after iteration
 def code_diff_summary(parent: str, child: str, max_lines: int = 40) -> str:
     """A compact unified diff from ``parent`` to ``child`` for prompts and reports.
 

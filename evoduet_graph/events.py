@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 
 def _jsonable(value: Any) -> Any:
@@ -38,6 +38,7 @@ class EventLog:
         self.path = Path(path) if path is not None else None
         self._lock = threading.Lock()
         self._memory: list[dict[str, Any]] = []
+        self._fh: TextIO | None = None
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             _repair_torn_tail(self.path)
@@ -49,9 +50,23 @@ class EventLog:
         with self._lock:
             self._memory.append(record)
             if self.path is not None:
-                with self.path.open("a", encoding="utf-8") as fh:
-                    fh.write(line + "\n")
+                if self._fh is None or self._fh.closed:
+                    # kept open: one write(2) per event (line buffered), no open/close per event
+                    self._fh = self.path.open("a", encoding="utf-8", buffering=1)
+                self._fh.write(line + "\n")
         return record
+
+    def close(self) -> None:
+        """Close the file (idempotent; a later `emit` reopens it)."""
+        with self._lock:
+            if self._fh is not None:
+                self._fh.close()
+                self._fh = None
+
+    def __del__(self) -> None:
+        fh = getattr(self, "_fh", None)
+        if fh is not None:
+            fh.close()
 
     @property
     def memory(self) -> list[dict[str, Any]]:

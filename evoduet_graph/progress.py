@@ -63,6 +63,7 @@ class RunStatus:
         best / best_iteration / metric_value / ndg: the best program so far.
         llm_calls / output_tokens / llm_seconds: LLM usage (tokens/s = tokens / seconds).
         candidates: latest status per candidate id; consecutive_failures: from ``record``.
+        rejections: drafts the novelty check rejected before evaluation (``novelty_rejected``).
         index: a line about an offline index being built, or None.
         node_errors: node executions that raised.
     """
@@ -87,6 +88,7 @@ class RunStatus:
         self.llm_seconds = 0.0
         self.candidates: dict[str, str] = {}
         self.consecutive_failures = 0
+        self.rejections = 0
         self.index: str | None = None
         self.node_errors = 0
 
@@ -137,6 +139,9 @@ class RunStatus:
             self.llm_calls += int(_num(ev.get("llm_calls")))
             self.output_tokens += int(_num(ev.get("output_tokens")))
             self.llm_seconds += _num(ev.get("llm_latency_s"))
+
+    def _on_novelty_rejected(self, ev: dict[str, Any]) -> None:
+        self.rejections += 1
 
     def _on_queries(self, ev: dict[str, Any]) -> None:
         queries = ev.get("queries") or []
@@ -224,6 +229,12 @@ class RunStatus:
             best += " (" + ", ".join(f"{n} {k}" for k, n in fails.items() if n) + ")"
         if self.consecutive_failures:
             best += f", {self.consecutive_failures} iteration(s) in a row"
+        if self.rejections:
+            duplicates = sum(1 for s in self.candidates.values() if s == "duplicate")
+            best += (
+                f" · near-duplicates rejected: {self.rejections} draft(s), "
+                f"{duplicates} candidate(s) not evaluated"
+            )
         if self.node_errors:
             best += f" · node errors: {self.node_errors}"
         lines.append(best)

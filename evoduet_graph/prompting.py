@@ -53,6 +53,7 @@ _MAX_ERROR_CHARS = 600
 _MAX_OUTCOME_CHARS = 200
 _MAX_TITLE_CHARS = 200
 _MAX_URL_CHARS = 300
+_MAX_STRATEGY_CHARS = 600
 _NO_CHANGE = "(no change)"
 _EDIT_SCOPE = (
     "Change only the code between `# EVOLVE-BLOCK-START` and `# EVOLVE-BLOCK-END`; "
@@ -231,6 +232,12 @@ def _render(template: str, values: Mapping[str, str]) -> str:
     return Template("".join(kept)).substitute(values).strip()
 
 
+def _strategy_line(instruction: str) -> str:
+    """The task line of a scaffold's strategy instruction (``""`` when there is none)."""
+    text = neutralise_document_text(_one_line(instruction, _MAX_STRATEGY_CHARS))
+    return f"Search strategy for this step: {text}" if text else ""
+
+
 def _direction_phrase(direction: str) -> str:
     key = direction.strip().lower().replace("-", "_").replace(" ", "_")
     if key in _MAXIMIZE:
@@ -334,6 +341,7 @@ def build_generation_messages(
     cfg: PromptConfig,
     metric_name: str,
     direction: str,
+    strategy_instruction: str = "",
 ) -> list[BaseMessage]:
     """The system and user messages that ask the model for one improved child program.
 
@@ -346,8 +354,11 @@ def build_generation_messages(
     artifacts; the change is capped at the same size); the evidence documents
     (``cfg.max_document_chars`` each, neutralised, inside ``<evidence>``); the task (score is
     higher-is-better; ``metric_name`` and ``direction`` as the task reports them; the
-    EVOLVE-BLOCK rule when the parent has markers); the output format (``format_diff.md`` when
-    ``cfg.diff_based`` else ``format_rewrite.md``). Empty sections are left out.
+    EVOLVE-BLOCK rule when the parent has markers; the scaffold's strategy instruction, when
+    given, as one more line of the task); the output format (``format_diff.md`` when
+    ``cfg.diff_based`` else ``format_rewrite.md``). Empty sections are left out: without a
+    strategy instruction the messages are byte-identical to those of a caller that never
+    passes one.
 
     Args:
         instruction: The task's instruction (OpenEvolve ``prompt.system_message``).
@@ -359,6 +370,9 @@ def build_generation_messages(
         cfg: Prompt settings.
         metric_name: The task's reported metric, e.g. ``sum_radii``.
         direction: ``maximize``/``minimize`` (also ``max``/``min``, ``higher``/``lower``).
+        strategy_instruction: what the scaffold asks for this iteration (EvoX strategy), or
+            ``""``; model-written, so it is collapsed to one line (at most 600 characters)
+            and neutralised like evidence text.
 
     Returns:
         ``[SystemMessage, HumanMessage]``; identical inputs give identical messages.
@@ -394,6 +408,7 @@ def build_generation_messages(
             "metric_name": _one_line(metric_name, 80) or "score",
             "metric_direction": _direction_phrase(direction),
             "edit_scope": _EDIT_SCOPE if has_evolve_blocks(parent.code) else "",
+            "strategy_instruction": _strategy_line(strategy_instruction),
             "output_format": load_prompt(
                 "format_rewrite" if cfg.diff_based is False else "format_diff"
             ).strip(),

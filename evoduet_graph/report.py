@@ -57,6 +57,7 @@ FALLBACK_EVENTS = (
     "score_error",
     "search_error",
     "retrieve_empty",
+    "novelty_error",
 )
 """Events counted in the report's fallback table (degraded, never fatal, paths)."""
 
@@ -326,7 +327,7 @@ def _failure_figures(programs: list[Any] | None, events: list[dict[str, Any]]) -
         ]
     reasons: Counter[str] = Counter()
     counts: Counter[str] = Counter()
-    known = ("valid", "invalid", "failed", "rejected")
+    known = ("valid", "invalid", "failed", "rejected", "duplicate")
     for status, valid, error in rows:
         if status == "evaluated" and valid:
             counts["valid"] += 1
@@ -341,8 +342,47 @@ def _failure_figures(programs: list[Any] | None, events: list[dict[str, Any]]) -
         "invalid": counts["invalid"],
         "failed": counts["failed"],
         "rejected": counts["rejected"],
+        "duplicate": counts["duplicate"],
         "other": sum(v for k, v in counts.items() if k not in known),
         "top_errors": [[r, n] for r, n in sorted(reasons.items(), key=lambda x: (-x[1], x[0]))][
+            :_TOP_ERRORS
+        ],
+    }
+
+
+def _novelty_figures(events: list[dict[str, Any]], programs: list[Any] | None) -> dict[str, Any]:
+    """Candidates rejected before evaluation as near-duplicates (`evoduet_graph.novelty`).
+
+    Counts the ``novelty_rejected`` events, one per (candidate, attempt) — a resumed run that
+    re-ran a ``generate`` node logs its rejections again, the latest counts. ``rejections``:
+    every rejected draft; ``by_kind``: per check (``exact``, ``token``, ``embedding``);
+    ``resampled``: rejections after which the model was asked again; ``duplicates``:
+    candidates recorded as ``duplicate`` (both drafts rejected, or no resample);
+    ``accepted_after_resample``: resampled candidates whose second draft passed the check and
+    went on to evaluation (without the program store: were not recorded as duplicates);
+    ``similar_to``: how often each reference was the one matched (top 5).
+    """
+    latest: dict[tuple[str, int], dict[str, Any]] = {}
+    for ev in events:
+        if ev.get("event") == "novelty_rejected" and ev.get("candidate_id") is not None:
+            latest[(str(ev["candidate_id"]), int(_num(ev.get("attempt"))))] = ev
+    kinds = Counter(str(ev.get("kind")) for ev in latest.values())
+    resampled = {cid for (cid, _), ev in latest.items() if ev.get("resampled")}
+    if programs is not None:
+        duplicates = {p.id for p in programs if p.status == "duplicate"}
+        passed = {p.id for p in programs if p.status in ("generated", "evaluated")}
+    else:
+        duplicates = {cid for (cid, _), ev in latest.items() if not ev.get("resampled")}
+        passed = resampled - duplicates
+    targets = Counter(str(ev.get("similar_to")) for ev in latest.values())
+    return {
+        "rejections": len(latest),
+        "by_kind": {k: kinds.get(k, 0) for k in ("exact", "token", "embedding")}
+        | {k: n for k, n in kinds.items() if k not in ("exact", "token", "embedding")},
+        "resampled": len(resampled),
+        "duplicates": len(duplicates),
+        "accepted_after_resample": len(resampled & passed),
+        "similar_to": [[k, n] for k, n in sorted(targets.items(), key=lambda x: (-x[1], x[0]))][
             :_TOP_ERRORS
         ],
     }
@@ -408,7 +448,8 @@ def run_summary(run_dir: str | Path) -> dict[str, Any]:
         D_search records, documents, distinct URLs and share of returned URLs seen before),
         ``prediction`` (mean predicted vs mean realised child score over records with
         impacts), ``llm`` and ``wall_time`` (per node; totals leave out `INCLUSIVE_NODES`),
-        ``failures`` (candidates by outcome, top error reasons), ``fallbacks`` (count per
+        ``failures`` (candidates by outcome, top error reasons), ``novelty`` (near-duplicate
+        rejections before evaluation, by check; `_novelty_figures`), ``fallbacks`` (count per
         event of `FALLBACK_EVENTS`) and ``history`` (one row per completed iteration).
         Scores are on the internal higher-is-better scale; the metric value on the task's.
 
@@ -475,6 +516,7 @@ def run_summary(run_dir: str | Path) -> dict[str, Any]:
         "llm": llm,
         "wall_time": wall_time,
         "failures": _failure_figures(programs, events),
+        "novelty": _novelty_figures(events, programs),
         "fallbacks": {
             name: sum(1 for e in events if e.get("event") == name) for name in FALLBACK_EVENTS
         },
@@ -701,13 +743,26 @@ def report_markdown(
         "## Candidates and failures",
         "",
         _table(
-            ["candidates", "valid", "invalid", "failed", "rejected by evaluator"],
-            [[fail[k] for k in ("candidates", "valid", "invalid", "failed", "rejected")]],
+            [
+                "candidates",
+                "valid",
+                "invalid",
+                "failed",
+                "rejected by evaluator",
+                "duplicate (not evaluated)",
+            ],
+            [
+                [
+                    fail[k]
+                    for k in ("candidates", "valid", "invalid", "failed", "rejected", "duplicate")
+                ]
+            ],
         ),
         "",
     ]
     if fail["top_errors"]:
         out += ["Top error reasons:", "", _table(["reason", "count"], fail["top_errors"]), ""]
+    out += _novelty_section(s["novelty"])
     out += [
         "## Fallbacks",
         "",
@@ -743,6 +798,34 @@ def report_markdown(
 
 
 _TOP_QUERIES = 5
+
+
+def _novelty_section(nov: dict[str, Any]) -> list[str]:
+    """"Novelty rejections": near-duplicate drafts rejected before evaluation."""
+    out = ["## Novelty rejections", ""]
+    if not nov["rejections"]:
+        return [*out, "No candidate was rejected as a near-duplicate before evaluation.", ""]
+    out += [
+        _table(
+            ["figure", "value"],
+            [
+                ["drafts rejected (never evaluated)", nov["rejections"]],
+                *[[f"by {kind} check", n] for kind, n in nov["by_kind"].items()],
+                ["resampled (model asked again)", nov["resampled"]],
+                ["accepted after the resample", nov["accepted_after_resample"]],
+                ["candidates recorded as duplicate", nov["duplicates"]],
+            ],
+        ),
+        "",
+    ]
+    if nov["similar_to"]:
+        out += [
+            "Programs most often matched:",
+            "",
+            _table(["program", "rejections"], nov["similar_to"]),
+            "",
+        ]
+    return out
 
 
 def _query_delta_section(rows: list[dict[str, Any]]) -> list[str]:

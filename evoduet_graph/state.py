@@ -8,12 +8,12 @@ same size as one written at iteration 10.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypedDict
+from typing import Annotated, Literal, NotRequired, TypedDict
 
 GateDecision = Literal["no-op", "look-up", "retrieve"]
 """Gate decision (paper §3.2): use own knowledge, reuse stored documents, or search."""
 
-CandidateStatus = Literal["generated", "invalid", "failed", "evaluated"]
+CandidateStatus = Literal["generated", "invalid", "failed", "duplicate", "evaluated"]
 
 
 class CandidateRecord(TypedDict):
@@ -23,10 +23,12 @@ class CandidateRecord(TypedDict):
         id: candidate id, ``"it{iteration:05d}-c{index}"``.
         index: position in the fan-out, 0..N-1.
         status: ``generated`` (code ready), ``invalid`` (no usable code: the reason is in
-            ``error``), ``failed`` (the LLM call failed), ``evaluated`` (metrics known).
+            ``error``), ``failed`` (the LLM call failed), ``duplicate`` (rejected before
+            evaluation as a near-duplicate of its parent or a population program; the reason
+            is in ``error``: `evoduet_graph.novelty`), ``evaluated`` (metrics known).
         score: fitness on the internal higher-is-better scale, or None before evaluation.
         valid: the evaluator accepted the program.
-        error: why the candidate is invalid / failed, shown to the next prompt.
+        error: why the candidate is invalid / failed / a duplicate, shown to the next prompt.
     """
 
     id: str
@@ -68,6 +70,52 @@ class KnowledgeState(TypedDict):
     unresolved: str
 
 
+class SearchStrategy(TypedDict):
+    """The active EvoX search strategy (``scaffold: evox``) and its effect so far.
+
+    Attributes:
+        id: 0 for the initial strategy, then 1, 2, ... per successful revision.
+        parent_rule: how parents are chosen: ``best``, ``top_k_uniform``, ``diverse_island``
+            or ``recent_improver`` (`evoduet_graph.scaffolds.evox`).
+        instruction: text added to every mutation prompt while the strategy is active
+            (``""``: none).
+        rationale: why the model chose it (``"initial strategy"`` for id 0).
+        started_iteration: first iteration it was active.
+        window_start: first iteration of its stagnation window (its start, moved on by a
+            failed revision so a failing model is not asked every iteration).
+        start_best_score: best score when it started (internal higher-is-better scale).
+        new_bests: iterations under it that produced a new best.
+    """
+
+    id: int
+    parent_rule: str
+    instruction: str
+    rationale: str
+    started_iteration: int
+    window_start: int
+    start_best_score: float | None
+    new_bests: int
+
+
+class StrategyOutcome(TypedDict):
+    """A replaced EvoX strategy and its measured effect (kept for the revision prompt).
+
+    Attributes:
+        id / parent_rule / instruction: as in `SearchStrategy`.
+        first_iteration / last_iteration: the iterations it was active.
+        best_delta: best score at its end minus best score at its start (>= 0).
+        new_bests: iterations under it that produced a new best.
+    """
+
+    id: int
+    parent_rule: str
+    instruction: str
+    first_iteration: int
+    last_iteration: int
+    best_delta: float | None
+    new_bests: int
+
+
 class OuterState(TypedDict, total=False):
     """State of the outer (solution) loop.
 
@@ -89,6 +137,10 @@ class OuterState(TypedDict, total=False):
         last_improvement_iteration: iteration of the last new best.
         consecutive_failures: iterations in a row without a valid candidate.
         stop_reason: why the run stopped, when it stopped before ``max_iterations``.
+        mutation_instruction: text the scaffold adds to this iteration's mutation prompt
+            (``""``: none; set by ``select``).
+        strategy: the active EvoX strategy (``scaffold: evox`` only).
+        strategy_history: the last ``evox.history`` replaced strategies with their effect.
     """
 
     max_iterations: int
@@ -109,6 +161,9 @@ class OuterState(TypedDict, total=False):
     last_improvement_iteration: int
     consecutive_failures: int
     stop_reason: str | None
+    mutation_instruction: str
+    strategy: SearchStrategy | None
+    strategy_history: list[StrategyOutcome]
 
 
 class OuterInput(TypedDict, total=False):
@@ -118,13 +173,15 @@ class OuterInput(TypedDict, total=False):
 
 
 class GenerateInput(TypedDict):
-    """Payload of one ``Send("generate", ...)``: which candidate slot to fill."""
+    """Payload of one ``Send("generate", ...)``: which candidate slot to fill, and the
+    scaffold's ``mutation_instruction`` for the prompt (absent or ``""``: none)."""
 
     iteration: int
     index: int
     parent_id: str
     inspiration_ids: list[str]
     documents: list[DocumentRef]
+    mutation_instruction: NotRequired[str]
 
 
 class RoundLog(TypedDict):

@@ -5,8 +5,13 @@ One SQLite file (``<run_dir>/programs.sqlite``, WAL, ``synchronous=NORMAL``) wit
 * ``programs`` — every program ever produced (initial, children, invalid attempts), by id;
 * ``evaluations`` — completed evaluations by the sha256 of the code, so a resumed run never
   evaluates the same program twice (DESIGN.md §3: "loses at most the work in flight");
-* ``population`` — the latest snapshot of the population (MAP-Elites islands or top-k), tagged
-  with the iteration that produced it, so the ``record`` node is idempotent on resume.
+* ``population`` — a snapshot of the population (MAP-Elites islands or top-k), tagged with the
+  iteration that produced it, written every ``population.snapshot_interval`` iterations;
+* ``population_ops`` — the journal since that snapshot: one small operation per iteration (the
+  program added, or "no program: next island"), so an iteration writes O(1) bytes however large
+  the population grows. The population is rebuilt as snapshot + replay of the journal
+  (`evoduet_graph.population.restore_population`), and a replayed operation is a no-op when it
+  is already applied, so the ``record`` node stays idempotent on resume.
 
 All methods are thread-safe (one connection behind a lock); the graph calls them from the
 parallel ``generate`` branches.
@@ -58,7 +63,15 @@ CREATE TABLE IF NOT EXISTS population (
     iteration INTEGER NOT NULL,
     data TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS population_ops (
+    iteration INTEGER PRIMARY KEY,
+    op TEXT NOT NULL
+);
 """
+
+
+ROW_CACHE_SIZE = 4096
+"""Parsed program rows `ProgramStore.get_program` keeps in memory (first in, first out)."""
 
 
 def code_sha(code: str) -> str:
@@ -102,6 +115,9 @@ class ProgramStore:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
+        # parsed rows by id (a row changes only through `put_program`, which drops it here):
+        # prompt building reads the parent, inspirations and top programs every iteration
+        self._rows: dict[str, ProgramRow] = {}
         self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -116,6 +132,7 @@ class ProgramStore:
     def put_program(self, row: ProgramRow) -> None:
         """Insert or replace a program row (idempotent by id)."""
         with self._lock:
+            self._rows.pop(row.id, None)
             self._conn.execute(
                 "INSERT OR REPLACE INTO programs (id, code, code_sha, parent_id, iteration, "
                 "generation, kind, status, score, valid, metrics, artifacts, error, created) "
@@ -145,15 +162,22 @@ class ProgramStore:
             KeyError: no such program.
         """
         with self._lock:
+            cached = self._rows.get(program_id)
+            if cached is not None:
+                return cached.model_copy()
             cur = self._conn.execute(
                 "SELECT id, code, parent_id, iteration, generation, kind, status, score, valid, "
                 "metrics, artifacts, error FROM programs WHERE id = ?",
                 (program_id,),
             )
             rec = cur.fetchone()
-        if rec is None:
-            raise KeyError(f"program {program_id!r} is not in the store")
-        return _row(rec)
+            if rec is None:
+                raise KeyError(f"program {program_id!r} is not in the store")
+            row = _row(rec)
+            if len(self._rows) >= ROW_CACHE_SIZE:
+                self._rows.pop(next(iter(self._rows)))  # oldest first
+            self._rows[program_id] = row
+            return row.model_copy()
 
     def has_program(self, program_id: str) -> bool:
         with self._lock:
@@ -166,7 +190,9 @@ class ProgramStore:
         Raises:
             KeyError: no such program or it has no code.
         """
-        code = self.get_program(program_id).code
+        with self._lock:
+            cached = self._rows.get(program_id)
+        code = cached.code if cached is not None else self.get_program(program_id).code
         if code is None:
             raise KeyError(f"program {program_id!r} has no code")
         return code
@@ -231,12 +257,34 @@ class ProgramStore:
 
     # -- population -------------------------------------------------------------------------
     def save_population(self, iteration: int, data: dict[str, Any]) -> None:
-        """Replace the population snapshot with the one produced at ``iteration``."""
-        with self._lock:
+        """Replace the population snapshot with the one produced at ``iteration`` and drop the
+        journal up to it (one transaction: a kill leaves the old snapshot and journal, or
+        the new ones)."""
+        with self._lock, self._conn:
+            self._conn.execute("BEGIN IMMEDIATE")
             self._conn.execute(
                 "INSERT OR REPLACE INTO population (slot, iteration, data) VALUES (1, ?, ?)",
                 (iteration, json.dumps(data)),
             )
+            self._conn.execute("DELETE FROM population_ops WHERE iteration <= ?", (iteration,))
+
+    def log_population_op(self, iteration: int, op: dict[str, Any]) -> None:
+        """Journal the population operation of ``iteration`` (idempotent: replaces any earlier
+        record of the same iteration, which a resumed ``record`` node writes identically)."""
+        with self._lock:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO population_ops (iteration, op) VALUES (?, ?)",
+                (iteration, json.dumps(op)),
+            )
+
+    def population_ops(self, after: int) -> list[tuple[int, dict[str, Any]]]:
+        """Journaled operations of iterations ``> after``, in iteration order."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT iteration, op FROM population_ops WHERE iteration > ? ORDER BY iteration",
+                (after,),
+            ).fetchall()
+        return [(int(it), json.loads(op)) for it, op in rows]
 
     def load_population(self) -> tuple[int, dict[str, Any]] | None:
         """``(iteration, snapshot)`` of the latest population, or None before the first."""

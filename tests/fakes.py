@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -211,12 +212,13 @@ PROMPT_MARKERS = {
     "gate": "You decide whether an evolutionary program search needs outside knowledge",
     "construct_query": "You write web-search queries for an evolutionary program search",
     "hypothetical_score": "You predict how useful each document is",
+    "evox_strategy": "You steer an evolutionary program search",
 }
 
 
 def prompt_kind(messages: Sequence[BaseMessage]) -> str:
-    """Which node wrote a prompt: ``gate``, ``construct_query``, ``hypothetical_score`` or
-    ``generate`` (anything else)."""
+    """Which node wrote a prompt: ``gate``, ``construct_query``, ``hypothetical_score``,
+    ``evox_strategy`` (the EvoX revision in ``select``) or ``generate`` (anything else)."""
     text = str(messages[0].content) if messages else ""
     for kind, marker in PROMPT_MARKERS.items():
         if text.startswith(marker):
@@ -257,6 +259,9 @@ class KnowledgeResponder:
             the document is left out of the reply); default: the number after ``score=`` in
             the title, else 0.5.
         generate: the generation answer: a string or a callable of the messages.
+        strategy: the EvoX strategy revision's answer: a string (sent verbatim) or a callable
+            ``(call_index, prompt) -> str | dict`` (a dict is sent as JSON); default: rule
+            ``best`` with the instruction ``"strategy <call_index>"``.
         delay_s: seconds to sleep before each answer (slow model for kill tests).
 
     A repair re-prompt (a prompt that echoes an earlier reply) gets the answer of the call it
@@ -275,12 +280,14 @@ class KnowledgeResponder:
         queries: Callable[[int, str], list[str]] | None = None,
         score: Callable[[str, str, str], float | None] | None = None,
         generate: str | Callable[[list[BaseMessage]], str] = "no change",
+        strategy: str | Callable[[int, str], str | dict[str, Any]] | None = None,
         delay_s: float = 0.0,
     ) -> None:
         self.gate = gate
         self.queries = queries or (lambda n, _text: [f"query {n}"])
         self.score = score or _title_score
         self.generate = generate
+        self.strategy = strategy
         self.delay_s = delay_s
         self.log: list[tuple[str, str]] = []
         self._counts: dict[str, int] = {}
@@ -319,7 +326,22 @@ class KnowledgeResponder:
             return json.dumps(
                 {"scores": scores, "known": "k", "established": "e", "unresolved": "gap"}
             )
+        if kind == "evox_strategy":
+            return self._strategy(n, text)
         return self.generate(messages) if callable(self.generate) else self.generate
+
+    def _strategy(self, n: int, text: str) -> str:
+        if self.strategy is None:
+            answer: str | dict[str, Any] = {
+                "parent_rule": "best",
+                "instruction": f"strategy {n}",
+                "rationale": f"scripted strategy {n}",
+            }
+        elif callable(self.strategy):
+            answer = self.strategy(n, text)
+        else:
+            answer = self.strategy
+        return json.dumps(answer) if isinstance(answer, dict) else str(answer)
 
     def _gate(self, n: int, text: str) -> str:
         if callable(self.gate):
@@ -341,3 +363,70 @@ class KnowledgeResponder:
             }
             return json.dumps(body)
         return str(answer)
+
+
+# --------------------------------------------------------------------------------------------
+# Novelty check fakes: a small LangChain Embeddings for code
+# --------------------------------------------------------------------------------------------
+
+
+class CodeEmbeddings(Embeddings):
+    """Deterministic bag-of-tokens LangChain `Embeddings` for code (no model, no network).
+
+    Each text's tokens (words and single punctuation characters) are hashed into ``dims``
+    buckets with their counts; the vector is L2-normalised, so texts sharing most tokens have a
+    cosine near 1. ``window`` keeps only the first ``window`` characters of a text, like a
+    real model's input limit (MiniLM reads 256 word pieces).
+
+    Attributes:
+        texts: every text embedded, in call order (to count cache misses).
+    """
+
+    def __init__(self, dims: int = 256, window: int | None = None) -> None:
+        self.dims = dims
+        self.window = window
+        self.texts: list[str] = []
+        self._lock = threading.Lock()
+
+    def _vector(self, text: str) -> list[float]:
+        import hashlib
+        import math
+        import re
+
+        if self.window is not None:
+            text = text[: self.window]
+        vec = [0.0] * self.dims
+        for tok in re.findall(r"\w+|[^\w\s]", text):
+            vec[int(hashlib.sha256(tok.encode()).hexdigest()[:8], 16) % self.dims] += 1.0
+        norm = math.sqrt(sum(x * x for x in vec)) or 1.0
+        return [x / norm for x in vec]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        with self._lock:
+            self.texts.extend(texts)
+        return [self._vector(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+
+def code_embeddings() -> CodeEmbeddings:
+    """Factory for ``novelty.embeddings: "tests.fakes:code_embeddings"``."""
+    return CodeEmbeddings()
+
+
+def not_embeddings() -> Any:
+    """Factory that returns something that is not an `Embeddings` (config error tests)."""
+    return object()
+
+
+class DownEmbeddings(CodeEmbeddings):
+    """Embeddings whose service is down: every call raises ``ConnectionError``."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        raise ConnectionError("embeddings service unreachable")
+
+
+def down_embeddings() -> DownEmbeddings:
+    """Factory for ``novelty.embeddings: "tests.fakes:down_embeddings"``."""
+    return DownEmbeddings()

@@ -203,7 +203,7 @@ def install_hooks() -> None:
 
     SearchDatabase._append = append  # type: ignore[method-assign]
 
-    for method in ("put_program", "put_evaluation", "save_population"):
+    for method in ("put_program", "put_evaluation", "log_population_op", "save_population"):
         original = getattr(ProgramStore, method)
 
         def store_write(self: Any, *args: Any, _m: str = method, _o: Any = original) -> Any:
@@ -525,6 +525,21 @@ def persisted_evaluations(run_dir: Path) -> set[str]:
         return set()
 
 
+def _restored_population(db: Path) -> dict[str, Any]:
+    """The population a resume would rebuild (snapshot + journal), as data."""
+    from evoduet_graph.config import EvoDuetConfig
+    from evoduet_graph.population import restore_population
+    from evoduet_graph.store import ProgramStore
+
+    cfg = EvoDuetConfig.model_validate(HARNESS_CONFIG)
+    store = ProgramStore(db)
+    try:
+        population, _ = restore_population(store, cfg.population, seed=cfg.seed)
+        return population.to_dict()
+    finally:
+        store.close()
+
+
 def snapshot(run_dir: Path) -> dict[str, Any]:
     """What must equal between a killed-and-resumed run and the reference."""
     db = run_dir / "programs.sqlite"
@@ -532,7 +547,7 @@ def snapshot(run_dir: Path) -> dict[str, Any]:
         r[0]: [r[1], r[2], None if r[3] is None else round(r[3], 12), r[4]]
         for r in _sqlite_rows(db, "SELECT id, code_sha, status, score, valid FROM programs")
     }
-    [(population,)] = _sqlite_rows(db, "SELECT data FROM population")
+    population = _restored_population(db)
     best = json.loads((run_dir / "best_program.json").read_text())
     docs, records, impacts = {}, {}, set()
     for line in (run_dir / "search_database.jsonl").read_text().splitlines():
@@ -545,7 +560,7 @@ def snapshot(run_dir: Path) -> dict[str, Any]:
             impacts.add((obj["record_id"], obj["iteration"], obj["outcome"]))
     return {
         "programs": programs,
-        "population": json.loads(population),
+        "population": population,
         "best": {k: best.get(k) for k in ("id", "score", "iteration")},
         "documents": docs,
         "records": records,

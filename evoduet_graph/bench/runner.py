@@ -1,14 +1,21 @@
 """``evoduet bench``: every (task, method, seed) run, resumable, into one output folder.
 
-Methods (`METHODS`):
+Methods (`METHODS` is the default set):
 
 * ``evoduet`` — our graph with the LLM retrieval gate (``gate.mode: llm``) and the offline
   search backend (``retrieval.backend: offline``);
 * ``openevolve-mode`` — our graph with ``gate.mode: never``: the paper's OpenEvolve baseline
   under identical code;
-* ``openevolve`` — the real OpenEvolve package (`evoduet_graph.bench.openevolve_method`).
+* ``openevolve`` — the real OpenEvolve package (`evoduet_graph.bench.openevolve_method`);
+* ``evoduet-topk``, ``evoduet-bestofn``, ``evoduet-evox`` — ``evoduet`` with the ``top_k``,
+  ``best_of_n`` (N = 4) or ``evox`` scaffold (`GRAPH_METHODS`);
+* any configuration file: a YAML path, or the stem of a file in ``./configs`` (else the
+  repository's ``configs/``), e.g. ``always_retrieve`` or ``scaffold_evox``: our graph with
+  that file laid over the base configuration (`config_method`). Its ``llm`` section is not
+  allowed (the bench's ``--model`` chooses the model of every method); ``iterations`` and
+  ``seed`` are the bench's.
 
-All three talk to the same model. With ``--model local`` the embedded GGUF is served once by
+All of them talk to the same model. With ``--model local`` the embedded GGUF is served once by
 llama-cpp-python's OpenAI-compatible server on 127.0.0.1 (`LlamaCppServer`) and our methods use
 ``openai:<alias>`` with that ``base_url`` while OpenEvolve gets it as ``llm.api_base``. With
 ``--model openai:<m>`` every method calls that endpoint (``llm.base_url`` /
@@ -41,6 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import importlib.metadata
 import importlib.util
 import json
@@ -55,6 +63,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from langchain_core.language_models import BaseChatModel
 from langchain_openai import ChatOpenAI
 
@@ -69,8 +78,8 @@ from evoduet_graph.bench.common import (
     running_best,
     total_wall,
 )
-from evoduet_graph.config import EvoDuetConfig, LLMConfig
-from evoduet_graph.evaluation import Evaluator, SandboxEvaluator
+from evoduet_graph.config import ConfigError, EvoDuetConfig, LLMConfig, merge_config
+from evoduet_graph.evaluation import Evaluator, make_evaluator
 from evoduet_graph.events import read_events
 from evoduet_graph.llm.factory import parse_model_string
 from evoduet_graph.report import INCLUSIVE_NODES
@@ -88,16 +97,28 @@ __all__ = [
     "Job",
     "JobContext",
     "MethodRunner",
+    "config_method",
     "graph_outcome",
     "parse_list",
     "resolve_tasks",
     "run_bench",
 ]
 
-GRAPH_METHODS: dict[str, str] = {"evoduet": "llm", "openevolve-mode": "never"}
-"""Our graph's methods and their gate mode."""
+_EVODUET: dict[str, Any] = {"gate": {"mode": "llm"}, "retrieval": {"backend": "offline"}}
+
+GRAPH_METHODS: dict[str, dict[str, Any]] = {
+    "evoduet": _EVODUET,
+    "openevolve-mode": {"gate": {"mode": "never"}},
+    "evoduet-topk": {**_EVODUET, "scaffold": "top_k"},
+    "evoduet-bestofn": {**_EVODUET, "scaffold": "best_of_n", "candidates": 4},
+    "evoduet-evox": {**_EVODUET, "scaffold": "evox"},
+}
+"""Our graph's built-in methods: the configuration each lays over the bench's base
+configuration (nested like a YAML file)."""
 
 METHODS: tuple[str, ...] = ("evoduet", "openevolve-mode", "openevolve")
+METHOD_ORDER: tuple[str, ...] = (*METHODS, *(m for m in GRAPH_METHODS if m not in METHODS))
+"""Order of the methods in tables and plots (others follow by name)."""
 DEFAULT_SEEDS: tuple[int, ...] = (0, 1, 2)
 BENCH_RUN = "bench_run.json"
 LOCAL_KEY_ENV = "EVODUET_LOCAL_SERVER_KEY"
@@ -150,7 +171,8 @@ class BenchSettings:
     Attributes:
         tasks: task folders.
         out: the output folder (created; reused to resume).
-        methods: a subset of `METHODS` (or names given in ``runners``).
+        methods: names from `METHODS` / `GRAPH_METHODS`, configuration files (a YAML path
+            or a stem in ``configs/``; see `config_method`), or names given in ``runners``.
         seeds: random seeds; one run per (task, method, seed).
         iterations: iterations per run.
         model: ``local`` (served by llama.cpp) or ``openai:<model>``.
@@ -249,7 +271,7 @@ class JobContext:
 
     def evaluator(self) -> Evaluator:
         """OUR sandboxed evaluator of the task, configured like our methods' runs."""
-        return SandboxEvaluator.from_config(self.job.task, self.config.evaluation)
+        return make_evaluator(self.job.task, self.config.evaluation)
 
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
@@ -336,20 +358,56 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 # ------------------------------------------------------------------------------------------
 
 
-def _graph_config(ctx: JobContext, gate_mode: str) -> EvoDuetConfig:
+def _graph_config(ctx: JobContext, overlay: dict[str, Any], source: str) -> EvoDuetConfig:
+    """The job's configuration: ``overlay`` over the bench's base (`merge_config`), with the
+    bench's iterations and seed, and diffs as the task's OpenEvolve config asks unless the
+    base sets ``prompt.diff_based``."""
     job = ctx.job
-    overrides: dict[str, Any] = {
-        "iterations": job.iterations,
-        "seed": job.seed,
-        "gate.mode": gate_mode,
-    }
-    if gate_mode != "never":
-        overrides["retrieval.backend"] = "offline"
-    if ctx.config.prompt.diff_based is None:
+    cfg = merge_config(ctx.config, overlay, source)
+    overrides: dict[str, Any] = {"iterations": job.iterations, "seed": job.seed}
+    if cfg.prompt.diff_based is None:
         overrides["prompt.diff_based"] = bool(
             job.task.openevolve_config.get("diff_based_evolution", True)
         )
-    return ctx.config.with_overrides(overrides)
+    return cfg.with_overrides(overrides)
+
+
+def _configs_dir() -> Path:
+    return Path("configs") if Path("configs").is_dir() else _bundled_tasks_dir().parent / "configs"
+
+
+def config_method(
+    name: str, configs_dir: Path | None = None
+) -> tuple[str, dict[str, Any], Path] | None:
+    """A method given as a configuration file: a ``.yaml``/``.yml`` path, or the stem of a
+    file in ``configs_dir`` (default ``./configs`` if it exists, else the repository's).
+
+    Returns:
+        ``(label, overlay, path)`` — the label is the file's stem (the job folder's name),
+        the overlay the file's mapping without ``iterations`` and ``seed`` — or None when
+        ``name`` names no such file.
+
+    Raises:
+        BenchError: the file is not a YAML mapping, or it has an ``llm`` section.
+    """
+    path = Path(name).expanduser()
+    if path.suffix not in (".yaml", ".yml") or not path.is_file():
+        path = (configs_dir or _configs_dir()) / f"{name}.yaml"
+        if not path.is_file():
+            return None
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise BenchError(f"method config {path} is not readable YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise BenchError(f"method config {path} must hold a mapping")
+    if "llm" in data:
+        raise BenchError(
+            f"method config {path} has an llm section; the bench's --model (and the base "
+            "--config) choose the model of every method"
+        )
+    overlay = {k: v for k, v in data.items() if k not in ("iterations", "seed")}
+    return path.stem, overlay, path.resolve()
 
 
 class LlamaCppChatOpenAI(ChatOpenAI):
@@ -432,12 +490,15 @@ def _chat_openai_init(model: ChatOpenAI) -> dict[str, Any]:
     }
 
 
-def _graph_runner(gate_mode: str) -> MethodRunner:
+def _graph_runner(name: str, overlay: dict[str, Any], source: str | None = None) -> MethodRunner:
+    """The runner of one of our graph's methods: ``overlay`` over the base configuration."""
+
     def run_method(ctx: JobContext) -> MethodOutcome:
-        from evoduet_graph.api import run
+        from evoduet_graph.api import can_retrieve, run
 
         job = ctx.job
-        cfg = _graph_config(ctx, gate_mode)
+        cfg = _graph_config(ctx, overlay, source or f"method {name!r}")
+        gate_mode = cfg.gate.mode
         if ctx.llm_factory is not None:
             llm = ctx.llm_factory(job)
         elif ctx.endpoint is not None:
@@ -445,7 +506,7 @@ def _graph_runner(gate_mode: str) -> MethodRunner:
         else:
             llm = None
         searcher = None
-        if gate_mode != "never":
+        if can_retrieve(cfg):
             if ctx.searcher_factory is not None:
                 searcher = ctx.searcher_factory(job)
             else:  # build / load the offline index here, outside the timed session
@@ -458,10 +519,15 @@ def _graph_runner(gate_mode: str) -> MethodRunner:
         outcome = graph_outcome(job.task, run_dir, result.iterations, ctx.sessions())
         if result.stop_reason:
             outcome.notes.append(f"stopped early: {result.stop_reason}")
-        outcome.details.update(gate=gate_mode, stop_reason=result.stop_reason)
+        outcome.details.update(
+            gate=gate_mode,
+            scaffold=cfg.scaffold,
+            config=str(source) if source else None,
+            stop_reason=result.stop_reason,
+        )
         return outcome
 
-    run_method.__name__ = f"run_graph_{gate_mode}"
+    run_method.__name__ = f"run_graph_{name.replace('-', '_')}"
     return run_method
 
 
@@ -560,7 +626,7 @@ def _openevolve_runner(ctx: JobContext) -> MethodOutcome:
 
 def default_runners() -> dict[str, MethodRunner]:
     """The runners of `METHODS`."""
-    runners: dict[str, MethodRunner] = {m: _graph_runner(g) for m, g in GRAPH_METHODS.items()}
+    runners: dict[str, MethodRunner] = {m: _graph_runner(m, o) for m, o in GRAPH_METHODS.items()}
     runners["openevolve"] = _openevolve_runner
     return runners
 
@@ -779,9 +845,34 @@ def run_bench(
     """
     say = log or (lambda _msg: None)
     table = {**default_runners(), **(runners or {})}
-    unknown = [m for m in settings.methods if m not in table]
+    graph_methods = set(GRAPH_METHODS)
+    config_labels: set[str] = set()
+    methods: list[str] = []
+    unknown = []
+    for name in settings.methods:
+        found = None if name in table else config_method(name)
+        if found is not None:
+            label, overlay, path = found
+            if label in table and label not in config_labels:
+                raise BenchError(f"method config {path} is named like the method {label!r}")
+            try:
+                merge_config(settings.config or EvoDuetConfig(), overlay, str(path))
+            except ConfigError as exc:
+                raise BenchError(str(exc)) from None
+            table[label] = _graph_runner(label, overlay, str(path))
+            graph_methods.add(label)
+            config_labels.add(label)
+            name = label
+        elif name not in table:
+            unknown.append(name)
+        methods.append(name)
     if unknown:
-        raise BenchError(f"unknown method(s) {unknown}; known: {', '.join(table)}")
+        stems = sorted(p.stem for p in _configs_dir().glob("*.yaml"))
+        raise BenchError(
+            f"unknown method(s) {unknown}; known: {', '.join(table)}; or a YAML config path, "
+            f"or a config in {_configs_dir()}: {', '.join(stems) or '(none)'}"
+        )
+    settings = dataclasses.replace(settings, methods=list(dict.fromkeys(methods)))
     if not settings.methods or not settings.seeds:
         raise BenchError("nothing to run: no methods or no seeds")
     if settings.iterations < 0:
@@ -859,7 +950,7 @@ def run_bench(
                 job,
                 endpoint=model.endpoint,
                 config=model.config,
-                llm_factory=llm_factory if job.method in GRAPH_METHODS else None,
+                llm_factory=llm_factory if job.method in graph_methods else None,
                 searcher_factory=searcher_factory,
                 openevolve=openevolve_env,
                 state=state,
@@ -1000,7 +1091,7 @@ def collect_runs(out: Path) -> list[RunRecord]:
         raw = data.get("outcome") if data.get("status") == "done" else None
         outcome = MethodOutcome.from_json(raw) if isinstance(raw, dict) else None
         records.append(RunRecord(tasks[task_dir], data, outcome))
-    method_order = {m: i for i, m in enumerate(METHODS)}
+    method_order = {m: i for i, m in enumerate(METHOD_ORDER)}
     records.sort(key=lambda r: (r.key[0], method_order.get(r.key[1], 99), r.key[1], r.key[2]))
     return records
 

@@ -53,10 +53,10 @@ def _g(value: Any) -> str:
 
 
 def _methods(records: Sequence[RunRecord]) -> list[str]:
-    from evoduet_graph.bench.runner import METHODS
+    from evoduet_graph.bench.runner import METHOD_ORDER
 
     seen = list(dict.fromkeys(r.key[1] for r in records))
-    return [m for m in METHODS if m in seen] + [m for m in seen if m not in METHODS]
+    return [m for m in METHOD_ORDER if m in seen] + [m for m in seen if m not in METHOD_ORDER]
 
 
 def _tasks(records: Sequence[RunRecord]) -> list[str]:

@@ -3,10 +3,14 @@
 `SandboxEvaluator` runs a task's OpenEvolve ``evaluator.py`` on candidate programs in killable,
 resource-limited child processes with a scrubbed environment, and returns `EvaluationOutcome`s.
 Anything implementing the `Evaluator` protocol (e.g. a test fake) can stand in for it.
+`make_evaluator` builds the one ``evaluation.executor`` names: the local sandbox, or
+`evoduet_graph.evaluation.ray_executor.RayEvaluator` (the same sandbox inside Ray tasks;
+``ray`` is imported only then).
 """
 
 from __future__ import annotations
 
+from evoduet_graph.config import EvaluationConfig
 from evoduet_graph.evaluation.sandbox import (
     EvaluationOutcome,
     Evaluator,
@@ -15,12 +19,34 @@ from evoduet_graph.evaluation.sandbox import (
     score_from_metrics,
     scrub_environment,
 )
+from evoduet_graph.task import Task
+
+
+def make_evaluator(task: Task, cfg: EvaluationConfig) -> Evaluator:
+    """The evaluator ``cfg.executor`` names, built from the ``evaluation`` section.
+
+    Returns:
+        `SandboxEvaluator` for ``local``; `RayEvaluator` for ``ray`` (connects to the cluster
+        and runs one probe task first).
+
+    Raises:
+        TaskError: the task's evaluator is missing.
+        ConfigError: (``ray``) ray is not installed, or the cluster at ``cfg.ray_address`` is
+            unreachable or cannot run the evaluation task (`RayUnavailableError`).
+    """
+    if cfg.executor == "ray":
+        from evoduet_graph.evaluation.ray_executor import RayEvaluator
+
+        return RayEvaluator.from_config(task, cfg)
+    return SandboxEvaluator.from_config(task, cfg)
+
 
 __all__ = [
     "EvaluationOutcome",
     "Evaluator",
     "SandboxEvaluator",
     "SandboxSetupError",
+    "make_evaluator",
     "score_from_metrics",
     "scrub_environment",
 ]

@@ -105,6 +105,7 @@ SECRET_ENV_PATTERNS: tuple[str, ...] = (
     "GEMINI_*",
     "AZURE_*",
     "SSH_AUTH_SOCK",
+    "RAY_*",  # a Ray worker's cluster address and auth settings (executor: ray)
 )
 
 

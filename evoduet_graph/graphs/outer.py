@@ -57,7 +57,8 @@ def default_nodes(inner_nodes: Mapping[str, NodeFn] | None = None) -> dict[str, 
 
 
 def fan_out(state: OuterState, runtime: Runtime[Context]) -> list[Send]:
-    """One ``Send("generate", GenerateInput)`` per candidate slot.
+    """One ``Send("generate", GenerateInput)`` per candidate slot; each carries the parent,
+    inspirations, evidence and the scaffold's ``mutation_instruction``.
 
     N is ``config.candidates``, or ``config.candidates_after_retrieval`` (when set) after a
     ``retrieve`` / ``look-up`` decision (DESIGN.md §1 parallel mode).
@@ -76,6 +77,7 @@ def fan_out(state: OuterState, runtime: Runtime[Context]) -> list[Send]:
                 parent_id=state["parent_id"] or "",
                 inspiration_ids=list(state.get("inspiration_ids", [])),
                 documents=list(state.get("documents", [])),
+                mutation_instruction=state.get("mutation_instruction") or "",
             ),
         )
         for i in range(n)

@@ -34,16 +34,6 @@ class StudioContextError(ValueError):
     """A Studio context names something that cannot be used (bad model spec, task, config)."""
 
 
-def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
 def load_model_spec(spec: str) -> Any:
     """A chat model from a ``python:<module>:<attribute>`` spec.
 
@@ -148,12 +138,12 @@ class StudioContext:
 
     def _build(self, run_dir: Path) -> Context:
         from evoduet_graph.api import RUN_FILE, build_context
-        from evoduet_graph.config import EvoDuetConfig, _validate, load_config
+        from evoduet_graph.config import EvoDuetConfig, load_config, merge_config
         from evoduet_graph.task import load_task
 
         task = load_task(self.task_dir)
-        base = load_config(self.config_file).model_dump()
-        cfg: EvoDuetConfig = _validate(_deep_merge(base, dict(self.config or {})), "context.config")
+        base = load_config(self.config_file)
+        cfg: EvoDuetConfig = merge_config(base, dict(self.config or {}), "context.config")
         llm = None
         if self.model and self.model.startswith("python:"):
             llm = load_model_spec(self.model)

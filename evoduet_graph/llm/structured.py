@@ -43,6 +43,7 @@ exponential backoff with jitter) while the failure is retryable (`LLMCallError.r
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -289,8 +290,26 @@ def invoke_text(
     return strip_think(message_text(reply)), reply
 
 
+@functools.lru_cache(maxsize=64)
 def _schema_json(schema: type[BaseModel]) -> str:
+    # cached per schema class: building a JSON schema costs ~1 ms and the node schemas are
+    # fixed classes (a per-call class such as `scores_schema`'s simply misses the cache)
     return json.dumps(schema.model_json_schema(), separators=(",", ":"), ensure_ascii=False)
+
+
+class _LazyInstruction:
+    """The schema instruction message, built only when a stage needs it (the first stage,
+    the provider's JSON-schema mode, does not)."""
+
+    def __init__(self, schema: type[BaseModel]) -> None:
+        self._schema = schema
+        self._message: HumanMessage | None = None
+
+    @property
+    def message(self) -> HumanMessage:
+        if self._message is None:
+            self._message = HumanMessage(content=_format_instruction(self._schema))
+        return self._message
 
 
 def _format_instruction(schema: type[BaseModel]) -> str:
@@ -404,12 +423,12 @@ def structured_call(
             retryable=_is_retryable(exc),
         )
 
-    instruction = HumanMessage(content=_format_instruction(schema))
+    instruction = _LazyInstruction(schema)
 
     # Stages 1-2: the provider's own structured-output modes.
     method: Literal["json_schema", "json_mode"]
     for method in ("json_schema", "json_mode"):
-        stage_msgs = msgs if method == "json_schema" else [*msgs, instruction]
+        stage_msgs = msgs if method == "json_schema" else [*msgs, instruction.message]
         try:
             runnable = llm.with_structured_output(schema, method=method, include_raw=True)
         except Exception as exc:  # noqa: BLE001 - NotImplementedError, ValueError("unsupported")
@@ -438,7 +457,7 @@ def structured_call(
                 )
 
     # Stage 3: plain call, tolerant extraction.
-    extraction_msgs = [*msgs, instruction]
+    extraction_msgs = [*msgs, instruction.message]
     try:
         reply = policy.call(lambda: llm.invoke(extraction_msgs, config=config))
     except Exception as exc:

@@ -2,10 +2,17 @@
 
 Runs once per ``Send("generate", GenerateInput)`` (N candidates in parallel). Builds the
 OpenEvolve-style mutation prompt (task instruction, parent program and metrics, top programs,
-inspirations, recent attempts with their errors, optional evidence block), asks for
+inspirations, recent attempts with their errors, optional evidence block, the scaffold's
+optional strategy instruction), asks for
 SEARCH/REPLACE diffs or a full rewrite, applies the answer to the parent and stores the child in
 the program store. A model error, garbage text or a diff that does not apply yields an
 ``invalid``/``failed`` candidate whose reason the next prompt shows; it never stops the run.
+
+Before a child goes on to ``evaluate`` it passes the run's novelty check (`Context.novelty`,
+`evoduet_graph.novelty`): a near-duplicate of the parent or of a population program is
+rejected with its reason (event ``novelty_rejected``); with ``novelty.resample`` the model is
+asked once more with the same prompt, and a second rejection records the candidate as
+``duplicate`` — stored with its code, never evaluated.
 """
 
 from __future__ import annotations
@@ -17,7 +24,8 @@ from langgraph.runtime import Runtime
 from evoduet_graph.context import Context
 from evoduet_graph.diffs import candidate_from_response, code_diff_summary
 from evoduet_graph.llm import LocalChatModel, invoke_text
-from evoduet_graph.nodes._common import context_of
+from evoduet_graph.nodes._common import context_of, emit_progress
+from evoduet_graph.novelty import NoveltyVerdict, population_references
 from evoduet_graph.prompting import (
     AttemptView,
     DocumentView,
@@ -25,7 +33,7 @@ from evoduet_graph.prompting import (
     build_generation_messages,
 )
 from evoduet_graph.state import CandidateRecord, GenerateInput
-from evoduet_graph.store import ProgramRow, ProgramStore
+from evoduet_graph.store import ProgramRow, ProgramStore, code_sha
 
 
 def candidate_id(iteration: int, index: int) -> str:
@@ -58,7 +66,9 @@ def recent_attempt_views(ctx: Context, iteration: int) -> list[AttemptView]:
             if row.parent_id and ctx.store.has_program(row.parent_id)
             else None
         )
-        if not row.valid:
+        if row.status == "duplicate":
+            outcome = f"rejected before evaluation: {row.error or 'duplicate'}"
+        elif not row.valid:
             outcome = f"invalid: {row.error or row.status}"
         elif parent_score is not None and row.score is not None and row.score > parent_score:
             outcome = "improved"
@@ -103,12 +113,97 @@ def uses_diffs(ctx: Context) -> bool:
     return not isinstance(ctx.llm, LocalChatModel)
 
 
+def draft(
+    ctx: Context,
+    row: ProgramRow,
+    messages: list[Any],
+    parent_code: str,
+    *,
+    diff_based: bool,
+    index: int,
+    attempt: int,
+) -> None:
+    """Ask the model for candidate ``row`` and fill in its code, kind, status and error.
+
+    ``status`` becomes ``generated`` (code ready), ``invalid`` (no applicable code) or
+    ``failed`` (the model call raised). ``index`` (the candidate slot) and ``attempt`` (0, or
+    1 for the novelty resample) go into the call's metadata.
+    """
+    row.code, row.kind, row.status, row.error, row.artifacts = None, "none", "failed", None, {}
+    try:
+        config = ctx.llm_config("generate")
+        config["metadata"] = {
+            "iteration": row.iteration,
+            "candidate_index": index,
+            "attempt": attempt,
+        }
+        text, _ = invoke_text(ctx.llm, messages, config=config, retry=ctx.llm_retry())
+    except Exception as exc:  # noqa: BLE001 - a model fault fails this candidate only
+        row.error = f"LLM call failed: {type(exc).__name__}: {exc}"[:500]
+        return
+    cand = candidate_from_response(
+        parent_code,
+        text,
+        diff_based=diff_based,
+        restrict_to_evolve_blocks=ctx.task.has_evolve_blocks,
+    )
+    row.kind = cand.kind
+    if cand.code is not None and cand.error is None:
+        row.code, row.status = cand.code, "generated"
+    else:
+        row.status, row.error = "invalid", cand.error or "no code in the response"
+        row.artifacts = {"llm_response_head": text[:600]}
+
+
+def check_novelty(
+    ctx: Context,
+    runtime: Any,
+    row: ProgramRow,
+    shown_ids: list[str],
+    *,
+    attempt: int,
+    resampling: bool,
+) -> NoveltyVerdict:
+    """Run the novelty check on the generated ``row``; when it fails, write a
+    ``novelty_rejected`` event (``attempt`` is 1-based; ``resampled``: the model is asked
+    again) to the event log and the live progress stream. A check that raises (e.g. a remote
+    embeddings service is down) lets the candidate through and writes ``novelty_error``."""
+    assert ctx.novelty is not None and row.code is not None and row.parent_id is not None
+    try:
+        references = population_references(
+            ctx.config.novelty, ctx.store, ctx.population, row.parent_id, shown_ids
+        )
+        verdict: NoveltyVerdict = ctx.novelty.check(row.code, references)
+    except Exception as exc:  # noqa: BLE001 - a faulty check must not stop the run
+        ctx.events.emit(
+            "novelty_error",
+            iteration=row.iteration,
+            candidate_id=row.id,
+            error=f"{type(exc).__name__}: {exc}"[:500],
+        )
+        return NoveltyVerdict(novel=True)
+    if not verdict.novel:
+        fields = {
+            "iteration": row.iteration,
+            "candidate_id": row.id,
+            "attempt": attempt,
+            "resampled": resampling,
+            "code_sha": code_sha(row.code),
+            **{k: v for k, v in verdict.as_event().items() if k != "novel"},
+        }
+        ctx.events.emit("novelty_rejected", **fields)
+        emit_progress(runtime, "novelty_rejected", **fields)
+    return verdict
+
+
 def generate(payload: GenerateInput, runtime: Runtime[Context]) -> dict[str, Any]:
     """Generate candidate ``payload["index"]`` of ``payload["iteration"]``.
 
     Returns:
-        ``{"candidates": [CandidateRecord]}`` with status ``generated`` (code stored),
-        ``invalid`` (no applicable code) or ``failed`` (the model call raised).
+        ``{"candidates": [CandidateRecord]}`` with status ``generated`` (code stored, goes on
+        to ``evaluate``), ``invalid`` (no applicable code), ``failed`` (the model call raised)
+        or ``duplicate`` (rejected by the novelty check, after the one resample when
+        ``novelty.resample``; the reason is in ``error``).
     """
     ctx = context_of(runtime)
     iteration, index = payload["iteration"], payload["index"]
@@ -123,19 +218,19 @@ def generate(payload: GenerateInput, runtime: Runtime[Context]) -> dict[str, Any
         )
         if pid != parent.id
     ][: ctx.config.prompt.num_top_programs]
+    inspiration_ids = [pid for pid in payload["inspiration_ids"] if pid != parent.id]
     diff_based = uses_diffs(ctx)
     messages = build_generation_messages(
         instruction=ctx.task.instruction,
         parent=program_view(ctx.store, parent.id),
         top=[program_view(ctx.store, pid) for pid in top_ids],
-        inspirations=[
-            program_view(ctx.store, pid) for pid in payload["inspiration_ids"] if pid != parent.id
-        ],
+        inspirations=[program_view(ctx.store, pid) for pid in inspiration_ids],
         attempts=recent_attempt_views(ctx, iteration),
         evidence=evidence_views(ctx, payload),
         cfg=ctx.config.prompt.model_copy(update={"diff_based": diff_based}),
         metric_name=ctx.task.metric,
         direction=ctx.task.direction,
+        strategy_instruction=payload.get("mutation_instruction") or "",
     )
     row = ProgramRow(
         id=cid,
@@ -146,25 +241,17 @@ def generate(payload: GenerateInput, runtime: Runtime[Context]) -> dict[str, Any
         kind="none",
         status="failed",
     )
-    try:
-        config = ctx.llm_config("generate")
-        config["metadata"] = {"iteration": iteration, "candidate_index": index}
-        text, _ = invoke_text(ctx.llm, messages, config=config, retry=ctx.llm_retry())
-    except Exception as exc:  # noqa: BLE001 - a model fault fails this candidate only
-        row.error = f"LLM call failed: {type(exc).__name__}: {exc}"[:500]
-    else:
-        cand = candidate_from_response(
-            parent_code,
-            text,
-            diff_based=diff_based,
-            restrict_to_evolve_blocks=ctx.task.has_evolve_blocks,
-        )
-        row.kind = cand.kind
-        if cand.code is not None and cand.error is None:
-            row.code, row.status = cand.code, "generated"
-        else:
-            row.status, row.error = "invalid", cand.error or "no code in the response"
-            row.artifacts = {"llm_response_head": text[:600]}
+    draft(ctx, row, messages, parent_code, diff_based=diff_based, index=index, attempt=0)
+    if row.status == "generated" and ctx.novelty is not None:
+        shown = [*top_ids, *inspiration_ids]
+        resample = bool(getattr(ctx.novelty, "resample", False))
+        verdict = check_novelty(ctx, runtime, row, shown, attempt=1, resampling=resample)
+        if not verdict.novel and resample:
+            draft(ctx, row, messages, parent_code, diff_based=diff_based, index=index, attempt=1)
+            if row.status == "generated":
+                verdict = check_novelty(ctx, runtime, row, shown, attempt=2, resampling=False)
+        if row.status == "generated" and not verdict.novel:
+            row.status, row.error = "duplicate", f"near-duplicate: {verdict.reason}"
     ctx.store.put_program(row)
     record = CandidateRecord(
         id=cid, index=index, status=row.status, score=None, valid=False, error=row.error

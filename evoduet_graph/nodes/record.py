@@ -4,7 +4,10 @@ Adds the best valid candidate of the N to the population (idempotent: a resumed 
 re-enters ``record`` does not add it twice), saves the population snapshot, updates the global
 best (``best_program.py`` / ``best_program.json`` in the run directory), credits the
 realised Δ to the search-database record whose evidence fed the iteration, and the failure counter
-that stops a run whose every iteration fails (``max_consecutive_failures``).
+that stops a run whose every iteration fails (``max_consecutive_failures``). An iteration whose
+candidates were all rejected as duplicates before evaluation (`evoduet_graph.novelty`) leaves
+that counter as it was: nothing failed (the same children, evaluated, would have been valid
+copies and reset it), but nothing new was found either.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
 from evoduet_graph.nodes._common import context_of, emit_progress
-from evoduet_graph.population import ProgramEntry
+from evoduet_graph.population import ProgramEntry, add_op, apply_op, next_island_op
 from evoduet_graph.results import write_best
 from evoduet_graph.search.database import Impact
 from evoduet_graph.state import CandidateRecord, OuterState
@@ -63,6 +66,11 @@ def credit_evidence(ctx: Context, state: OuterState, valid: list[CandidateRecord
     )
 
 
+def only_duplicates(candidates: list[CandidateRecord]) -> bool:
+    """True when the iteration had candidates and the novelty check rejected every one."""
+    return bool(candidates) and all(c["status"] == "duplicate" for c in candidates)
+
+
 def record(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Commit the iteration's outcome.
 
@@ -75,27 +83,25 @@ def record(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
     iteration = state["iteration"]
     valid = [c for c in state.get("candidates", []) if c["status"] == "evaluated" and c["valid"]]
     update: dict[str, Any] = {}
+    op: dict[str, Any]
     if ctx.max_iterations is not None:
         update["max_iterations"] = ctx.max_iterations
     if valid:
         best = max(valid, key=lambda c: (c["score"], -c["index"]))
         row = ctx.store.get_program(best["id"])
-        if best["id"] not in ctx.population:
-            ctx.population.add(
-                ProgramEntry(
-                    id=row.id,
-                    score=row.score if row.score is not None else 0.0,
-                    metrics=row.metrics,
-                    iteration=iteration,
-                    parent_id=row.parent_id,
-                    generation=row.generation,
-                    code_length=len(row.code or ""),
-                    island=state.get("island"),
-                ),
-                row.code or "",
+        op = add_op(
+            ProgramEntry(
+                id=row.id,
+                score=row.score if row.score is not None else 0.0,
+                metrics=row.metrics,
                 iteration=iteration,
+                parent_id=row.parent_id,
+                generation=row.generation,
+                code_length=len(row.code or ""),
                 island=state.get("island"),
-            )
+            ),
+            state.get("island"),
+        )
         update["consecutive_failures"] = 0
         best_score = state.get("best_score")
         if best_score is None or best["score"] > best_score:
@@ -116,10 +122,10 @@ def record(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
                 ndg=ctx.task.ndg(metric_value) if metric_value is not None else None,
             )
     else:
-        advance = getattr(ctx.population, "next_island", None)
-        if advance is not None:  # OpenEvolve moves to the next island every iteration
-            advance(iteration=iteration)
-        failures = state.get("consecutive_failures", 0) + 1
+        op = next_island_op()  # OpenEvolve moves to the next island every iteration
+        failures = state.get("consecutive_failures", 0)
+        if not only_duplicates(state.get("candidates", [])):
+            failures += 1
         update["consecutive_failures"] = failures
         if failures >= ctx.config.max_consecutive_failures:
             update["stop_reason"] = (
@@ -135,5 +141,16 @@ def record(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
             update["stop_reason"] = reason
         ctx.events.emit("budget", iteration=iteration, stop_reason=reason, **totals.as_dict())
     credit_evidence(ctx, state, valid)
-    ctx.store.save_population(iteration, ctx.population.to_dict())
+    commit_population(ctx, iteration, op)
     return update
+
+
+def commit_population(ctx: Context, iteration: int, op: dict[str, Any]) -> None:
+    """Apply the iteration's population operation and persist it: journal it, and every
+    ``population.snapshot_interval`` iterations snapshot the whole population (which drops the
+    journal). An iteration therefore writes O(1) bytes whatever the population's size; see
+    `evoduet_graph.population.restore_population` for the read side."""
+    apply_op(ctx.population, op, iteration, ctx.store.get_code)
+    ctx.store.log_population_op(iteration, op)
+    if iteration % ctx.config.population.snapshot_interval == 0:
+        ctx.store.save_population(iteration, ctx.population.to_dict())

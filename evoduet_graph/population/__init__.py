@@ -7,7 +7,7 @@ keep metadata only; program source stays in the run's program store and is reach
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evoduet_graph.config import PopulationConfig
 from evoduet_graph.population.base import (
@@ -20,6 +20,9 @@ from evoduet_graph.population.base import (
 from evoduet_graph.population.islands import IslandPopulation, effective_feature_bins
 from evoduet_graph.population.top_k import TopKPopulation
 
+if TYPE_CHECKING:
+    from evoduet_graph.store import ProgramStore
+
 __all__ = [
     "EmptyPopulationError",
     "GetCode",
@@ -28,9 +31,13 @@ __all__ = [
     "ProgramEntry",
     "Sample",
     "TopKPopulation",
+    "add_op",
+    "apply_op",
     "effective_feature_bins",
     "make_population",
+    "next_island_op",
     "population_from_dict",
+    "restore_population",
 ]
 
 _KINDS: dict[str, type[IslandPopulation | TopKPopulation]] = {
@@ -67,3 +74,66 @@ def population_from_dict(
     if kind != cfg.kind:
         raise ValueError(f"population data is {kind!r} but the config asks for {cfg.kind!r}")
     return _KINDS[kind].from_dict(data, cfg, get_code)
+
+
+# -- journal operations ----------------------------------------------------------------------
+# The record node changes the population by exactly one operation per iteration; the program
+# store journals it (`ProgramStore.log_population_op`) and snapshots the whole population only
+# every `PopulationConfig.snapshot_interval` iterations, so an iteration costs O(1) bytes and
+# time however large the population grows.
+
+
+def add_op(entry: ProgramEntry, island: int | None) -> dict[str, Any]:
+    """The journal operation "add this program (to ``island``)"."""
+    return {"add": entry.model_dump(), "island": island}
+
+
+def next_island_op() -> dict[str, Any]:
+    """The journal operation of an iteration that added no program (OpenEvolve still moves
+    to the next island)."""
+    return {"next_island": True}
+
+
+def apply_op(population: Population, op: dict[str, Any], iteration: int, get_code: GetCode) -> None:
+    """Apply one journal operation; a no-op when it is already applied (an added id is
+    present; ``next_island`` remembers the last iteration that advanced).
+
+    Raises:
+        ValueError: an operation that is neither ``add`` nor ``next_island``.
+    """
+    if "add" in op:
+        entry = ProgramEntry.model_validate(op["add"])
+        if entry.id not in population:
+            population.add(entry, get_code(entry.id), iteration=iteration, island=op.get("island"))
+    elif op.get("next_island"):
+        advance = getattr(population, "next_island", None)
+        if advance is not None:
+            advance(iteration=iteration)
+    else:
+        raise ValueError(f"unknown population journal operation {sorted(op)}")
+
+
+def restore_population(
+    store: ProgramStore, cfg: PopulationConfig, *, seed: int
+) -> tuple[Population, int]:
+    """The population of a run directory: its last snapshot plus the journal replayed.
+
+    Returns:
+        ``(population, iteration)``: the population and the last iteration it reflects
+        (0 and an empty population when nothing was saved yet).
+
+    Raises:
+        ValueError: as `population_from_dict` (snapshot of another kind or configuration).
+    """
+    snapshot = store.load_population()
+    if snapshot is None:
+        population = make_population(cfg, seed=seed, get_code=store.get_code)
+        start = 0
+    else:
+        start, data = snapshot
+        population = population_from_dict(data, cfg, store.get_code)
+    last = start
+    for iteration, op in store.population_ops(after=start):
+        apply_op(population, op, iteration, store.get_code)
+        last = iteration
+    return population, last

@@ -663,18 +663,29 @@ class IslandPopulation:
         return island
 
     def _top_global(self, n: int) -> list[str]:
-        ranked = sorted(self._entries, key=self._score, reverse=True)
-        out: list[str] = []
-        seen: set[str] = set()
-        for pid in ranked:
-            origin = self._entries[pid].migrant_of or pid
-            if origin in seen:
-                continue
-            seen.add(origin)
-            out.append(pid)
-            if len(out) >= n:
-                break
-        return out
+        # heapq.nlargest ranks like sorted(..., reverse=True) (ties keep insertion order) in
+        # O(P log k) instead of a full sort per call; k grows only when migrant copies of the
+        # same program fill the first k places
+        k = n
+        while True:
+            if 4 * k >= len(self._entries):  # most of the population: one full sort
+                ranked = sorted(self._entries, key=self._score, reverse=True)
+                k = len(self._entries)
+            else:
+                ranked = heapq.nlargest(k, self._entries, key=self._score)
+            out: list[str] = []
+            seen: set[str] = set()
+            for pid in ranked:
+                origin = self._entries[pid].migrant_of or pid
+                if origin in seen:
+                    continue
+                seen.add(origin)
+                out.append(pid)
+                if len(out) >= n:
+                    return out
+            if k >= len(self._entries):
+                return out
+            k *= 2
 
     # ------------------------------------------------------------------ persistence
 

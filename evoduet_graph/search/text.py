@@ -47,24 +47,33 @@ def _parts(word: str) -> list[str]:
     return [word]
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _identifier_tokens(raw_ident: str) -> tuple[str, ...]:
+    """Tokens of one identifier match (cached: a corpus repeats few distinct identifiers —
+    the numpy+scipy docstrings hold ~860k identifiers, ~27k distinct)."""
+    ident = raw_ident.strip("_.")
+    if not ident:
+        return ()
+    stop = _stopwords()
+    out: list[str] = []
+    pieces = [p for raw in _SEP.split(ident) if raw for p in _parts(raw)]
+    for piece in pieces:
+        tok = piece.lower()
+        if tok in stop or (len(tok) < 2 and not tok.isdigit()):
+            continue
+        out.append(_fold(tok))
+    if len(pieces) > 1:
+        out.append(ident.lower())
+    return tuple(out)
+
+
 def tokenize(text: str) -> list[str]:
     """Split ``text`` into BM25 tokens (see the module docstring for the rules).
 
     Returns:
         Tokens in text order (duplicates kept: term frequency matters).
     """
-    stop = _stopwords()
     out: list[str] = []
-    for match in _IDENT.finditer(text or ""):
-        ident = match.group(0).strip("_.")
-        if not ident:
-            continue
-        pieces = [p for raw in _SEP.split(ident) if raw for p in _parts(raw)]
-        for piece in pieces:
-            tok = piece.lower()
-            if tok in stop or (len(tok) < 2 and not tok.isdigit()):
-                continue
-            out.append(_fold(tok))
-        if len(pieces) > 1:
-            out.append(ident.lower())
+    for ident in _IDENT.findall(text or ""):
+        out.extend(_identifier_tokens(ident))
     return out

@@ -50,8 +50,10 @@ from evoduet_graph.cli import app
 from tests.conftest import CIRCLE_TASK, OUT_OF_DISK, RADIUS_UP, SMOKE_TASK
 from tests.fakes import FakeSearcher, KnowledgeResponder, ScriptedChatModel
 
+# novelty off: the scripted model repeats one answer, whose copies would be rejected and
+# resampled, and these tests count model calls per iteration
 BASE = EvoDuetConfig.model_validate(
-    {"population": {"num_islands": 2}, "evaluation": {"workers": 1}}
+    {"population": {"num_islands": 2}, "evaluation": {"workers": 1}, "novelty": {"enabled": False}}
 )
 GRAPH_METHODS = ["evoduet", "openevolve-mode"]
 

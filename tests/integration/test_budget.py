@@ -42,6 +42,9 @@ def _cfg(budget: dict[str, Any], **extra: Any) -> EvoDuetConfig:
         "population": {"num_islands": 2},
         "prompt": {"diff_based": False},
         "budget": budget,
+        # a parent picked twice yields the same child: evaluate it (no novelty resample), so
+        # one iteration is one model call
+        "novelty": {"enabled": False},
     }
     data.update(extra)
     return EvoDuetConfig.model_validate(data)

@@ -26,7 +26,7 @@ REQUIRED = {
     ),
     "generate": ("enter:generate", "llm:generate"),
     "evaluate": ("enter:evaluate", "eval:start", "eval:end", "store:put_evaluation"),
-    "record": ("enter:record", "event:impact", "store:save_population"),
+    "record": ("enter:record", "event:impact", "store:log_population_op"),
     "checkpoint": ("ckpt", "ckpt:writes"),
 }
 

@@ -44,6 +44,8 @@ BASE: dict[str, Any] = {
     "population": {"num_islands": 2},
     "evaluation": {"workers": 2},
     "retrieval": {"inner_rounds": 2, "search_retries": 0},
+    # scripted diffs repeat programs: no novelty resamples, so prompts keep their positions
+    "novelty": {"enabled": False},
 }
 
 

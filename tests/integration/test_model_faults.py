@@ -43,6 +43,9 @@ def _config(server_url: str, **extra: Any) -> EvoDuetConfig:
         "prompt": {"diff_based": False},
         "llm": {"model": "openai:fake-model", "base_url": server_url, "max_retries": 2,
                 "timeout_s": 5},
+        # the fake server's programs repeat: no novelty resamples, so each scripted fault
+        # meets the request it is meant for
+        "novelty": {"enabled": False},
     }
     for key, value in extra.items():
         if isinstance(value, dict):

@@ -9,6 +9,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from evoduet_graph import EvoDuetConfig, build_context, build_graph, load_task, run
 from evoduet_graph.events import read_events
+from evoduet_graph.population import restore_population
 from evoduet_graph.store import ProgramStore
 from tests.conftest import BAD_DIFF, GARBAGE, RADIUS_UP, SPREAD_UP
 from tests.fakes import ScriptedChatModel
@@ -37,12 +38,12 @@ def test_three_iterations_valid_invalid_garbage(smoke_task_dir, tmp_path):
     assert rows["it00001-c0"].status == "evaluated" and rows["it00001-c0"].valid
     assert rows["it00002-c0"].status == "invalid" and "SEARCH" in (rows["it00002-c0"].error or "")
     assert rows["it00003-c0"].status == "invalid"
-    snapshot = store.load_population()
-    assert snapshot is not None and snapshot[0] == 3
+    population, last = restore_population(store, _config().population, seed=42)
+    assert last == 3
     store.close()
 
     # population: the initial program and the one valid child
-    ctx_pop = json.dumps(snapshot[1])
+    ctx_pop = json.dumps(population.to_dict())
     assert "initial" in ctx_pop and "it00001-c0" in ctx_pop
 
     events = list(read_events(rdir / "events.jsonl"))

@@ -59,6 +59,19 @@ LADDER = {
     "no_query_evolution.yaml": {"gate.mode": "llm", "retrieval.query_evolution_steps": 1},
     "parallel_8.yaml": {"gate.mode": "llm", "candidates_after_retrieval": 8},
     "top_k.yaml": {"gate.mode": "llm", "population.kind": "top_k"},
+    "scaffold_top_k.yaml": {"scaffold": "top_k", "population.kind": "top_k", "gate.mode": "llm"},
+    "scaffold_best_of_n.yaml": {
+        "scaffold": "best_of_n",
+        "population.kind": "top_k",
+        "candidates": 4,
+        "gate.mode": "llm",
+    },
+    "scaffold_evox.yaml": {
+        "scaffold": "evox",
+        "population.kind": "islands",
+        "evox.strategy_patience": 3,
+        "gate.mode": "llm",
+    },
 }
 
 

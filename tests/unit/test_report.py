@@ -56,6 +56,9 @@ def fake_run(tmp_path_factory) -> dict[str, Any]:
             "evaluation": {"workers": 1},
             "gate": {"mode": "llm"},
             "retrieval": {"inner_rounds": 2, "search_retries": 0},
+            # the scripted answers repeat programs: evaluate them (no novelty resamples), so
+            # the model-call counts below hold; novelty figures: test_novelty_rejection.py
+            "novelty": {"enabled": False},
         }
     )
     rdir = tmp_path_factory.mktemp("report") / "run"

@@ -1,0 +1,596 @@
+"""Distributed evaluation on Ray (``evaluation.executor: ray``).
+
+`RayEvaluator` implements the `Evaluator` protocol like `SandboxEvaluator`, but every candidate
+evaluates as one Ray task. Inside the task the **same** `SandboxEvaluator` runs the candidate in
+a child process of the Ray worker, with the same limits as a local run: wall-clock timeout
+with a process-group kill, address space, CPU seconds, file size, pids cgroup, private temp
+dir, an environment scrubbed of secrets and a network namespace where the worker node allows
+them (DESIGN.md §5). `evaluation.workers` tasks are in flight at once, each reserving
+`evaluation.ray_num_cpus_per_candidate` CPUs of the cluster.
+
+Shipping the task. The driver packs the task folder's files (``evaluator.py``, helper modules,
+data files; ``__pycache__`` and hidden entries skipped; at most `MAX_TASK_BUNDLE_BYTES`) into
+Ray's object store once (`TaskBundle`). Each Ray task unpacks it into a fresh temporary folder,
+evaluates there and removes it, so worker nodes need no copy of the driver's filesystem and no
+candidate sees task files an earlier candidate changed (a few ms per candidate for a small
+task). The task folder is read when the evaluator is built: later edits to it are not seen by
+the workers.
+
+What the workers need. The task function lives in this module, so every Ray worker must import
+``evoduet_graph`` (the same version as the driver) and whatever the task's evaluator imports
+(numpy, scipy, ...), with the same Python minor version as the driver (a Ray requirement):
+install the package on every node, give a Ray runtime environment
+(``evaluation.ray_runtime_env``, e.g. ``{"pip": ["evoduet-graph"]}``), or submit the run
+itself as a Ray Job (``ray job submit --runtime-env-json ... -- evoduet run ...``).
+Construction runs one probe task that imports the package on a worker and reports what its
+sandbox enforces there (`RayEvaluator.isolation`).
+
+Connecting (``evaluation.ray_address``). None: the Ray instance this process is already
+connected to, else a new local instance (or the cluster in ``$RAY_ADDRESS``, Ray's own rule);
+``auto``: the cluster running on this machine (``ray start --head``); ``ray://host:10001``:
+Ray Client; ``host:6379``: a GCS address. Host/port addresses are first checked with one TCP
+connection (`CONNECT_TIMEOUT_S`), because Ray itself waits minutes on an unreachable GCS; an
+unreachable or refused cluster raises `RayUnavailableError` (a `ConfigError`) naming the
+address before the run starts. Clusters with token authentication need the cluster's token on
+the driver (``RAY_AUTH_TOKEN`` or Ray's token file); the sandbox never passes variables named
+like ``*TOKEN*`` or ``RAY_*`` to a candidate.
+
+Failures. Candidate faults are reported by the sandbox exactly as in a local run. A Ray task
+that is lost (its worker process or node died, the object store lost its input, the cluster
+connection dropped) or raised inside Ray becomes an invalid `EvaluationOutcome` (score 0,
+``error`` starting with ``Ray task``, the Ray error in the ``ray`` artifact): the candidate is
+recorded as failed and the run goes on. Ray reruns such a task ``evaluation.ray_max_retries``
+times first (default 0: a candidate that kills its worker is not run again). Setup faults on a
+worker (`TaskError`, `SandboxSetupError`) are raised, as the local sandbox raises them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Self
+
+from evoduet_graph.config import ConfigError, EvaluationConfig
+from evoduet_graph.evaluation.isolation import Isolation, probe_isolation
+from evoduet_graph.evaluation.sandbox import (
+    DEFAULT_MAX_FILE_MB,
+    DEFAULT_MAX_PROCESSES,
+    OUTPUT_TAIL_BYTES,
+    EvaluationOutcome,
+    SandboxEvaluator,
+    SandboxSetupError,
+)
+from evoduet_graph.task import Task, TaskError
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "CONNECT_TIMEOUT_S",
+    "MAX_TASK_BUNDLE_BYTES",
+    "PROBE_TIMEOUT_S",
+    "RAY_EXTRA",
+    "RayEvaluator",
+    "RayUnavailableError",
+    "TaskBundle",
+    "import_ray",
+    "pack_task",
+]
+
+#: The pip extra that installs Ray.
+RAY_EXTRA = "evoduet-graph[ray]"
+#: Seconds the TCP reachability check of a ``host:port`` / ``ray://host:port`` address waits.
+CONNECT_TIMEOUT_S = 5.0
+#: Seconds construction waits for the probe task (a worker must start and import the package).
+PROBE_TIMEOUT_S = 120.0
+#: Largest task folder (sum of file sizes, bytes) shipped to the workers.
+MAX_TASK_BUNDLE_BYTES = 100 << 20
+_SKIPPED_DIRS = frozenset({"__pycache__"})
+
+
+class RayUnavailableError(ConfigError):
+    """Ray cannot be used: the package is missing, the cluster is unreachable, or its workers
+    cannot run the evaluation task. The message names the address and what to do."""
+
+
+def import_ray() -> ModuleType:
+    """Import ``ray`` (only ever done when ``evaluation.executor`` is ``ray``).
+
+    Raises:
+        RayUnavailableError: the package is not installed (the message gives the pip command).
+    """
+    try:
+        import ray
+    except ImportError as exc:
+        raise RayUnavailableError(
+            "evaluation.executor is 'ray' but the ray package is not installed "
+            f"({exc}); install it with: pip install '{RAY_EXTRA}' "
+            "(in a checkout: pip install -e '.[ray]')"
+        ) from None
+    return ray
+
+
+# ---------------------------------------------------------------------- the shipped task
+
+
+@dataclass(frozen=True)
+class TaskBundle:
+    """A task folder packed for Ray workers.
+
+    Attributes:
+        task: the driver's `Task` (its paths are rebound on the worker).
+        files: relative POSIX path → file content, every file of the folder.
+        digest: sha256 (hex) of the paths and contents: identifies the bundle on a worker.
+    """
+
+    task: Task
+    files: dict[str, bytes] = field(repr=False)
+    digest: str
+
+    @property
+    def size(self) -> int:
+        """Total bytes of the files."""
+        return sum(len(b) for b in self.files.values())
+
+
+def pack_task(task: Task, *, max_bytes: int = MAX_TASK_BUNDLE_BYTES) -> TaskBundle:
+    """Read every file of ``task.path`` into a `TaskBundle` (``__pycache__`` and names
+    starting with ``.`` skipped; symlinks followed).
+
+    Raises:
+        TaskError: the folder cannot be read, lacks ``evaluator.py``, or holds more than
+            ``max_bytes`` bytes.
+    """
+    root = Path(task.path)
+    files: dict[str, bytes] = {}
+    total = 0
+    try:
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+            dirnames[:] = sorted(
+                d for d in dirnames if d not in _SKIPPED_DIRS and not d.startswith(".")
+            )
+            for name in sorted(filenames):
+                if name.startswith("."):
+                    continue
+                path = Path(dirpath) / name
+                data = path.read_bytes()
+                total += len(data)
+                if total > max_bytes:
+                    raise TaskError(
+                        f"task folder {root} holds more than {max_bytes >> 20} MiB, too much to "
+                        "ship to Ray workers; move files the evaluator does not need (e.g. "
+                        "large docs/) out of the folder"
+                    )
+                files[path.relative_to(root).as_posix()] = data
+    except OSError as exc:
+        raise TaskError(f"cannot read task folder {root} to ship it to Ray: {exc}") from None
+    evaluator_rel = _relative_evaluator(task)
+    if evaluator_rel not in files:
+        raise TaskError(f"task {task.name!r}: {task.evaluator_path} is missing")
+    digest = hashlib.sha256()
+    for rel in sorted(files):
+        digest.update(rel.encode() + b"\0" + hashlib.sha256(files[rel]).digest())
+    return TaskBundle(task=task, files=files, digest=digest.hexdigest())
+
+
+def _relative_evaluator(task: Task) -> str:
+    try:
+        return Path(task.evaluator_path).relative_to(task.path).as_posix()
+    except ValueError:
+        raise TaskError(
+            f"task {task.name!r}: evaluator {task.evaluator_path} is outside the task folder "
+            f"{task.path}; it cannot be shipped to Ray workers"
+        ) from None
+
+
+# ---------------------------------------------------------------------- worker side
+
+
+def unpack_task(bundle: TaskBundle, root: Path) -> Task:
+    """Write ``bundle``'s files under ``root`` and return its `Task` with paths rebound there.
+
+    The folder keeps the driver's folder name (``root/<name>``), so messages read the same.
+    """
+    folder = root / Path(bundle.task.path).name
+    for rel, data in bundle.files.items():
+        target = folder / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    return bundle.task.model_copy(
+        update={"path": folder, "evaluator_path": folder / _relative_evaluator(bundle.task)}
+    )
+
+
+def worker_sandbox(task: Task, settings: dict[str, Any]) -> SandboxEvaluator:
+    """The `SandboxEvaluator` a Ray worker runs one candidate in.
+
+    ``settings`` are the driver's resolved limits (`RayEvaluator.settings`). The sandbox's
+    ``workers`` is set so that its BLAS/OpenMP thread cap equals the CPUs reserved per
+    candidate (the local sandbox caps threads at cores / workers). What the machine enforces
+    is probed once per worker process (`evoduet_graph.evaluation.isolation` caches it).
+    """
+    limits = dict(settings)
+    threads = max(1, int(float(limits.pop("num_cpus"))))
+    return SandboxEvaluator(task, workers=max(1, (os.cpu_count() or 1) // threads), **limits)
+
+
+def _evaluate_task(
+    bundle: TaskBundle, settings: dict[str, Any], code: str, program_id: str
+) -> EvaluationOutcome:
+    """Body of the Ray task: unpack the task folder into a fresh temp folder (so no candidate
+    sees files an earlier one changed), evaluate the candidate in the sandbox, remove it."""
+    root = Path(tempfile.mkdtemp(prefix="evoduet_ray_task_"))
+    try:
+        return worker_sandbox(unpack_task(bundle, root), settings).evaluate(code, program_id)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _probe_task(isolate_network: bool, max_processes: int | None) -> dict[str, Any]:
+    """Body of the probe task: who the worker is and what its sandbox enforces."""
+    import evoduet_graph
+
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "python": ".".join(map(str, sys.version_info[:3])),
+        "evoduet_graph": evoduet_graph.__version__,
+        "isolation": probe_isolation(network=isolate_network, max_processes=max_processes),
+    }
+
+
+# ---------------------------------------------------------------------- driver side
+
+
+def _host_port(address: str) -> tuple[str, int]:
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """Open (and close) one TCP connection to a ``host:port`` or ``ray://host:port`` address.
+
+    Raises:
+        RayUnavailableError: no connection within ``timeout_s`` (refused, unresolvable host,
+            timeout), naming the address.
+    """
+    try:
+        host, port = _host_port(address)
+    except ValueError:
+        raise RayUnavailableError(
+            f"Ray address {address!r} is not `auto`, `ray://HOST:PORT` or `HOST:PORT`"
+        ) from None
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as exc:
+        raise RayUnavailableError(
+            f"the Ray cluster at {address!r} is unreachable: no TCP connection to "
+            f"{host}:{port} within {timeout_s:g} s ({exc}). Start it (`ray start --head`), "
+            "check the host and port (Ray Client listens on 10001, the GCS on 6379), or set "
+            "evaluation.ray_address: auto on a node of the cluster"
+        ) from None
+
+
+def connect(address: str | None) -> tuple[ModuleType, bool]:
+    """Connect this process to Ray as ``evaluation.ray_address`` says (module docstring).
+
+    Returns:
+        ``(ray, started)``: the module, and whether this call initialised Ray (then the
+        caller owns the connection and may shut it down).
+
+    Raises:
+        RayUnavailableError: ray is not installed, or the cluster cannot be reached.
+    """
+    ray = import_ray()
+    if ray.is_initialized():
+        if address is not None:
+            logger.info("Ray is already initialised in this process; using it, not %s", address)
+        return ray, False
+    if address not in (None, "auto"):
+        check_reachable(address)
+    kwargs: dict[str, Any] = {"address": address, "log_to_driver": False}
+    if address is None and not os.environ.get("RAY_ADDRESS"):
+        # A new local instance: no dashboard, and no usage report unless the user opted in.
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        kwargs["include_dashboard"] = False
+    try:
+        ray.init(**kwargs)
+    except (ConnectionError, RuntimeError, ValueError, OSError) as exc:
+        where = address or os.environ.get("RAY_ADDRESS") or "a new local instance"
+        raise RayUnavailableError(
+            f"cannot connect to the Ray cluster at {where!r}: {type(exc).__name__}: {exc}"
+        ) from None
+    return ray, True
+
+
+class RayEvaluator:
+    """Evaluates candidates as Ray tasks, each in the worker's `SandboxEvaluator`.
+
+    Implements `Evaluator`; see the module docstring for shipping, connection and failures.
+
+    Args:
+        task: the task whose ``evaluator.py`` scores candidates (its folder is shipped).
+        address: ``evaluation.ray_address`` (None, ``auto``, ``ray://host:port``,
+            ``host:port``).
+        workers: Ray tasks in flight at once (`evaluate_many`; the ``evaluate`` node calls
+            `evaluate` from this many threads).
+        num_cpus_per_candidate: CPUs reserved per task (> 0, fractions allowed).
+        max_retries: Ray reruns of a task whose worker or node died.
+        runtime_env: Ray runtime environment of the tasks (None: the job's).
+        probe_timeout_s: seconds to wait for the probe task at construction.
+        timeout_s, memory_mb, cascade, max_processes, max_file_mb, cpu_time_s,
+            isolate_network: the sandbox limits, exactly as `SandboxEvaluator` takes them.
+
+    Raises:
+        RayUnavailableError: ray is missing, the cluster is unreachable, or no worker ran the
+            probe task (not importable there, or no free CPUs within ``probe_timeout_s``).
+        TaskError: the task folder cannot be shipped.
+        ValueError: a limit is not positive.
+    """
+
+    def __init__(
+        self,
+        task: Task,
+        *,
+        address: str | None = None,
+        workers: int = 4,
+        num_cpus_per_candidate: float = 1.0,
+        max_retries: int = 0,
+        runtime_env: dict[str, Any] | None = None,
+        probe_timeout_s: float = PROBE_TIMEOUT_S,
+        timeout_s: float | None = None,
+        memory_mb: int = 4096,
+        cascade: bool | None = None,
+        max_processes: int | None = DEFAULT_MAX_PROCESSES,
+        max_file_mb: int = DEFAULT_MAX_FILE_MB,
+        cpu_time_s: float | None = None,
+        isolate_network: bool = True,
+    ) -> None:
+        # The driver-side sandbox validates the limits and resolves the task's defaults.
+        local = SandboxEvaluator(
+            task,
+            timeout_s=timeout_s,
+            memory_mb=memory_mb,
+            workers=workers,
+            cascade=cascade,
+            max_processes=max_processes,
+            max_file_mb=max_file_mb,
+            cpu_time_s=cpu_time_s,
+            isolate_network=isolate_network,
+        )
+        if num_cpus_per_candidate <= 0 or max_retries < 0:
+            raise ValueError(
+                "num_cpus_per_candidate must be positive and max_retries not negative, got "
+                f"{num_cpus_per_candidate}, {max_retries}"
+            )
+        self.task = task
+        self.address = address
+        self.workers = local.workers
+        self.timeout_s = local.timeout_s
+        self.settings: dict[str, Any] = {
+            "timeout_s": local.timeout_s,
+            "memory_mb": local.memory_mb,
+            "cascade": local.cascade,
+            "max_processes": local.max_processes,
+            "max_file_mb": local.max_file_mb,
+            "cpu_time_s": local.cpu_time_s,
+            "isolate_network": local.isolate_network,
+            "num_cpus": float(num_cpus_per_candidate),
+        }
+        bundle = pack_task(task)
+        self._ray, self._owns_ray = connect(address)
+        ray = self._ray
+        options: dict[str, Any] = {"num_cpus": float(num_cpus_per_candidate)}
+        if runtime_env:
+            options["runtime_env"] = dict(runtime_env)
+        self._remote = ray.remote(_evaluate_task).options(max_retries=max_retries, **options)
+        try:
+            self._bundle_ref = ray.put(bundle)
+            self.worker_info = self._probe(options, probe_timeout_s)
+        except BaseException:
+            self.close()
+            raise
+        worker_isolation: Isolation = self.worker_info["isolation"]
+        where = f"on Ray worker {self.worker_info['host']}"
+        self._isolation = replace(
+            worker_isolation,
+            network_detail=f"{worker_isolation.network_detail} ({where})",
+            processes_detail=f"{worker_isolation.processes_detail} ({where})",
+        )
+        cpus = ray.cluster_resources().get("CPU", 0.0)
+        if cpus < num_cpus_per_candidate:
+            logger.warning(
+                "the Ray cluster has %g CPUs now; each candidate needs %g (tasks wait for the "
+                "autoscaler, if any)",
+                cpus,
+                num_cpus_per_candidate,
+            )
+        logger.info(
+            "evaluating on Ray (%s): %d nodes, %g CPUs, %d candidates in flight, task bundle "
+            "%d bytes",
+            self.address or "local",
+            len(ray.nodes()),
+            cpus,
+            self.workers,
+            bundle.size,
+        )
+
+    @classmethod
+    def from_config(cls, task: Task, cfg: EvaluationConfig) -> RayEvaluator:
+        """Build from the run configuration's ``evaluation`` section (`EvaluationConfig`)."""
+        return cls(
+            task,
+            address=cfg.ray_address,
+            workers=cfg.workers,
+            num_cpus_per_candidate=cfg.ray_num_cpus_per_candidate,
+            max_retries=cfg.ray_max_retries,
+            runtime_env=cfg.ray_runtime_env,
+            timeout_s=cfg.timeout_s,
+            memory_mb=cfg.memory_mb,
+            cascade=cfg.cascade,
+            max_processes=cfg.max_processes,
+            max_file_mb=cfg.max_file_mb,
+            cpu_time_s=cfg.cpu_time_s,
+            isolate_network=cfg.isolate_network,
+        )
+
+    @property
+    def isolation(self) -> Isolation:
+        """What the sandbox enforces on the Ray worker that ran the probe task (other nodes
+        of a heterogeneous cluster may differ); the details name that worker's host."""
+        return self._isolation
+
+    # ------------------------------------------------------------------ public API
+
+    def evaluate(self, code: str, program_id: str = "candidate") -> EvaluationOutcome:
+        """Evaluate one candidate as a Ray task (blocks until it finishes).
+
+        Returns:
+            The sandbox's outcome; an invalid outcome when the Ray task was lost or failed.
+
+        Raises:
+            TaskError / SandboxSetupError: a setup fault on the worker.
+        """
+        start = time.monotonic()
+        return self._collect(self._submit(code, program_id), program_id, start)
+
+    def evaluate_many(
+        self, codes: Sequence[str], ids: Sequence[str] | None = None
+    ) -> list[EvaluationOutcome]:
+        """Evaluate several candidates, ``workers`` Ray tasks in flight; results in input
+        order.
+
+        Raises:
+            ValueError: ``ids`` and ``codes`` differ in length.
+            TaskError / SandboxSetupError: a setup fault on a worker (tasks still in flight
+                are cancelled).
+        """
+        labels = list(ids) if ids is not None else [f"candidate_{i}" for i in range(len(codes))]
+        if len(labels) != len(codes):
+            raise ValueError(f"got {len(codes)} programs but {len(labels)} ids")
+        results: list[EvaluationOutcome | None] = [None] * len(codes)
+        pending: dict[Any, tuple[int, float]] = {}
+        queue = iter(range(len(codes)))
+        try:
+            while True:
+                while len(pending) < self.workers:
+                    i = next(queue, None)
+                    if i is None:
+                        break
+                    pending[self._submit(codes[i], labels[i])] = (i, time.monotonic())
+                if not pending:
+                    break
+                ready, _ = self._ray.wait(list(pending), num_returns=1)
+                for ref in ready:
+                    i, start = pending.pop(ref)
+                    results[i] = self._collect(ref, labels[i], start)
+        except BaseException:
+            for ref in pending:
+                self._ray.cancel(ref, force=True)
+            raise
+        return [r for r in results if r is not None]
+
+    def close(self) -> None:
+        """Shut Ray down if this evaluator started the connection (idempotent)."""
+        if self._owns_ray and self._ray.is_initialized():
+            self._ray.shutdown()
+        self._owns_ray = False
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ internals
+
+    def _submit(self, code: str, program_id: str) -> Any:
+        return self._remote.remote(self._bundle_ref, self.settings, code, program_id)
+
+    def _collect(self, ref: Any, program_id: str, start: float) -> EvaluationOutcome:
+        ray = self._ray
+        try:
+            outcome = ray.get(ref)
+        except ray.exceptions.RayTaskError as exc:
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, TaskError | SandboxSetupError):
+                raise cause from None
+            return _lost(
+                f"Ray task raised {type(cause or exc).__name__}: {cause or exc}", exc, start
+            )
+        except ray.exceptions.RayError as exc:  # worker/node died, object lost, cancelled, ...
+            return _lost(f"Ray task lost ({type(exc).__name__}: {_last_line(exc)})", exc, start)
+        except ConnectionError as exc:  # Ray Client lost its cluster
+            return _lost(f"Ray task lost (connection: {exc})", exc, start)
+        if not isinstance(outcome, EvaluationOutcome):
+            return _lost(
+                f"Ray task returned {type(outcome).__name__}, not an EvaluationOutcome",
+                None,
+                start,
+            )
+        logger.debug("evaluated %s on Ray: valid=%s", program_id, outcome.valid)
+        return outcome
+
+    def _probe(self, options: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        ray = self._ray
+        probe = ray.remote(_probe_task).options(max_retries=0, **options)
+        ref = probe.remote(self.settings["isolate_network"], self.settings["max_processes"])
+        where = self.address or "the local Ray instance"
+        try:
+            info = ray.get(ref, timeout=timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            ray.cancel(ref, force=True)
+            raise RayUnavailableError(
+                f"no Ray worker at {where!r} ran the evaluation probe task within "
+                f"{timeout_s:g} s: the cluster has no free {options['num_cpus']:g} CPU(s) "
+                "(see `ray status`) or its workers cannot start"
+            ) from None
+        except (ray.exceptions.RayError, ConnectionError) as exc:
+            raise RayUnavailableError(
+                f"the Ray workers at {where!r} cannot run evoduet_graph's evaluation task "
+                f"({type(exc).__name__}: {_last_line(exc)}); install evoduet-graph (the "
+                "driver's version) and the evaluator's imports on every node, or set "
+                "evaluation.ray_runtime_env"
+            ) from None
+        import evoduet_graph
+
+        if info.get("evoduet_graph") != evoduet_graph.__version__:
+            logger.warning(
+                "Ray worker %s has evoduet_graph %s, the driver %s",
+                info.get("host"),
+                info.get("evoduet_graph"),
+                evoduet_graph.__version__,
+            )
+        return info
+
+
+def _last_line(exc: BaseException) -> str:
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return lines[-1].strip() if lines else type(exc).__name__
+
+
+def _lost(error: str, exc: BaseException | None, start: float) -> EvaluationOutcome:
+    """The invalid outcome of a candidate whose Ray task did not produce one."""
+    detail = str(exc) if exc is not None else error
+    if len(detail) > OUTPUT_TAIL_BYTES:
+        detail = f"[... {len(detail) - OUTPUT_TAIL_BYTES} chars truncated ...]\n" + detail[
+            -OUTPUT_TAIL_BYTES:
+        ]
+    return EvaluationOutcome(
+        metrics={},
+        artifacts={"ray": detail} if detail else {},
+        score=0.0,
+        valid=False,
+        error=error[:2000],
+        elapsed_s=time.monotonic() - start,
+        stage=0,
+    )
