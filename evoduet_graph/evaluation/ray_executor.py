@@ -53,6 +53,7 @@ import shutil
 import socket
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -95,6 +96,10 @@ PROBE_TIMEOUT_S = 120.0
 #: Largest task folder (sum of file sizes, bytes) shipped to the workers.
 MAX_TASK_BUNDLE_BYTES = 100 << 20
 _SKIPPED_DIRS = frozenset({"__pycache__"})
+
+
+CONNECT_TIMEOUT_S = 60.0
+"""Seconds `connect` waits for ``ray.init`` before it reports the cluster unreachable."""
 
 
 class RayUnavailableError(ConfigError):
@@ -302,12 +307,37 @@ def connect(address: str | None) -> tuple[ModuleType, bool]:
         # A new local instance: no dashboard, and no usage report unless the user opted in.
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         kwargs["include_dashboard"] = False
-    try:
-        ray.init(**kwargs)
-    except (ConnectionError, RuntimeError, ValueError, OSError) as exc:
-        where = address or os.environ.get("RAY_ADDRESS") or "a new local instance"
+    where = address or os.environ.get("RAY_ADDRESS") or "a new local instance"
+    # ray.init retries without end against a TCP port that answers but is not a Ray GCS (the
+    # dashboard port typed by mistake): it runs in a daemon thread with a deadline
+    outcome: dict[str, BaseException | None] = {}
+
+    def init() -> None:
+        try:
+            ray.init(**kwargs)
+            outcome["error"] = None
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=init, name="evoduet-ray-init", daemon=True)
+    thread.start()
+    thread.join(CONNECT_TIMEOUT_S)
+    if "error" not in outcome:
         raise RayUnavailableError(
-            f"cannot connect to the Ray cluster at {where!r}: {type(exc).__name__}: {exc}"
+            f"no Ray cluster answered at {where!r} within {CONNECT_TIMEOUT_S:.0f} s: is it the "
+            "GCS port (6379 by default; Ray Client: ray://HOST:10001), not e.g. the dashboard "
+            "(8265)?"
+        )
+    exc = outcome["error"]
+    if exc is not None:
+        hint = ""
+        if "auth" in str(exc).lower() or "token" in str(exc).lower():
+            hint = (
+                "; the cluster uses token authentication: set RAY_AUTH_MODE=token and "
+                "RAY_AUTH_TOKEN for this process"
+            )
+        raise RayUnavailableError(
+            f"cannot connect to the Ray cluster at {where!r}: {type(exc).__name__}: {exc}{hint}"
         ) from None
     return ray, True
 

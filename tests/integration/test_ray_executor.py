@@ -253,3 +253,33 @@ def test_runtime_env_reaches_the_candidate_and_ray_variables_do_not(local_ray):
     # radius 0.6 -> 1.0 scales the hull area by 1 / 0.36
     assert child.score == pytest.approx(initial.score / 0.36, rel=1e-9)
     assert ray.is_initialized(), "an evaluator that attached to Ray must not shut it down"
+
+
+def test_an_address_that_answers_but_is_not_ray_fails_after_the_deadline(monkeypatch):
+    """A TCP port that accepts connections but is no Ray GCS (e.g. the dashboard port typed
+    by mistake): ``ray.init`` would retry without end; `connect` gives up with a clear error."""
+    import socket
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    port = listener.getsockname()[1]
+    code = (
+        "import sys; from evoduet_graph.evaluation import ray_executor as r\n"
+        "r.CONNECT_TIMEOUT_S = 5\n"
+        "try:\n    r.connect(sys.argv[1])\n"
+        "except r.RayUnavailableError as e:\n    print('ERR', e); sys.exit(2)\n"
+    )
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", code, f"127.0.0.1:{port}"],
+            cwd=ROOT, capture_output=True, text=True, timeout=90, check=False,
+        )
+    finally:
+        listener.close()
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "no Ray cluster answered" in proc.stdout and "within 5 s" in proc.stdout
