@@ -479,15 +479,17 @@ def run_child(
         )
 
 
-def fork_run(**kwargs: Any) -> int:
-    """Run `run_child` in a forked child; return its wait status (``-signal`` or exit code)."""
+def fork_run(target: Any = None, /, *args: Any, **kwargs: Any) -> int:
+    """Run ``target(*args, **kwargs)`` (default `run_child`) in a forked child; return its
+    wait status (``-signal`` or exit code; 3 when it raised)."""
+    target = run_child if target is None else target
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:  # the child
         code = 0
         try:
-            run_child(**kwargs)
+            target(*args, **kwargs)
         except BaseException:  # noqa: BLE001 - report and exit non-zero
             import traceback
 

@@ -21,12 +21,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
 import signal
 import sqlite3
-import sys
 import threading
 from collections import Counter
 from pathlib import Path
@@ -39,7 +37,13 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import PrivateAttr
 
 from tests.fakes import CountingEvaluator
-from tests.fault_harness import POINTS, SMOKE_TASK, InProcessEvaluator, install_hooks
+from tests.fault_harness import (
+    POINTS,
+    SMOKE_TASK,
+    InProcessEvaluator,
+    fork_run,
+    install_hooks,
+)
 
 NOVELTY_RUN_CONFIG: dict[str, Any] = {
     "iterations": 4,
@@ -140,25 +144,9 @@ def fork_child(run_dir: Path, kill_at: tuple[str, int] | None = None) -> tuple[i
     """Run `run_child` in a fork; ``(wait status, label killed at)`` (``-9`` when killed)."""
     marker = run_dir.parent / "killed.json"
     marker.unlink(missing_ok=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            run_child(run_dir, kill_at, marker)
-        except BaseException:  # noqa: BLE001 - report and exit non-zero
-            import traceback
-
-            traceback.print_exc()
-            code = 3
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
+    status = fork_run(run_child, run_dir, kill_at, marker)
     label = json.loads(marker.read_text())["label"] if marker.exists() else None
-    if os.WIFSIGNALED(status):
-        return -os.WTERMSIG(status), label
-    return os.WEXITSTATUS(status), label
+    return status, label
 
 
 def outcome(scenario_dir: Path) -> dict[str, Any]:

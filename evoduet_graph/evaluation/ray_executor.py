@@ -70,6 +70,7 @@ from evoduet_graph.evaluation.sandbox import (
     EvaluationOutcome,
     SandboxEvaluator,
     SandboxSetupError,
+    sandbox_limits,
 )
 from evoduet_graph.task import Task, TaskError
 
@@ -464,13 +465,7 @@ class RayEvaluator:
             num_cpus_per_candidate=cfg.ray_num_cpus_per_candidate,
             max_retries=cfg.ray_max_retries,
             runtime_env=cfg.ray_runtime_env,
-            timeout_s=cfg.timeout_s,
-            memory_mb=cfg.memory_mb,
-            cascade=cfg.cascade,
-            max_processes=cfg.max_processes,
-            max_file_mb=cfg.max_file_mb,
-            cpu_time_s=cfg.cpu_time_s,
-            isolate_network=cfg.isolate_network,
+            **sandbox_limits(cfg),
         )
 
     @property

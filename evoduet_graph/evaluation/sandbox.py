@@ -190,6 +190,22 @@ def scrub_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
     return clean
 
 
+def sandbox_limits(cfg: EvaluationConfig) -> dict[str, Any]:
+    """The per-candidate sandbox settings of an ``evaluation`` section, as keyword arguments
+    of `SandboxEvaluator` (also used by the Ray executor, whose workers run the same sandbox):
+    ``timeout_s``, ``memory_mb``, ``cascade``, ``max_processes``, ``max_file_mb``,
+    ``cpu_time_s``, ``isolate_network``."""
+    return {
+        "timeout_s": cfg.timeout_s,
+        "memory_mb": cfg.memory_mb,
+        "cascade": cfg.cascade,
+        "max_processes": getattr(cfg, "max_processes", DEFAULT_MAX_PROCESSES),
+        "max_file_mb": getattr(cfg, "max_file_mb", DEFAULT_MAX_FILE_MB),
+        "cpu_time_s": getattr(cfg, "cpu_time_s", None),
+        "isolate_network": getattr(cfg, "isolate_network", True),
+    }
+
+
 class SandboxEvaluator:
     """Runs a task's evaluator on candidate programs in killable, limited child processes.
 
@@ -258,17 +274,7 @@ class SandboxEvaluator:
     @classmethod
     def from_config(cls, task: Task, cfg: EvaluationConfig) -> SandboxEvaluator:
         """Build from the run configuration's ``evaluation`` section (`EvaluationConfig`)."""
-        return cls(
-            task,
-            timeout_s=cfg.timeout_s,
-            memory_mb=cfg.memory_mb,
-            workers=cfg.workers,
-            cascade=cfg.cascade,
-            max_processes=getattr(cfg, "max_processes", DEFAULT_MAX_PROCESSES),
-            max_file_mb=getattr(cfg, "max_file_mb", DEFAULT_MAX_FILE_MB),
-            cpu_time_s=getattr(cfg, "cpu_time_s", None),
-            isolate_network=getattr(cfg, "isolate_network", True),
-        )
+        return cls(task, workers=cfg.workers, **sandbox_limits(cfg))
 
     @property
     def isolation(self) -> Isolation:
