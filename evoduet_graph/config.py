@@ -433,6 +433,15 @@ class EvoDuetConfig(_Section):
     max_consecutive_failures: int = Field(
         10, ge=1, description="Stop after this many iterations without any valid candidate."
     )
+    max_consecutive_model_failures: int = Field(
+        3,
+        ge=1,
+        description="Stop after this many iterations in a row in which every `generate` call "
+        "failed after its retries (the model endpoint is down or refuses): a failed run (the "
+        "CLI exits 1, a bench marks it failed and leaves it out of the NDG means), resumable "
+        "once the endpoint answers. A shorter run in which no `generate` call ever answered "
+        "stops the same way at its last iteration.",
+    )
     scaffold: ScaffoldName = Field(
         "openevolve",
         description="Search scaffold (population + parent selection + what the mutation "

@@ -136,6 +136,8 @@ class OuterState(TypedDict, total=False):
         initial_score: fitness of the initial program.
         last_improvement_iteration: iteration of the last new best.
         consecutive_failures: iterations in a row without a valid candidate.
+        model_failures: iterations in a row in which every ``generate`` call failed.
+        model_answered: a ``generate`` call returned a completion since the run (re)started.
         stop_reason: why the run stopped, when it stopped before ``max_iterations``.
         mutation_instruction: text the scaffold adds to this iteration's mutation prompt
             (``""``: none; set by ``select``).
@@ -160,6 +162,8 @@ class OuterState(TypedDict, total=False):
     initial_score: float | None
     last_improvement_iteration: int
     consecutive_failures: int
+    model_failures: int
+    model_answered: bool
     stop_reason: str | None
     mutation_instruction: str
     strategy: SearchStrategy | None

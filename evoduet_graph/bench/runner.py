@@ -82,6 +82,7 @@ from evoduet_graph.config import ConfigError, EvoDuetConfig, LLMConfig, merge_co
 from evoduet_graph.evaluation import Evaluator, make_evaluator
 from evoduet_graph.events import read_events
 from evoduet_graph.llm.factory import parse_model_string
+from evoduet_graph.nodes.record import MODEL_DOWN_PREFIX
 from evoduet_graph.report import INCLUSIVE_NODES
 from evoduet_graph.search import Searcher
 from evoduet_graph.store import ProgramStore
@@ -476,6 +477,28 @@ def endpoint_chat_model(cfg: LLMConfig, *, llama_cpp_server: bool = False) -> Ba
     return model
 
 
+def probe_endpoint(cfg: LLMConfig, log: LogFn) -> None:
+    """Ask the bench's ``openai:<model>`` endpoint for a few tokens before any job runs, so a dead
+    URL, a wrong model name or a rejected key stops the bench at once instead of failing every
+    iteration of every job.
+
+    Raises:
+        BenchError: the key is missing, or the request failed after one retry (the message
+            names the base URL and quotes the error).
+    """
+    try:
+        model = endpoint_chat_model(cfg.model_copy(update={"max_retries": 1}))
+        model.invoke("Reply with OK.", max_tokens=5)
+    except Exception as exc:  # noqa: BLE001 - any failure means the endpoint is unusable
+        where = cfg.base_url or "OpenAI's default endpoint"
+        raise BenchError(
+            f"the model endpoint {where} did not answer a 5-token test request for "
+            f"{cfg.model!r}: {type(exc).__name__}: {str(exc)[:300]}; check `--model`, "
+            f"OPENAI_BASE_URL and {cfg.api_key_env}"
+        ) from None
+    log(f"model endpoint answered: {cfg.model} at {cfg.base_url or 'default URL'}")
+
+
 def _chat_openai_init(model: ChatOpenAI) -> dict[str, Any]:
     """Constructor arguments that rebuild ``model`` (as `make_chat_model` configured it)."""
     key = model.openai_api_key
@@ -516,6 +539,10 @@ def _graph_runner(name: str, overlay: dict[str, Any], source: str | None = None)
         run_dir = job.dir / "run"
         with ctx.session():
             result = run(job.task, cfg, llm=llm, run_dir=run_dir, searcher=searcher)
+        if (result.stop_reason or "").startswith(MODEL_DOWN_PREFIX):
+            # the endpoint failed mid-run: not a result of the method; the job is failed and
+            # left out of the NDG means (a next bench invocation resumes it)
+            raise BenchError(result.stop_reason)
         outcome = graph_outcome(job.task, run_dir, result.iterations, ctx.sessions())
         if result.stop_reason:
             outcome.notes.append(f"stopped early: {result.stop_reason}")
@@ -733,6 +760,8 @@ def _setup_model(
         endpoint = Endpoint(model=name, base_url=base_url, api_key_env=llm.api_key_env, **common)
         cfg = base.with_overrides({"llm.model": settings.model, "llm.base_url": base_url})
         info = {"model": settings.model, "base_url": base_url, "model_sha256": None}
+        if needs_endpoint:
+            probe_endpoint(cfg.llm, log)
         return _Model(endpoint, cfg, info)
 
     from evoduet_graph.llm.local import EXPECTED_SHA256, MODEL_NAME

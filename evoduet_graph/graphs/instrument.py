@@ -37,6 +37,7 @@ _SUMMARY_KEYS = (
     "best_id",
     "best_score",
     "consecutive_failures",
+    "model_failures",
     "stop_reason",
 )
 

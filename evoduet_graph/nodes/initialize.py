@@ -84,6 +84,8 @@ def initialize(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
         "max_iterations": state.get("max_iterations", ctx.config.iterations),
         "stop_reason": None,
         "consecutive_failures": 0,
+        "model_failures": 0,
+        "model_answered": False,
     }
     row = _seed_population(ctx)
     budget = ctx.budget

@@ -7,7 +7,8 @@ realised Δ to the search-database record whose evidence fed the iteration, and 
 that stops a run whose every iteration fails (``max_consecutive_failures``). An iteration whose
 candidates were all rejected as duplicates before evaluation (`evoduet_graph.novelty`) leaves
 that counter as it was: nothing failed (the same children, evaluated, would have been valid
-copies and reset it), but nothing new was found either.
+copies and reset it), but nothing new was found either. A second counter stops a run whose
+model endpoint does not answer (`model_health`, ``max_consecutive_model_failures``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ from evoduet_graph.population import ProgramEntry, add_op, apply_op, next_island
 from evoduet_graph.results import write_best
 from evoduet_graph.search.database import Impact
 from evoduet_graph.state import CandidateRecord, OuterState
+
+
+MODEL_DOWN_PREFIX = "the model did not answer"
+"""Every ``stop_reason`` set because the model endpoint failed starts with this."""
 
 
 def credit_evidence(ctx: Context, state: OuterState, valid: list[CandidateRecord]) -> None:
@@ -71,13 +76,47 @@ def only_duplicates(candidates: list[CandidateRecord]) -> bool:
     return bool(candidates) and all(c["status"] == "duplicate" for c in candidates)
 
 
+def model_health(
+    ctx: Context, state: OuterState, update: dict[str, Any]
+) -> dict[str, Any]:
+    """Track iterations whose every ``generate`` call failed (status ``failed``: the model call
+    raised after its retries) and stop the run when the endpoint looks down.
+
+    The run stops after ``max_consecutive_model_failures`` such iterations in a row, or at its
+    last iteration when no ``generate`` call answered since it (re)started. The stop reason
+    starts with `MODEL_DOWN_PREFIX` and quotes the last error.
+
+    Returns:
+        ``model_failures`` and ``model_answered``, plus ``stop_reason`` when the run stops.
+    """
+    candidates = state.get("candidates", [])
+    if not candidates:
+        return {}
+    if not all(c["status"] == "failed" for c in candidates):
+        return {"model_failures": 0, "model_answered": True}
+    failures = state.get("model_failures", 0) + 1
+    out: dict[str, Any] = {"model_failures": failures}
+    last = state["iteration"] >= update.get("max_iterations", state.get("max_iterations", 0))
+    limit = ctx.config.max_consecutive_model_failures
+    if failures >= limit or (last and not state.get("model_answered")):
+        out["stop_reason"] = (
+            f"{MODEL_DOWN_PREFIX}: every generate call failed in {failures} iteration(s) in a "
+            f"row (max_consecutive_model_failures={limit}; last error: "
+            f"{candidates[-1].get('error')}); check the endpoint (`--model`, `llm.base_url` or "
+            "OPENAI_BASE_URL, its API key), then `evoduet resume RUN_DIR` (`--iterations N` "
+            "to run past the planned total)"
+        )
+    return out
+
+
 def record(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Commit the iteration's outcome.
 
     Returns:
         ``best_id``, ``best_score``, ``last_improvement_iteration``, ``consecutive_failures``
-        and ``stop_reason`` (set when ``max_consecutive_failures`` or a ``budget:`` limit is
-        reached; the run then ends after this iteration, resumably).
+        and ``stop_reason`` (set when ``max_consecutive_failures``,
+        ``max_consecutive_model_failures`` or a ``budget:`` limit is reached; the run then ends
+        after this iteration, resumably), with ``model_failures`` / ``model_answered``.
     """
     ctx = context_of(runtime)
     iteration = state["iteration"]
@@ -133,6 +172,7 @@ def record(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
                 f"(max_consecutive_failures={ctx.config.max_consecutive_failures}); "
                 "see the errors in events.jsonl, fix the model or task, then `evoduet resume`"
             )
+    update.update(model_health(ctx, state, update))
     budget = ctx.budget
     if budget is not None and budget.active and not update.get("stop_reason"):
         totals = budget.totals()

@@ -275,6 +275,37 @@ def test_a_failing_method_is_recorded_and_the_bench_continues(tmp_path):
     assert calls == ["smoke_polygon_area/evoduet/seed0"]
 
 
+def test_a_run_whose_model_never_answers_is_failed_and_left_out_of_the_means(tmp_path):
+    out = tmp_path / "bench"
+    cfg = BASE.with_overrides({"llm.max_retries": 0})
+
+    def factory(job):
+        if job.seed == 0:
+            return ScriptedChatModel(responses=[], default=ConnectionError("endpoint down"))
+        return _llm()(job)
+
+    result = run_bench(_settings(out, methods=["openevolve-mode"], config=cfg),
+                       llm_factory=factory)
+    assert set(result.failed) == {"smoke_polygon_area/openevolve-mode/seed0"}
+    assert "the model did not answer" in result.failed["smoke_polygon_area/openevolve-mode/seed0"]
+    runs = {r["seed"]: r for r in _csv(out / "runs.csv")}
+    assert runs["0"]["status"] == "failed" and runs["1"]["status"] == "done"
+    summary = (out / "summary.md").read_text()
+    assert "(n=1)" in summary and "(n=2)" not in summary  # seed 0 is not in the means
+
+
+def test_a_dead_openai_endpoint_stops_the_bench_before_any_job(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    out = tmp_path / "bench"
+    start = time.monotonic()
+    with pytest.raises(BenchError, match=r"127\.0\.0\.1:9/v1 did not answer"):
+        run_bench(_settings(out, methods=["openevolve-mode"], model="openai:m"),
+                  llm_factory=None)
+    assert time.monotonic() - start < 60
+    assert not (out / "runs").exists()
+
+
 def test_ndg_is_floored_at_zero_and_best_includes_the_initial_program(tmp_path):
     out = tmp_path / "bench"
     # every child is invalid (points outside the disk): the best stays the initial program

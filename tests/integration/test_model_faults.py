@@ -23,6 +23,7 @@ from evoduet_graph import EvoDuetConfig, load_task, run
 from evoduet_graph.cli import app
 from evoduet_graph.events import read_events
 from evoduet_graph.llm import LLMCallError, RetryPolicy, invoke_text, structured_call
+from evoduet_graph.nodes.record import MODEL_DOWN_PREFIX
 from evoduet_graph.store import ProgramStore
 from tests.conftest import RADIUS_UP, SMOKE_TASK
 from tests.fake_openai_server import FaultyServer, all_text, last_user_text
@@ -88,10 +89,12 @@ def test_timeouts_connection_drops_and_garbage_bodies_fail_candidates_not_the_ru
 ) -> None:
     # iteration 1: every attempt times out; 2: the connection is dropped; 3: a non-JSON body;
     # 4: fine. Timeouts and drops are retried once (max_retries=1) by the SDK; a body that is
-    # not JSON is not retried (the SDK raises a decode error at once).
+    # not JSON is not retried (the SDK raises a decode error at once). Three model failures in
+    # a row are the default `max_consecutive_model_failures`: raised here to see the fourth.
     script = ["sleep", "sleep", "close", "close", "garbage", "ok"]
     with FaultyServer(script, content=rewrite, sleep_s=3) as server:
-        cfg = _config(server.base_url, iterations=4, llm={"max_retries": 1, "timeout_s": 0.5})
+        cfg = _config(server.base_url, iterations=4, llm={"max_retries": 1, "timeout_s": 0.5},
+                      max_consecutive_model_failures=4)
         start = time.monotonic()
         result = run(SMOKE_TASK, cfg, run_dir=tmp_path / "run", evaluator=_evaluator(tmp_path))
         elapsed = time.monotonic() - start
@@ -287,3 +290,60 @@ def test_retry_policy_rules() -> None:
     with pytest.raises(LLMCallError) as info:
         invoke_text(llm, "hi", retry=RetryPolicy(retries=3, initial_s=0.0))
     assert llm.calls == 1 and not info.value.retryable
+
+
+# ------------------------------------------------------------------ an endpoint that is down
+
+
+def _down_config(**extra: Any) -> EvoDuetConfig:
+    return _config("http://unused.invalid/v1", llm={"max_retries": 0}, **extra)
+
+
+def test_a_short_run_whose_model_never_answers_ends_failed(tmp_path: Path) -> None:
+    """Fewer iterations than ``max_consecutive_model_failures``, every generate call raising:
+    the run still ends with the model-down reason (not a quiet "done" with NDG 0)."""
+    llm = ScriptedChatModel(responses=[], default=ConnectionError("connection refused"))
+    result = run(SMOKE_TASK, _down_config(iterations=2), llm=llm, run_dir=tmp_path / "run",
+                 evaluator=_evaluator(tmp_path))
+    assert result.iterations == 2
+    assert result.stop_reason and result.stop_reason.startswith(MODEL_DOWN_PREFIX)
+    assert "connection refused" in result.stop_reason
+    assert "max_consecutive_model_failures=3" in result.stop_reason
+
+
+def test_a_dead_endpoint_stops_after_the_model_failure_limit_and_resumes(tmp_path: Path) -> None:
+    llm = ScriptedChatModel(responses=[], default=ConnectionError("connection refused"))
+    cfg = _down_config(iterations=10)
+    result = run(SMOKE_TASK, cfg, llm=llm, run_dir=tmp_path / "run",
+                 evaluator=_evaluator(tmp_path))
+    assert result.iterations == 3 and result.stop_reason
+    assert result.stop_reason.startswith(MODEL_DOWN_PREFIX)
+    assert "3 iteration(s) in a row" in result.stop_reason
+    healthy = ScriptedChatModel(responses=[], default=RADIUS_UP)
+    resumed = run(SMOKE_TASK, cfg, llm=healthy, run_dir=tmp_path / "run",
+                  evaluator=_evaluator(tmp_path))
+    assert resumed.iterations == 10 and resumed.stop_reason is None
+
+
+def test_model_failures_that_do_not_last_do_not_stop_the_run(tmp_path: Path) -> None:
+    down = ConnectionError("connection refused")
+    script = [down, down, RADIUS_UP, down, down, RADIUS_UP]
+    llm = ScriptedChatModel(responses=script, default=RADIUS_UP)
+    result = run(SMOKE_TASK, _down_config(iterations=6), llm=llm, run_dir=tmp_path / "run",
+                 evaluator=_evaluator(tmp_path))
+    assert result.iterations == 6 and result.stop_reason is None
+
+
+def test_a_dead_endpoint_short_cli_run_exits_1_naming_the_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("llm: {model: 'openai:m', base_url: 'http://127.0.0.1:9/v1', max_retries: 0}\n")
+    result = CliRunner().invoke(
+        app, ["run", str(SMOKE_TASK), "--iterations", "2", "--quiet", "--config", str(cfg),
+              "--out", str(tmp_path / "run")],
+    )
+    assert result.exit_code == 1, result.output
+    assert "the model did not answer" in result.output
+    assert "evoduet resume" in result.output
