@@ -150,7 +150,8 @@ def run_cmd(
                 "scaffold": scaffold,
                 "retrieval.corpus": [str(p.resolve()) for p in corpus] if corpus else None,
                 "allow_invalid_initial": True if allow_invalid_initial else None,
-            }
+            },
+            source=f"{config} with the command-line options" if config else "the command line",
         )
         from evoduet_graph.api import validate_model
 

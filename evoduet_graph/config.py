@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 
 
 class ConfigError(ValueError):
@@ -468,22 +475,37 @@ class EvoDuetConfig(_Section):
         "default a new run stops at startup with the evaluator's error).",
     )
 
-    @model_validator(mode="before")
+    _kind_explicit: bool = PrivateAttr(default=False)
+    """``population.kind`` was written by the user (file, override), not chosen by the
+    scaffold; a later ``scaffold`` override then keeps it (or refuses the contradiction)."""
+
+    def __eq__(self, other: object) -> bool:
+        """Equal when they configure the same run (whoever chose ``population.kind``)."""
+        if not isinstance(other, EvoDuetConfig):
+            return NotImplemented
+        return self.model_dump() == other.model_dump()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like every pydantic model
+
+    @model_validator(mode="wrap")
     @classmethod
-    def _scaffold_chooses_population(cls, data: Any) -> Any:
-        """Fill in ``population.kind`` from the scaffold when the input leaves it out."""
-        if not isinstance(data, dict):
-            return data
-        scaffold = data.get("scaffold", "openevolve")
-        if not isinstance(scaffold, str) or scaffold not in SCAFFOLD_POPULATIONS:
-            return data  # the field's own validation reports it
-        population = data.get("population")
-        if population is None:
-            population = {}
-        if isinstance(population, dict) and "kind" not in population:
-            kind = SCAFFOLD_POPULATIONS[scaffold][0]
-            data = {**data, "population": {**population, "kind": kind}}
-        return data
+    def _scaffold_chooses_population(cls, data: Any, handler: Any) -> Any:
+        """Fill in ``population.kind`` from the scaffold when the input leaves it out, and
+        remember whether the input wrote it."""
+        explicit = _writes_population_kind(data)
+        if isinstance(data, dict) and not explicit:
+            scaffold = data.get("scaffold", "openevolve")
+            population = data.get("population")
+            if population is None:
+                population = {}
+            # an unknown scaffold or a bad population: the fields' own validation reports it
+            if scaffold in SCAFFOLD_POPULATIONS and isinstance(population, dict):
+                kind = SCAFFOLD_POPULATIONS[scaffold][0]
+                data = {**data, "population": {**population, "kind": kind}}
+        cfg = handler(data)
+        if isinstance(cfg, EvoDuetConfig):
+            cfg._kind_explicit = explicit
+        return cfg
 
     @model_validator(mode="after")
     def _check_scaffold_population(self) -> EvoDuetConfig:
@@ -496,7 +518,9 @@ class EvoDuetConfig(_Section):
             )
         return self
 
-    def with_overrides(self, overrides: dict[str, Any]) -> EvoDuetConfig:
+    def with_overrides(
+        self, overrides: dict[str, Any], source: str = "overrides"
+    ) -> EvoDuetConfig:
         """Return a copy with dotted-key overrides applied, e.g. ``{"llm.model": "local"}``.
 
         ``None`` values are ignored so CLI options left unset keep the file's value. An
@@ -505,10 +529,11 @@ class EvoDuetConfig(_Section):
         (``{"scaffold": "top_k"}`` on the defaults gives a top-k population).
 
         Raises:
-            ConfigError: an unknown key or an invalid value.
+            ConfigError: an unknown key or an invalid value (the message names ``source``).
         """
         data = self.model_dump()
-        if overrides.get("scaffold") is not None and overrides.get("population.kind") is None:
+        kind_given = overrides.get("population.kind") is not None
+        if overrides.get("scaffold") is not None and not kind_given:
             _release_population_kind(data, self)
         for key, value in overrides.items():
             if value is None:
@@ -522,7 +547,7 @@ class EvoDuetConfig(_Section):
             if parts[-1] not in node:
                 raise ConfigError(f"unknown config key {key!r}")
             node[parts[-1]] = value
-        return _validate(data, source="overrides")
+        return _validate(data, source, kind_explicit=self._kind_explicit or kind_given)
 
     def to_yaml(self) -> str:
         """The full configuration as YAML (what ``<run_dir>/config.yaml`` holds)."""
@@ -530,9 +555,9 @@ class EvoDuetConfig(_Section):
 
 
 def _release_population_kind(data: dict[str, Any], current: EvoDuetConfig) -> None:
-    """Drop ``population.kind`` from a dump of ``current`` when it is the kind
-    ``current.scaffold`` chooses by itself, so that a new scaffold chooses again."""
-    if current.population.kind == SCAFFOLD_POPULATIONS[current.scaffold][0]:
+    """Drop ``population.kind`` from a dump of ``current`` when ``current.scaffold`` chose it
+    (the user did not write it), so that a new scaffold chooses again."""
+    if not current._kind_explicit:
         data["population"].pop("kind", None)
 
 
@@ -556,21 +581,33 @@ def merge_config(base: EvoDuetConfig, data: dict[str, Any], source: str) -> EvoD
         ConfigError: an unknown key or an invalid value (the message names ``source``).
     """
     dumped = base.model_dump()
-    population = data.get("population")
-    if "scaffold" in data and not (isinstance(population, dict) and "kind" in population):
+    kind_given = _writes_population_kind(data)
+    if "scaffold" in data and not kind_given:
         _release_population_kind(dumped, base)
-    return _validate(_deep_merge(dumped, data), source=source)
+    return _validate(
+        _deep_merge(dumped, data), source, kind_explicit=base._kind_explicit or kind_given
+    )
 
 
-def _validate(data: Any, source: str) -> EvoDuetConfig:
+def _writes_population_kind(data: Any) -> bool:
+    population = data.get("population") if isinstance(data, dict) else None
+    return isinstance(population, dict) and "kind" in population
+
+
+def _validate(data: Any, source: str, *, kind_explicit: bool | None = None) -> EvoDuetConfig:
+    """Validate a whole configuration; ``kind_explicit`` (default: ``data`` writes
+    ``population.kind``) marks whether the user chose the population kind."""
     try:
-        return EvoDuetConfig.model_validate(data)
+        cfg = EvoDuetConfig.model_validate(data)
     except ValidationError as exc:
         lines = [
             f"  {'.'.join(str(p) for p in err['loc']) or '(config)'}: {err['msg']}"
             for err in exc.errors()
         ]
         raise ConfigError(f"invalid configuration in {source}:\n" + "\n".join(lines)) from None
+    if kind_explicit is not None:
+        cfg._kind_explicit = kind_explicit
+    return cfg
 
 
 def load_config(path: str | Path | None = None) -> EvoDuetConfig:

@@ -893,6 +893,8 @@ def run_bench(
             config_labels.add(label)
             name = label
         elif name not in table:
+            if name.endswith((".yaml", ".yml")) or "/" in name:
+                raise BenchError(f"method config file {name} does not exist")
             unknown.append(name)
         methods.append(name)
     if unknown:

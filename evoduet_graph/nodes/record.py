@@ -24,7 +24,6 @@ from evoduet_graph.results import write_best
 from evoduet_graph.search.database import Impact
 from evoduet_graph.state import CandidateRecord, OuterState
 
-
 MODEL_DOWN_PREFIX = "the model did not answer"
 """Every ``stop_reason`` set because the model endpoint failed starts with this."""
 

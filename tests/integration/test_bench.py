@@ -331,6 +331,9 @@ def test_bad_settings_fail_before_anything_runs(tmp_path):
         run_bench(_settings(tmp_path / "a", methods=["nope"]), llm_factory=_llm())
     with pytest.raises(BenchError, match="does not exist"):
         run_bench(_settings(tmp_path / "b", tasks=[tmp_path / "missing"]), llm_factory=_llm())
+    with pytest.raises(BenchError, match="method config file .*missing.yaml does not exist"):
+        run_bench(_settings(tmp_path / "d", methods=[str(tmp_path / "missing.yaml")]),
+                  llm_factory=_llm())
     with pytest.raises(BenchError, match="unknown model"):
         run_bench(_settings(tmp_path / "c", model="gpt-4o"), llm_factory=None)
     assert not (tmp_path / "a").exists()

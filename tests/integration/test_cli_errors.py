@@ -143,6 +143,17 @@ def test_wrong_types_in_run_config(task_copy: Path, tmp_path: Path, text: str, f
     _assert_clear_error(code, lines, tmp_path / "run", "my.yaml", field)
 
 
+def test_scaffold_option_contradicting_the_config_files_population_kind(
+    task_copy: Path, tmp_path: Path
+) -> None:
+    cfg = tmp_path / "my.yaml"
+    cfg.write_text("population:\n  kind: islands\n")
+    code, lines = _start(task_copy, tmp_path / "run", "--config", str(cfg), "--scaffold", "top_k")
+    _assert_clear_error(
+        code, lines, tmp_path / "run", "my.yaml", "scaffold 'top_k'", "population.kind"
+    )
+
+
 def test_negative_iterations_are_an_error_and_zero_only_evaluates(
     task_copy: Path, tmp_path: Path
 ) -> None:

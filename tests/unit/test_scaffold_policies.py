@@ -270,6 +270,17 @@ def test_contradictory_scaffold_and_population_kind_is_a_config_error():
         topk.with_overrides({"scaffold": "evox"})
     with pytest.raises(ConfigError, match="scaffold"):
         EvoDuetConfig().with_overrides({"scaffold": "greedy"})
+    # a population kind the user wrote is theirs even when it equals the scaffold's choice:
+    # `--scaffold top_k` over a file with `population: {kind: islands}` is refused, not rewritten
+    written = EvoDuetConfig.model_validate({"population": {"kind": "islands"}})
+    with pytest.raises(ConfigError, match="scaffold 'top_k' runs over population.kind"):
+        written.with_overrides({"iterations": 3}).with_overrides({"scaffold": "top_k"})
+    with pytest.raises(ConfigError, match="scaffold 'best_of_n'"):
+        merge_config(written, {"scaffold": "best_of_n"}, "method.yaml")
+    assert written.with_overrides({"scaffold": "evox"}).population.kind == "islands"
+    # ... and a kind the scaffold chose is chosen again after any number of other overrides
+    chosen = EvoDuetConfig().with_overrides({"iterations": 3}).with_overrides({"seed": 1})
+    assert chosen.with_overrides({"scaffold": "top_k"}).population.kind == "top_k"
     with pytest.raises(ConfigError, match="evox.strategy_patience"):
         EvoDuetConfig().with_overrides({"evox.strategy_patience": 0})
 
