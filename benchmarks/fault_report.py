@@ -135,6 +135,7 @@ def model_section(work: Path) -> None:
 
     from evoduet_graph import EvoDuetConfig, run
     from evoduet_graph.llm import LLMCallError, structured_call
+    from evoduet_graph.nodes.record import MODEL_DOWN_PREFIX
     from tests.conftest import RADIUS_UP, SMOKE_TASK
     from tests.fake_openai_server import FaultyServer, last_user_text
     from tests.fakes import ScriptedChatModel
@@ -220,6 +221,17 @@ def model_section(work: Path) -> None:
         CLEAR if stopped and resumed.iterations == 6 else FAILED,
         f"stop_reason: {result.stop_reason[:90] if result.stop_reason else None}…; "
         "resumed to 6 iterations with a healthy endpoint", lost=_lost(run_dir, 6))
+
+    # the same dead endpoint for a run shorter than max_consecutive_model_failures: it still
+    # ends as a failed run (never a quiet "done" with NDG 0)
+    run_dir = work / "model-refused-short"
+    result = run(SMOKE_TASK, cfg("http://127.0.0.1:9/v1", iterations=2, llm={"max_retries": 0}),
+                 run_dir=run_dir, evaluator=InProcessEvaluator(SMOKE_TASK))
+    down = (result.stop_reason or "").startswith(MODEL_DOWN_PREFIX)
+    add(area, "connection refused in every iteration of a 2-iteration run", 2,
+        CLEAR if down and result.iterations == 2 else FAILED,
+        f"stop_reason: {result.stop_reason[:90] if result.stop_reason else None}…",
+        lost=_lost(run_dir, 2))
 
     run_dir = work / "model-never"
     with FaultyServer(["text:No diff from me."], content=rewrite) as s:
