@@ -152,6 +152,9 @@ def model_section(work: Path) -> None:
             "iterations": 3, "population": {"num_islands": 2}, "prompt": {"diff_based": False},
             "llm": {"model": "openai:fake-model", "base_url": url, "max_retries": 2,
                     "timeout_s": 0.5},
+            # the fake server's programs repeat: no novelty resamples, so each scripted fault
+            # meets the request it is meant for
+            "novelty": {"enabled": False},
         }
         for k, v in extra.items():
             if isinstance(v, dict):
