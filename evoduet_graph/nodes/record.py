@@ -49,12 +49,13 @@ def credit_evidence(ctx: Context, state: OuterState, valid: list[CandidateRecord
             outcome=outcome,
         )
     else:
+        evaluated = any(c["status"] == "evaluated" for c in state.get("candidates", []))
         impact = Impact(
             iteration=iteration,
             parent_score=parent_score,
             child_score=None,
             delta=None,
-            outcome="not_evaluated",
+            outcome="invalid" if evaluated else "not_evaluated",
         )
     if not ctx.search_db.add_impact(record_id, impact):
         return  # already credited by the run this one resumes

@@ -2,7 +2,7 @@
 
 Every committed retrieval — the query chain, each round's results with predicted scores, the
 final documents — and every realised outcome (impact: iteration, parent score, child score,
-Δ, improved/decreased/unchanged/not_evaluated) is kept here and persisted to an append-only
+Δ, improved/decreased/unchanged/invalid/not_evaluated) is kept here and persisted to an append-only
 JSONL file, ``<run_dir>/search_database.jsonl``. Each line is one JSON object with a ``type``:
 
 * ``document`` — a `StoredDocument` (full text; ``predicted_score`` as known when added);
@@ -38,7 +38,7 @@ from evoduet_graph.search.text import tokenize
 logger = logging.getLogger(__name__)
 
 SelectPolicy = Literal["delta", "relevance_novelty", "recency", "full"]
-Outcome = Literal["improved", "decreased", "unchanged", "not_evaluated"]
+Outcome = Literal["improved", "decreased", "unchanged", "invalid", "not_evaluated"]
 
 RELEVANCE_WEIGHT = 0.7
 """λ of the relevance/novelty trade-off: score = λ·relevance − (1−λ)·max doc-set overlap."""
@@ -81,7 +81,10 @@ class Impact(_Model):
         parent_score: the parent's fitness.
         child_score: the best valid child's fitness, or None (no valid child).
         delta: ``child_score - parent_score`` on the fitness scale (higher is better), or None.
-        outcome: improved / decreased / unchanged / not_evaluated.
+        outcome: improved / decreased / unchanged; ``invalid`` (children were evaluated and
+            every one was rejected by the evaluator: no Δ, since an invalid program has no
+            score on the task's scale); ``not_evaluated`` (no child reached the evaluator:
+            the model failed, the diff did not apply, or every child was a duplicate).
     """
 
     iteration: int

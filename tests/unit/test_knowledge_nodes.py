@@ -632,6 +632,28 @@ def test_retrieve_and_record_reentered_after_a_crash_write_d_search_once(
     assert len(env.events("impact")) == 1  # re-entering record does not repeat the event
 
 
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [("evaluated", "invalid"), ("failed", "not_evaluated"), ("duplicate", "not_evaluated")],
+)
+def test_an_iteration_without_a_valid_child_credits_its_evidence_with_why(
+    smoke_task_dir, tmp_path, status, expected
+):
+    """Evaluated but rejected children give outcome ``invalid``; children that never reached
+    the evaluator give ``not_evaluated``. Neither has a Δ: an invalid program's 0.0 is not a
+    score on the task's scale (for a negated minimisation metric it would even look better)."""
+    env = make_env(smoke_task_dir, run_dir=tmp_path)
+    state = {**env.state, **make_retrieve(build_inner_graph().compile())(env.state, env.runtime)}
+    state["candidates"] = [
+        CandidateRecord(id="it00001-c0", index=0, status=status, score=0.0, valid=False,
+                        error="points outside the unit disk")
+    ]
+    record(state, env.runtime)
+    [impact] = env.ctx.search_db.get_record("ret_000001").impacts
+    assert impact.outcome == expected
+    assert impact.delta is None and impact.child_score is None
+
+
 # ------------------------------------------------------------------------------------------
 # untrusted text in the knowledge layer's prompts
 # ------------------------------------------------------------------------------------------
