@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from evoduet_graph import EvoDuetConfig, run
 from evoduet_graph.evaluation import SandboxEvaluator
 from evoduet_graph.task import Task, TaskError, load_task
+from tests.fakes import ScriptedChatModel
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS = REPO / "tasks"
@@ -176,6 +178,18 @@ def test_openevolve_folder_with_unknown_keys_loads_with_warnings_and_evaluates(
     assert outcome.score == 4.0
     assert outcome.metrics == {"combined_score": 4.0, "raw": 2.0}
     assert outcome.artifacts["note"] == "evaluated"
+
+    # and it runs: 2 iterations through the graph, the sandboxed evaluator, a scripted model
+    # answering with an OpenEvolve SEARCH/REPLACE diff (the folder asks for diffs)
+    diff = "<<<<<<< SEARCH\n    return 2.0\n=======\n    return 3.5\n>>>>>>> REPLACE\n"
+    llm = ScriptedChatModel(responses=[], default=diff)
+    cfg = EvoDuetConfig.model_validate(
+        {"iterations": 2, "population": {"num_islands": 1}, "novelty": {"enabled": False}}
+    )
+    result = run(folder, cfg, llm=llm, run_dir=tmp_path / "run")
+    assert result.iterations == 2 and result.stop_reason is None
+    assert result.best_score == 7.0  # double(3.5), scored by the folder's own evaluator
+    assert "return 3.5" in result.best_program
 
 
 def test_task_yaml_overrides_and_precedence(tmp_path: Path) -> None:
