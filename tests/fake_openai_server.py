@@ -13,7 +13,10 @@ body, so a test decides exactly what the client sees:
 * ``"empty"`` — a completion whose text is empty;
 * any other string starting with ``"text:"`` — a completion with exactly that text.
 
-Requests are recorded (``requests``: the parsed JSON bodies) with the fault they got.
+Requests are recorded (``requests``: the parsed JSON bodies) with the fault they got, and so
+are their times: ``arrived_at`` / ``answered_at``, `time.monotonic` seconds when the request's
+headers were read and when its answer was written, in the order of ``requests``
+(``answered_at`` is None while a request is still being answered).
 """
 
 from __future__ import annotations
@@ -67,6 +70,8 @@ class FaultyServer:
         self.sleep_s = sleep_s
         self.retry_after_s = retry_after_s
         self.requests: list[tuple[str, dict[str, Any]]] = []
+        self.arrived_at: list[float] = []
+        self.answered_at: list[float | None] = []
         self._lock = threading.Lock()
         self._index = 0
         self._stop = threading.Event()
@@ -79,6 +84,7 @@ class FaultyServer:
                 return
 
             def do_POST(self) -> None:  # http.server's naming
+                arrived = time.monotonic()  # the request line and headers are read
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 try:
@@ -87,8 +93,13 @@ class FaultyServer:
                     body = {}
                 fault = server._next(body)
                 with server._lock:
+                    index = len(server.requests)
                     server.requests.append((fault, body))
+                    server.arrived_at.append(arrived)
+                    server.answered_at.append(None)
                 server._answer(self, fault, body)
+                with server._lock:
+                    server.answered_at[index] = time.monotonic()
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True

@@ -73,12 +73,16 @@ def _evaluator(run_dir: Path) -> CountingEvaluator:
 
 def test_429_with_retry_after_and_500s_are_retried_and_the_run_succeeds(tmp_path: Path) -> None:
     script = ["429", "500", "ok", "503", "ok"]
-    with FaultyServer(script, content=rewrite) as server:
+    with FaultyServer(script, content=rewrite, retry_after_s=1) as server:
         start = time.monotonic()
         result = run(SMOKE_TASK, _config(server.base_url), run_dir=tmp_path / "run",
                      evaluator=_evaluator(tmp_path / "run"))
         elapsed = time.monotonic() - start
     assert server.faults() == script
+    # `retry-after: 1` is honoured: the SDK's own first backoff is at most 0.5 s
+    answered_429 = server.answered_at[0]
+    assert answered_429 is not None
+    assert 0.9 <= server.arrived_at[1] - answered_429 < 5
     assert result.iterations == 2 and result.stop_reason is None
     assert all(status == "evaluated" for status, _ in _statuses(tmp_path / "run").values())
     assert elapsed < 30

@@ -8,6 +8,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from evoduet_graph import EvoDuetConfig, build_context, build_graph, load_task, run
+from evoduet_graph.api import THREAD_ID
 from evoduet_graph.events import read_events
 from evoduet_graph.population import restore_population
 from evoduet_graph.store import ProgramStore
@@ -58,9 +59,12 @@ def test_three_iterations_valid_invalid_garbage(smoke_task_dir, tmp_path):
     assert "radius = 1.0" in (rdir / "best_program.py").read_text()
     assert [h["iteration"] for h in result.history] == [1, 2, 3]
 
-    # the invalid diff's reason reaches the next prompt
-    third_prompt = "\n".join(str(m.content) for m in llm.prompts[2])
-    assert "iteration 2" in third_prompt.lower() or "invalid" in third_prompt.lower()
+    # the invalid diff's reason reaches the next prompt (and only after it happened)
+    second_prompt, third_prompt = ("\n".join(str(m.content) for m in llm.prompts[i]) for i in (1, 2))
+    reason = rows["it00002-c0"].error or ""
+    assert "the SEARCH text was not found" in reason
+    assert "### Iteration 2, from initial: invalid\nError: " + reason in third_prompt
+    assert "the SEARCH text was not found" not in second_prompt
 
 
 def test_parallel_candidates_best_kept(smoke_task_dir, tmp_path):
@@ -91,6 +95,47 @@ def test_build_graph_invoke_with_in_memory_saver(smoke_task_dir):
     assert state["best_score"] > state["initial_score"]
     assert len(ctx.population) >= 2
 
+
+
+class _Interrupted(Exception):
+    """Raised from the progress callback to stop a run mid-way (like a crash)."""
+
+
+def test_run_checkpoints_to_the_user_checkpointer_and_resumes_from_it(smoke_task_dir, tmp_path):
+    rdir = tmp_path / "run"
+    saver = InMemorySaver()
+    thread = {"configurable": {"thread_id": THREAD_ID}}
+
+    def stop_after_first_record(node, update):
+        if node == "record":
+            raise _Interrupted
+
+    first_llm = ScriptedChatModel(responses=[RADIUS_UP])
+    with pytest.raises(_Interrupted):
+        run(smoke_task_dir, _config(), llm=first_llm, checkpointer=saver, run_dir=rdir,
+            progress=stop_after_first_record)
+    assert first_llm.calls == 1
+    assert json.loads((rdir / "run.json").read_text())["thread_id"] == THREAD_ID
+    saved = saver.get_tuple(thread)
+    assert saved is not None and saved.checkpoint["channel_values"]["iteration"] == 1
+    checkpoints = len(list(saver.list(thread)))
+    assert checkpoints > 0
+    assert not (rdir / "checkpoints.sqlite").exists()  # the default saver was never opened
+
+    second_llm = ScriptedChatModel(responses=[], default=GARBAGE)
+    result = run(smoke_task_dir, _config(), llm=second_llm, checkpointer=saver, run_dir=rdir)
+    # resumed after iteration 1: two more iterations, the first child kept, nothing redone
+    assert second_llm.calls == 2
+    assert result.iterations == 3 and result.best_id == "it00001-c0"
+    assert len(list(saver.list(thread))) > checkpoints
+    assert saver.get_tuple(thread).checkpoint["channel_values"]["iteration"] == 3
+    starts = [e for e in read_events(rdir / "events.jsonl") if e["event"] == "run_start"]
+    assert [e["resumed"] for e in starts] == [False, True]
+    store = ProgramStore(rdir / "programs.sqlite")
+    assert [r.id for r in store.all_programs()] == [
+        "initial", "it00001-c0", "it00002-c0", "it00003-c0"
+    ]
+    store.close()
 
 def test_custom_gate_node_swaps_in(smoke_task_dir, tmp_path):
     seen = []

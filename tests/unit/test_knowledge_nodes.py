@@ -3,32 +3,26 @@
 Every node runs with a real `Context` (``build_context`` on the smoke task, in memory) whose
 chat model is a `ScriptedChatModel` answering by prompt kind (`KnowledgeResponder`) and whose
 search backend is a `FakeSearcher`; the store is seeded by running ``initialize`` and
-``select`` once.
+``select`` once (`tests.node_env.make_env`).
 """
 
 from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from langgraph.runtime import Runtime
 
-from evoduet_graph import EvoDuetConfig, build_context, load_task
-from evoduet_graph.context import Context
 from evoduet_graph.graphs.inner import build_inner_graph
 from evoduet_graph.knowledge import GateOutput
 from evoduet_graph.nodes.construct_query import construct_query
 from evoduet_graph.nodes.gate import gate, gate_prompt, rule_decision
 from evoduet_graph.nodes.hypothetical_score import hypothetical_score
-from evoduet_graph.nodes.initialize import initialize
 from evoduet_graph.nodes.look_up import look_up
 from evoduet_graph.nodes.record import record
 from evoduet_graph.nodes.retrieve import inner_rounds, make_retrieve
 from evoduet_graph.nodes.search import search
-from evoduet_graph.nodes.select import select
 from evoduet_graph.nodes.update_knowledge import top_k_documents, update_knowledge
 from evoduet_graph.prompts import load_prompt
 from evoduet_graph.search import Document
@@ -41,53 +35,7 @@ from tests.fakes import (
     ScriptedChatModel,
     scored_documents,
 )
-
-BASE: dict[str, Any] = {
-    "iterations": 3,
-    "population": {"num_islands": 2},
-    "evaluation": {"workers": 1},
-    "retrieval": {"search_retries": 0},
-}
-
-
-@dataclass
-class Env:
-    """A seeded context: ``state`` is the outer state after ``initialize`` + ``select``."""
-
-    ctx: Context
-    runtime: Runtime[Context]
-    llm: ScriptedChatModel
-    searcher: Any
-    state: dict[str, Any]
-
-    def events(self, name: str) -> list[dict[str, Any]]:
-        return [e for e in self.ctx.events.memory if e["event"] == name]
-
-
-def make_env(
-    task_dir,
-    *,
-    responder: Any = None,
-    llm: ScriptedChatModel | None = None,
-    searcher: Any = None,
-    run_dir: Any = None,
-    **overrides: Any,
-) -> Env:
-    """Build the context on the smoke task and run ``initialize`` + ``select`` once.
-
-    ``overrides`` are dotted config keys with ``__`` for dots (``gate__mode="llm"``).
-    """
-    cfg = EvoDuetConfig.model_validate(BASE).with_overrides(
-        {k.replace("__", "."): v for k, v in overrides.items()}
-    )
-    llm = llm or ScriptedChatModel(responses=[], default=responder or KnowledgeResponder())
-    searcher = searcher if searcher is not None else FakeSearcher()
-    ctx = build_context(load_task(task_dir), cfg, run_dir, llm=llm, searcher=searcher)
-    runtime = Runtime(context=ctx)
-    state: dict[str, Any] = {"max_iterations": cfg.iterations}
-    state.update(initialize(state, runtime))
-    state.update(select(state, runtime))
-    return Env(ctx=ctx, runtime=runtime, llm=llm, searcher=searcher, state=state)
+from tests.node_env import Env, make_env
 
 
 def inner_input(env: Env, *, rounds: int = 1, **extra: Any) -> InnerState:

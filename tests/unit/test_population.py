@@ -9,6 +9,7 @@ import random
 import subprocess
 import sys
 import textwrap
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
@@ -317,6 +318,43 @@ def test_sampling_is_deterministic_under_the_same_seed() -> None:
     draws = [pop1.sample(random.Random(s), num_inspirations=3) for s in range(5)]
     assert draws == [pop2.sample(random.Random(s), num_inspirations=3) for s in range(5)]
     assert len({d.model_dump_json() for d in draws}) > 1  # the rng does drive the choice
+
+
+def test_parent_sampling_modes_follow_the_configured_ratios() -> None:
+    # exploration 0.3, exploitation 0.5, so fitness-weighted 0.2; archive of 2 on 5 programs
+    store = Store()
+    cfg = islands_cfg(num_islands=1, exploration_ratio=0.3, exploitation_ratio=0.5,
+                      archive_size=2, feature_dimensions=["x"], feature_bins=50)
+    pop = IslandPopulation(cfg, seed=0, get_code=store.get_code)
+    scores = {"p1": 0.1, "p2": 0.2, "p3": 0.3, "p4": 0.4, "p5": 0.5}
+    for i, ((pid, score), x) in enumerate(zip(scores.items(), (0, 10, 6, 2, 8), strict=True)):
+        add(pop, store, pid, score, iteration=i, island=0, x=float(x))
+    assert pop.island_ids(0) == list(scores)  # one MAP-Elites cell each: nobody displaced
+    assert sorted(pop.archive_ids()) == ["p4", "p5"]  # the two fittest hold the archive
+
+    rng = random.Random(2024)
+    draws = 20_000
+    picks: dict[str, Counter] = defaultdict(Counter)
+    for _ in range(draws):
+        sample = pop.sample(rng, num_inspirations=0)
+        picks[sample.mode][sample.parent_id] += 1
+    share = {mode: sum(c.values()) / draws for mode, c in picks.items()}
+    # binomial standard deviation at n=20,000 is <= 0.0036: 0.015 is over 4 of them
+    assert share == pytest.approx({"exploration": 0.3, "exploitation": 0.5, "weighted": 0.2},
+                                  abs=0.015)
+    # each mode picks by its own rule: uniform / archive only / proportional to the score
+    explored = picks["exploration"]
+    assert {pid: n / explored.total() for pid, n in explored.items()} == pytest.approx(
+        dict.fromkeys(scores, 0.2), abs=0.025
+    )
+    exploited = picks["exploitation"]
+    assert set(exploited) == {"p4", "p5"}
+    assert exploited["p4"] / exploited.total() == pytest.approx(0.5, abs=0.025)
+    weighted = picks["weighted"]
+    total_score = sum(scores.values())
+    assert {pid: n / weighted.total() for pid, n in weighted.items()} == pytest.approx(
+        {pid: s / total_score for pid, s in scores.items()}, abs=0.03
+    )
 
 
 def test_custom_metric_feature_dimension() -> None:

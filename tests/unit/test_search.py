@@ -486,6 +486,20 @@ def test_offline_numpy_pydoc(tmp_path: Path) -> None:
     assert not [h for h in searcher.search("random normal", 10) if "._" in h.url]
 
 
+def test_offline_scipy_pydoc(tmp_path: Path) -> None:
+    searcher = _searcher(OfflineSources(pydoc_packages=("scipy",)), tmp_path / "cache")
+    searcher.preflight()
+    assert searcher.index_info["counts"]["pydoc:scipy"] > 300
+    hits = searcher.search("minimize a function of several variables with constraints", 5)
+    assert "pydoc:scipy.optimize.minimize" in [h.url for h in hits]
+    minimize = next(h for h in hits if h.url == "pydoc:scipy.optimize.minimize")
+    assert minimize.title.startswith("scipy.optimize.minimize(fun, x0")
+    assert "minimization of scalar function" in minimize.content.lower()
+    assert searcher.search("scipy.optimize.minimize", 3)[0].url == "pydoc:scipy.optimize.minimize"
+    assert "pydoc:scipy.spatial.ConvexHull" in [h.url for h in searcher.search("convex hull", 5)]
+    assert not [h for h in searcher.search("sparse matrix solve", 10) if "._" in h.url]
+
+
 # ------------------------------------------------------------------------------------------
 # Chunking and tokenisation
 # ------------------------------------------------------------------------------------------
