@@ -9,7 +9,7 @@ paper (DESIGN.md §1) and OpenEvolve's ``config.yaml`` for the population.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -17,6 +17,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    Strict,
     ValidationError,
     model_validator,
 )
@@ -27,7 +28,9 @@ class ConfigError(ValueError):
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # strict: a YAML `true` is not an integer and a quoted "4" is not a number (pydantic's lax
+    # mode would coerce both silently); ints are still accepted for floats
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
 
 
 class LLMConfig(_Section):
@@ -405,7 +408,8 @@ class BudgetConfig(_Section):
     max_wall_s: float | None = Field(
         None, gt=0, description="Most wall-clock seconds of the run, summed over resumes."
     )
-    prices: dict[str, tuple[float, float]] = Field(
+    # lax: YAML and JSON write the pair as a list
+    prices: dict[str, Annotated[tuple[float, float], Strict(False)]] = Field(
         default_factory=dict,
         description="Extra prices: model name (or prefix) → [USD per 1M input tokens, USD "
         "per 1M output tokens]; overrides the built-in table.",

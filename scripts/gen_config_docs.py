@@ -48,6 +48,8 @@ def type_name(annotation: Any) -> str:
     """A short, reader-facing name of a field type (``int or null``, ``never | always``)."""
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
+    if origin is typing.Annotated:  # validation metadata (e.g. Strict) is not the type
+        return type_name(args[0])
     if origin is typing.Literal:
         return " \\| ".join(f"`{a}`" for a in args)
     if origin in (typing.Union, types.UnionType):

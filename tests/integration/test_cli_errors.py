@@ -134,7 +134,10 @@ def test_wrong_types_in_openevolve_config_yaml(task_copy: Path, tmp_path: Path) 
     ("text", "field"),
     [("candidates: many\n", "candidates"), ("llm:\n  temperature: hot\n", "llm.temperature"),
      ("budget:\n  max_llm_calls: -3\n", "budget.max_llm_calls"),
-     ("evaluation:\n  max_processes: 0\n", "evaluation.max_processes")],
+     ("evaluation:\n  max_processes: 0\n", "evaluation.max_processes"),
+     # strict types: no silent coercion of a boolean or a quoted number
+     ("evox:\n  strategy_patience: true\n", "evox.strategy_patience"),
+     ("max_concurrency: '4'\n", "max_concurrency")],
 )
 def test_wrong_types_in_run_config(task_copy: Path, tmp_path: Path, text: str, field: str) -> None:
     cfg = tmp_path / "my.yaml"
