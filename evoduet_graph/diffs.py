@@ -704,6 +704,39 @@ def _shares_fixed_code(code_lines: list[str], outside: list[str]) -> bool:
     return present * 2 >= len(distinctive)
 
 
+_TOP_LEVEL_IMPORT = re.compile(r"^(import\s+\w|from\s+[\w.]+\s+import\s)")
+
+
+def _added_imports(lines: list[str], parent_outside: set[str]) -> list[str]:
+    """Top-level ``import`` / ``from ... import`` lines of a rewrite that the parent's fixed
+    code does not have (``from __future__`` excluded: it must stay first in the file)."""
+    return [
+        line
+        for line in lines
+        if _TOP_LEVEL_IMPORT.match(line)
+        and line.strip() not in parent_outside
+        and not line.startswith("from __future__")
+    ]
+
+
+def _hoist_imports(imports: list[str], content: list[str]) -> list[str]:
+    """``content`` (an EVOLVE-BLOCK's lines) with ``imports`` added at its top, indented like
+    its first code line, skipping those it already has.
+
+    A full rewrite often adds the import it needs next to the parent's own imports, outside the
+    editable region; the region is the only part a rewrite may change (the fixed code is kept
+    verbatim), so without this the import would be dropped and the child fail with a
+    ``NameError``. OpenEvolve, which takes a rewrite whole, keeps such imports too.
+    """
+    have = {line.strip() for line in content}
+    new = list(dict.fromkeys(line.strip() for line in imports if line.strip() not in have))
+    if not new:
+        return content
+    first = next((line for line in content if line.strip()), "")
+    indent = first[: len(first) - len(first.lstrip())]
+    return [indent + line for line in new] + content
+
+
 class _RewriteRejected(Exception):
     """A code block was found but cannot become a candidate; the message says why."""
 
@@ -737,6 +770,11 @@ def _extract_rewrite(text: str, parent: str, *, restrict: bool, allow_fragment: 
                 )
         return code + "\n" if parent.endswith("\n") else code
 
+    outside_parent = {
+        line.strip()
+        for i, line in enumerate(parent_lines)
+        if not any(first <= i < stop for first, stop in regions)
+    }
     new_regions = _regions_of_lines(code_lines)
     if new_regions:
         if len(new_regions) != len(regions):
@@ -745,6 +783,12 @@ def _extract_rewrite(text: str, parent: str, *, restrict: bool, allow_fragment: 
                 f"{len(regions)}; keep the markers exactly as they are"
             )
         contents = [code_lines[first:stop] for first, stop in new_regions]
+        outside = [
+            line
+            for i, line in enumerate(code_lines)
+            if not any(first <= i < stop for first, stop in new_regions)
+        ]
+        contents[0] = _hoist_imports(_added_imports(outside, outside_parent), contents[0])
         return "\n".join(_splice(parent_lines, regions, contents))
     if any(_evolve_marker(line) for line in code_lines):
         content = _content_after_lone_start(code_lines, parent_lines, regions)
@@ -754,9 +798,14 @@ def _extract_rewrite(text: str, parent: str, *, restrict: bool, allow_fragment: 
 
     if len(regions) == 1:
         first, stop = regions[0]
-        middle = _strip_fixed_code(code_lines, parent_lines[: first - 1], parent_lines[stop + 1 :])
+        added = _added_imports(code_lines, outside_parent)
+        middle = _strip_fixed_code(
+            [line for line in code_lines if line not in added],
+            parent_lines[: first - 1],
+            parent_lines[stop + 1 :],
+        )
         if middle is not None:
-            return "\n".join(_splice(parent_lines, regions, [middle]))
+            return "\n".join(_splice(parent_lines, regions, [_hoist_imports(added, middle)]))
         outside = parent_lines[: first - 1] + parent_lines[stop + 1 :]
         if allow_fragment and not _shares_fixed_code(code_lines, outside):
             return "\n".join(_splice(parent_lines, regions, [code_lines]))

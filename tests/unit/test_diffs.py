@@ -450,3 +450,62 @@ def test_rewrite_missing_end_marker_is_spliced_up_to_the_fixed_code() -> None:
     assert "# EVOLVE-BLOCK-END" in code
     assert code.endswith("def run():\n    return STEP\n")  # fixed code kept verbatim
     assert "STEP * 2" not in code
+
+
+# ------------------------------------------------------------------------------------------
+# imports a rewrite adds next to the fixed imports
+# ------------------------------------------------------------------------------------------
+
+USES_SQRT = """\
+def solve(n):
+    return int(sqrt(n * n)) + int(fsum([1.0]))
+"""
+
+
+def _rewrite_with_import(markers: bool, imports: str = "from math import sqrt, fsum\n") -> str:
+    region = f"# EVOLVE-BLOCK-START\n{USES_SQRT}# EVOLVE-BLOCK-END\n" if markers else USES_SQRT
+    return (
+        "```python\nimport numpy as np\n" + imports + "\nLIMIT = 10\n\n\n" + region
+        + "\n\ndef run():\n    total = 0\n    return solve(LIMIT) + total\n```"
+    )
+
+
+@pytest.mark.parametrize("markers", [True, False])
+def test_rewrite_keeps_an_import_added_outside_the_evolve_block(markers: bool) -> None:
+    """The import is moved to the top of the block (the fixed code stays verbatim) instead of
+    being dropped, which would make the child fail with a NameError."""
+    cand = candidate_from_response(
+        PARENT, _rewrite_with_import(markers), diff_based=False, restrict_to_evolve_blocks=True
+    )
+    assert cand.error is None and cand.code is not None
+    start = cand.code.index("# EVOLVE-BLOCK-START\n") + len("# EVOLVE-BLOCK-START\n")
+    assert cand.code[start:].startswith("from math import sqrt, fsum\ndef solve(n):")
+    assert cand.code[:start] == PARENT[: PARENT.index("# EVOLVE-BLOCK-START\n")] + (
+        "# EVOLVE-BLOCK-START\n"
+    )
+    namespace: dict[str, object] = {}
+    exec(compile(cand.code, "child.py", "exec"), namespace)  # noqa: S102 - our own test program
+    assert namespace["run"]() == 11  # type: ignore[operator]
+
+
+def test_hoisted_imports_skip_future_and_duplicates_and_follow_the_block_indentation() -> None:
+    rewrite = _rewrite_with_import(
+        True, "from __future__ import annotations\nimport numpy as np\nimport math\n"
+    ).replace("# EVOLVE-BLOCK-START\n", "# EVOLVE-BLOCK-START\nimport math\n")
+    cand = candidate_from_response(
+        PARENT, rewrite, diff_based=False, restrict_to_evolve_blocks=True
+    )
+    assert cand.code is not None
+    assert "__future__" not in cand.code  # must stay first in a file: not moved into a block
+    assert cand.code.count("import math") == 1 and cand.code.count("import numpy") == 1
+
+    nested = "def outer():\n    # EVOLVE-BLOCK-START\n    x = 1\n    # EVOLVE-BLOCK-END\n    return x\n"
+    answer = (
+        "```python\nimport json\ndef outer():\n    # EVOLVE-BLOCK-START\n"
+        "    x = len(json.dumps([1]))\n    # EVOLVE-BLOCK-END\n    return x\n```"
+    )
+    child = candidate_from_response(nested, answer, diff_based=False, restrict_to_evolve_blocks=True)
+    assert child.code == (
+        "def outer():\n    # EVOLVE-BLOCK-START\n    import json\n"
+        "    x = len(json.dumps([1]))\n    # EVOLVE-BLOCK-END\n    return x\n"
+    )
