@@ -4,6 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 TASK ?= tasks/circle_packing_26
 ITERATIONS ?= 5
+PORT ?= 2024
 
 .PHONY: run test dev lint clean bench-overhead bench-parallel bench-search
 
@@ -30,7 +31,7 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check evoduet_graph tests benchmarks
 
 dev: $(VENV)/.installed-dev
-	LANGGRAPH_CLI_NO_ANALYTICS=1 $(BIN)/langgraph dev --no-browser --host 127.0.0.1
+	LANGGRAPH_CLI_NO_ANALYTICS=1 $(BIN)/langgraph dev --no-browser --host 127.0.0.1 --port $(PORT)
 
 # Framework overhead per iteration vs OpenEvolve (instant canned model server, trivial task).
 bench-overhead: $(VENV)/.installed-dev

@@ -330,7 +330,104 @@ def check_run_dir(rdir: Path, task: Task) -> None:
         )
 
 
-def _default_run_dir(task: Task) -> Path:
+def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"a.b": value}`` of a nested dict (lists are leaves)."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        out.update(_flat(value, name + ".") if isinstance(value, dict) else {name: value})
+    return out
+
+
+def completed_iterations(rdir: Path) -> int:
+    """The last iteration whose ``record`` node finished, from ``events.jsonl`` (0 if none)."""
+    return max(
+        (
+            ev["iteration"]
+            for ev in read_events(rdir / "events.jsonl")
+            if ev.get("event") == "node"
+            and ev.get("node") == "record"
+            and isinstance(ev.get("iteration"), int)
+        ),
+        default=0,
+    )
+
+
+CONTINUATION_KEYS = ("iterations", "budget.")
+"""Config keys (dotted prefixes) a continued run may change: how long it runs, not what it is."""
+
+
+def check_continuation(rdir: Path, cfg: EvoDuetConfig) -> None:
+    """Refuse to continue an existing run with anything but its own configuration, or from
+    damaged files (before anything in the run directory is written).
+
+    A run directory holds one search: its ``config.yaml`` is the configuration it was started
+    with, and only the total iteration count and the budgets (`CONTINUATION_KEYS`) may change
+    when it is continued (`resume` passes that file itself, so an edit to it is honoured).
+
+    Raises:
+        RunError: ``programs.sqlite`` / ``checkpoints.sqlite`` is not a readable SQLite
+            database; ``config.yaml`` is unreadable; or ``cfg`` differs from it in a key other
+            outside `CONTINUATION_KEYS` (the keys are named); or ``cfg.iterations`` is below the
+            iterations the run has already completed.
+    """
+    if not (rdir / "programs.sqlite").exists():
+        return  # a new run, or one killed before its first write
+    done = completed_iterations(rdir)
+    if cfg.iterations < done:
+        raise RunError(
+            f"{rdir} has already completed {done} iterations, more than the {cfg.iterations} "
+            f"asked for; pass a total of at least {done} iterations"
+        )
+    for name in ("programs.sqlite", "checkpoints.sqlite"):
+        path = rdir / name
+        if not path.exists():
+            continue
+        try:
+            # immutable: reading a WAL database must not create -shm/-wal files next to it
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+            try:
+                conn.execute("PRAGMA schema_version").fetchone()
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            raise RunError(
+                f"{path} is damaged ({exc}); the run cannot be continued: restore the file from "
+                "a copy, or start a new run with a new --out"
+            ) from None
+    path = rdir / "config.yaml"
+    if not path.is_file():
+        return
+    try:
+        stored = _flat(load_config(path).model_dump(mode="json"))
+    except ConfigError as exc:
+        raise RunError(f"{exc}; the run in {rdir} cannot be continued") from None
+    given = _flat(cfg.model_dump(mode="json"))
+    changed = sorted(
+        k
+        for k in stored.keys() | given.keys()
+        if not k.startswith(CONTINUATION_KEYS) and stored.get(k) != given.get(k)
+    )
+    if changed:
+        raise RunError(
+            f"{rdir} holds a run started with another configuration ({', '.join(changed[:5])}"
+            f"{' ...' if len(changed) > 5 else ''} differ from its config.yaml); continue it "
+            f"with `evoduet resume {rdir}` (its own configuration), or choose a new --out"
+        )
+
+
+def _pin_base_url(cfg: EvoDuetConfig) -> EvoDuetConfig:
+    """``cfg`` with ``llm.base_url`` set from ``$OPENAI_BASE_URL`` for a hosted model that has
+    none, so the run's ``config.yaml`` records the endpoint it used and a resume in another
+    shell cannot send the prompts elsewhere."""
+    env = os.environ.get("OPENAI_BASE_URL")
+    if cfg.llm.base_url or not env or not cfg.llm.model.startswith("openai:"):
+        return cfg
+    return cfg.with_overrides({"llm.base_url": env})
+
+
+def default_run_dir(task: Task) -> Path:
+    """``runs/<task name>-<YYYYmmdd-HHMMSS>`` (local time), relative to the working directory."""
     return Path("runs") / f"{task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
@@ -395,8 +492,11 @@ def run(
     elif can_retrieve(cfg):
         preflight(searcher, cfg)
     model_name = cfg.llm.model if llm is None else type(llm).__name__
-    rdir = Path(run_dir) if run_dir is not None else _default_run_dir(task)
+    rdir = Path(run_dir) if run_dir is not None else default_run_dir(task)
     check_run_dir(rdir, task)
+    if llm is None:
+        cfg = _pin_base_url(cfg)
+    check_continuation(rdir, cfg)
     lock = RunDirLock(rdir)
     if rdir.is_dir():  # an existing run: refuse before any slow work if another process has it
         _acquire(lock)

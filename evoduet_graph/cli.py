@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import time
 from enum import Enum
@@ -39,7 +40,10 @@ def _summary(result: RunResult, elapsed: float) -> None:
         console.print(f"  metric value: {result.metric_value}")
     if result.ndg is not None:
         console.print(f"  NDG: {result.ndg:.2f}%")
-    if result.stop_reason:
+    from evoduet_graph.budget import STOP_PREFIX
+
+    # a failure stop is printed once, as the error `_exit_for_stop` exits with
+    if result.stop_reason and result.stop_reason.startswith(STOP_PREFIX):
         console.print("[yellow]stopped early:[/] ", end="")
         console.print(result.stop_reason, markup=False, highlight=False)
 
@@ -71,6 +75,8 @@ def _run_with_display(
     """Run ``fn`` (api.run / api.resume) with the live display, ``--quiet`` or ``--json``."""
     from evoduet_graph.progress import JsonLines, LiveDisplay
 
+    if quiet and json_lines:
+        _fail("--quiet and --json exclude each other: --json prints events on stdout; pick one")
     start = time.perf_counter()
     sink = JsonLines() if json_lines else None
     try:
@@ -82,7 +88,8 @@ def _run_with_display(
     except _user_errors() as exc:
         _fail(str(exc))
     except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/]: resume with `evoduet resume <run_dir>`")
+        where = kwargs.get("run_dir") or "<run_dir>"
+        console.print(f"[yellow]interrupted[/]: resume with `evoduet resume {where}`")
         raise typer.Exit(130) from None
     if sink is not None:
         sink.write(_result_json(result, time.perf_counter() - start))
@@ -138,7 +145,14 @@ def run_cmd(
     from evoduet_graph.api import run
 
     try:
-        task = load_task(task_dir)
+        # its warnings are printed below with the CLI's own; the task logger would repeat them
+        task_logger = logging.getLogger("evoduet_graph.task")
+        level = task_logger.level
+        task_logger.setLevel(logging.ERROR)
+        try:
+            task = load_task(task_dir)
+        finally:
+            task_logger.setLevel(level)
         cfg = load_config(config).with_overrides(
             {
                 "iterations": iterations,
@@ -158,6 +172,14 @@ def run_cmd(
         validate_model(cfg)
     except _USER_ERRORS as exc:
         _fail(str(exc))
+    from evoduet_graph.api import RUN_FILE, default_run_dir
+
+    out = out if out is not None else default_run_dir(task)
+    if (out / RUN_FILE).is_file():
+        _fail(
+            f"{out} already holds a run; continue it with `evoduet resume {out}` (it keeps that "
+            "run's configuration; --iterations N raises the total), or choose a new --out"
+        )
     warnings = list(task.warnings)
     if (corpus or backend) and cfg.gate.mode == "never":
         warnings.append(
@@ -222,10 +244,12 @@ def _check_run_dir(run_dir: Path) -> None:
         raise _CliError(f"no such directory; {_RUN_HINT}")
     if not run_dir.is_dir():
         raise _CliError(f"not a directory; {_RUN_HINT}")
-    markers = ("run.json", "config.yaml", "events.jsonl")
+    # config.yaml alone is not enough: an OpenEvolve task folder has one too
+    markers = ("run.json", "events.jsonl")
     if not any((run_dir / name).is_file() for name in markers):
         raise _CliError(
-            f"not an evoduet run directory (none of {', '.join(markers)} is there); {_RUN_HINT}"
+            f"not an evoduet run directory (neither {' nor '.join(markers)} is there); "
+            f"{_RUN_HINT}"
         )
 
 
@@ -235,8 +259,7 @@ def _resume_target(run_dir: Path, iterations: int | None) -> tuple[Task, int, in
     Raises:
         _CliError: with a one-line reason and what to do.
     """
-    from evoduet_graph.api import RUN_FILE
-    from evoduet_graph.events import read_events
+    from evoduet_graph.api import RUN_FILE, completed_iterations
 
     _check_run_dir(run_dir)
     for name in (RUN_FILE, "config.yaml"):
@@ -270,16 +293,12 @@ def _resume_target(run_dir: Path, iterations: int | None) -> tuple[Task, int, in
         total = iterations or load_config(run_dir / "config.yaml").iterations
     except ConfigError as exc:
         raise _CliError(f"{exc}; fix {run_dir / 'config.yaml'}") from None
-    done = max(
-        (
-            ev["iteration"]
-            for ev in read_events(run_dir / "events.jsonl")
-            if ev.get("event") == "node"
-            and ev.get("node") == "record"
-            and isinstance(ev.get("iteration"), int)
-        ),
-        default=0,
-    )
+    done = completed_iterations(run_dir)
+    if total < done:
+        raise _CliError(
+            f"--iterations {total} is below the {done} iterations the run has already "
+            f"completed; pass a total of at least {done}"
+        )
     return task, total, done
 
 
@@ -296,9 +315,13 @@ def eval_cmd(
 
     try:
         task = load_task(task_dir)
-        code = program.read_text(encoding="utf-8") if program else task.initial_program
-    except (TaskError, OSError) as exc:
+    except TaskError as exc:
         _fail(str(exc))
+    try:
+        code = program.read_text(encoding="utf-8") if program else task.initial_program
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        _fail(f"cannot read the program {program}: {reason}; pass a Python file to evaluate")
     outcome = SandboxEvaluator(task, timeout_s=timeout, workers=1).evaluate(code, "eval")
     sys.stdout.write(outcome.model_dump_json() + "\n")
     raise typer.Exit(0 if outcome.valid else 1)
@@ -485,7 +508,12 @@ def bench_cmd(
     except ValueError:  # not the main thread
         previous = None
     try:
-        seed_list = [int(s) for s in parse_list(seeds)]
+        try:
+            seed_list = [int(s) for s in parse_list(seeds)]
+        except ValueError:
+            raise BenchError(
+                f"--seeds {seeds!r}: expected comma-separated integers, e.g. --seeds 0,1,2"
+            ) from None
         settings = BenchSettings(
             tasks=resolve_tasks(parse_list(tasks) or None),
             out=out,

@@ -22,6 +22,10 @@ from pydantic import (
     model_validator,
 )
 
+# candidates per iteration: each is one LLM call and one evaluation in the same step; more
+# than this is a typo (a search that wide is several runs, or several islands)
+MAX_CANDIDATES = 64
+
 
 class ConfigError(ValueError):
     """A configuration file or override is malformed; the message names the key."""
@@ -424,10 +428,16 @@ class EvoDuetConfig(_Section):
     """
 
     iterations: int = Field(10, ge=0, description="Outer-loop iterations.")
-    candidates: int = Field(1, ge=1, description="N: candidates generated per iteration.")
+    candidates: int = Field(
+        1,
+        ge=1,
+        le=MAX_CANDIDATES,
+        description=f"N: candidates generated per iteration (at most {MAX_CANDIDATES}).",
+    )
     candidates_after_retrieval: int | None = Field(
         None,
         ge=1,
+        le=MAX_CANDIDATES,
         description="N after a retrieve / look-up decision (parallel mode: 8); None = "
         "`candidates`.",
     )

@@ -174,9 +174,12 @@ def install_hooks() -> None:
         action = POINTS.check(label, tearable=self.path is not None)
         if action == "tear":
             line = json.dumps({"event": event, "time": 0, **fields}, default=str)
-            with self.path.open("a", encoding="utf-8") as fh:  # type: ignore[union-attr]
+            # under the log's lock, as a real write(2) is: no other thread's event may follow
+            # the half line before the process dies (a kill tears only the file's last line)
+            with self._lock, self.path.open("a", encoding="utf-8") as fh:  # type: ignore[union-attr]
                 fh.write(line[: max(1, len(line) // 2)])
-            POINTS.die(label, "torn")
+                fh.flush()
+                POINTS.die(label, "torn")
         record = original_emit(self, event, **fields)
         if action == "kill":
             POINTS.die(label, "kill")

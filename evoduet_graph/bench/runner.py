@@ -487,8 +487,9 @@ def probe_endpoint(cfg: LLMConfig, log: LogFn) -> None:
             names the base URL and quotes the error).
     """
     try:
-        model = endpoint_chat_model(cfg.model_copy(update={"max_retries": 1}))
-        model.invoke("Reply with OK.", max_tokens=5)
+        # the limit goes into the config: endpoint_chat_model also puts it in the request body
+        model = endpoint_chat_model(cfg.model_copy(update={"max_retries": 1, "max_tokens": 5}))
+        model.invoke("Reply with OK.")
     except Exception as exc:  # noqa: BLE001 - any failure means the endpoint is unusable
         where = cfg.base_url or "OpenAI's default endpoint"
         raise BenchError(

@@ -99,12 +99,16 @@ def model_health(
     last = state["iteration"] >= update.get("max_iterations", state.get("max_iterations", 0))
     limit = ctx.config.max_consecutive_model_failures
     if failures >= limit or (last and not state.get("model_answered")):
+        llm = ctx.config.llm
+        model = llm.model
+        if model.startswith("openai:"):
+            model += f" at {llm.base_url or 'the OpenAI default URL'}"
         out["stop_reason"] = (
-            f"{MODEL_DOWN_PREFIX}: every generate call failed in {failures} iteration(s) in a "
-            f"row (max_consecutive_model_failures={limit}; last error: "
+            f"{MODEL_DOWN_PREFIX} ({model}): every generate call failed in {failures} "
+            f"iteration(s) in a row (max_consecutive_model_failures={limit}; last error: "
             f"{candidates[-1].get('error')}); check the endpoint (`--model`, `llm.base_url` or "
-            "OPENAI_BASE_URL, its API key), then `evoduet resume RUN_DIR` (`--iterations N` "
-            "to run past the planned total)"
+            "OPENAI_BASE_URL, its API key), then `evoduet resume "
+            f"{ctx.run_dir or 'RUN_DIR'}` (`--iterations N` to run past the planned total)"
         )
     return out
 

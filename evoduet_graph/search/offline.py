@@ -258,6 +258,8 @@ def _html_text(raw: str) -> tuple[str, str]:
 def _pdf_text(path: Path) -> tuple[str, str]:
     from pypdf import PdfReader
 
+    # pypdf logs every recoverable defect of a PDF; a skipped page is reported below instead
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
     reader = PdfReader(str(path))
     title = ""
     try:
@@ -605,6 +607,12 @@ class OfflineSearcher:
                 f"offline corpus folder(s) not found: {', '.join(missing)}; fix "
                 "retrieval.corpus / --corpus"
             )
+        for folder in self.sources.folders:
+            if next(_iter_files(folder), None) is None:
+                logger.warning(
+                    "offline corpus: %s has no %s file; it adds nothing to the index",
+                    folder, "/".join(sorted(FILE_SUFFIXES)),
+                )
         index = self.ensure_index()
         if not index.entries:
             raise SearchUnavailableError(self._empty_message(index))

@@ -926,6 +926,10 @@ def test_bench_drives_real_openevolve_and_our_graph_through_one_endpoint(
     task = load_task(SMOKE_TASK)
     improved = task.initial_score / 0.36
     requests = list(_FakeOpenAI.requests)
+    # the first request is the bench's 5-token probe of the endpoint, then one per method
+    probe, requests = requests[0], requests[1:]
+    assert probe["messages"] == [{"role": "user", "content": "Reply with OK."}]
+    assert probe["max_tokens"] == 5
     assert len(requests) == 2 and {r["model"] for r in requests} == {"fake-model"}
     # identical sampling settings for both methods; the limit goes out as max_tokens, the
     # field llama-cpp-python's server reads (langchain-openai alone sends only
@@ -959,7 +963,8 @@ def test_bench_drives_real_openevolve_and_our_graph_through_one_endpoint(
         )
     )
     assert more.ran == ["smoke_polygon_area/openevolve/seed0"], more.failed
-    assert len(_FakeOpenAI.requests) == 1
+    assert [r["messages"][0]["content"] for r in _FakeOpenAI.requests[:1]] == ["Reply with OK."]
+    assert len(_FakeOpenAI.requests) == 2  # the endpoint probe, then OpenEvolve's one call
     assert "--checkpoint" in (oe_dir / "openevolve.log").read_text()
     rows = [r for r in _csv(out / "results.csv") if r["method"] == "openevolve"]
     assert [r["iteration"] for r in rows] == ["0", "1", "2"]

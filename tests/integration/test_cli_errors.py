@@ -207,12 +207,10 @@ def test_second_process_on_a_locked_run_directory_refuses(task_copy: Path, tmp_p
     assert result.exit_code == 0, result.output
     before = (out / "events.jsonl").read_text()
     with RunDirLock(out):  # another process in the middle of the run
-        for args in (["resume", str(out)], ["run", str(task_copy), "--out", str(out),
-                                             "--model", "openai:gpt-4o-mini"]):
-            code, lines = _run(*args, "--quiet")
-            assert code == 2, lines
-            assert len(lines) == 1 and "in use by another evoduet process" in lines[0], lines
-            assert str(os.getpid()) in lines[0]
+        code, lines = _run("resume", str(out), "--quiet")
+        assert code == 2, lines
+        assert len(lines) == 1 and "in use by another evoduet process" in lines[0], lines
+        assert str(os.getpid()) in lines[0]
     assert (out / "events.jsonl").read_text() == before  # the refused process wrote nothing
     code, lines = _run("resume", str(out), "--quiet")  # released: resuming works again
     assert code == 0, lines
@@ -241,3 +239,104 @@ def test_lock_is_held_by_a_live_run_and_released_when_it_is_killed(tmp_path: Pat
     lock = RunDirLock(run_dir)
     lock.acquire()  # the kernel dropped the killed holder's lock
     lock.release()
+
+
+# ------------------------------------------------------------------ an existing run directory
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+@pytest.fixture
+def finished_run(task_copy: Path, tmp_path: Path) -> Path:
+    """A run directory of ``task_copy`` (the initial program evaluated, no iteration)."""
+    out = tmp_path / "done"
+    code, lines = _start(task_copy, out, "--iterations", "0")
+    assert code == 0, lines
+    return out
+
+
+@pytest.mark.parametrize("extra", [(), ("--scaffold", "top_k"), ("--iterations", "5")])
+def test_run_on_an_existing_run_directory_is_refused_and_points_to_resume(
+    task_copy: Path, finished_run: Path, extra: tuple[str, ...]
+) -> None:
+    """`evoduet run --out` never continues (or reconfigures) a run silently."""
+    before = _files(finished_run)
+    code, lines = _start(task_copy, finished_run, *extra)
+    assert code == 2 and len(lines) == 1, lines
+    assert "already holds a run" in lines[0] and f"evoduet resume {finished_run}" in lines[0]
+    assert _files(finished_run) == before
+
+
+@pytest.mark.parametrize("name", ["checkpoints.sqlite", "programs.sqlite"])
+def test_resume_from_a_damaged_database_is_one_line_naming_the_file(
+    finished_run: Path, name: str
+) -> None:
+    (finished_run / name).write_bytes(b"this is not an SQLite database" * 100)
+    before = _files(finished_run)
+    code, lines = _run("resume", str(finished_run), "--quiet")
+    assert code == 2 and len(lines) == 1, lines
+    assert str(finished_run / name) in lines[0] and "damaged" in lines[0], lines
+    assert _files(finished_run) == before
+
+
+def test_resume_below_the_completed_iterations_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.integration._run_smoke", str(out), "2", "0"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    before = _files(out)
+    code, lines = _run("resume", str(out), "--iterations", "1", "--quiet")
+    assert code == 2 and len(lines) == 1, lines
+    assert "below the 2 iterations the run has already completed" in lines[0]
+    assert _files(out) == before
+
+
+def test_a_changed_configuration_cannot_continue_a_run_through_the_api(
+    finished_run: Path, task_copy: Path
+) -> None:
+    from evoduet_graph import EvoDuetConfig, RunError, run
+
+    stored = (finished_run / "config.yaml").read_text()
+    cfg = EvoDuetConfig.model_validate(
+        {"llm": {"model": "openai:gpt-4o-mini"}, "population": {"num_islands": 3}}
+    )
+    with pytest.raises(RunError, match=r"population\.num_islands.*evoduet resume"):
+        run(task_copy, cfg, run_dir=finished_run)
+    assert (finished_run / "config.yaml").read_text() == stored
+
+
+# ------------------------------------------------------------------ other commands
+
+
+def test_candidates_beyond_the_limit_are_an_error(task_copy: Path, tmp_path: Path) -> None:
+    code, lines = _start(task_copy, tmp_path / "run", "--candidates", "100000")
+    _assert_clear_error(code, lines, tmp_path / "run", "candidates", "less than or equal to 64")
+
+
+def test_quiet_and_json_together_are_an_error(task_copy: Path, tmp_path: Path) -> None:
+    code, lines = _start(task_copy, tmp_path / "run", "--json")
+    _assert_clear_error(code, lines, tmp_path / "run", "--quiet and --json")
+
+
+@pytest.mark.parametrize("command", ["report", "compare"])
+def test_report_and_compare_refuse_a_task_folder(task_copy: Path, command: str) -> None:
+    """A task folder has a config.yaml, but it is not a run directory."""
+    code, lines = _run(command, str(task_copy))
+    assert code == 2 and len(lines) == 1 and "not an evoduet run directory" in lines[0], lines
+    assert not (task_copy / "report").exists()
+
+
+def test_bench_with_non_integer_seeds(tmp_path: Path) -> None:
+    code, lines = _run("bench", "--seeds", "0,a", "--out", str(tmp_path / "b"))
+    assert code == 2 and len(lines) == 1, lines
+    assert "--seeds '0,a': expected comma-separated integers" in lines[0]
+
+
+def test_eval_of_a_missing_program_file(task_copy: Path, tmp_path: Path) -> None:
+    code, lines = _run("eval", str(task_copy), str(tmp_path / "missing.py"))
+    assert code == 2 and len(lines) == 1, lines
+    assert f"cannot read the program {tmp_path / 'missing.py'}: No such file" in lines[0]

@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from evoduet_graph import EvoDuetConfig, load_task, run
 from evoduet_graph.cli import app
+from evoduet_graph.config import load_config
 from evoduet_graph.events import read_events
 from evoduet_graph.llm import LLMCallError, RetryPolicy, invoke_text, structured_call
 from evoduet_graph.nodes.record import MODEL_DOWN_PREFIX
@@ -341,13 +342,21 @@ def test_model_failures_that_do_not_last_do_not_stop_the_run(tmp_path: Path) -> 
 def test_a_dead_endpoint_short_cli_run_exits_1_naming_the_model(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The endpoint comes from $OPENAI_BASE_URL: the message names it (once), and the run's
+    config.yaml records it, so a resume in a shell without the variable uses the same one."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # refused
     cfg = tmp_path / "c.yaml"
-    cfg.write_text("llm: {model: 'openai:m', base_url: 'http://127.0.0.1:9/v1', max_retries: 0}\n")
+    cfg.write_text("llm: {model: 'openai:m', max_retries: 0}\n")
+    out = tmp_path / "run"
     result = CliRunner().invoke(
         app, ["run", str(SMOKE_TASK), "--iterations", "2", "--quiet", "--config", str(cfg),
-              "--out", str(tmp_path / "run")],
+              "--out", str(out)],
     )
     assert result.exit_code == 1, result.output
-    assert "the model did not answer" in result.output
-    assert "evoduet resume" in result.output
+    assert result.output.count("the model did not answer") == 1, result.output
+    assert "(openai:m at http://127.0.0.1:9/v1)" in result.output
+    assert f"evoduet resume {out.resolve()}" in " ".join(result.output.split())
+    stored = load_config(out / "config.yaml")
+    assert stored.llm.base_url == "http://127.0.0.1:9/v1"

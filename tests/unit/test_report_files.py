@@ -149,7 +149,7 @@ def test_report_of_a_run_without_search_or_programs(fake_run, tmp_path):  # noqa
         (rdir / name).unlink(missing_ok=True)
     out = write_report(rdir, html=True)
     assert "predictions" not in out["plots"] and "scores" in out["plots"]
-    assert "No program store" in out["markdown"]
+    assert "No readable program store" in out["markdown"]
     assert "No D_search record has a realised Δ yet" in out["markdown"]
 
 

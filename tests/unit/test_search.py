@@ -468,6 +468,20 @@ def test_offline_empty_corpus_preflight_error(tmp_path: Path) -> None:
     assert docs == [] and "empty" in (error or "")
 
 
+def test_offline_corpus_folder_without_documents_warns(
+    corpus: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A --corpus folder that adds nothing is named (the rest of the corpus still works)."""
+    images = tmp_path / "images"
+    images.mkdir()
+    (images / "plot.png").write_bytes(b"\x89PNG")
+    searcher = _searcher(OfflineSources(folders=(corpus, images)), tmp_path / "cache")
+    with caplog.at_level("WARNING", logger="evoduet_graph.search.offline"):
+        searcher.preflight()
+    warned = [r.getMessage() for r in caplog.records if "adds nothing" in r.getMessage()]
+    assert len(warned) == 1 and str(images) in warned[0]
+
+
 def test_offline_missing_folder_preflight_error(tmp_path: Path) -> None:
     searcher = _searcher(OfflineSources(folders=(tmp_path / "nope",)), tmp_path / "cache")
     with pytest.raises(SearchUnavailableError, match="not found"):
