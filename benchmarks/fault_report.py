@@ -133,7 +133,7 @@ def model_section(work: Path) -> None:
     from langchain_openai import ChatOpenAI
     from pydantic import BaseModel
 
-    from evoduet_graph import EvoDuetConfig, run
+    from evoduet_graph import EvoDuetConfig, resume, run
     from evoduet_graph.llm import LLMCallError, structured_call
     from evoduet_graph.nodes.record import MODEL_DOWN_PREFIX
     from tests.conftest import RADIUS_UP, SMOKE_TASK
@@ -218,8 +218,7 @@ def model_section(work: Path) -> None:
     stopped = bool(result.stop_reason) and "2 consecutive" in result.stop_reason
     with FaultyServer(["ok"], content=rewrite) as healthy:
         llm = ChatOpenAI(model="m", base_url=healthy.base_url, api_key="x", max_retries=0)
-        resumed = run(SMOKE_TASK, cfg("http://127.0.0.1:9/v1", iterations=6), llm=llm,
-                      run_dir=run_dir, evaluator=InProcessEvaluator(SMOKE_TASK))
+        resumed = resume(run_dir, llm=llm, evaluator=InProcessEvaluator(SMOKE_TASK))
     add(area, "connection refused (nothing listening)", 2 * 2,
         CLEAR if stopped and resumed.iterations == 6 else FAILED,
         f"stop_reason: {result.stop_reason[:90] if result.stop_reason else None}…; "
