@@ -367,8 +367,8 @@ def check_continuation(rdir: Path, cfg: EvoDuetConfig) -> None:
 
     Raises:
         RunError: ``programs.sqlite`` / ``checkpoints.sqlite`` is not a readable SQLite
-            database; ``config.yaml`` is unreadable; or ``cfg`` differs from it in a key other
-            outside `CONTINUATION_KEYS` (the keys are named); or ``cfg.iterations`` is below the
+            database; ``config.yaml`` is unreadable; ``cfg`` differs from it in a key outside
+            `CONTINUATION_KEYS` (the keys are named); or ``cfg.iterations`` is below the
             iterations the run has already completed.
     """
     if not (rdir / "programs.sqlite").exists():

@@ -863,7 +863,8 @@ def _lineage_section(steps: list[dict[str, Any]]) -> list[str]:
     """"Lineage of the best program": the parent chain with scores and a diff per step."""
     out = ["## Lineage of the best program", ""]
     if not steps:
-        return [*out, "No readable program store (`programs.sqlite` is missing or damaged) to trace the lineage from.", ""]
+        missing = "No readable program store (`programs.sqlite` is missing or damaged) to trace"
+        return [*out, f"{missing} the lineage from.", ""]
     out += [
         _table(
             ["step", "program", "iteration", "score", "Δ score", "metric value"],
