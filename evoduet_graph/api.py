@@ -383,6 +383,13 @@ def check_continuation(rdir: Path, cfg: EvoDuetConfig) -> None:
         path = rdir / name
         if not path.exists():
             continue
+        wal = path.with_name(path.name + "-wal")
+        if done and path.stat().st_size == 0 and not (wal.exists() and wal.stat().st_size):
+            # sqlite would open it as a new, empty database and the run would start over
+            raise RunError(
+                f"{path} is empty although the run has completed {done} iterations; it cannot "
+                "be continued: restore the file from a copy, or start a new run with a new --out"
+            )
         try:
             # immutable: reading a WAL database must not create -shm/-wal files next to it
             conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
@@ -603,6 +610,11 @@ def resume(
     rdir = Path(run_dir)
     if not (rdir / RUN_FILE).is_file() or not (rdir / "config.yaml").is_file():
         raise RunError(f"{rdir} is not an evoduet run directory (no {RUN_FILE} / config.yaml)")
+    if not (rdir / "config.yaml").read_text(encoding="utf-8", errors="replace").strip():
+        raise RunError(
+            f"{rdir / 'config.yaml'} is empty, so the run's configuration is lost; restore it "
+            "from a copy (the defaults would silently change the run)"
+        )
     meta = json.loads((rdir / RUN_FILE).read_text(encoding="utf-8"))
     return run(
         meta["task_dir"],

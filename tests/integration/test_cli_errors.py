@@ -340,3 +340,30 @@ def test_eval_of_a_missing_program_file(task_copy: Path, tmp_path: Path) -> None
     code, lines = _run("eval", str(task_copy), str(tmp_path / "missing.py"))
     assert code == 2 and len(lines) == 1, lines
     assert f"cannot read the program {tmp_path / 'missing.py'}: No such file" in lines[0]
+
+
+def test_resume_refuses_emptied_files_of_a_run_with_iterations(tmp_path: Path) -> None:
+    """A 0-byte SQLite file opens as a new database and an empty config.yaml loads as the
+    defaults: either would silently restart or change the run, so both are refused."""
+    base = tmp_path / "base"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.integration._run_smoke", str(base), "2", "0"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for name, needle in [("checkpoints.sqlite", "is empty although the run has completed 2"),
+                         ("programs.sqlite", "is empty although the run has completed 2"),
+                         ("config.yaml", "config.yaml is empty")]:
+        out = tmp_path / name
+        shutil.copytree(base, out)
+        (out / name).write_bytes(b"")
+        before = _files(out)
+        code, lines = _run("resume", str(out), "--iterations", "3", "--quiet")
+        assert code == 2 and len(lines) == 1, (name, lines)
+        assert needle in lines[0], (name, lines)
+        assert _files(out) == before, name
+    out = tmp_path / "binary"
+    shutil.copytree(base, out)
+    (out / "config.yaml").write_bytes(bytes(range(128, 256)) * 10)
+    code, lines = _run("resume", str(out), "--quiet")
+    assert code == 2 and len(lines) == 1 and "is not UTF-8 text" in lines[0], lines
