@@ -185,8 +185,9 @@ class PidsCgroup:
             return []
         return [int(p) for p in text.split() if p.strip().isdigit()]
 
-    def destroy(self, path: Path, *, within_s: float = 5.0) -> bool:
-        """Kill every process left in the cgroup, then remove it.
+    def destroy(self, path: Path, *, within_s: float = 15.0) -> bool:
+        """Kill every process left in the cgroup, then remove it (a fork bomb's dying processes
+        can keep it busy for seconds on a loaded machine; it returns as soon as it is gone).
 
         Returns:
             True when the cgroup is gone.
