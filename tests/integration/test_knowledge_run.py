@@ -101,7 +101,9 @@ def test_tavily_without_key_fails_before_the_run_starts(smoke_task_dir, tmp_path
 
 
 def test_offline_with_empty_corpus_fails_before_the_run_starts(smoke_task_dir, tmp_path):
-    assert not (smoke_task_dir / "docs").exists()
+    # the smoke task without its docs/ folder, and no package docs: nothing to search
+    task_dir = tmp_path / "task"
+    shutil.copytree(smoke_task_dir, task_dir, ignore=shutil.ignore_patterns("docs"))
     cfg = _config(
         **{
             "gate.mode": "llm",
@@ -111,7 +113,7 @@ def test_offline_with_empty_corpus_fails_before_the_run_starts(smoke_task_dir, t
         }
     )
     with pytest.raises(ConfigError, match="offline corpus is empty"):
-        run(smoke_task_dir, cfg, llm=ScriptedChatModel(responses=[]), run_dir=tmp_path / "run")
+        run(task_dir, cfg, llm=ScriptedChatModel(responses=[]), run_dir=tmp_path / "run")
     assert not (tmp_path / "run" / "checkpoints.sqlite").exists()
 
 
