@@ -8,9 +8,10 @@ and the wall time of earlier sessions is the span from each ``run_start`` to tha
 last event. The current session adds the events it emitted since (`EventLog.memory`) and its
 own elapsed time. Work lost in a killed node (a call whose node never finished) is not counted.
 
-Cost is an estimate: tokens × the price of the run's configured model, found by the longest
-matching prefix in `DEFAULT_PRICES` merged with ``budget.prices`` (USD per 1M input / output
-tokens). Models without a price (``local``, unknown names) cost 0.
+Cost is an estimate: tokens × the price of the run's configured model (`evoduet_graph.pricing`:
+the genai-prices catalogue, overridden by ``budget.prices``). The embedded ``local`` model
+costs 0; an unpriced model (one neither knows) counts as 0 here, so ``max_cost_usd`` cannot
+stop it (reports show its cost as n/a).
 
 The ``record`` node asks `Budget.exceeded` after each iteration and stops the run with the
 reason (prefix `STOP_PREFIX`); ``initialize`` asks again when a run is resumed, so a run that
@@ -21,21 +22,20 @@ in ``<run_dir>/config.yaml`` to continue it.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from evoduet_graph.config import BudgetConfig
 from evoduet_graph.events import EventLog, read_events
+from evoduet_graph.pricing import price_for
 
 __all__ = [
-    "DEFAULT_PRICES",
     "INCLUSIVE_NODES",
     "STOP_PREFIX",
     "Budget",
     "UsageTotals",
     "budget_for",
-    "price_for",
     "usage_from_events",
 ]
 
@@ -44,46 +44,6 @@ STOP_PREFIX = "budget reached"
 
 INCLUSIVE_NODES = frozenset({"retrieve"})
 """Nodes whose LLM usage already includes their subgraph's nodes (not counted twice)."""
-
-#: USD per 1M (input, output) tokens, list prices of OpenAI models when this table was written
-#: (2025). Extend or override with ``budget.prices`` in the configuration.
-DEFAULT_PRICES: dict[str, tuple[float, float]] = {
-    "gpt-4o-mini": (0.15, 0.60),
-    "gpt-4o": (2.50, 10.00),
-    "gpt-4.1-nano": (0.10, 0.40),
-    "gpt-4.1-mini": (0.40, 1.60),
-    "gpt-4.1": (2.00, 8.00),
-    "gpt-5-nano": (0.05, 0.40),
-    "gpt-5-mini": (0.25, 2.00),
-    "gpt-5": (1.25, 10.00),
-    "o3-mini": (1.10, 4.40),
-    "o4-mini": (1.10, 4.40),
-    "o3": (2.00, 8.00),
-}
-
-
-def _model_name(model: str) -> str:
-    """``openai:gpt-4o-mini`` / ``openai/gpt-4o-mini`` (OpenRouter) → ``gpt-4o-mini``."""
-    name = model.strip()
-    if ":" in name:
-        name = name.split(":", 1)[1]
-    return name.rsplit("/", 1)[-1].strip().lower()
-
-
-def price_for(
-    model: str, extra: Mapping[str, tuple[float, float]] | None = None
-) -> tuple[float, float] | None:
-    """``(USD per 1M input tokens, USD per 1M output tokens)`` of ``model``, or None.
-
-    The longest key of ``extra`` ∪ `DEFAULT_PRICES` (``extra`` wins) that is a prefix of the
-    model's name matches, so ``gpt-4o-mini-2024-07-18`` is priced as ``gpt-4o-mini``.
-    """
-    table = {k.lower(): v for k, v in DEFAULT_PRICES.items()}
-    table.update({_model_name(k): tuple(v) for k, v in (extra or {}).items()})  # type: ignore[misc]
-    name = _model_name(model)
-    best = max((k for k in table if name.startswith(k)), key=len, default=None)
-    return table[best] if best is not None else None
-
 
 @dataclass
 class UsageTotals:
@@ -166,13 +126,16 @@ class Budget:
         cfg: the limits.
         model: the configured model string (for the price).
         events: the run's event log; its file holds the earlier sessions.
+        base_url: ``llm.base_url`` (for the price; None: the provider's own endpoint).
     """
 
-    def __init__(self, cfg: BudgetConfig, model: str, events: EventLog) -> None:
+    def __init__(
+        self, cfg: BudgetConfig, model: str, events: EventLog, base_url: str | None = None
+    ) -> None:
         self.cfg = cfg
         self.model = model
         self.events = events
-        self.price = price_for(model, cfg.prices)
+        self.price = price_for(model, cfg.prices, base_url)
         prior = list(read_events(events.path)) if events.path is not None else []
         self._prior = usage_from_events(prior)
         self._seen = len(events.memory)  # events of this session already in ``prior``
@@ -196,9 +159,7 @@ class Budget:
         )
         _add_node_usage(now, self.events.memory[self._seen :])
         if self.price is not None:
-            now.cost_usd = (
-                now.input_tokens * self.price[0] + now.output_tokens * self.price[1]
-            ) / 1e6
+            now.cost_usd = self.price.cost(now.input_tokens, now.output_tokens)
         return now
 
     def exceeded(self, totals: UsageTotals | None = None) -> str | None:
@@ -223,4 +184,4 @@ class Budget:
 def budget_for(config: Any, events: EventLog) -> Budget:
     """The `Budget` of a run configuration (``config.budget``; all limits None if absent)."""
     cfg = getattr(config, "budget", None) or BudgetConfig()
-    return Budget(cfg, config.llm.model, events)
+    return Budget(cfg, config.llm.model, events, getattr(config.llm, "base_url", None))

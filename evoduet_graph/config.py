@@ -405,9 +405,9 @@ class BudgetConfig(_Section):
     max_cost_usd: float | None = Field(
         None,
         gt=0,
-        description="Most estimated spend in USD for priced models (built-in price table "
-        "`evoduet_graph.budget.DEFAULT_PRICES`, extended/overridden by `prices`); unpriced "
-        "models (e.g. `local`) cost 0.",
+        description="Most estimated spend in USD for priced models (the genai-prices "
+        "catalogue, overridden/extended by `prices`: `evoduet_graph.pricing`); `local` costs "
+        "0, and a model neither prices cannot be stopped by this limit.",
     )
     max_wall_s: float | None = Field(
         None, gt=0, description="Most wall-clock seconds of the run, summed over resumes."
@@ -416,7 +416,7 @@ class BudgetConfig(_Section):
     prices: dict[str, Annotated[tuple[float, float], Strict(False)]] = Field(
         default_factory=dict,
         description="Extra prices: model name (or prefix) → [USD per 1M input tokens, USD "
-        "per 1M output tokens]; overrides the built-in table.",
+        "per 1M output tokens]; overrides the genai-prices catalogue (reports and budgets).",
     )
 
 

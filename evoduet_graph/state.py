@@ -54,7 +54,12 @@ def merge_candidates(
 
 
 class DocumentRef(TypedDict):
-    """A retained evidence document (full text lives in the search database)."""
+    """A retained evidence document (full text lives in the search database).
+
+    ``predicted_score`` is the child score predicted for the current parent (by this
+    iteration's inner loop, or for a look-up an earlier loop's prediction for the same parent),
+    None when there is none.
+    """
 
     id: str
     url: str
@@ -203,6 +208,8 @@ class InnerState(TypedDict, total=False):
 
     Attributes:
         iteration / parent_id / parent_score: the outer iteration this retrieval serves.
+        record_id: the D_search record id of this inner loop (``ret_<iteration>``); its
+            predictions are stored under it (absent: derived from ``iteration``).
         rounds: R, the number of rounds to run; round: the round in progress (0-based).
         knowledge_state: the current knowledge state (updated by ``update_knowledge``).
         pending_knowledge: the knowledge state returned by ``hypothetical_score``.
@@ -216,6 +223,7 @@ class InnerState(TypedDict, total=False):
     """
 
     iteration: int
+    record_id: str
     parent_id: str
     parent_score: float
     best_score: float | None

@@ -1,7 +1,9 @@
 """``search`` node (inner loop): run each distinct query once on the configured backend.
 
 Results are stored in the search database (documents get stable ids; the same normalised URL
-always maps to the same id), de-duplicated, and merged with the retained pool. A backend error
+always maps to the same id), de-duplicated, and merged with the retained pool. A document
+enters the pool with the score *this inner loop* predicted for it, if any (paper §3.4: a
+prediction made by an earlier loop, for another parent, is not carried over). A backend error
 or timeout (after the retries of ``robust_search``) leaves that query without results; the
 event ``search_error`` records it and the retrieval goes on.
 """
@@ -14,6 +16,7 @@ from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
 from evoduet_graph.nodes._common import context_of, emit_progress
+from evoduet_graph.nodes.hypothetical_score import loop_record_id
 from evoduet_graph.search import robust_search
 from evoduet_graph.state import DocumentRef, InnerState
 
@@ -33,6 +36,7 @@ def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
         ctx.events.emit("search_error", iteration=state.get("iteration"), error=message)
         return {"pool": list(pool.values()), "errors": [*errors, message], "returned": []}
     returned: dict[str, None] = {}
+    scored = ctx.search_db.loop_scores(loop_record_id(state))
     for query in dict.fromkeys(state.get("queries", [])):
         docs, error = robust_search(
             ctx.searcher,
@@ -69,7 +73,8 @@ def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
             pool.setdefault(
                 doc.doc_id,
                 DocumentRef(
-                    id=doc.doc_id, url=doc.url, title=doc.title, predicted_score=doc.predicted_score
+                    id=doc.doc_id, url=doc.url, title=doc.title,
+                    predicted_score=scored.get(doc.doc_id),
                 ),
             )
     return {"pool": list(pool.values()), "returned": list(returned), "errors": errors}

@@ -25,6 +25,7 @@ from evoduet_graph.search.base import (
 )
 from evoduet_graph.search.database import (
     Impact,
+    Prediction,
     RoundLog,
     RoundResult,
     SearchDatabase,
@@ -43,6 +44,7 @@ __all__ = [
     "NoneSearcher",
     "OfflineSearcher",
     "OfflineSources",
+    "Prediction",
     "RoundLog",
     "RoundResult",
     "SearchDatabase",

@@ -124,7 +124,9 @@ def test_summary_matches_the_raw_files(fake_run):
     pairs = []
     for record in db.records():
         children = [i.child_score for i in record.impacts if i.child_score is not None]
-        preds = [db.get_document(d).predicted_score for d in record.final_doc_ids]
+        found = [db.prediction_for(d, record.parent_id, record_id=record.record_id)
+                 for d in record.final_doc_ids]
+        preds = [f.predicted_score for f in found if f is not None]
         if children and preds:
             pairs.append((sum(preds) / len(preds), sum(children) / len(children)))
     pred = s["prediction"]
@@ -166,19 +168,66 @@ def test_summary_matches_the_raw_files(fake_run):
     assert any("SEARCH" in r for r in reasons)
 
 
+def test_improvement_rates_by_evidence_and_decision_match_the_raw_files(fake_run):
+    """Paper §4's figures: iterations whose evidence held a document predicted (for the parent
+    that was mutated) to beat the parent vs iterations without documents; and per decision."""
+    rdir: Path = fake_run["dir"]
+    s = run_summary(rdir)
+    store = ProgramStore(rdir / "programs.sqlite")
+    programs = {p.id: p for p in store.all_programs()}
+    store.close()
+    db = SearchDatabase(rdir / "search_database.jsonl")
+    events = list(read_events(rdir / "events.jsonl"))
+    parents = {e["iteration"]: e["parent_id"] for e in events
+               if e["event"] == "node" and e["node"] == "select"}
+    gates = {e["iteration"]: e["gate_decision"] for e in events
+             if e["event"] == "node" and e["node"] == "gate"}
+    groups: dict[str, list[bool]] = {}
+    decisions: dict[str, list[bool]] = {}
+    for it in range(1, 6):
+        parent_score = programs[parents[it]].score
+        children = [p.score for p in programs.values() if p.iteration == it and p.valid
+                    and p.kind != "initial"]
+        improved = bool(children) and max(children) > parent_score
+        record = db.get_record(f"ret_{it:06d}") or db.get_record(f"lku_{it:06d}")
+        docs = record.final_doc_ids if record is not None else []
+        preds = [db.prediction_for(d, parents[it], record_id=record.record_id)
+                 for d in docs]
+        beats = any(p is not None and p.predicted_score > parent_score for p in preds)
+        group = ("no documents" if not docs else "evidence predicted to beat the parent"
+                 if beats else "documents, none predicted to beat the parent")
+        groups.setdefault(group, []).append(improved)
+        decisions.setdefault(gates[it], []).append(improved)
+    for group, row in s["improvement"]["by_evidence"].items():
+        outcomes = groups.get(group, [])
+        assert (row["iterations"], row["improved"]) == (len(outcomes), sum(outcomes))
+    assert s["improvement"]["by_evidence"]["no documents"]["iterations"] == 2  # the no-ops
+    for decision, row in s["improvement"]["by_decision"].items():
+        outcomes = decisions.get(decision, [])
+        assert (row["iterations"], row["improved"]) == (len(outcomes), sum(outcomes))
+    assert s["improvement"]["all"]["iterations"] == 5
+    text = report_markdown(rdir)
+    no_docs = s["improvement"]["by_evidence"]["no documents"]
+    rate = f"{100 * no_docs['rate']:.1f}%"
+    assert f"| no documents | 2 | {no_docs['improved']} | {rate} |" in text
+    # the fake run's model is the default embedded one: USD 0
+    assert s["cost"]["llm_usd"] == 0.0
+
+
 def test_markdown_tables(fake_run):
     text = report_markdown(fake_run["dir"])
     assert text.startswith("# EvoDuet run report: smoke_polygon_area\n")
     for heading in (
         "## Overview", "## Gate decisions", "## Search", "## Predicted vs realised child score",
         "## LLM usage per node", "## Wall time per node", "## Candidates and failures",
-        "## Fallbacks", "## Per iteration",
+        "## Fallbacks", "## Per iteration", "## Improvement rate by evidence", "## Cost",
     ):
         assert f"\n{heading}\n" in text
     assert "| retrieve | 2 |" in text and "| look-up | 1 |" in text
     assert "| gate_fallback | 1 |" in text
     assert "| queries issued | 4 |" in text
-    assert "| returned URLs seen before | 0 (0.0%) |" in text
+    assert "| returned URLs seen before | 0 |" in text
+    assert "| repeated-URL share | 0.0% |" in text
     assert "| iterations completed | 5 |" in text
     assert f"\n| **total** | {fake_run['llm'].calls} | " in text
     rows = [ln for ln in text.splitlines() if ln.startswith("|")]
