@@ -2,7 +2,10 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
-TASK ?= tasks/circle_packing_26
+# `make run`: EvoDuet (LLM gate, offline search over the task's docs/) on the embedded model;
+# the smoke task's iterations are short enough for the whole run to take about 10-15 minutes
+# on 2 cores (a retrieving iteration runs the 3-round inner loop: several model calls).
+TASK ?= tasks/smoke_polygon_area
 ITERATIONS ?= 5
 PORT ?= 2024
 
@@ -22,7 +25,7 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	touch $@
 
 run: $(VENV)/.installed-local
-	$(BIN)/evoduet run $(TASK) --iterations $(ITERATIONS)
+	$(BIN)/evoduet run $(TASK) --iterations $(ITERATIONS) --report
 
 test: $(VENV)/.installed-dev
 	LANGGRAPH_STRICT_MSGPACK=true $(BIN)/python -m pytest -ra

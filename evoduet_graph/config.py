@@ -68,10 +68,12 @@ class GateConfig(_Section):
     """Retrieval gate (DESIGN.md §1, paper §3.2)."""
 
     mode: Literal["never", "always", "llm", "heuristic", "stagnation"] = Field(
-        "never",
-        description="`never`: always no-op; `always`: retrieve every iteration; `llm`: the "
-        "knowledge-gap gate; `heuristic`: retrieve with probability `retrieve_probability`; "
-        "`stagnation`: retrieve after `stagnation_patience` iterations without improvement.",
+        "llm",
+        description="`llm` (default, the method): the knowledge-gap gate decides no-op / "
+        "look-up / retrieve each iteration; `never`: always no-op (the OpenEvolve baseline, "
+        "`configs/openevolve_mode.yaml`); `always`: retrieve every iteration; `heuristic`: "
+        "retrieve with probability `retrieve_probability`; `stagnation`: retrieve after "
+        "`stagnation_patience` iterations without improvement.",
     )
     retrieve_probability: float = Field(
         0.3, ge=0.0, le=1.0, description="`heuristic` gate: probability of `retrieve` (seeded)."
@@ -575,11 +577,12 @@ def _release_population_kind(data: dict[str, Any], current: EvoDuetConfig) -> No
         data["population"].pop("kind", None)
 
 
-def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``extra`` laid over it, nested mappings merged key by key (new dicts)."""
     out = dict(base)
     for key, value in extra.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
+            out[key] = deep_merge(out[key], value)
         else:
             out[key] = value
     return out
@@ -599,7 +602,7 @@ def merge_config(base: EvoDuetConfig, data: dict[str, Any], source: str) -> EvoD
     if "scaffold" in data and not kind_given:
         _release_population_kind(dumped, base)
     return _validate(
-        _deep_merge(dumped, data), source, kind_explicit=base._kind_explicit or kind_given
+        deep_merge(dumped, data), source, kind_explicit=base._kind_explicit or kind_given
     )
 
 

@@ -148,9 +148,15 @@ class OuterState(TypedDict, total=False):
             (``""``: none; set by ``select``).
         strategy: the active EvoX strategy (``scaffold: evox`` only).
         strategy_history: the last ``evox.history`` replaced strategies with their effect.
+        task_dir / config: the run settings of a graph input (`OuterInput`), kept so a
+            continued thread rebuilds the same context.
+        run_dir: the run directory (written by ``initialize``; a graph input may set it).
     """
 
     max_iterations: int
+    task_dir: str
+    run_dir: str
+    config: dict[str, object]
     iteration: int
     parent_id: str | None
     inspiration_ids: list[str]
@@ -176,14 +182,29 @@ class OuterState(TypedDict, total=False):
 
 
 class OuterInput(TypedDict, total=False):
-    """Input of ``graph.invoke``: how many iterations to run (default: the config's)."""
+    """Input of ``graph.invoke``: how many iterations to run (default: the config's) and,
+    for a graph invoked without a hand-built context (``evoduet_graph.graph``, Studio), the
+    run itself: ``{"task_dir": "tasks/x", "max_iterations": 3}``.
+
+    Attributes:
+        max_iterations: total iterations of the thread.
+        task_dir: the task folder (relative paths: to the working directory).
+        run_dir: the run directory; default a new folder under
+            `evoduet_graph.graphs.studio_context.runs_root` (per thread when there is one).
+        config: config overrides as nested keys (``{"gate": {"mode": "never"}}``), laid over
+            the defaults (or the context's ``config_file`` / ``$EVODUET_CONFIG``).
+    """
 
     max_iterations: int
+    task_dir: str
+    run_dir: str
+    config: dict[str, object]
 
 
 class GenerateInput(TypedDict):
-    """Payload of one ``Send("generate", ...)``: which candidate slot to fill, and the
-    scaffold's ``mutation_instruction`` for the prompt (absent or ``""``: none)."""
+    """Payload of one ``Send("generate", ...)``: which candidate slot to fill, the scaffold's
+    ``mutation_instruction`` for the prompt (absent or ``""``: none), and the graph input's
+    run settings when the run was started from them (``task_dir``, ``run_dir``, ``config``)."""
 
     iteration: int
     index: int
@@ -191,6 +212,9 @@ class GenerateInput(TypedDict):
     inspiration_ids: list[str]
     documents: list[DocumentRef]
     mutation_instruction: NotRequired[str]
+    task_dir: NotRequired[str]
+    run_dir: NotRequired[str]
+    config: NotRequired[dict[str, object]]
 
 
 class RoundLog(TypedDict):

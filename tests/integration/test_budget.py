@@ -38,6 +38,7 @@ def _slow_rewrite(messages: Any) -> str:
 def _cfg(budget: dict[str, Any], **extra: Any) -> EvoDuetConfig:
     data: dict[str, Any] = {
         "iterations": 10,
+        "gate": {"mode": "never"},  # the baseline: one model call per iteration, counted
         "population": {"num_islands": 2},
         "prompt": {"diff_based": False},
         "budget": budget,

@@ -27,6 +27,7 @@ from evoduet_graph.config import ConfigError
 from evoduet_graph.events import read_events
 from evoduet_graph.graphs.inner import build_inner_graph
 from evoduet_graph.graphs.outer import build_outer_graph
+from evoduet_graph.graphs.registry import UnknownNodeError
 from evoduet_graph.search import Document, SearchDatabase, TavilySearcher, normalize_url
 from evoduet_graph.store import ProgramStore
 from tests.conftest import BAD_DIFF, RADIUS_UP, ROOT, SPREAD_UP
@@ -433,7 +434,8 @@ def test_custom_gate_and_inner_search_nodes(smoke_task_dir):
     searcher = FakeSearcher()
     ctx = build_context(task, _config(iterations=3, **{"gate.mode": "always"}), None, llm=llm,
                         searcher=searcher)
-    graph = build_outer_graph(nodes={"gate": my_gate}, inner_nodes={"search": my_search})
+    # one registry: a node of each loop swapped by name in the same mapping
+    graph = build_outer_graph(nodes={"gate": my_gate, "search": my_search})
     state = graph.compile(checkpointer=InMemorySaver()).invoke(
         {"max_iterations": 3}, {"configurable": {"thread_id": "t"}}, context=ctx
     )
@@ -448,16 +450,24 @@ def test_custom_gate_and_inner_search_nodes(smoke_task_dir):
     assert "custom text" in prompts[1] and "<evidence>" not in prompts[0] + prompts[2]
 
 
-def test_unknown_node_names_raise_key_error():
+def test_unknown_node_names_are_a_clear_error_listing_the_known_ones():
     def node(state, runtime):
         return {}
 
-    with pytest.raises(KeyError, match="unknown node 'gates'"):
+    with pytest.raises(UnknownNodeError) as err:
         build_outer_graph(nodes={"gates": node})
-    with pytest.raises(KeyError, match="unknown inner node 'serch'"):
-        build_outer_graph(inner_nodes={"serch": node})
-    with pytest.raises(KeyError, match="unknown inner node 'retrieve'"):
+    assert str(err.value) == (
+        "unknown node 'gates'; known nodes: outer loop: initialize, select, gate, look_up, "
+        "retrieve, generate, evaluate, record; inner loop: construct_query, search, "
+        "hypothetical_score, update_knowledge"
+    )
+    assert isinstance(err.value, KeyError)  # what the registry raised before
+    with pytest.raises(UnknownNodeError, match="unknown node 'serch'; known nodes: outer"):
+        build_outer_graph(nodes={"serch": node})
+    with pytest.raises(UnknownNodeError, match="unknown node 'retrieve' for the inner loop"):
         build_inner_graph({"retrieve": node})
+    with pytest.raises(TypeError, match="node 'gate' must be a function"):
+        build_outer_graph(nodes={"gate": "my_gate"})
 
 
 # ------------------------------------------------------------------------------------------
