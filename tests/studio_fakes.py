@@ -25,15 +25,15 @@ def responder_content(responder: KnowledgeResponder) -> Callable[[dict[str, Any]
     answered by ``responder`` as if it were the chat model (gate, inner loop, generation)."""
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
+    from tests.fake_openai_server import message_text
+
     kinds = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
 
     def content(body: dict[str, Any]) -> str:
-        messages = []
-        for m in body.get("messages") or []:
-            text = m.get("content", "")
-            if isinstance(text, list):
-                text = "".join(str(p.get("text", "")) for p in text if isinstance(p, dict))
-            messages.append(kinds.get(m.get("role"), HumanMessage)(content=str(text)))
+        messages = [
+            kinds.get(m.get("role"), HumanMessage)(content=message_text(m))
+            for m in body.get("messages") or []
+        ]
         return responder(messages)
 
     return content
