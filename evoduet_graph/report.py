@@ -388,11 +388,7 @@ def _iteration_outcomes(
         best_prediction = max(predictions, default=None)
         if not docs:
             group = EVIDENCE_GROUPS[2]
-        elif (
-            best_prediction is not None
-            and parent_score is not None
-            and best_prediction > parent_score
-        ):
+        elif _beats(best_prediction, parent_score):
             group = EVIDENCE_GROUPS[0]
         else:
             group = EVIDENCE_GROUPS[1]
@@ -410,6 +406,21 @@ def _iteration_outcomes(
             }
         )
     return out
+
+
+PREDICTION_TOLERANCE = 1e-6
+"""Relative tolerance under which a predicted score counts as the parent's own: prompts show
+scores rounded to 6 significant digits, and a model that copies the shown parent score (0.36
+for 0.35999999999999993) predicts no change, not an improvement."""
+
+
+def _beats(predicted: float | None, parent: float | None) -> bool:
+    """Whether a prediction is above the parent's score beyond `PREDICTION_TOLERANCE`."""
+    if predicted is None or parent is None:
+        return False
+    return predicted > parent and not math.isclose(
+        predicted, parent, rel_tol=PREDICTION_TOLERANCE, abs_tol=1e-12
+    )
 
 
 def _rate(rows: list[dict[str, Any]]) -> dict[str, Any]:

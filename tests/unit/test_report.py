@@ -286,3 +286,29 @@ def test_empty_and_missing_run_dir(tmp_path):
     assert "## Overview" in text and "## Per iteration" not in text
     with pytest.raises(FileNotFoundError, match="run directory not found"):
         run_summary(tmp_path / "nope")
+
+
+def test_a_prediction_equal_to_the_shown_parent_score_does_not_beat_it(tmp_path):
+    """A model that copies the parent's score as the prompt shows it (6 significant digits)
+    predicts no change: the iteration is not counted as 'predicted to beat the parent'."""
+    from evoduet_graph.events import EventLog
+    from evoduet_graph.search import Document, Prediction, SearchRecord
+
+    parent = 0.35999999999999993
+    events = EventLog(tmp_path / "events.jsonl")
+    db = SearchDatabase(tmp_path / "search_database.jsonl")
+    for it, predicted in ((1, 0.36), (2, 0.3601)):
+        (doc,) = db.add_documents([Document(url=f"https://d.example/{it}", title="d",
+                                            content="c")], it)
+        db.add_record(SearchRecord(record_id=f"ret_{it:06d}", iteration=it, parent_id="p",
+                                   parent_score=parent, final_doc_ids=[doc.doc_id]))
+        db.add_prediction(Prediction(record_id=f"ret_{it:06d}", doc_id=doc.doc_id, iteration=it,
+                                     round=0, parent_id="p", parent_score=parent,
+                                     predicted_score=predicted))
+        events.emit("node", node="select", iteration=it, parent_id="p")
+        events.emit("node", node="gate", iteration=it, gate_decision="retrieve")
+        events.emit("node", node="record", iteration=it)
+    events.close()
+    groups = run_summary(tmp_path)["improvement"]["by_evidence"]
+    assert groups["evidence predicted to beat the parent"]["iterations"] == 1  # iteration 2
+    assert groups["documents, none predicted to beat the parent"]["iterations"] == 1
