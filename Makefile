@@ -2,11 +2,11 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
-# `make run`: EvoDuet (LLM gate, offline search over the task's docs/) on the embedded model;
-# the smoke task's iterations are short enough for the whole run to take about 10-15 minutes
-# on 2 cores (a retrieving iteration runs the 3-round inner loop: several model calls).
+# `make run`: EvoDuet (LLM gate, offline search over the task's docs/) on the embedded model,
+# within 15 minutes on 2 cores: a no-op iteration of the smoke task takes 1-1.5 min, a
+# retrieving one (the 3-round inner loop) 5-7 min on a loaded 2-core machine.
 TASK ?= tasks/smoke_polygon_area
-ITERATIONS ?= 5
+ITERATIONS ?= 3
 PORT ?= 2024
 
 .PHONY: run test dev lint clean bench-overhead bench-parallel bench-search
