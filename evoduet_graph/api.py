@@ -38,7 +38,10 @@ from evoduet_graph.events import EventLog, read_events
 from evoduet_graph.graphs.outer import NodeFn, build_outer_graph
 from evoduet_graph.llm.usage import UsageTracker
 from evoduet_graph.locking import RunDirLock, RunDirLockedError
+from evoduet_graph.languages import ToolchainError
 from evoduet_graph.novelty import NoveltyFilter, make_novelty_checker
+from evoduet_graph.task_environment import check_toolchain, requirements_warning
+from evoduet_graph.task_settings import TaskSettings, apply_task_settings
 from evoduet_graph.population import Population, restore_population
 from evoduet_graph.search import Searcher, SearchUnavailableError, make_searcher
 from evoduet_graph.search.database import SearchDatabase
@@ -134,7 +137,16 @@ def validate_model(config: EvoDuetConfig) -> None:
     from evoduet_graph.llm import LLMConfigError, parse_model_string
 
     try:
-        parse_model_string(config.llm.model)
+        if config.llm.models:
+            for member in config.llm.models:
+                parse_model_string(member.model)
+        elif config.llm.model.strip().lower() == "task":
+            raise LLMConfigError(
+                "model 'task' needs model settings in the task folder's config.yaml "
+                "(llm.models, or llm.primary_model / secondary_model); this task has none"
+            )
+        else:
+            parse_model_string(config.llm.model)
     except LLMConfigError as exc:
         raise ConfigError(f"llm.model: {exc}") from None
 
@@ -237,11 +249,11 @@ def build_context(
     if llm is None:
         from evoduet_graph.llm import make_chat_model
 
-        llm = make_chat_model(config.llm)
+        llm = make_chat_model(config.llm, seed=config.seed)
     if evaluator is None:
         evaluator = make_evaluator(task, config.evaluation)
     if novelty is None:
-        novelty = make_novelty_checker(config.novelty)
+        novelty = make_novelty_checker(config.novelty, python=task.lang.is_python)
     events = EventLog(run_dir / "events.jsonl" if run_dir else None)
     return Context(
         task=task,
@@ -264,17 +276,20 @@ def check_initial_program(task: Task, config: EvoDuetConfig, evaluator: Evaluato
     """Evaluate the task's initial program before a new run starts.
 
     Returns:
-        The `EvaluationOutcome` (the run caches it, so the program is not evaluated twice).
+        The `EvaluationOutcome` (the run caches it, so the program is not evaluated twice);
+        None for a task without an initial program.
 
     Raises:
         TaskError: the initial program fails its own evaluation and
             ``config.allow_invalid_initial`` is false (CLI: ``--allow-invalid-initial``).
     """
+    if not task.has_initial_program:
+        return None  # the first iteration asks the model for a program (SkyDiscover)
     outcome = evaluator.evaluate(task.initial_program, program_id="initial")
     if not outcome.valid and not config.allow_invalid_initial:
         error = " ".join(str(outcome.error or "no valid score").split())[:500]
         raise TaskError(
-            f"task {task.name!r}: {task.path / 'initial_program.py'} fails its own evaluation "
+            f"task {task.name!r}: {task.program_label} fails its own evaluation "
             f"({error}); fix the initial program or evaluator.py, or start anyway with "
             "--allow-invalid-initial (allow_invalid_initial: true)"
         )
@@ -287,6 +302,27 @@ def _acquire(lock: RunDirLock) -> None:
         lock.acquire()
     except RunDirLockedError as exc:
         raise RunError(str(exc)) from None
+
+
+def _report_task(ctx: Context, settings: TaskSettings | None) -> None:
+    """Write the task's language, layout and the task config's settings in force (used /
+    ignored) to the events, and warn about unmet ``requirements.txt`` entries."""
+    task = ctx.task
+    ctx.events.emit(
+        "task_settings",
+        language=task.language,
+        program=task.program_file,
+        layout=task.layout,
+        evaluator=task.evaluator_kind,
+        used=settings.used if settings else [],
+        ignored=settings.ignored if settings else [],
+    )
+    for line in settings.lines() if settings else []:
+        logger.info("%s", line)
+    message = requirements_warning(task)
+    if message:
+        logger.warning("%s", message)
+        ctx.events.emit("warning", node="task", message=message)
 
 
 def _report_sandbox(ctx: Context) -> None:
@@ -433,6 +469,14 @@ def _pin_base_url(cfg: EvoDuetConfig) -> EvoDuetConfig:
     return cfg.with_overrides({"llm.base_url": env})
 
 
+def program_entry(task: Task) -> dict[str, str]:
+    """``run.json``'s ``program``: the absolute path of the evolved file (what ``--program``
+    chose, so a resume evolves the same file); empty for a task without one."""
+    if task.program_file is None:
+        return {}
+    return {"program": str((task.path / task.program_file).resolve())}
+
+
 def default_run_dir(task: Task) -> Path:
     """``runs/<task name>-<YYYYmmdd-HHMMSS>`` (local time), relative to the working directory."""
     return Path("runs") / f"{task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -451,6 +495,7 @@ def run(
     nodes: dict[str, NodeFn] | None = None,
     searcher: Searcher | None = None,
     on_event: EventFn | None = None,
+    apply_task_config: bool = True,
 ) -> RunResult:
     """Run (or continue) an EvoDuet search on a task.
 
@@ -469,6 +514,9 @@ def run(
         searcher: search backend; default: ``config.retrieval.backend`` when the gate can
             retrieve (its preflight runs before the first iteration).
         on_event: callback for every live progress event (see `EventFn`).
+        apply_task_config: fold the task config's own settings into ``config``
+            (`evoduet_graph.task_settings.apply_task_settings`; the CLI does it itself to print
+            what it used, and passes False).
 
     Returns:
         `RunResult` with the best program and the per-iteration history.
@@ -492,7 +540,15 @@ def run(
     cfg = _resolve_config(config)
     if iterations is not None:
         cfg = cfg.with_overrides({"iterations": iterations})
+    settings = apply_task_settings(task, cfg) if apply_task_config else None
+    if settings is not None:
+        cfg = settings.config
     validate_setup(cfg)
+    if evaluator is None:
+        try:
+            check_toolchain(task)
+        except ToolchainError as exc:
+            raise TaskError(str(exc)) from None
     if searcher is None:
         with _index_progress(on_event):
             searcher = make_checked_searcher(task, cfg)
@@ -519,14 +575,17 @@ def run(
     if llm is None:
         from evoduet_graph.llm import make_chat_model
 
-        llm = make_chat_model(cfg.llm)
-    novelty = make_novelty_checker(cfg.novelty)  # loads embeddings: may fail on a bad config
+        llm = make_chat_model(cfg.llm, seed=cfg.seed)
+    # loads embeddings: may fail on a bad config
+    novelty = make_novelty_checker(cfg.novelty, python=task.lang.is_python)
     rdir.mkdir(parents=True, exist_ok=True)
     rdir = rdir.resolve()
     _acquire(lock)
     (rdir / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
     (rdir / RUN_FILE).write_text(
-        json.dumps({"task_dir": str(task.path), "thread_id": THREAD_ID}, indent=2),
+        json.dumps(
+            {"task_dir": str(task.path), "thread_id": THREAD_ID, **program_entry(task)}, indent=2
+        ),
         encoding="utf-8",
     )
     with lock, ExitStack() as stack:
@@ -557,6 +616,7 @@ def run(
             model=model_name,
             resumed=resuming,
         )
+        _report_task(ctx, settings)
         _report_sandbox(ctx)
         graph_input = None if resuming else {"max_iterations": cfg.iterations}
         if resuming and snapshot.values.get("max_iterations") != cfg.iterations:
@@ -617,8 +677,9 @@ def resume(
         )
     meta = json.loads((rdir / RUN_FILE).read_text(encoding="utf-8"))
     return run(
-        meta["task_dir"],
+        load_task(meta["task_dir"], meta.get("program")),
         rdir / "config.yaml",
+        apply_task_config=False,
         llm=llm,
         evaluator=evaluator,
         run_dir=rdir,

@@ -15,6 +15,7 @@ from rich.console import Console
 
 from evoduet_graph.api import RunError, RunResult
 from evoduet_graph.config import ConfigError, load_config
+from evoduet_graph.languages import ToolchainError
 from evoduet_graph.task import Task, TaskError, load_task
 
 app = typer.Typer(
@@ -109,13 +110,23 @@ def _exit_for_stop(result: RunResult) -> None:
 
 @app.command("run")
 def run_cmd(
-    task_dir: Annotated[Path, typer.Argument(help="OpenEvolve task folder.")],
+    task_dir: Annotated[
+        Path, typer.Argument(help="Task folder (OpenEvolve or SkyDiscover layout).")
+    ],
     iterations: Annotated[int | None, typer.Option(help="Outer-loop iterations.")] = None,
     candidates: Annotated[int | None, typer.Option(help="Candidates per iteration (N).")] = None,
     model: Annotated[
-        str | None, typer.Option(help="`local` (embedded) or `openai:<model>`.")
+        str | None,
+        typer.Option(
+            help="`local` (embedded), `openai:<model>`, or `task` (the task config's models, "
+            "as a weighted ensemble)."
+        ),
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
+    program: Annotated[
+        Path | None,
+        typer.Option(help="The file to evolve (default: the folder's initial_program.<ext>)."),
+    ] = None,
     gate: Annotated[
         str | None, typer.Option(help="Gate mode: never|always|llm|heuristic|stagnation.")
     ] = None,
@@ -150,7 +161,7 @@ def run_cmd(
         level = task_logger.level
         task_logger.setLevel(logging.ERROR)
         try:
-            task = load_task(task_dir)
+            task = load_task(task_dir, program)
         finally:
             task_logger.setLevel(level)
         cfg = load_config(config).with_overrides(
@@ -168,9 +179,16 @@ def run_cmd(
             source=f"{config} with the command-line options" if config else "the command line",
         )
         from evoduet_graph.api import validate_model
+        from evoduet_graph.task_environment import check_toolchain
+        from evoduet_graph.task_settings import apply_task_settings
 
+        settings = apply_task_settings(task, cfg)
+        cfg = settings.config
         validate_model(cfg)
+        check_toolchain(task)
     except _USER_ERRORS as exc:
+        _fail(str(exc))
+    except ToolchainError as exc:
         _fail(str(exc))
     from evoduet_graph.api import RUN_FILE, default_run_dir
 
@@ -180,7 +198,12 @@ def run_cmd(
             f"{out} already holds a run; continue it with `evoduet resume {out}` (it keeps that "
             "run's configuration; --iterations N raises the total), or choose a new --out"
         )
+    from evoduet_graph.task_environment import requirements_warning
+
     warnings = list(task.warnings)
+    requirements = requirements_warning(task)
+    if requirements:
+        warnings.append(requirements)
     if (corpus or backend) and cfg.gate.mode == "never":
         warnings.append(
             "--corpus/--backend have no effect with gate mode `never` (no retrieval); "
@@ -189,8 +212,26 @@ def run_cmd(
     for warning in warnings:
         console.print("[yellow]warning:[/] ", end="")
         console.print(warning, markup=False, highlight=False)
+    if not json_lines:
+        console.print(
+            f"task: {task.lang.display} program {task.program_label}, "
+            f"{task.layout} layout ({task.evaluator_kind} evaluator "
+            f"{task.evaluator_path.relative_to(task.path)})",
+            markup=False,
+            highlight=False,
+        )
+        for line in settings.lines():
+            console.print(line, markup=False, highlight=False)
     _run_with_display(
-        run, task, cfg.iterations, quiet, json_lines=json_lines, task=task, config=cfg, run_dir=out
+        run,
+        task,
+        cfg.iterations,
+        quiet,
+        json_lines=json_lines,
+        task=task,
+        config=cfg,
+        run_dir=out,
+        apply_task_config=False,
     )
 
 
@@ -283,7 +324,7 @@ def _resume_target(run_dir: Path, iterations: int | None) -> tuple[Task, int, in
             "run with `evoduet run`"
         )
     try:
-        task = load_task(task_dir)
+        task = load_task(task_dir, meta.get("program"))
     except TaskError as exc:
         raise _CliError(
             f"its task folder {task_dir} (from {RUN_FILE}) cannot be loaded: {exc}; restore the "
@@ -304,7 +345,9 @@ def _resume_target(run_dir: Path, iterations: int | None) -> tuple[Task, int, in
 
 @app.command("eval")
 def eval_cmd(
-    task_dir: Annotated[Path, typer.Argument(help="OpenEvolve task folder.")],
+    task_dir: Annotated[
+        Path, typer.Argument(help="Task folder (OpenEvolve or SkyDiscover layout).")
+    ],
     program: Annotated[
         Path | None, typer.Argument(help="Program to evaluate (default: initial program).")
     ] = None,
@@ -312,16 +355,27 @@ def eval_cmd(
 ) -> None:
     """Evaluate PROGRAM through the sandbox; print its metrics as one JSON object on stdout."""
     from evoduet_graph.evaluation import SandboxEvaluator
+    from evoduet_graph.task_environment import check_toolchain, requirements_warning
 
     try:
-        task = load_task(task_dir)
-    except TaskError as exc:
+        task = load_task(task_dir, program) if program and program.is_file() else load_task(task_dir)
+        check_toolchain(task)
+    except (TaskError, ToolchainError) as exc:
         _fail(str(exc))
+    if program is None and not task.has_initial_program:
+        _fail(
+            f"task folder {task.path} has no initial program to evaluate; pass one: "
+            f"evoduet eval {task_dir} PROGRAM"
+        )
+    requirements = requirements_warning(task)
+    if requirements:
+        console.print("[yellow]warning:[/] ", end="")
+        console.print(requirements, markup=False, highlight=False)
     try:
         code = program.read_text(encoding="utf-8") if program else task.initial_program
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        _fail(f"cannot read the program {program}: {reason}; pass a Python file to evaluate")
+        _fail(f"cannot read the program {program}: {reason}; pass a program file to evaluate")
     outcome = SandboxEvaluator(task, timeout_s=timeout, workers=1).evaluate(code, "eval")
     sys.stdout.write(outcome.model_dump_json() + "\n")
     raise typer.Exit(0 if outcome.valid else 1)

@@ -37,13 +37,31 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
 
 
+class WeightedModelConfig(_Section):
+    """One member of a weighted model ensemble (``llm.models``; OpenEvolve's ``llm.models``
+    entries, ``primary_model`` / ``secondary_model`` with their weights)."""
+
+    model: str = Field(description="`local` or `openai:<model>`, as `llm.model`.")
+    weight: float = Field(1.0, gt=0, description="Relative probability of being picked.")
+    base_url: str | None = Field(None, description="Endpoint of this member; default llm's.")
+    api_key_env: str | None = Field(None, description="Key variable; default llm's.")
+    temperature: float | None = Field(None, ge=0.0, le=2.0, description="Default llm's.")
+    max_tokens: int | None = Field(None, ge=16, description="Default llm's.")
+
+
 class LLMConfig(_Section):
     """Chat model settings (DESIGN.md §4)."""
 
     model: str = Field(
         "local",
-        description="`local` (embedded Qwen2.5-Coder-1.5B GGUF) or `openai:<model>` for any "
-        "OpenAI-compatible endpoint (OpenAI, OpenRouter, vLLM, Ollama, llama.cpp server).",
+        description="`local` (embedded Qwen2.5-Coder-1.5B GGUF), `openai:<model>` for any "
+        "OpenAI-compatible endpoint (OpenAI, OpenRouter, vLLM, Ollama, llama.cpp server), or "
+        "`task`: the model settings of the task folder's config.yaml, as `models`.",
+    )
+    models: list[WeightedModelConfig] = Field(
+        default_factory=list,
+        description="A weighted ensemble: each call picks one member with probability "
+        "weight / sum of weights (seeded by `seed`); empty: the one `model`.",
     )
     base_url: str | None = Field(
         None, description="OpenAI-compatible base URL; default: $OPENAI_BASE_URL or OpenAI."
@@ -451,6 +469,13 @@ class EvoDuetConfig(_Section):
         "separately by `evaluation.workers`.",
     )
     seed: int = Field(42, description="Seed of parent selection and sampling.")
+    max_code_length: int | None = Field(
+        None,
+        ge=1,
+        description="A child longer than this many characters is invalid (OpenEvolve's "
+        "`max_code_length`, SkyDiscover's `max_solution_length`; a task config's value is "
+        "used when this is null).",
+    )
     max_consecutive_failures: int = Field(
         10, ge=1, description="Stop after this many iterations without any valid candidate."
     )

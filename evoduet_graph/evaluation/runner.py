@@ -5,7 +5,8 @@ directory, in its own process group, with rlimits and a scrubbed environment. Th
 standalone script: it imports nothing from ``evoduet_graph`` (so the child starts fast and does
 not depend on the package being importable) and only the standard library.
 
-The spec (JSON) names ``evaluator`` (path of evaluator.py), ``task_dir``, ``program`` (the
+The spec (JSON) names ``evaluator`` (path of evaluator.py, or of a SkyDiscover ``evaluate.sh``
+when ``evaluator_kind`` is ``shell``), ``task_dir``, ``program`` (the
 candidate file), ``result`` (where to write the result), ``cascade`` (bool), ``thresholds``
 (list of floats), ``evaluator_args`` (keyword arguments for ``evaluate``) and ``memory_mb``.
 
@@ -25,16 +26,30 @@ an exception (or a reported ``error`` string) in stage 2 or 3 makes the outcome 
 OpenEvolve would keep the stage-1 score; the metrics gathered so far are still reported. When ``openevolve`` is not
 installed, a minimal ``openevolve.evaluation_result`` module with an ``EvaluationResult``
 dataclass is installed into ``sys.modules`` first, so unchanged OpenEvolve evaluators load.
+An ``async def evaluate`` (OpenEvolve's ``r_robust_regression``) is run to completion with
+``asyncio.run``. The evaluator's own folder goes on ``sys.path`` too (SkyDiscover's
+``evaluator/`` keeps helpers such as ``wrapper.py`` beside ``evaluator.py``).
+
+SkyDiscover behaviour (``skydiscover/evaluation/container_evaluator.py``): with
+``evaluator_kind: shell`` the script runs as ``bash evaluate.sh PROGRAM train`` with its own
+folder as working directory (inside this sandboxed child: same process group, limits and
+environment), and the one JSON object it prints on stdout is read: ``status`` other than
+``success`` makes the outcome invalid (with ``artifacts.error`` as the reason when given),
+``metrics`` are the numeric metrics and ``combined_score`` is added to them; a non-zero exit or
+unparsable output is an error with the script's stderr.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
+import inspect
 import importlib.util
 import json
 import numbers
 import os
+import subprocess
 import sys
 import traceback
 import types
@@ -172,7 +187,77 @@ def passes_threshold(metrics: dict[str, float], threshold: float) -> bool:
 
 
 def _call(fn: Any, program: str, kwargs: dict[str, Any]) -> Any:
-    return fn(program, **kwargs) if kwargs else fn(program)
+    result = fn(program, **kwargs) if kwargs else fn(program)
+    if inspect.isawaitable(result):  # OpenEvolve evaluators may be `async def evaluate`
+        return asyncio.run(_await(result))
+    return result
+
+
+async def _await(awaitable: Any) -> Any:
+    return await awaitable
+
+
+SCRIPT_OUTPUT_LIMIT = 200_000
+
+
+def evaluate_script(spec: dict[str, Any], out: dict[str, Any]) -> None:
+    """Run a SkyDiscover ``evaluate.sh PROGRAM train`` and read the JSON it prints.
+
+    The script's folder is its working directory; stdout must hold one JSON object (the last
+    line that parses as one is taken, so progress lines before it do no harm).
+    """
+    script = spec["evaluator"]
+    out["phase"] = "running evaluate.sh"
+    proc = subprocess.run(  # fixed argv, no shell; limits and process group are inherited
+        ["bash", script, spec["program"], "train"],
+        cwd=os.path.dirname(script),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        check=False,
+    )
+    stdout = proc.stdout.decode("utf-8", errors="replace")[-SCRIPT_OUTPUT_LIMIT:]
+    stderr = proc.stderr.decode("utf-8", errors="replace")[-SCRIPT_OUTPUT_LIMIT:]
+    if stderr.strip():
+        out["artifacts"]["evaluate_sh_stderr"] = stderr
+    data = _last_json_object(stdout)
+    if proc.returncode != 0:
+        tail = (stderr.strip().splitlines() or ["(no stderr)"])[-1][:300]
+        out["error"] = f"evaluate.sh exited with code {proc.returncode}: {tail}"
+        if data is None:
+            return
+    if data is None:
+        out["artifacts"]["evaluate_sh_stdout"] = stdout
+        out["error"] = "evaluate.sh printed no JSON object on stdout"
+        return
+    raw_metrics = data.get("metrics") if isinstance(data.get("metrics"), dict) else {}
+    metrics, text_metrics, _ = normalise_result(dict(raw_metrics))
+    if "combined_score" in data and "combined_score" not in metrics:
+        score = _as_float(data["combined_score"])
+        if score is not None:
+            metrics["combined_score"] = score
+    artifacts = data.get("artifacts") if isinstance(data.get("artifacts"), dict) else {}
+    out["artifacts"].update({str(k): _as_text(v) for k, v in artifacts.items()})
+    out["metrics"], out["text_metrics"] = metrics, text_metrics
+    status = data.get("status", "success")
+    if status != "success" and not out["error"]:
+        reason = out["artifacts"].get("error") or ""
+        out["error"] = f"evaluate.sh reported status {status!r}" + (f": {reason}" if reason else "")
+
+
+def _last_json_object(text: str) -> dict[str, Any] | None:
+    """The whole text as a JSON object, else the last line that is one."""
+    candidates = [text.strip(), *reversed(text.strip().splitlines())]
+    for chunk in candidates:
+        chunk = chunk.strip()
+        if not chunk.startswith("{"):
+            continue
+        try:
+            value = json.loads(chunk)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
 
 
 def evaluate_program(spec: dict[str, Any], out: dict[str, Any]) -> None:
@@ -180,6 +265,9 @@ def evaluate_program(spec: dict[str, Any], out: dict[str, Any]) -> None:
 
     ``out["phase"]`` names what was running when an exception escapes (for the message).
     """
+    if spec.get("evaluator_kind") == "shell":
+        evaluate_script(spec, out)
+        return
     out["phase"] = "importing evaluator.py"
     module = load_evaluator(spec["evaluator"])
     program = spec["program"]
@@ -211,7 +299,7 @@ def evaluate_program(spec: dict[str, Any], out: dict[str, Any]) -> None:
             if gate >= len(thresholds) or not passes_threshold(merged, thresholds[gate]):
                 break
         out["phase"] = f"evaluate_stage{stage}"
-        metrics, text_metrics, artifacts = normalise_result(fn(program))
+        metrics, text_metrics, artifacts = normalise_result(_call(fn, program, {}))
         out["stage"] = stage
         if stage == 1:
             merged = dict(metrics)
@@ -258,6 +346,9 @@ def main(argv: list[str]) -> int:
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
     sys.path.insert(0, spec["task_dir"])
+    evaluator_dir = os.path.dirname(os.path.abspath(spec["evaluator"]))
+    if evaluator_dir != os.path.abspath(spec["task_dir"]):  # SkyDiscover: evaluator/ helpers
+        sys.path.insert(0, evaluator_dir)
 
     out: dict[str, Any] = {
         "metrics": {},

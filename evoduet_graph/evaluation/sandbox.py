@@ -4,7 +4,8 @@ Candidate programs are untrusted LLM output. `SandboxEvaluator` evaluates each o
 process (``runner.py``) that
 
 - runs in a fresh ``tempfile.mkdtemp`` directory (outside any run directory, removed afterwards)
-  holding the candidate as ``program.py``;
+  holding the candidate as ``program<suffix>`` (``program.py``, ``program.rs``: the task's
+  `Task.file_suffix`, so the evaluator compiles or runs it as what it is);
 - is the leader of its own process group (``start_new_session=True``); on timeout the whole
   group gets ``SIGKILL`` so grandchildren die too, and stray group members are killed after a
   normal exit as well;
@@ -149,6 +150,12 @@ class Evaluator(Protocol):
     ) -> list[EvaluationOutcome]:
         """Evaluate several programs; results in input order."""
         ...
+
+
+def program_file_name(task: Task) -> str:
+    """The candidate's file name in the sandbox: ``program`` + the task's suffix."""
+    suffix = task.file_suffix if task.file_suffix.startswith(".") else f".{task.file_suffix}"
+    return f"program{suffix}" if suffix != "." else PROGRAM_FILE
 
 
 def score_from_metrics(metrics: Mapping[str, float]) -> float | None:
@@ -416,8 +423,9 @@ class SandboxEvaluator:
         )
         return {
             "evaluator": str(self.task.evaluator_path),
+            "evaluator_kind": self.task.evaluator_kind,
             "task_dir": str(self.task.path),
-            "program": str(tmp / PROGRAM_FILE),
+            "program": str(tmp / program_file_name(self.task)),
             "result": str(tmp / "result.json"),
             "cascade": self.cascade,
             "thresholds": list(self.task.cascade_thresholds),

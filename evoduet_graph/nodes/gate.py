@@ -68,6 +68,7 @@ def gate_prompt(state: OuterState, ctx: Context) -> str:
         instruction=ctx.task.instruction[:2000],
         parent_score=parent.score,
         parent_code=(parent.code or "")[: ctx.config.prompt.max_program_chars],
+        fence=ctx.task.lang.fence,
         parent_metrics=parent.metrics,
         history=history_text(ctx, state.get("iteration", 0), ctx.config.prompt.history_programs),
         database=database,

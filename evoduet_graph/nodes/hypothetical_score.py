@@ -36,6 +36,7 @@ def hypothetical_score(state: InnerState, runtime: Runtime[Context]) -> dict[str
         parent_score=parent.score,
         best_score=state.get("best_score"),
         parent_code=(parent.code or "")[: ctx.config.prompt.max_program_chars // 2],
+        fence=ctx.task.lang.fence,
         knowledge=knowledge_text(state.get("knowledge_state")),
         documents=documents_text(
             unscored,
