@@ -200,6 +200,12 @@ class EvaluationConfig(_Section):
         description="Run candidates without network (a fresh network namespace via "
         "`unshare --net`) when this machine allows it; the run warns once when it does not.",
     )
+    container: bool = Field(
+        False,
+        description="Run a SkyDiscover task's evaluator/evaluate.sh inside the image its "
+        "evaluator/Dockerfile builds (Docker or Podman; a fresh container per candidate, no "
+        "network); a clear error when neither is usable.",
+    )
     executor: Literal["local", "ray"] = Field(
         "local",
         description="Where candidates evaluate: `local` (sandboxed child processes of this "

@@ -283,6 +283,11 @@ class Task(BaseModel):
     openevolve_config: dict[str, Any] = Field(
         default_factory=dict, description="Raw parsed config.yaml ({} if absent)."
     )
+    container: dict[str, str] | None = Field(
+        None,
+        description="Set by `evaluation.container.prepare_container`: the runtime and image "
+        "that run evaluate.sh (`evaluation.container: true`); None: the local sandbox.",
+    )
     warnings: list[str] = Field(default_factory=list, description="Non-fatal load problems.")
 
     def metric_value(self, metrics: dict[str, Any]) -> float | None:

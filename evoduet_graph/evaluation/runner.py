@@ -208,13 +208,26 @@ def evaluate_script(spec: dict[str, Any], out: dict[str, Any]) -> None:
     """
     script = spec["evaluator"]
     out["phase"] = "running evaluate.sh"
-    proc = subprocess.run(  # fixed argv, no shell; limits and process group are inherited
-        ["bash", script, spec["program"], "train"],
-        cwd=os.path.dirname(script),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        check=False,
-    )
+    argv, name = ["bash", script, spec["program"], "train"], None
+    container = spec.get("container")
+    if container:  # evaluation.container: a fresh container of the task's image, no network
+        name = f"evoduet-{os.getpid()}-{os.urandom(4).hex()}"
+        inside = "/tmp/" + os.path.basename(spec["program"])
+        argv = [container["runtime"], "run", "--rm", "--name", name, "--network", "none",
+                "-v", f"{spec['program']}:{inside}:ro", container["image"], inside, "train"]
+    try:
+        proc = subprocess.run(  # fixed argv, no shell; limits and process group are inherited
+            argv,
+            cwd=os.path.dirname(script),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            check=False,
+            timeout=max(1.0, float(spec.get("timeout_s") or 3600) - 2) if name else None,
+        )
+    except subprocess.TimeoutExpired:
+        subprocess.run([container["runtime"], "kill", name], capture_output=True, check=False)
+        out["error"] = f"evaluate.sh in the container ran past the {spec.get('timeout_s')} s limit"
+        return
     stdout = proc.stdout.decode("utf-8", errors="replace")[-SCRIPT_OUTPUT_LIMIT:]
     stderr = proc.stderr.decode("utf-8", errors="replace")[-SCRIPT_OUTPUT_LIMIT:]
     if stderr.strip():

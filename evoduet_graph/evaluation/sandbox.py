@@ -424,6 +424,8 @@ class SandboxEvaluator:
         return {
             "evaluator": str(self.task.evaluator_path),
             "evaluator_kind": self.task.evaluator_kind,
+            "container": self.task.container,
+            "timeout_s": self.timeout_s,
             "task_dir": str(self.task.path),
             "program": str(tmp / program_file_name(self.task)),
             "result": str(tmp / "result.json"),
