@@ -36,17 +36,17 @@ from evoduet_graph.context import Context
 from evoduet_graph.evaluation import Evaluator, make_evaluator
 from evoduet_graph.events import EventLog, read_events
 from evoduet_graph.graphs.outer import NodeFn, build_outer_graph
+from evoduet_graph.languages import ToolchainError
 from evoduet_graph.llm.usage import UsageTracker
 from evoduet_graph.locking import RunDirLock, RunDirLockedError
-from evoduet_graph.languages import ToolchainError
 from evoduet_graph.novelty import NoveltyFilter, make_novelty_checker
-from evoduet_graph.task_environment import check_toolchain, requirements_warning
-from evoduet_graph.task_settings import TaskSettings, apply_task_settings
 from evoduet_graph.population import Population, restore_population
 from evoduet_graph.search import Searcher, SearchUnavailableError, make_searcher
 from evoduet_graph.search.database import SearchDatabase
 from evoduet_graph.store import ProgramStore
 from evoduet_graph.task import Task, TaskError, load_task
+from evoduet_graph.task_environment import check_toolchain, requirements_warning
+from evoduet_graph.task_settings import TaskSettings, apply_task_settings
 
 logger = logging.getLogger(__name__)
 

@@ -6,6 +6,7 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -71,9 +72,15 @@ def _run_with_display(
     *,
     json_lines: bool = False,
     done: int = 0,
+    preamble: Sequence[str] = (),
     **kwargs: Any,
 ) -> None:
-    """Run ``fn`` (api.run / api.resume) with the live display, ``--quiet`` or ``--json``."""
+    """Run ``fn`` (api.run / api.resume) with the live display, ``--quiet`` or ``--json``.
+
+    ``preamble`` lines (what the task is, the task config's settings in force) are printed
+    when the run has started (its first progress event), with the live display only: a run
+    refused at startup prints its one error line alone.
+    """
     from evoduet_graph.progress import JsonLines, LiveDisplay
 
     if quiet and json_lines:
@@ -85,7 +92,14 @@ def _run_with_display(
             shown, total, console=console, enabled=not (quiet or json_lines), done=done
         ) as display:
             on_event = sink.on_event if sink is not None else display.on_event
-            result = fn(on_event=on_event, **kwargs)
+            pending = [] if (quiet or json_lines) else list(preamble)
+
+            def forward(event: Any, target: Any = on_event) -> None:
+                while pending:
+                    console.print(pending.pop(0), markup=False, highlight=False)
+                target(event)
+
+            result = fn(on_event=forward, **kwargs)
     except _user_errors() as exc:
         _fail(str(exc))
     except KeyboardInterrupt:
@@ -212,16 +226,13 @@ def run_cmd(
     for warning in warnings:
         console.print("[yellow]warning:[/] ", end="")
         console.print(warning, markup=False, highlight=False)
-    if not json_lines:
-        console.print(
-            f"task: {task.lang.display} program {task.program_label}, "
-            f"{task.layout} layout ({task.evaluator_kind} evaluator "
-            f"{task.evaluator_path.relative_to(task.path)})",
-            markup=False,
-            highlight=False,
-        )
-        for line in settings.lines():
-            console.print(line, markup=False, highlight=False)
+    preamble = [
+        (
+            f"task: {task.lang.display} program {task.program_label}, {task.layout} layout "
+            f"({task.evaluator_kind} evaluator {task.evaluator_path.relative_to(task.path)})"
+        ),
+        *settings.lines(),
+    ]
     _run_with_display(
         run,
         task,
@@ -232,6 +243,7 @@ def run_cmd(
         config=cfg,
         run_dir=out,
         apply_task_config=False,
+        preamble=preamble,
     )
 
 
@@ -289,8 +301,7 @@ def _check_run_dir(run_dir: Path) -> None:
     markers = ("run.json", "events.jsonl")
     if not any((run_dir / name).is_file() for name in markers):
         raise _CliError(
-            f"not an evoduet run directory (neither {' nor '.join(markers)} is there); "
-            f"{_RUN_HINT}"
+            f"not an evoduet run directory (neither {' nor '.join(markers)} is there); {_RUN_HINT}"
         )
 
 
@@ -358,7 +369,9 @@ def eval_cmd(
     from evoduet_graph.task_environment import check_toolchain, requirements_warning
 
     try:
-        task = load_task(task_dir, program) if program and program.is_file() else load_task(task_dir)
+        task = (
+            load_task(task_dir, program) if program and program.is_file() else load_task(task_dir)
+        )
         check_toolchain(task)
     except (TaskError, ToolchainError) as exc:
         _fail(str(exc))
@@ -490,7 +503,9 @@ def graph_cmd(
     loop: Annotated[GraphLoop, typer.Option(help="Which loop to draw.")] = GraphLoop.outer,
     out: Annotated[
         Path | None,
-        typer.Option(help="Output file (mermaid default: stdout; png default: evoduet_<loop>.png)."),
+        typer.Option(
+            help="Output file (mermaid default: stdout; png default: evoduet_<loop>.png)."
+        ),
     ] = None,
 ) -> None:
     """Draw the LangGraph graphs: Mermaid text, or a PNG rendered locally with Graphviz."""

@@ -67,7 +67,9 @@ class Language:
 _TABLE: tuple[Language, ...] = (
     Language("python", "Python", ".py", "python", frozenset({"py", "python3", "py3"})),
     Language("r", "R", ".r", "r", frozenset({"rscript"}), {"Rscript": "r-base-core"}),
-    Language("rust", "Rust", ".rs", "rust", frozenset({"rs"}), {"cargo": "cargo", "rustc": "rustc"}),
+    Language(
+        "rust", "Rust", ".rs", "rust", frozenset({"rs"}), {"cargo": "cargo", "rustc": "rustc"}
+    ),
     Language("c", "C", ".c", "c", frozenset(), {"cc": "gcc", "gcc": "gcc", "clang": "clang"}),
     Language(
         "cpp",

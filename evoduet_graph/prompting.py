@@ -58,8 +58,7 @@ _MAX_URL_CHARS = 300
 _MAX_STRATEGY_CHARS = 600
 _NO_CHANGE = "(no change)"
 _EDIT_SCOPE = (
-    "Change only the code between `{start}` and `{end}`; everything outside these markers is "
-    "fixed."
+    "Change only the code between `{start}` and `{end}`; everything outside these markers is fixed."
 )
 _PYTHON_IMPORT_RULE = (
     " Put a new import between the markers too (one added outside them is moved there)."
@@ -444,7 +443,10 @@ def build_initial_messages(
             "metric_direction": _direction_phrase(direction),
         },
     )
-    return [SystemMessage(content=_system_message(instruction, language)), HumanMessage(content=user)]
+    return [
+        SystemMessage(content=_system_message(instruction, language)),
+        HumanMessage(content=user),
+    ]
 
 
 def _system_message(instruction: str, lang: Language) -> str:

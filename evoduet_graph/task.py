@@ -609,7 +609,9 @@ def _folder_program_message(folder: Path, path: Path) -> str:
     )
 
 
-def _find_evaluator(folder: Path) -> tuple[Literal["openevolve", "skydiscover"], Literal["python", "shell"], Path, set[str]]:
+def _find_evaluator(
+    folder: Path,
+) -> tuple[Literal["openevolve", "skydiscover"], Literal["python", "shell"], Path, set[str]]:
     """``(layout, kind, path, evaluate functions)`` of the folder's evaluator.
 
     SkyDiscover's detection (``create_evaluator``) with its Python evaluator first: a
@@ -663,10 +665,12 @@ def _container_path_warnings(script: Path) -> list[str]:
     path = workdir.group(1).rstrip("/")
     if f"{path}/" in text and not Path(path).exists():
         return [
-            f"{EVALUATOR_DIR}/{EVALUATE_SCRIPT} uses {path}/, the Dockerfile's WORKDIR, which "
-            "exists only in its container: run with evaluation.container: true (Docker or "
-            "Podman), or make the script use paths relative to the evaluator/ folder (its "
-            "working directory here)"
+            (
+                f"{EVALUATOR_DIR}/{EVALUATE_SCRIPT} uses {path}/, the Dockerfile's WORKDIR, "
+                "which exists only in its container: run with evaluation.container: true "
+                "(Docker or Podman), or make the script use paths relative to the evaluator/ "
+                "folder (its working directory here)"
+            )
         ]
     return []
 

@@ -127,7 +127,9 @@ def task_models(task: Task) -> list[dict[str, Any]]:
 
 
 def _models_summary(models: list[dict[str, Any]]) -> str:
-    return ", ".join(f"{m['model'].removeprefix('openai:')} (weight {m['weight']:g})" for m in models)
+    return ", ".join(
+        f"{m['model'].removeprefix('openai:')} (weight {m['weight']:g})" for m in models
+    )
 
 
 def apply_task_settings(task: Task, config: EvoDuetConfig) -> TaskSettings:
@@ -149,7 +151,9 @@ def apply_task_settings(task: Task, config: EvoDuetConfig) -> TaskSettings:
     settings = TaskSettings(config=config)
     overrides: dict[str, Any] = {}
 
-    if task.instruction and (_get(raw, "prompt", "system_message") or _get(raw, "llm", "system_message")):
+    if task.instruction and (
+        _get(raw, "prompt", "system_message") or _get(raw, "llm", "system_message")
+    ):
         settings.used.append("prompt.system_message as the instruction")
     if _get(raw, "evaluator", "timeout") is not None:
         if config.evaluation.timeout_s is None:

@@ -44,8 +44,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import inspect
 import importlib.util
+import inspect
 import json
 import numbers
 import os
@@ -213,8 +213,20 @@ def evaluate_script(spec: dict[str, Any], out: dict[str, Any]) -> None:
     if container:  # evaluation.container: a fresh container of the task's image, no network
         name = f"evoduet-{os.getpid()}-{os.urandom(4).hex()}"
         inside = "/tmp/" + os.path.basename(spec["program"])
-        argv = [container["runtime"], "run", "--rm", "--name", name, "--network", "none",
-                "-v", f"{spec['program']}:{inside}:ro", container["image"], inside, "train"]
+        argv = [
+            container["runtime"],
+            "run",
+            "--rm",
+            "--name",
+            name,
+            "--network",
+            "none",
+            "-v",
+            f"{spec['program']}:{inside}:ro",
+            container["image"],
+            inside,
+            "train",
+        ]
     try:
         proc = subprocess.run(  # fixed argv, no shell; limits and process group are inherited
             argv,

@@ -80,7 +80,7 @@ class EnsembleChatModel(BaseChatModel):
     _choice: WeightedChoice = PrivateAttr()
     _local: threading.local = PrivateAttr(default_factory=threading.local)
 
-    def model_post_init(self, context: Any, /) -> None:  # noqa: D102 - pydantic hook
+    def model_post_init(self, context: Any, /) -> None:
         if not (len(self.names) == len(self.members) == len(self.weights)):
             raise ValueError("names, members and weights must have the same length")
         self._choice = WeightedChoice(self.weights, self.seed)

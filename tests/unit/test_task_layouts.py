@@ -179,15 +179,21 @@ def test_python_only_steps_fall_back_for_other_languages() -> None:
     # a ```python block is not a C program
     assert (
         candidate_from_response(
-            parent, "```python\nint v = 3;\n```", diff_based=False,
-            restrict_to_evolve_blocks=True, language="c",
+            parent,
+            "```python\nint v = 3;\n```",
+            diff_based=False,
+            restrict_to_evolve_blocks=True,
+            language="c",
         ).code
         is None
     )
     # a cut-off C block is rejected (no compile check outside Python)
     cut = candidate_from_response(
-        "int v = 1;\n", "```c\nint v = 2;\n", diff_based=False,
-        restrict_to_evolve_blocks=False, language="c",
+        "int v = 1;\n",
+        "```c\nint v = 2;\n",
+        diff_based=False,
+        restrict_to_evolve_blocks=False,
+        language="c",
     )
     assert cut.code is None and "not closed" in (cut.error or "")
     # novelty: '#' is not a comment in C, so it must not be dropped
@@ -260,8 +266,9 @@ def test_skydiscover_evaluator_dir_with_python_evaluator(tmp_path: Path) -> None
     assert task.timeout_s == 30.0 and task.instruction == "Make value() larger."
     assert not any("monitor" in w or "human_feedback" in w for w in task.warnings), task.warnings
     diff = "<<<<<<< SEARCH\n    return 2.0\n=======\n    return 5.0\n>>>>>>> REPLACE\n"
-    result = run(folder, _cfg(), llm=ScriptedChatModel(responses=[], default=diff),
-                 run_dir=tmp_path / "run")
+    result = run(
+        folder, _cfg(), llm=ScriptedChatModel(responses=[], default=diff), run_dir=tmp_path / "run"
+    )
     assert result.best_score == 5.0
 
 
@@ -305,8 +312,9 @@ def test_skydiscover_evaluate_sh_only_folder_runs_the_script_and_reads_its_json(
     assert not bad.valid and "status 'error'" in (bad.error or "") and "no value line" in bad.error
     # a run: the model rewrites the whole text file (no markers)
     llm = ScriptedChatModel(responses=[], default="```text\nvalue = 7\n```\n")
-    result = run(folder, _cfg(iterations=1, prompt={"diff_based": False}), llm=llm,
-                 run_dir=tmp_path / "run")
+    result = run(
+        folder, _cfg(iterations=1, prompt={"diff_based": False}), llm=llm, run_dir=tmp_path / "run"
+    )
     assert result.best_score == 17.0
 
 
@@ -343,7 +351,9 @@ def test_folder_without_initial_program_asks_the_model_for_the_first_one(tmp_pat
         tmp_path,
         "scratch",
         {
-            "evaluator/evaluator.py": SKY_EVALUATOR.replace("from helper import score", "from helper import score  # noqa"),
+            "evaluator/evaluator.py": SKY_EVALUATOR.replace(
+                "from helper import score", "from helper import score  # noqa"
+            ),
             "evaluator/helper.py": SKY_HELPER,
             "config.yaml": "prompt:\n  system_message: Write value() returning a large number.\n",
         },
@@ -382,10 +392,14 @@ def test_max_solution_length_makes_longer_candidates_invalid(tmp_path: Path) -> 
     assert any("max_solution_length=120" in line for line in settings.lines())
     long_body = "    x = 0\n" + "    x += 1\n" * 20 + "    return 9.0 + x * 0\n"
     diff = f"<<<<<<< SEARCH\n    return 2.0\n=======\n{long_body}>>>>>>> REPLACE\n"
-    result = run(folder, _cfg(iterations=1), llm=ScriptedChatModel(responses=[], default=diff),
-                 run_dir=tmp_path / "run")
+    result = run(
+        folder,
+        _cfg(iterations=1),
+        llm=ScriptedChatModel(responses=[], default=diff),
+        run_dir=tmp_path / "run",
+    )
     assert result.best_score == 2.0
-    child = [r for r in _programs(tmp_path / "run") if r[0] != "initial"][0]
+    child = next(r for r in _programs(tmp_path / "run") if r[0] != "initial")
     assert child[2] == "invalid" and "over the limit of 120" in (child[4] or "")
 
 
@@ -427,17 +441,27 @@ def test_model_task_builds_the_weighted_ensemble_of_the_task_config(
     task = load_task(folder)
     cfg = apply_task_settings(task, EvoDuetConfig().with_overrides({"llm.model": "task"})).config
     assert cfg.seed == 5
-    assert [(m.model, m.weight, m.base_url, m.temperature, m.max_tokens) for m in cfg.llm.models] == [
+    assert [
+        (m.model, m.weight, m.base_url, m.temperature, m.max_tokens) for m in cfg.llm.models
+    ] == [
         ("openai:flash-lite", 0.8, "http://127.0.0.1:9/v1", 0.8, 4096),
         ("openai:flash", 0.2, "http://127.0.0.1:9/v1", 0.8, 4096),
     ]
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     model = make_chat_model(cfg.llm, seed=cfg.seed)  # builds, sends nothing
-    assert isinstance(model, EnsembleChatModel) and model.names == ["openai:flash-lite", "openai:flash"]
+    assert isinstance(model, EnsembleChatModel) and model.names == [
+        "openai:flash-lite",
+        "openai:flash",
+    ]
     with pytest.raises(Exception, match="names none"):
         apply_task_settings(
-            load_task(_folder(tmp_path, "plain", {"initial_program.py": PY_PROGRAM,
-                                                  "evaluator/evaluator.py": SKY_EVALUATOR})),
+            load_task(
+                _folder(
+                    tmp_path,
+                    "plain",
+                    {"initial_program.py": PY_PROGRAM, "evaluator/evaluator.py": SKY_EVALUATOR},
+                )
+            ),
             EvoDuetConfig().with_overrides({"llm.model": "task"}),
         )
 
@@ -511,7 +535,12 @@ def test_unmet_requirements_are_named_in_one_warning(tmp_path: Path) -> None:
 
 def test_bundled_c_task_compiles_and_scores_with_cc() -> None:
     task = load_task(Path(__file__).resolve().parents[2] / "tasks" / "golomb_ruler_10_c")
-    assert (task.language, task.file_suffix, task.direction, task.metric) == ("c", ".c", "min", "length")
+    assert (task.language, task.file_suffix, task.direction, task.metric) == (
+        "c",
+        ".c",
+        "min",
+        "length",
+    )
     outcome = SandboxEvaluator(task, timeout_s=60).evaluate(
         task.initial_program.replace(
             "build_ruler(marks);",
@@ -525,3 +554,48 @@ def test_bundled_c_task_compiles_and_scores_with_cc() -> None:
     broken = SandboxEvaluator(task, timeout_s=60).evaluate("int main(void) { return x; }\n")
     assert not broken.valid and "compilation failed" in (broken.error or "")
     assert os.path.isdir(task.path / "docs")
+
+
+# ------------------------------------------------------------------------ command line
+
+
+def test_cli_eval_of_skydiscover_script_folder_and_folder_without_program(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from evoduet_graph.cli import app
+
+    folder = _folder(
+        tmp_path,
+        "sky_cli",
+        {"evaluator/evaluate.sh": EVALUATE_SH, "evaluator/data/offset.txt": "1\n"},
+    )
+    program = tmp_path / "mine.txt"
+    program.write_text("value = 4\n")
+    runner = CliRunner()
+    ok = runner.invoke(app, ["eval", str(folder), str(program)])
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.stdout.strip().splitlines()[-1])["score"] == 5.0
+    missing = runner.invoke(app, ["eval", str(folder)])
+    assert missing.exit_code == 2
+    assert "has no initial program to evaluate" in " ".join(missing.output.split())
+
+
+def test_cli_run_program_option_is_kept_for_resume(tmp_path: Path) -> None:
+    from evoduet_graph.api import program_entry
+
+    folder = _folder(
+        tmp_path,
+        "two_files",
+        {
+            "evaluator.py": SUFFIX_EVALUATOR.format(suffix=".r"),
+            "initial_program.r": "value <- 1\n",
+            "alt/other.r": "value <- 2\n",
+        },
+    )
+    task = load_task(folder, program=folder / "alt" / "other.r")
+    assert program_entry(task) == {"program": str(folder / "alt" / "other.r")}
+    llm = ScriptedChatModel(responses=[], default="```r\nvalue <- 6\n```\n")
+    run(task, _cfg(iterations=1, prompt={"diff_based": False}), llm=llm, run_dir=tmp_path / "run")
+    meta = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert meta["program"] == str(folder / "alt" / "other.r")
+    assert "value <- 2" in llm.prompts[0][1].content  # the chosen file, not initial_program.r
