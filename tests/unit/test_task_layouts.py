@@ -599,3 +599,57 @@ def test_cli_run_program_option_is_kept_for_resume(tmp_path: Path) -> None:
     meta = json.loads((tmp_path / "run" / "run.json").read_text())
     assert meta["program"] == str(folder / "alt" / "other.r")
     assert "value <- 2" in llm.prompts[0][1].content  # the chosen file, not initial_program.r
+
+
+TOOLCHAIN_EVALUATOR = """\
+import os
+import subprocess
+import tempfile
+
+def evaluate(program_path):
+    if {compile!r}:
+        binary = os.path.join(tempfile.mkdtemp(), "prog")
+        subprocess.run([{tool!r}, "-O", "-o", binary, program_path], check=True,
+                       capture_output=True)
+        argv = [binary]
+    else:
+        argv = [{tool!r}, program_path]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    return {{"combined_score": float(out.split()[-1])}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("tool", "suffix", "program", "compile_"),
+    [
+        ("Rscript", ".r", "value <- 3\ncat(value, '\\n')\n", False),
+        ("rustc", ".rs", 'fn main() {\n    let value = 3;\n    println!("{}", value);\n}\n', True),
+    ],
+)
+def test_r_and_rust_programs_evaluate_where_installed_else_one_line_error(
+    tmp_path: Path, tool: str, suffix: str, program: str, compile_: bool
+) -> None:
+    """With the toolchain installed (R: apt-get install r-base-core; Rust: rustc/cargo) the
+    program is evaluated through the CLI; without it, `evoduet eval` names it in one line."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from evoduet_graph.cli import app
+
+    folder = _folder(
+        tmp_path,
+        f"lang{suffix[1:]}",
+        {
+            f"initial_program{suffix}": program,
+            "evaluator.py": TOOLCHAIN_EVALUATOR.format(tool=tool, compile=compile_),
+        },
+    )
+    result = CliRunner().invoke(app, ["eval", str(folder)])
+    if shutil.which(tool):
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout.strip().splitlines()[-1])["score"] == 3.0
+    else:
+        assert result.exit_code == 2
+        error = [line for line in result.output.splitlines() if line.startswith("error:")]
+        assert len(error) == 1 and f"`{tool}`" in error[0], result.output
