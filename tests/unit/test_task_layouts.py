@@ -653,3 +653,76 @@ def test_r_and_rust_programs_evaluate_where_installed_else_one_line_error(
         assert result.exit_code == 2
         error = [line for line in result.output.splitlines() if line.startswith("error:")]
         assert len(error) == 1 and f"`{tool}`" in error[0], result.output
+
+
+FAKE_DOCKER = """\
+#!/bin/bash
+# A stand-in for the docker CLI: `info` answers, `build` remembers the context folder, `run`
+# runs the image's evaluate.sh (its ENTRYPOINT) on the mounted candidate.
+state="{state}"
+echo "$*" >> "$state/calls.txt"
+case "$1" in
+  info) [ {info_rc} = 0 ] && exit 0 ;;
+  build) echo "${{@: -1}}" > "$state/context.txt"; exit 0 ;;
+  run)
+    shift
+    while [ "$1" != "--network" ]; do shift; done
+    shift 2   # --network none
+    mount="$2"; shift 2   # -v SRC:DST:ro
+    src="${{mount%%:*}}"
+    shift     # image
+    cd "$(cat "$state/context.txt")" && exec bash evaluate.sh "$src" "$2" ;;
+esac
+echo "Cannot connect to the Docker daemon" >&2
+exit 1
+"""
+
+
+@pytest.mark.parametrize("info_rc", [0, 1])
+def test_container_mode_builds_the_image_and_runs_evaluate_sh_in_it_or_says_why_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, info_rc: int
+) -> None:
+    from evoduet_graph.config import ConfigError, EvaluationConfig
+    from evoduet_graph.evaluation import make_evaluator
+
+    folder = _folder(
+        tmp_path,
+        "sky_container_run",
+        {
+            "initial_program.txt": "value = 3\n",
+            "evaluator/evaluate.sh": EVALUATE_SH,
+            "evaluator/data/offset.txt": "100\n",
+            "evaluator/Dockerfile": "FROM python:3.12-slim\nWORKDIR /benchmark\n",
+        },
+    )
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    docker = bindir / "docker"
+    docker.write_text(FAKE_DOCKER.format(state=tmp_path, info_rc=info_rc))
+    docker.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(
+        "shutil.which",
+        lambda name, *a, **k: (
+            str(docker) if name == "docker" else (None if name == "podman" else _which(name))
+        ),
+    )
+    cfg = EvaluationConfig.model_validate({"container": True, "workers": 1})
+    if info_rc != 0:
+        with pytest.raises(ConfigError, match="needs a usable Docker or Podman.*Cannot connect"):
+            make_evaluator(load_task(folder), cfg)
+        return
+    evaluator = make_evaluator(load_task(folder), cfg)
+    outcome = evaluator.evaluate("value = 5\n")
+    assert outcome.valid, outcome.error
+    assert outcome.score == 105.0
+    calls = (tmp_path / "calls.txt").read_text()
+    assert "build -t evoduet-sky_container_run-" in calls
+    assert "run --rm --name evoduet-" in calls and "--network none" in calls
+
+
+_REAL_WHICH = __import__("shutil").which
+
+
+def _which(name: str) -> str | None:
+    return _REAL_WHICH(name)
