@@ -726,3 +726,68 @@ _REAL_WHICH = __import__("shutil").which
 
 def _which(name: str) -> str | None:
     return _REAL_WHICH(name)
+
+
+def test_cli_model_task_sends_each_call_to_a_task_model_by_weight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`evoduet run --model task`: the task config's two models (weights 0.75 / 0.25) on its
+    api_base (a scripted OpenAI-compatible server); the requests name both models."""
+    from typer.testing import CliRunner
+
+    from evoduet_graph.cli import app
+    from tests.fake_openai_server import FaultyServer
+
+    def answer(body: dict[str, object]) -> str:
+        return "```python\ndef value():\n    return 3.0\n```\n"
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    with FaultyServer(["ok"], content=answer) as server:
+        folder = _folder(
+            tmp_path,
+            "oe_ensemble",
+            {
+                "initial_program.py": PY_PROGRAM,
+                "evaluator/evaluator.py": SKY_EVALUATOR,
+                "evaluator/helper.py": SKY_HELPER,
+                "config.yaml": f"""\
+                    diff_based_evolution: false
+                    llm:
+                      api_base: "{server.base_url}"
+                      models:
+                        - {{name: "model-a", weight: 0.75}}
+                        - {{name: "model-b", weight: 0.25, temperature: 0.1}}
+                    """,
+            },
+        )
+        result = CliRunner().invoke(
+            app,
+            [
+                "run",
+                str(folder),
+                "--model",
+                "task",
+                "--iterations",
+                "12",
+                "--out",
+                str(tmp_path / "run"),
+                "--config",
+                str(_write_config(tmp_path)),
+            ],
+        )
+        assert result.exit_code == 0, result.output
+        names = Counter(str(body.get("model")) for _, body in server.requests)
+    assert set(names) == {"model-a", "model-b"}, names
+    assert sum(names.values()) == 12 and names["model-a"] > names["model-b"]
+    temps = {str(b["model"]): b.get("temperature") for _, b in server.requests}
+    assert temps["model-b"] == 0.1
+    stored = (tmp_path / "run" / "config.yaml").read_text()
+    assert "openai:model-a" in stored and "weight: 0.75" in stored
+
+
+def _write_config(root: Path) -> Path:
+    path = root / "run.yaml"
+    path.write_text("population: {num_islands: 1}\nnovelty: {enabled: false}\n")
+    return path
