@@ -304,7 +304,7 @@ def _acquire(lock: RunDirLock) -> None:
         raise RunError(str(exc)) from None
 
 
-def _report_task(ctx: Context, settings: TaskSettings | None) -> None:
+def _report_task(ctx: Context, settings: TaskSettings) -> None:
     """Write the task's language, layout and the task config's settings in force (used /
     ignored) to the events, and warn about unmet ``requirements.txt`` entries."""
     task = ctx.task
@@ -314,10 +314,10 @@ def _report_task(ctx: Context, settings: TaskSettings | None) -> None:
         program=task.program_file,
         layout=task.layout,
         evaluator=task.evaluator_kind,
-        used=settings.used if settings else [],
-        ignored=settings.ignored if settings else [],
+        used=settings.used,
+        ignored=settings.ignored,
     )
-    for line in settings.lines() if settings else []:
+    for line in settings.lines():
         logger.info("%s", line)
     message = requirements_warning(task)
     if message:
@@ -495,7 +495,6 @@ def run(
     nodes: dict[str, NodeFn] | None = None,
     searcher: Searcher | None = None,
     on_event: EventFn | None = None,
-    apply_task_config: bool = True,
 ) -> RunResult:
     """Run (or continue) an EvoDuet search on a task.
 
@@ -514,12 +513,14 @@ def run(
         searcher: search backend; default: ``config.retrieval.backend`` when the gate can
             retrieve (its preflight runs before the first iteration).
         on_event: callback for every live progress event (see `EventFn`).
-        apply_task_config: fold the task config's own settings into ``config``
-            (`evoduet_graph.task_settings.apply_task_settings`; the CLI does it itself to print
-            what it used, and passes False).
 
     Returns:
         `RunResult` with the best program and the per-iteration history.
+
+    The task config's own settings are folded into ``config`` first
+    (`evoduet_graph.task_settings.apply_task_settings`; idempotent) and reported in the
+    ``task_settings`` event; a missing compiler/interpreter the evaluator calls is a
+    `TaskError` (`check_toolchain`).
 
     Every check that can fail on a bad task, configuration or model (task folder, config
     values, model string and key, search backend preflight, the initial program's own
@@ -540,9 +541,8 @@ def run(
     cfg = _resolve_config(config)
     if iterations is not None:
         cfg = cfg.with_overrides({"iterations": iterations})
-    settings = apply_task_settings(task, cfg) if apply_task_config else None
-    if settings is not None:
-        cfg = settings.config
+    settings = apply_task_settings(task, cfg)  # idempotent: the CLI has applied it already
+    cfg = settings.config
     validate_setup(cfg)
     if evaluator is None:
         try:
@@ -679,7 +679,6 @@ def resume(
     return run(
         load_task(meta["task_dir"], meta.get("program")),
         rdir / "config.yaml",
-        apply_task_config=False,
         llm=llm,
         evaluator=evaluator,
         run_dir=rdir,

@@ -242,7 +242,6 @@ def run_cmd(
         task=task,
         config=cfg,
         run_dir=out,
-        apply_task_config=False,
         preamble=preamble,
     )
 

@@ -22,7 +22,9 @@ what it used:
   model with weight 0 is left out); otherwise reported as ignored in one line.
   Model names become ``openai:<name>`` (an OpenAI-compatible endpoint, ``api_base``).
 
-The result is written to the run's ``config.yaml``, so ``evoduet resume`` keeps it.
+The result is written to the run's ``config.yaml``, so ``evoduet resume`` keeps it. Applying
+it again to its own result changes nothing and reports the same lines (a value equal to the
+task's counts as used), so the CLI, `run` and `resume` may each call it.
 """
 
 from __future__ import annotations
@@ -171,7 +173,9 @@ def apply_task_settings(task: Task, config: EvoDuetConfig) -> TaskSettings:
         value = raw.get(key)
         if not isinstance(value, bool):
             continue
-        if config.prompt.diff_based is not None:
+        if config.prompt.diff_based is value:
+            settings.used.append(f"{key}={str(value).lower()}")
+        elif config.prompt.diff_based is not None:
             settings.ignored.append(
                 f"{key}={str(value).lower()} ignored: prompt.diff_based="
                 f"{str(config.prompt.diff_based).lower()} is set"
@@ -190,7 +194,7 @@ def apply_task_settings(task: Task, config: EvoDuetConfig) -> TaskSettings:
         value = raw.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             continue
-        if config.max_code_length is None:
+        if config.max_code_length in (None, value):
             overrides["max_code_length"] = value
             settings.used.append(f"{key}={value}")
         else:
@@ -201,10 +205,10 @@ def apply_task_settings(task: Task, config: EvoDuetConfig) -> TaskSettings:
 
     seed = raw.get("random_seed")
     if isinstance(seed, int) and not isinstance(seed, bool):
-        if config.seed == DEFAULT_SEED:
+        if config.seed in (DEFAULT_SEED, seed):
             overrides["seed"] = seed
             settings.used.append(f"random_seed={seed}")
-        elif seed != config.seed:
+        else:
             settings.ignored.append(f"random_seed={seed} ignored: seed={config.seed} is set")
 
     models = task_models(task)
@@ -216,7 +220,7 @@ def apply_task_settings(task: Task, config: EvoDuetConfig) -> TaskSettings:
             )
         if not config.llm.models:
             overrides["llm.models"] = models
-            settings.used.append("models " + _models_summary(models) + " (--model task)")
+        settings.used.append("models " + _models_summary(models) + " (--model task)")
     elif models:
         settings.ignored.append(
             f"model settings ({_models_summary(models)}) ignored: the run uses "

@@ -401,6 +401,9 @@ def test_max_solution_length_makes_longer_candidates_invalid(tmp_path: Path) -> 
     assert result.best_score == 2.0
     child = next(r for r in _programs(tmp_path / "run") if r[0] != "initial")
     assert child[2] == "invalid" and "over the limit of 120" in (child[4] or "")
+    events = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").open()]
+    reported = next(e for e in events if e["event"] == "task_settings")
+    assert reported["layout"] == "skydiscover" and "max_solution_length=120" in reported["used"]
 
 
 def test_task_settings_used_and_ignored_lines() -> None:
@@ -413,6 +416,13 @@ def test_task_settings_used_and_ignored_lines() -> None:
     assert settings.config.max_code_length == 20000 and settings.config.prompt.diff_based is None
     hosted = apply_task_settings(task, EvoDuetConfig().with_overrides({"llm.model": "openai:x"}))
     assert hosted.config.prompt.diff_based is True
+    again = apply_task_settings(task, hosted.config)  # idempotent: resume and CLI re-apply it
+    assert again.config == hosted.config and again.lines() == hosted.lines()
+    mine = apply_task_settings(
+        task, EvoDuetConfig().with_overrides({"seed": 3, "max_code_length": 9})
+    )
+    assert any("random_seed=42 ignored: seed=3 is set" in line for line in mine.lines())
+    assert mine.config.seed == 3 and mine.config.max_code_length == 9
 
 
 def test_model_task_builds_the_weighted_ensemble_of_the_task_config(
