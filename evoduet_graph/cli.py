@@ -300,7 +300,8 @@ def _check_run_dir(run_dir: Path) -> None:
     markers = ("run.json", "events.jsonl")
     if not any((run_dir / name).is_file() for name in markers):
         raise _CliError(
-            f"not an evoduet run directory (neither {' nor '.join(markers)} is there); {_RUN_HINT}"
+            f"not an evoduet run directory (neither {' nor '.join(markers)} is there); "
+            f"{_RUN_HINT}"
         )
 
 
@@ -502,9 +503,7 @@ def graph_cmd(
     loop: Annotated[GraphLoop, typer.Option(help="Which loop to draw.")] = GraphLoop.outer,
     out: Annotated[
         Path | None,
-        typer.Option(
-            help="Output file (mermaid default: stdout; png default: evoduet_<loop>.png)."
-        ),
+        typer.Option(help="Output file (mermaid default: stdout; png default: evoduet_<loop>.png)."),
     ] = None,
 ) -> None:
     """Draw the LangGraph graphs: Mermaid text, or a PNG rendered locally with Graphviz."""
