@@ -138,7 +138,8 @@ def missing_toolchain(language: Language, evaluator_text: str) -> str | None:
         evaluator_text: the evaluator's source (``evaluator.py``, ``evaluate.sh``).
 
     Returns:
-        ``None`` when every named program is on ``PATH``, else e.g. ``"this R task's evaluator
+        ``None`` when the evaluator names none of them or one of those it names is on
+        ``PATH``, else e.g. ``"this R task's evaluator
         runs `Rscript`, which is not installed (not on PATH); install it, e.g. apt-get install
         r-base-core"``.
     """
