@@ -35,8 +35,17 @@ def _user_errors() -> tuple[type[Exception], ...]:
     return (*_USER_ERRORS, LLMConfigError, LocalModelError)
 
 
+def _failed_stop(result: RunResult) -> bool:
+    """Whether the run stopped on failures (not a budget stop): `_exit_for_stop` exits 1."""
+    from evoduet_graph.budget import STOP_PREFIX
+
+    return bool(result.stop_reason) and not str(result.stop_reason).startswith(STOP_PREFIX)
+
+
 def _summary(result: RunResult, elapsed: float) -> None:
-    console.print(f"[bold green]done[/] in {elapsed:.1f} s — run directory: {result.run_dir}")
+    # a failed stop gets no green "done": the error line `_exit_for_stop` prints follows
+    head = "[bold yellow]stopped[/]" if _failed_stop(result) else "[bold green]done[/]"
+    console.print(f"{head} in {elapsed:.1f} s — run directory: {result.run_dir}")
     console.print(f"  iterations: {result.iterations}   best score: {result.best_score}")
     if result.metric_value is not None:
         console.print(f"  metric value: {result.metric_value}")
@@ -116,9 +125,7 @@ def _run_with_display(
 def _exit_for_stop(result: RunResult) -> None:
     """Exit 1 when the run stopped on failures (e.g. ``max_consecutive_failures``): the
     checkpoint is resumable, but the run did not do its work. A budget stop is a clean end."""
-    from evoduet_graph.budget import STOP_PREFIX
-
-    if result.stop_reason and not result.stop_reason.startswith(STOP_PREFIX):
+    if _failed_stop(result):
         _fail(f"the run stopped: {result.stop_reason}", code=1)
 
 

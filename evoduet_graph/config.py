@@ -71,6 +71,16 @@ class LLMConfig(_Section):
     max_tokens: int = Field(1024, ge=16, description="Completion token limit per call.")
     timeout_s: float = Field(300.0, gt=0, description="Per-request timeout in seconds.")
     max_retries: int = Field(3, ge=0, description="Retries of a failed request (with backoff).")
+    call_deadline_s: float = Field(
+        60.0,
+        gt=0,
+        description="Per-call deadline in seconds: a request to an `openai:` endpoint waits at "
+        "most this long (and at most `timeout_s`), and no retry starts after it. A connected "
+        "but silent endpoint then fails each call after this long, and the run stops after "
+        "`max_consecutive_model_failures` such iterations (defaults: about 3 min with gate "
+        "`never`, 6 min with the llm gate). Raise it for servers that take longer to answer "
+        "one request (e.g. a CPU llama.cpp server writing long programs).",
+    )
     local_n_ctx: int = Field(8192, ge=512, description="Context window of the embedded model.")
     local_n_threads: int | None = Field(
         None, description="CPU threads for the embedded model; default: all cores."
@@ -205,6 +215,13 @@ class EvaluationConfig(_Section):
         description="Run a SkyDiscover task's evaluator/evaluate.sh inside the image its "
         "evaluator/Dockerfile builds (Docker or Podman; a fresh container per candidate, no "
         "network); a clear error when neither is usable.",
+    )
+    isolate_filesystem: bool = Field(
+        True,
+        description="Run candidates on a read-only filesystem (bubblewrap mount namespace: "
+        "only their temp dir is writable) when this machine allows it; otherwise, or when "
+        "false, tampering with the task folder or run directory is detected (private copy of "
+        "the task snapshot, audit hook, hash checks) instead of prevented, and the run warns.",
     )
     executor: Literal["local", "ray"] = Field(
         "local",

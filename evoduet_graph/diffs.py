@@ -501,6 +501,104 @@ def _closest_lines(
     )
 
 
+def _find(
+    lines: list[str],
+    search: list[str],
+    replace: list[str],
+    regions: list[tuple[int, int]],
+    restricted: bool,
+) -> tuple[_Match | None, _Match | None]:
+    """``(match to apply, a match outside the evolve blocks)`` of the strictest tier."""
+    outside_only: _Match | None = None
+    for matches in _match_tiers(lines, search, replace):
+        if not matches:
+            continue
+        inside = [m for m in matches if regions and _inside(m, regions)]
+        if restricted:
+            if inside:
+                return inside[0], None
+            outside_only = outside_only or matches[0]
+            continue
+        return (inside[0] if inside else matches[0]), None
+    return None, outside_only
+
+
+def _retab(lines: list[str], width: int, to_tabs: bool) -> list[str]:
+    """Leading tabs as ``width`` spaces each (or groups of ``width`` leading spaces as tabs)."""
+    out = []
+    for line in lines:
+        body = line.lstrip(" \t")
+        lead = line[: len(line) - len(body)]
+        if to_tabs:
+            spaces = lead.replace("\t", " " * width)
+            lead = "\t" * (len(spaces) // width) + " " * (len(spaces) % width)
+        else:
+            lead = lead.replace("\t", " " * width)
+        out.append(lead + body)
+    return out
+
+
+def _find_retabbed(
+    lines: list[str],
+    search: list[str],
+    replace: list[str],
+    regions: list[tuple[int, int]],
+    restricted: bool,
+) -> tuple[_Match | None, _Match | None, str]:
+    """Match a SEARCH text that differs from the program only in tabs vs spaces.
+
+    The SEARCH and REPLACE lines are re-indented to the program's style (tabs as 4, 8 or 2
+    spaces, or the reverse) and searched again. Applied when exactly one outcome results;
+    otherwise the third value says why not (empty when indentation is not the issue).
+    """
+
+    def tabbed(text_lines: list[str]) -> bool:
+        return any("\t" in ln[: len(ln) - len(ln.lstrip(" \t"))] for ln in text_lines)
+
+    search_tabs, program_tabs = tabbed(search), tabbed(lines)
+    if search_tabs == program_tabs:
+        return None, None, ""
+    to_tabs = program_tabs  # the program is tab-indented and the SEARCH text is not
+    found: dict[tuple[int, int, tuple[str, ...]], list[int]] = {}
+    outside: _Match | None = None
+    for width in (4, 8, 2):
+        match, elsewhere = _find(
+            lines,
+            _retab(search, width, to_tabs),
+            _retab(replace, width, to_tabs),
+            regions,
+            restricted,
+        )
+        if match is not None:
+            found.setdefault((match.start, match.end, match.replacement), []).append(width)
+        outside = outside or elsewhere
+    styles = ("the program is indented with tabs, the SEARCH text with spaces" if to_tabs
+              else "the SEARCH text is indented with tabs, the program with spaces")  # fmt: skip
+    if len(found) == 1:
+        (start, end, rep), _ = next(iter(found.items()))
+        return _Match(start, end, rep), None, ""
+    if len(found) > 1:
+        widths = " or ".join(f"{w[0]}" for w in found.values())
+        return (
+            None,
+            None,
+            (
+                f"{styles}, and the tab width is ambiguous (as {widths} spaces the SEARCH text "
+                "matches different lines); repeat the program's lines exactly, with its indentation"
+            ),
+        )
+    if outside is not None:
+        return None, outside, ""
+    return (
+        None,
+        None,
+        (
+            f"the SEARCH text was not found in the program; note: {styles} (tabs were also tried "
+            "as 4, 8 and 2 spaces); repeat the program's lines exactly, with its indentation"
+        ),
+    )
+
+
 def _apply_block(
     lines: list[str], block: DiffBlock, number: int, restrict: bool
 ) -> tuple[list[str] | None, str | None]:
@@ -512,22 +610,17 @@ def _apply_block(
     regions = _regions_of_lines(lines)
     restricted = restrict and bool(regions)
 
-    outside_only: _Match | None = None
-    chosen: _Match | None = None
-    for matches in _match_tiers(lines, search, replace):
-        if not matches:
-            continue
-        inside = [m for m in matches if regions and _inside(m, regions)]
-        if restricted:
-            if inside:
-                chosen = inside[0]
-                break
-            outside_only = outside_only or matches[0]
-            continue
-        chosen = inside[0] if inside else matches[0]
-        break
+    chosen, outside_only = _find(lines, search, replace, regions, restricted)
+    tab_note = ""
+    if chosen is None and outside_only is None:
+        chosen, outside_only, tab_note = _find_retabbed(lines, search, replace, regions, restricted)
 
     if chosen is None:
+        if tab_note.startswith("the SEARCH text was not found"):
+            closest = _closest_lines(lines, search, regions if restricted else None)
+            return None, f"block {number}: {tab_note}; {closest}"
+        if tab_note:
+            return None, f"block {number}: {tab_note}"
         if outside_only is not None:
             return None, (
                 f"block {number}: the SEARCH text only matches lines "

@@ -8,7 +8,23 @@ not depend on the package being importable) and only the standard library.
 The spec (JSON) names ``evaluator`` (path of evaluator.py, or of a SkyDiscover ``evaluate.sh``
 when ``evaluator_kind`` is ``shell``), ``task_dir``, ``program`` (the
 candidate file), ``result`` (where to write the result), ``cascade`` (bool), ``thresholds``
-(list of floats), ``evaluator_args`` (keyword arguments for ``evaluate``) and ``memory_mb``.
+(list of floats), ``evaluator_args`` (keyword arguments for ``evaluate``), ``memory_mb``,
+``protected`` (folders the candidate must not write: the task folder, the snapshot the
+evaluator is loaded from, run directories, the package) and ``report_fd`` (a pipe to the
+parent, or null).
+
+Tampering guard (`install_write_guard`): before the evaluator is imported, an audit hook
+(PEP 578; it cannot be removed from Python code) refuses every Python-level write to a
+``protected`` folder — ``open``/``os.open`` for writing, ``os.remove``/``rename``/``rmdir``/
+``mkdir``/``chmod``/``truncate``/..., ``shutil.rmtree``/``copy*``/``move``, ``sqlite3.connect``
+— with ``PermissionError``, paths resolved (symlinks, ``/proc/<pid>/fd`` and ``cwd`` links
+included), refuses to start a program whose command line names a protected folder
+(``subprocess``, ``os.system``, ``os.exec*``, ``os.posix_spawn``, ``os.spawn*``; a heuristic:
+a command that builds the path at run time is not caught), and reports each attempt on
+``report_fd`` at once, before the candidate can react;
+the parent makes such a candidate invalid (``tampering: ...``). It complements the read-only
+mount namespace (which also stops native code and subprocesses) and is the main defence of
+the run directory where no namespace can be made.
 
 The result (JSON, written atomically to ``result``; never printed, since the candidate may print
 anything) holds ``metrics`` (name → float, possibly NaN/inf), ``text_metrics`` (name → str, the
@@ -51,6 +67,7 @@ import numbers
 import os
 import subprocess
 import sys
+import threading
 import traceback
 import types
 from typing import Any
@@ -184,6 +201,121 @@ def passes_threshold(metrics: dict[str, float], threshold: float) -> bool:
     if not values:
         return False
     return sum(values) / len(values) >= threshold
+
+
+#: Audit events that write, delete or create a path → indices of their path arguments.
+_PATH_EVENTS: dict[str, tuple[int, ...]] = {
+    "os.remove": (0,),
+    "os.rmdir": (0,),
+    "os.rename": (0, 1),
+    "os.mkdir": (0,),
+    "os.truncate": (0,),
+    "os.chmod": (0,),
+    "os.chown": (0,),
+    "os.chflags": (0,),
+    "os.link": (0, 1),
+    "os.symlink": (1,),
+    "os.utime": (0,),
+    "os.mkfifo": (0,),
+    "os.mknod": (0,),
+    "os.setxattr": (0,),
+    "os.removexattr": (0,),
+    "shutil.rmtree": (0,),
+    "shutil.copyfile": (1,),
+    "shutil.copymode": (1,),
+    "shutil.copystat": (1,),
+    "shutil.copytree": (1,),
+    "shutil.move": (0, 1),
+    "shutil.unpack_archive": (1,),
+    "sqlite3.connect": (0,),
+}
+#: Audit events that start a program → index of their command line (a str or a sequence).
+_COMMAND_EVENTS: dict[str, int] = {
+    "subprocess.Popen": 1,
+    "os.system": 0,
+    "os.exec": 1,
+    "os.posix_spawn": 1,
+    "os.spawn": 2,
+}
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+_MAX_REPORTS = 20
+
+
+def install_write_guard(roots: list[str], report_fd: int | None) -> None:
+    """Refuse Python-level writes below ``roots`` (module docstring) and report them.
+
+    Each refused attempt is written as one line ``<event> <path>`` to ``report_fd`` (at most
+    `_MAX_REPORTS` lines) and raised as ``PermissionError`` in the candidate.
+    """
+    resolved = sorted({os.path.realpath(r) for r in roots if r})
+    if not resolved:
+        return
+    named = sorted({*resolved, *(os.path.abspath(r) for r in roots if r)})
+    busy = threading.local()
+    reported = [0]
+
+    def protected(path: Any) -> str | None:
+        if isinstance(path, int) or path is None:
+            return None
+        try:
+            real = os.path.realpath(os.fsdecode(path))
+        except (TypeError, ValueError, OSError):
+            return None
+        for root in resolved:
+            if real == root or real.startswith(root + os.sep):
+                return real
+        return None
+
+    def refuse(event: str, path: str) -> None:
+        if report_fd is not None and reported[0] < _MAX_REPORTS:
+            reported[0] += 1
+            line = f"{event} {path}"[:500].replace("\n", " ") + "\n"
+            with contextlib.suppress(OSError):
+                os.write(report_fd, line.encode("utf-8", "replace"))
+        raise PermissionError(
+            f"evoduet sandbox: {event} of {path} refused (the task folder, the run directory "
+            "and the evaluator are read-only for candidates)"
+        )
+
+    def command_names_root(command: Any) -> str | None:
+        parts = [command] if isinstance(command, str | bytes) else command
+        try:
+            texts = [os.fsdecode(p) for p in parts if isinstance(p, str | bytes | os.PathLike)]
+        except (TypeError, ValueError):
+            return None
+        for text in texts:
+            for root in named:
+                if root in text:
+                    return root
+        return None
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if getattr(busy, "on", False):
+            return
+        if event in _COMMAND_EVENTS:
+            index = _COMMAND_EVENTS[event]
+            root = command_names_root(args[index]) if index < len(args) else None
+            if root is not None:  # a shell or tool pointed at a protected folder
+                refuse(event, root)
+            return
+        if event == "open":
+            if len(args) < 3 or not isinstance(args[2], int) or not args[2] & _WRITE_FLAGS:
+                return
+            indices: tuple[int, ...] = (0,)
+        else:
+            found = _PATH_EVENTS.get(event)
+            if found is None:
+                return
+            indices = found
+        busy.on = True
+        try:
+            hits = [p for p in (protected(args[i]) for i in indices if i < len(args)) if p]
+        finally:
+            busy.on = False
+        if hits:
+            refuse(event, hits[0])
+
+    sys.addaudithook(hook)
 
 
 def _call(fn: Any, program: str, kwargs: dict[str, Any]) -> Any:
@@ -384,6 +516,11 @@ def main(argv: list[str]) -> int:
         "traceback": None,
         "phase": "starting",
     }
+    report_fd = spec.get("report_fd")
+    install_write_guard(
+        [str(p) for p in spec.get("protected") or []],
+        report_fd if isinstance(report_fd, int) else None,
+    )
     try:
         install_openevolve_shim()
         evaluate_program(spec, out)

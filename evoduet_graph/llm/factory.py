@@ -84,7 +84,8 @@ def make_chat_model(
 
     Returns:
         ``ChatOpenAI`` for ``openai:<model>`` (``temperature``, ``max_tokens``,
-        ``timeout=cfg.timeout_s``, ``max_retries=cfg.max_retries``) or the embedded
+        ``timeout=min(cfg.timeout_s, cfg.call_deadline_s)``, ``max_retries=0``: the run's
+        `RetryPolicy` retries ``cfg.max_retries`` times within the deadline) or the embedded
         `LocalChatModel` for ``local``.
 
     Raises:
@@ -141,8 +142,11 @@ def make_chat_model(
         "api_key": api_key,
         "temperature": cfg.temperature,
         "max_tokens": cfg.max_tokens,
-        "timeout": cfg.timeout_s,
-        "max_retries": cfg.max_retries,
+        # the per-call deadline (`RetryPolicy`): one request never outlasts it, and retries
+        # are made by the run's RetryPolicy, which starts none after it (a silent endpoint
+        # would otherwise cost timeout × (1 + max_retries) per call)
+        "timeout": min(cfg.timeout_s, cfg.call_deadline_s),
+        "max_retries": 0,
     }
     if base_url is not None:
         # langchain-openai sends the limit as `max_completion_tokens`, which OpenAI-compatible

@@ -121,6 +121,26 @@ def uses_diffs(ctx: Context) -> bool:
     return not isinstance(ctx.llm, LocalChatModel)
 
 
+def compile_error(language: str, code: str) -> str | None:
+    """Why a Python candidate cannot even be compiled, in the compiler's words (None when it
+    compiles, or when the task's language is not Python: other languages are left to their
+    evaluator). Such a candidate is rejected before evaluation, with this as its error.
+    """
+    if language.strip().lower() not in ("python", "py"):
+        return None
+    try:
+        compile(code, "program.py", "exec", dont_inherit=True)
+    except SyntaxError as exc:  # IndentationError / TabError included
+        where = f" (line {exc.lineno}" if exc.lineno else ""
+        if where and exc.text and exc.text.strip():
+            where += f": {exc.text.strip()[:120]}"
+        where += ")" if where else ""
+        return f"the program does not compile: {type(exc).__name__}: {exc.msg}{where}"
+    except ValueError as exc:  # e.g. a NUL byte in the source
+        return f"the program does not compile: {exc}"
+    return None
+
+
 def draft(
     ctx: Context,
     row: ProgramRow,
@@ -133,8 +153,8 @@ def draft(
 ) -> None:
     """Ask the model for candidate ``row`` and fill in its code, kind, status and error.
 
-    ``status`` becomes ``generated`` (code ready), ``invalid`` (no applicable code) or
-    ``failed`` (the model call raised). ``index`` (the candidate slot) and ``attempt`` (0, or
+    ``status`` becomes ``generated`` (code ready), ``invalid`` (no applicable code, or Python
+    code that does not compile: `compile_error`) or ``failed`` (the model call raised). ``index`` (the candidate slot) and ``attempt`` (0, or
     1 for the novelty resample) go into the call's metadata.
     """
     row.code, row.kind, row.status, row.error, row.artifacts = None, "none", "failed", None, {}
@@ -158,14 +178,20 @@ def draft(
     )
     row.kind = cand.kind
     limit = ctx.config.max_code_length
+    problem = None
+    if cand.code is not None and cand.error is None:
+        problem = compile_error(ctx.task.language, cand.code)
     if cand.code is not None and cand.error is None and limit and len(cand.code) > limit:
         row.code, row.status = cand.code, "invalid"
         row.error = (
             f"the program is {len(cand.code)} characters long, over the limit of {limit} "
             "(max_code_length); make it shorter"
         )
-    elif cand.code is not None and cand.error is None:
+    elif cand.code is not None and cand.error is None and problem is None:
         row.code, row.status = cand.code, "generated"
+    elif problem is not None:
+        row.status, row.error = "invalid", problem
+        row.artifacts = {"compile_error": problem, "llm_response_head": text[:600]}
     else:
         row.status, row.error = "invalid", cand.error or "no code in the response"
         row.artifacts = {"llm_response_head": text[:600]}
