@@ -117,7 +117,7 @@ class Isolation:
             out.append(
                 f"evaluation sandbox: candidates can use the network ({self.network_detail})"
             )
-        if self.filesystem != "namespace":
+        if self.filesystem != "namespace" and "disabled by" not in self.filesystem_detail:
             out.append(
                 "evaluation sandbox: a candidate's writes to the task folder and the run "
                 f"directory are detected, not prevented ({self.filesystem_detail})"

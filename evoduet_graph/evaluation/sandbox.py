@@ -647,6 +647,8 @@ class SandboxEvaluator:
         stderr_tail = _tail(stderr_path)
         streams = {"stderr": stderr_tail, "stdout": stdout_tail}
 
+        if self.isolation.filesystem == "namespace" and 128 < returncode < 128 + 65:
+            returncode = 128 - returncode  # bwrap exits 128 + N when the runner died of signal N
         attempts = _read_reports(report_r)
         tampering = self._tampering(task_dir, before, attempts)
         if tampering:

@@ -324,3 +324,48 @@ def test_run_records_the_task_hash_and_a_tampering_candidate_never_enters_the_po
             assert tampering and "evaluator.py" in tampering[0]["what"]
             assert row is not None and not row.valid
         assert folder_digest(folder) == before
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.parametrize("isolate_filesystem", [True, False], ids=["namespace", "fallback"])
+def test_no_process_of_a_timed_out_candidate_survives(task: Task, isolate_filesystem: bool) -> None:
+    """Background children, one that left the group with setsid, and the busy candidate itself
+    are all gone after a timeout (seen from the host's /proc: inside bwrap's PID namespace the
+    candidate cannot report host pids)."""
+    import time
+    import uuid
+
+    marker = f"evoduet-stray-{uuid.uuid4().hex}"
+    code = textwrap.dedent(
+        f"""\
+        import os, subprocess, sys
+        SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)", {marker!r}]
+        subprocess.Popen(SLEEPER)
+        if os.fork() == 0:
+            os.setsid()
+            os.execv(sys.executable, SLEEPER)
+        while True:
+            pass
+        """
+    )
+    sandbox = SandboxEvaluator(task, timeout_s=2, isolate_filesystem=isolate_filesystem)
+    try:
+        outcome = sandbox.evaluate(code, "stray")
+    finally:
+        sandbox.close()
+    assert not outcome.valid and "timeout" in (outcome.error or "")
+    deadline = time.monotonic() + 5
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_with(marker) == []

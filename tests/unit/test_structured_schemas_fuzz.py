@@ -84,12 +84,12 @@ def test_every_schema_validates_or_raises_only_a_validation_error(name: str) -> 
 def test_structured_call_returns_a_typed_value_for_any_json_reply(name: str) -> None:
     schema = SCHEMAS[name]
     default = {
-        "gate": GateOutput(),
-        "query_plan": QueryPlan(),
-        "document_scores": DocumentScores(),
-        "keyed_document_scores": schema.model_validate({"scores": {}}),
-        "strategy": StrategyOutput(parent_rule="best"),
-    }[name]
+        "gate": GateOutput,
+        "query_plan": QueryPlan,
+        "document_scores": DocumentScores,
+        "keyed_document_scores": lambda: schema.model_validate({"scores": {}}),
+        "strategy": lambda: StrategyOutput(parent_rule="best"),
+    }[name]()
 
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(_payloads(schema))
