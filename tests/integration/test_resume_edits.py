@@ -73,7 +73,7 @@ def _edit(run_dir: Path, changes: dict[str, object]) -> None:
     [
         {"population.num_islands": 3},
         {"scaffold": "top_k", "population.kind": "top_k"},
-        {"gate.mode": "always", "retrieval.backend": "offline"},
+        {"gate.mode": "always"},
         {"candidates": 4},
         {"iterations": 5, "population.num_islands": 2},  # one refused key refuses the lot
     ],
