@@ -333,7 +333,8 @@ def _report_sandbox(ctx: Context) -> None:
     isolation = getattr(ctx.evaluator, "isolation", None)
     if isolation is None or not hasattr(isolation, "as_dict"):
         return
-    ctx.events.emit("sandbox", **isolation.as_dict())
+    sha = getattr(ctx.evaluator, "task_sha256", None)
+    ctx.events.emit("sandbox", **isolation.as_dict(), **({"task_sha256": sha} if sha else {}))
     for message in isolation.warnings():
         logger.warning("%s", message)
         ctx.events.emit("warning", node="sandbox", message=message)
