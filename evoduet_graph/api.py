@@ -254,6 +254,9 @@ def build_context(
         llm = make_chat_model(config.llm, seed=config.seed)
     if evaluator is None:
         evaluator = make_evaluator(task, config.evaluation)
+    protect = getattr(evaluator, "protect", None)
+    if run_dir is not None and callable(protect):  # also for Studio's contexts (DESIGN.md §5)
+        protect(run_dir)
     if novelty is None:
         novelty = make_novelty_checker(config.novelty, python=task.lang.is_python)
     events = EventLog(run_dir / "events.jsonl" if run_dir else None)
