@@ -427,7 +427,7 @@ def sandbox_section(work: Path) -> None:
     if iso.network:
         add(area, "candidate opens a network connection", 1,
             SURVIVED if out.metrics.get("reached") == 0.0 else FAILED,
-            "no network: fresh network namespace (unshare --net)")
+            f"no network: {iso.network_detail}")
     else:
         add(area, "candidate opens a network connection", 1, SURVIVED,
             f"NOT isolated here ({iso.network_detail}); the run warns once")
