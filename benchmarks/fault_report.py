@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import socket
 import subprocess
@@ -525,8 +526,9 @@ def tampering_rows(work: Path, task_dir: Path, namespace: bool) -> None:
                          RUNNER_PATH.read_bytes())
                 caught = bool(out.error and out.error.startswith("tampering: "))
                 intact = after == before and tables == ["programs"] and honest.score == 0.5
+                error = re.sub(r"/[^\s;,()]*/", "", out.error or "")  # paths → file names
                 add(area, f"{label}: {route}", 1, SURVIVED if intact else FAILED,
-                    (f"invalid: {out.error[:90]}" if caught else "could not write (read-only)")
+                    (f"invalid: {error[:110]}" if caught else "could not write (read-only)")
                     + ("; task folder hash, run directory and runner unchanged" if intact
                        else "; SOMETHING CHANGED"))
         if not namespace:
