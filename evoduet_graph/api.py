@@ -337,7 +337,8 @@ def _report_sandbox(ctx: Context) -> None:
     if isolation is None or not hasattr(isolation, "as_dict"):
         return
     sha = getattr(ctx.evaluator, "task_sha256", None)
-    ctx.events.emit("sandbox", **isolation.as_dict(), **({"task_sha256": sha} if sha else {}))
+    extra = {"task_sha256": sha} if isinstance(sha, str) else {}
+    ctx.events.emit("sandbox", **isolation.as_dict(), **extra)
     for message in isolation.warnings():
         logger.warning("%s", message)
         ctx.events.emit("warning", node="sandbox", message=message)
