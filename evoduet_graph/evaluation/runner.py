@@ -517,10 +517,14 @@ def main(argv: list[str]) -> int:
         "phase": "starting",
     }
     report_fd = spec.get("report_fd")
-    install_write_guard(
-        [str(p) for p in spec.get("protected") or []],
-        report_fd if isinstance(report_fd, int) else None,
-    )
+    if spec.get("evaluator_kind") != "shell":
+        # a SkyDiscover evaluate.sh runs the candidate outside this interpreter (and is itself
+        # started from the protected snapshot): the read-only namespace or the parent's hash
+        # checks protect it, a Python-level guard would only refuse the script's own start
+        install_write_guard(
+            [str(p) for p in spec.get("protected") or []],
+            report_fd if isinstance(report_fd, int) else None,
+        )
     try:
         install_openevolve_shim()
         evaluate_program(spec, out)
