@@ -17,6 +17,10 @@ Outcomes:
 Run from the repository root (takes a few minutes on 2 cores)::
 
     .venv/bin/python benchmarks/fault_report.py [--out benchmarks/fault_report.md] [--kill-points 100]
+        [--evaluator sandbox|inprocess]
+
+The kill & resume runs evaluate with the real sandbox by default (``--evaluator``, as in
+``kill_soak.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import socket
 import subprocess
@@ -423,7 +428,7 @@ def sandbox_section(work: Path) -> None:
     if iso.network:
         add(area, "candidate opens a network connection", 1,
             SURVIVED if out.metrics.get("reached") == 0.0 else FAILED,
-            "no network: fresh network namespace (unshare --net)")
+            f"no network: {iso.network_detail}")
     else:
         add(area, "candidate opens a network connection", 1, SURVIVED,
             f"NOT isolated here ({iso.network_detail}); the run warns once")
@@ -443,7 +448,97 @@ def sandbox_section(work: Path) -> None:
         SURVIVED if (run_dir / "programs.sqlite").read_text() == "precious" else FAILED,
         "its working directory is a private temp dir outside the run directory")
     add(area, "isolation available on this machine", 0, SURVIVED,
-        f"network: {iso.network_detail}; processes: {iso.processes_detail}")
+        f"network: {iso.network_detail}; processes: {iso.processes_detail}; "
+        f"filesystem ({iso.filesystem}): {iso.filesystem_detail}")
+    tampering_rows(work, task.path, iso.filesystem == "namespace")
+
+
+#: Issue 13's routes to the evaluator, the task folder, the run directory and the program store:
+#: each program collects target paths ``T`` and appends a 1e9 wrapper to every one it can.
+TAMPER_ROUTES = {
+    "sys.path[0] → evaluator.py": "import sys\nT = [sys.path[0] + '/evaluator.py']\n",
+    "own call stack → evaluator and runner files": (
+        "import inspect, os\nT = [f.filename for f in inspect.stack()\n"
+        "     if os.path.isfile(f.filename) and not f.filename.endswith('program.py')]\n"
+    ),
+    "environment → task folder, run directory, program store": (
+        "import os\nT = [os.path.join(os.environ['FR_TASK'], 'evaluator.py')] + [\n"
+        "    os.path.join(os.environ['FR_RUN'], n) for n in ('programs.sqlite', 'events.jsonl')]\n"
+    ),
+    "/proc of the parent → open store and event log, cwd": (
+        "import glob, os\np = os.getppid()\nT = [f for f in glob.glob(f'/proc/{p}/fd/*')\n"
+        "     if os.path.realpath(f).endswith(('.sqlite', '.jsonl'))]\n"
+        "T += [f'/proc/{p}/cwd/programs.sqlite', f'/proc/{p}/cwd/events.jsonl']\n"
+    ),
+    "shell command → evaluator.py (path in a variable)": (
+        "import os, subprocess, sys\nos.environ['X'] = sys.path[0] + '/evaluator.py'\n"
+        "subprocess.run(['sh', '-c', 'echo \"def evaluate(p): return 1e9\" >> \"$X\"'])\nT = []\n"
+    ),
+}
+TAMPER_TAIL = (
+    "for t in T:\n    try:\n        open(t, 'a').write('\\ndef evaluate(p):\\n"
+    "    return {\"combined_score\": 1e9}\\n')\n    except Exception:\n        pass\n"
+    "def result():\n    return {'combined_score': 0.5}\n"
+)
+
+
+def tampering_rows(work: Path, task_dir: Path, namespace: bool) -> None:
+    """Each route of `TAMPER_ROUTES` on both protection paths (the read-only namespace where
+    this machine allows bwrap, and the detection fallback): survived when the candidate is
+    caught (``tampering: ...``) or could not write, and the task folder (by hash), the run
+    directory, the program store and the runner are unchanged, and the next candidate scores
+    honestly."""
+    import sqlite3
+
+    from evoduet_graph.evaluation import SandboxEvaluator
+    from evoduet_graph.evaluation.integrity import folder_digest
+    from evoduet_graph.evaluation.sandbox import RUNNER_PATH
+    from evoduet_graph.task import load_task
+
+    area = "sandbox: tampering (issue 13)"
+    task = load_task(task_dir)
+    run_dir = work / "tamper_run_dir"
+    run_dir.mkdir(exist_ok=True)
+    store = sqlite3.connect(run_dir / "programs.sqlite")
+    store.execute("CREATE TABLE IF NOT EXISTS programs (id TEXT)")
+    store.commit()
+    events = open(run_dir / "events.jsonl", "a")  # noqa: SIM115 - held open like a run's log
+    events.write('{"event": "run_start"}\n')
+    events.flush()
+    os.environ.update(FR_TASK=str(task_dir), FR_RUN=str(run_dir))
+    cwd = os.getcwd()
+    os.chdir(run_dir)
+    paths = [("fallback", False)] + ([("namespace", True)] if namespace else [])
+    try:
+        for label, isolate in paths:
+            for route, head in TAMPER_ROUTES.items():
+                sandbox = SandboxEvaluator(task, timeout_s=30, isolate_filesystem=isolate)
+                sandbox.protect(run_dir)
+                before = (folder_digest(task_dir), (run_dir / "events.jsonl").read_bytes(),
+                          RUNNER_PATH.read_bytes())
+                try:
+                    out = sandbox.evaluate(head + TAMPER_TAIL, "attacker")
+                    honest = sandbox.evaluate("def result():\n    return {'combined_score': 0.5}\n")
+                finally:
+                    sandbox.close()
+                tables = [r[0] for r in store.execute("SELECT name FROM sqlite_master")]
+                after = (folder_digest(task_dir), (run_dir / "events.jsonl").read_bytes(),
+                         RUNNER_PATH.read_bytes())
+                caught = bool(out.error and out.error.startswith("tampering: "))
+                intact = after == before and tables == ["programs"] and honest.score == 0.5
+                error = re.sub(r"/[^\s;,()]*/", "", out.error or "")  # paths → file names
+                add(area, f"{label}: {route}", 1, SURVIVED if intact else FAILED,
+                    (f"invalid: {error[:110]}" if caught else "could not write (read-only)")
+                    + ("; task folder hash, run directory and runner unchanged" if intact
+                       else "; SOMETHING CHANGED"))
+        if not namespace:
+            add(area, "namespace path", 0, SURVIVED, "bwrap unavailable here: fallback only")
+    finally:
+        os.chdir(cwd)
+        events.close()
+        store.close()
+        for name in ("FR_TASK", "FR_RUN"):
+            os.environ.pop(name, None)
 
 
 # ------------------------------------------------------------------------------------------
@@ -653,7 +748,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "fault_report.md")
     parser.add_argument("--kill-points", type=int, default=100)
     parser.add_argument("--fuzz", type=int, default=5000)
+    parser.add_argument("--evaluator", choices=("sandbox", "inprocess"), default="sandbox")
     args = parser.parse_args(argv)
+    from tests.fault_harness import HARNESS_EVALUATOR_ENV
+
+    os.environ[HARNESS_EVALUATOR_ENV] = args.evaluator  # the forked kill scenarios inherit it
     os.environ.setdefault("PYTHONHASHSEED", "0")
     work = Path(tempfile.mkdtemp(prefix="evoduet_faults_"))
     start = time.monotonic()

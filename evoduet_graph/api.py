@@ -3,7 +3,8 @@
 A run directory holds everything needed to inspect or resume a run::
 
     <run_dir>/config.yaml         the full EvoDuetConfig
-    <run_dir>/run.json            task folder, thread id, versions
+    <run_dir>/run.json            task folder, its sha256 at run start, thread id, the
+                                  configuration last applied (what a resume compares with)
     <run_dir>/checkpoints.sqlite  LangGraph SqliteSaver (WAL, synchronous=NORMAL)
     <run_dir>/programs.sqlite     program store (source, metrics, evaluations, population)
     <run_dir>/events.jsonl        one event per node execution
@@ -34,9 +35,11 @@ from evoduet_graph.budget import budget_for
 from evoduet_graph.config import ConfigError, EvoDuetConfig, load_config
 from evoduet_graph.context import Context
 from evoduet_graph.evaluation import Evaluator, make_evaluator
+from evoduet_graph.evaluation.integrity import folder_digest
 from evoduet_graph.events import EventLog, read_events
 from evoduet_graph.graphs.outer import NodeFn, build_outer_graph
 from evoduet_graph.graphs.registry import split_nodes
+from evoduet_graph.languages import ToolchainError
 from evoduet_graph.llm.usage import UsageTracker
 from evoduet_graph.locking import RunDirLock, RunDirLockedError
 from evoduet_graph.novelty import NoveltyFilter, make_novelty_checker
@@ -45,6 +48,8 @@ from evoduet_graph.search import Searcher, SearchUnavailableError, make_searcher
 from evoduet_graph.search.database import SearchDatabase
 from evoduet_graph.store import ProgramStore
 from evoduet_graph.task import Task, TaskError, load_task
+from evoduet_graph.task_environment import check_toolchain, requirements_warning
+from evoduet_graph.task_settings import TaskSettings, apply_task_settings
 
 logger = logging.getLogger(__name__)
 
@@ -143,7 +148,16 @@ def validate_model(config: EvoDuetConfig) -> None:
     from evoduet_graph.llm import LLMConfigError, parse_model_string
 
     try:
-        parse_model_string(config.llm.model)
+        if config.llm.models:
+            for member in config.llm.models:
+                parse_model_string(member.model)
+        elif config.llm.model.strip().lower() == "task":
+            raise LLMConfigError(
+                "model 'task' needs model settings in the task folder's config.yaml "
+                "(llm.models, or llm.primary_model / secondary_model); this task has none"
+            )
+        else:
+            parse_model_string(config.llm.model)
     except LLMConfigError as exc:
         raise ConfigError(f"llm.model: {exc}") from None
 
@@ -246,11 +260,14 @@ def build_context(
     if llm is None:
         from evoduet_graph.llm import make_chat_model
 
-        llm = make_chat_model(config.llm)
+        llm = make_chat_model(config.llm, seed=config.seed)
     if evaluator is None:
         evaluator = make_evaluator(task, config.evaluation)
+    protect = getattr(evaluator, "protect", None)
+    if run_dir is not None and callable(protect):  # also for Studio's contexts (DESIGN.md §5)
+        protect(run_dir)
     if novelty is None:
-        novelty = make_novelty_checker(config.novelty)
+        novelty = make_novelty_checker(config.novelty, python=task.lang.is_python)
     events = EventLog(run_dir / "events.jsonl" if run_dir else None)
     return Context(
         task=task,
@@ -273,17 +290,20 @@ def check_initial_program(task: Task, config: EvoDuetConfig, evaluator: Evaluato
     """Evaluate the task's initial program before a new run starts.
 
     Returns:
-        The `EvaluationOutcome` (the run caches it, so the program is not evaluated twice).
+        The `EvaluationOutcome` (the run caches it, so the program is not evaluated twice);
+        None for a task without an initial program.
 
     Raises:
         TaskError: the initial program fails its own evaluation and
             ``config.allow_invalid_initial`` is false (CLI: ``--allow-invalid-initial``).
     """
+    if not task.has_initial_program:
+        return None  # the first iteration asks the model for a program (SkyDiscover)
     outcome = evaluator.evaluate(task.initial_program, program_id="initial")
     if not outcome.valid and not config.allow_invalid_initial:
         error = " ".join(str(outcome.error or "no valid score").split())[:500]
         raise TaskError(
-            f"task {task.name!r}: {task.path / 'initial_program.py'} fails its own evaluation "
+            f"task {task.name!r}: {task.program_label} fails its own evaluation "
             f"({error}); fix the initial program or evaluator.py, or start anyway with "
             "--allow-invalid-initial (allow_invalid_initial: true)"
         )
@@ -298,13 +318,36 @@ def _acquire(lock: RunDirLock) -> None:
         raise RunError(str(exc)) from None
 
 
+def _report_task(ctx: Context, settings: TaskSettings) -> None:
+    """Write the task's language, layout and the task config's settings in force (used /
+    ignored) to the events, and warn about unmet ``requirements.txt`` entries."""
+    task = ctx.task
+    ctx.events.emit(
+        "task_settings",
+        language=task.language,
+        program=task.program_file,
+        layout=task.layout,
+        evaluator=task.evaluator_kind,
+        used=settings.used,
+        ignored=settings.ignored,
+    )
+    for line in settings.lines():
+        logger.info("%s", line)
+    message = requirements_warning(task)
+    if message:
+        logger.warning("%s", message)
+        ctx.events.emit("warning", node="task", message=message)
+
+
 def _report_sandbox(ctx: Context) -> None:
     """Write what the evaluation sandbox enforces to the events (once per session) and warn
     about the limits this machine cannot enforce (no network namespace, no process limit)."""
     isolation = getattr(ctx.evaluator, "isolation", None)
     if isolation is None or not hasattr(isolation, "as_dict"):
         return
-    ctx.events.emit("sandbox", **isolation.as_dict())
+    sha = getattr(ctx.evaluator, "task_sha256", None)
+    extra = {"task_sha256": sha} if isinstance(sha, str) else {}
+    ctx.events.emit("sandbox", **isolation.as_dict(), **extra)
     for message in isolation.warnings():
         logger.warning("%s", message)
         ctx.events.emit("warning", node="sandbox", message=message)
@@ -362,26 +405,95 @@ def completed_iterations(rdir: Path) -> int:
     )
 
 
-CONTINUATION_KEYS = ("iterations", "budget.")
-"""Config keys (dotted prefixes) a continued run may change: how long it runs, not what it is."""
+RESUME_APPLIED: tuple[str, ...] = (
+    "iterations",
+    "budget.",
+    "max_concurrency",
+    "max_consecutive_failures",
+    "max_consecutive_model_failures",
+    "allow_invalid_initial",
+    "llm.base_url",
+    "llm.api_key_env",
+    "llm.timeout_s",
+    "llm.call_deadline_s",
+    "llm.max_retries",
+    "llm.local_n_ctx",
+    "llm.local_n_threads",
+    "llm.local_cache_dir",
+    "evaluation.workers",
+    "evaluation.executor",
+    "evaluation.ray_",
+    "retrieval.search_timeout_s",
+    "retrieval.search_retries",
+    "retrieval.index_cache_dir",
+)
+"""Config keys (dotted; a trailing ``.`` or ``_`` is a prefix) a continued run applies
+silently: how long it runs, its budgets, how it reaches the model and where it evaluates."""
+
+RESUME_NOTED: tuple[str, ...] = (
+    "llm.model",
+    "seed",
+    "llm.temperature",
+    "llm.max_tokens",
+    "evaluation.timeout_s",
+    "evaluation.memory_mb",
+    "evaluation.cpu_time_s",
+    "evaluation.max_processes",
+    "evaluation.max_file_mb",
+    "evaluation.isolate_network",
+    "evaluation.isolate_filesystem",
+)
+"""Config keys a continued run applies with one line each (logged and a ``config_change``
+event): they change what later iterations generate or how candidates are judged, not the
+stored population. Every key in neither tuple is refused (population layout, scaffold, gate,
+retrieval method, prompts, novelty, EvoX, candidates per iteration, cascade, ...)."""
 
 
-def check_continuation(rdir: Path, cfg: EvoDuetConfig) -> None:
-    """Refuse to continue an existing run with anything but its own configuration, or from
-    damaged files (before anything in the run directory is written).
+def _matches(key: str, names: tuple[str, ...]) -> bool:
+    return any(key == n or (n[-1] in "._" and key.startswith(n)) for n in names)
 
-    A run directory holds one search: its ``config.yaml`` is the configuration it was started
-    with, and only the total iteration count and the budgets (`CONTINUATION_KEYS`) may change
-    when it is continued (`resume` passes that file itself, so an edit to it is honoured).
+
+def _baseline(rdir: Path) -> dict[str, Any] | None:
+    """The configuration the run last started with (``run.json``'s ``config``), flattened;
+    None for run directories written before it was recorded."""
+    try:
+        meta = json.loads((rdir / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    config = meta.get("config") if isinstance(meta, dict) else None
+    return _flat(config) if isinstance(config, dict) else None
+
+
+def _stored_task_sha(rdir: Path) -> str | None:
+    try:
+        meta = json.loads((rdir / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    sha = meta.get("task_sha256") if isinstance(meta, dict) else None
+    return sha if isinstance(sha, str) else None
+
+
+def check_continuation(rdir: Path, cfg: EvoDuetConfig, task: Task | None = None) -> list[str]:
+    """Check that an existing run may continue with ``cfg`` — every check before anything in
+    the run directory is written — and say what changes.
+
+    The run's configuration when it last started is kept in ``run.json`` (``config``; older run
+    directories: their ``config.yaml``). ``cfg`` (for ``evoduet resume``: the run's possibly
+    edited ``config.yaml``) may differ from it only in `RESUME_APPLIED` keys (applied) and
+    `RESUME_NOTED` keys (applied, one line each); any other difference is refused, and so is a
+    task folder whose content changed since the run started (``run.json``'s ``task_sha256``).
+
+    Returns:
+        One line per applied `RESUME_NOTED` change (empty for a new run).
 
     Raises:
         RunError: ``programs.sqlite`` / ``checkpoints.sqlite`` is not a readable SQLite
-            database; ``config.yaml`` is unreadable; ``cfg`` differs from it in a key outside
-            `CONTINUATION_KEYS` (the keys are named); or ``cfg.iterations`` is below the
-            iterations the run has already completed.
+            database; ``config.yaml`` is unreadable; ``cfg`` differs in a refused key (all such
+            keys are named, with both values); ``cfg.iterations`` is below the iterations
+            already completed; or the task folder changed.
     """
     if not (rdir / "programs.sqlite").exists():
-        return  # a new run, or one killed before its first write
+        return []  # a new run, or one killed before its first write
     done = completed_iterations(rdir)
     if cfg.iterations < done:
         raise RunError(
@@ -411,25 +523,47 @@ def check_continuation(rdir: Path, cfg: EvoDuetConfig) -> None:
                 f"{path} is damaged ({exc}); the run cannot be continued: restore the file from "
                 "a copy, or start a new run with a new --out"
             ) from None
+    stored = _baseline(rdir)
     path = rdir / "config.yaml"
-    if not path.is_file():
-        return
-    try:
-        stored = _flat(load_config(path).model_dump(mode="json"))
-    except ConfigError as exc:
-        raise RunError(f"{exc}; the run in {rdir} cannot be continued") from None
-    given = _flat(cfg.model_dump(mode="json"))
-    changed = sorted(
-        k
-        for k in stored.keys() | given.keys()
-        if not k.startswith(CONTINUATION_KEYS) and stored.get(k) != given.get(k)
-    )
-    if changed:
-        raise RunError(
-            f"{rdir} holds a run started with another configuration ({', '.join(changed[:5])}"
-            f"{' ...' if len(changed) > 5 else ''} differ from its config.yaml); continue it "
-            f"with `evoduet resume {rdir}` (its own configuration), or choose a new --out"
-        )
+    if stored is None and path.is_file():
+        try:
+            stored = _flat(load_config(path).model_dump(mode="json"))
+        except ConfigError as exc:
+            raise RunError(f"{exc}; the run in {rdir} cannot be continued") from None
+    notes: list[str] = []
+    if stored is not None:
+        given = _flat(cfg.model_dump(mode="json"))
+        changed = sorted(k for k in stored.keys() | given.keys() if stored.get(k) != given.get(k))
+        refused = [k for k in changed if not _matches(k, RESUME_APPLIED + RESUME_NOTED)]
+        if refused:
+            shown = ", ".join(
+                f"{k} ({stored.get(k)!r} → {given.get(k)!r})" for k in refused[:6]
+            ) + (f" and {len(refused) - 6} more" if len(refused) > 6 else "")
+            raise RunError(
+                f"{rdir} cannot continue with a changed {shown}: a resume may change only how "
+                "long the run goes and how it reaches the model (see the README's resume "
+                f"table); restore the run's values in its config.yaml and `evoduet resume "
+                f"{rdir}`, or start a new run with a new --out"
+            )
+        notes = [
+            f"{k} changed from {stored.get(k)!r} to {given.get(k)!r}: applied from now on "
+            "(earlier iterations used the old value)"
+            for k in changed
+            if _matches(k, RESUME_NOTED)
+        ]
+    recorded = _stored_task_sha(rdir)
+    if task is not None and recorded is not None:
+        try:
+            current = folder_digest(Path(task.path))
+        except TaskError as exc:
+            raise RunError(f"{exc}; the run in {rdir} cannot be continued") from None
+        if current != recorded:
+            raise RunError(
+                f"the task folder {task.path} changed since the run in {rdir} started (sha256 "
+                f"{current[:12]}…, run.json has {recorded[:12]}…): its evaluator must stay the "
+                "same for the whole run; restore the folder, or start a new run"
+            )
+    return notes
 
 
 def _pin_base_url(cfg: EvoDuetConfig) -> EvoDuetConfig:
@@ -440,6 +574,14 @@ def _pin_base_url(cfg: EvoDuetConfig) -> EvoDuetConfig:
     if cfg.llm.base_url or not env or not cfg.llm.model.startswith("openai:"):
         return cfg
     return cfg.with_overrides({"llm.base_url": env})
+
+
+def program_entry(task: Task) -> dict[str, str]:
+    """``run.json``'s ``program``: the absolute path of the evolved file (what ``--program``
+    chose, so a resume evolves the same file); empty for a task without one."""
+    if task.program_file is None:
+        return {}
+    return {"program": str((task.path / task.program_file).resolve())}
 
 
 def default_run_dir(task: Task) -> Path:
@@ -482,6 +624,11 @@ def run(
     Returns:
         `RunResult` with the best program and the per-iteration history.
 
+    The task config's own settings are folded into ``config`` first
+    (`evoduet_graph.task_settings.apply_task_settings`; idempotent) and reported in the
+    ``task_settings`` event; a missing compiler/interpreter the evaluator calls is a
+    `TaskError` (`check_toolchain`).
+
     Every check that can fail on a bad task, configuration or model (task folder, config
     values, model string and key, search backend preflight, the initial program's own
     evaluation) runs before the run directory is created. The run directory is locked for
@@ -503,7 +650,14 @@ def run(
     cfg = _resolve_config(config)
     if iterations is not None:
         cfg = cfg.with_overrides({"iterations": iterations})
+    settings = apply_task_settings(task, cfg)  # idempotent: the CLI has applied it already
+    cfg = settings.config
     validate_setup(cfg)
+    if evaluator is None:
+        try:
+            check_toolchain(task)
+        except ToolchainError as exc:
+            raise TaskError(str(exc)) from None
     if searcher is None:
         with _index_progress(on_event):
             searcher = make_checked_searcher(task, cfg)
@@ -514,7 +668,10 @@ def run(
     check_run_dir(rdir, task)
     if llm is None:
         cfg = _pin_base_url(cfg)
-    check_continuation(rdir, cfg)
+    existing = (rdir / "programs.sqlite").exists()
+    notes = check_continuation(rdir, cfg, task)
+    for note in notes:
+        logger.warning("resume: %s", note)
     lock = RunDirLock(rdir)
     if rdir.is_dir():  # an existing run: refuse before any slow work if another process has it
         _acquire(lock)
@@ -524,20 +681,34 @@ def run(
         validate_model(cfg)
     if evaluator is None:
         evaluator = make_evaluator(task, cfg.evaluation)
+    protect = getattr(evaluator, "protect", None)
+    if callable(protect):  # candidates must not write the run directory (DESIGN.md §5)
+        protect(rdir)
     initial = None
     if not (rdir / "programs.sqlite").exists():  # a new run: check the initial program
         initial = check_initial_program(task, cfg, evaluator)
     if llm is None:
         from evoduet_graph.llm import make_chat_model
 
-        llm = make_chat_model(cfg.llm)
-    novelty = make_novelty_checker(cfg.novelty)  # loads embeddings: may fail on a bad config
+        llm = make_chat_model(cfg.llm, seed=cfg.seed)
+    # loads embeddings: may fail on a bad config
+    novelty = make_novelty_checker(cfg.novelty, python=task.lang.is_python)
     rdir.mkdir(parents=True, exist_ok=True)
     rdir = rdir.resolve()
     _acquire(lock)
     (rdir / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
+    task_sha = getattr(evaluator, "task_sha256", None)
     (rdir / RUN_FILE).write_text(
-        json.dumps({"task_dir": str(task.path), "thread_id": THREAD_ID}, indent=2),
+        json.dumps(
+            {
+                "task_dir": str(task.path),
+                "task_sha256": task_sha if isinstance(task_sha, str) else folder_digest(task.path),
+                "thread_id": THREAD_ID,
+                **program_entry(task),
+                "config": cfg.model_dump(mode="json"),
+            },
+            indent=2,
+        ),
         encoding="utf-8",
     )
     with lock, ExitStack() as stack:
@@ -566,8 +737,11 @@ def run(
             task=task.name,
             iterations=cfg.iterations,
             model=model_name,
-            resumed=resuming,
+            resumed=resuming or existing,
         )
+        _report_task(ctx, settings)
+        for note in notes:
+            ctx.events.emit("config_change", message=note)
         _report_sandbox(ctx)
         graph_input = None if resuming else {"max_iterations": cfg.iterations}
         if resuming and snapshot.values.get("max_iterations") != cfg.iterations:
@@ -628,7 +802,7 @@ def resume(
         )
     meta = json.loads((rdir / RUN_FILE).read_text(encoding="utf-8"))
     return run(
-        meta["task_dir"],
+        load_task(meta["task_dir"], meta.get("program")),
         rdir / "config.yaml",
         llm=llm,
         evaluator=evaluator,

@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -16,6 +17,7 @@ from rich.console import Console
 
 from evoduet_graph.api import RunError, RunResult
 from evoduet_graph.config import ConfigError, load_config
+from evoduet_graph.languages import ToolchainError
 from evoduet_graph.task import Task, TaskError, load_task
 
 app = typer.Typer(
@@ -34,6 +36,13 @@ def _user_errors() -> tuple[type[Exception], ...]:
     return (*_USER_ERRORS, LLMConfigError, LocalModelError)
 
 
+def _failed_stop(result: RunResult) -> bool:
+    """Whether the run stopped on failures (not a budget stop): `_exit_for_stop` exits 1."""
+    from evoduet_graph.budget import STOP_PREFIX
+
+    return bool(result.stop_reason) and not str(result.stop_reason).startswith(STOP_PREFIX)
+
+
 def _summary(result: RunResult, elapsed: float, *, write_report: bool = False) -> None:
     """The end-of-run summary a newcomer reads: iterations, best score and NDG, gate decisions
     by kind, queries issued, distinct documents, and where the report is (written first when
@@ -45,7 +54,9 @@ def _summary(result: RunResult, elapsed: float, *, write_report: bool = False) -
     figures = run_summary(rdir) if rdir is not None else {}
     # soft_wrap: paths are printed whole, never broken at the terminal's width
     say = functools.partial(console.print, highlight=False, soft_wrap=True)
-    say(f"[bold green]done[/] in {elapsed:.1f} s — run directory: {rdir}")
+    # a failed stop gets no green "done": the error line `_exit_for_stop` prints follows
+    head = "[bold yellow]stopped[/]" if _failed_stop(result) else "[bold green]done[/]"
+    say(f"{head} in {elapsed:.1f} s — run directory: {rdir}")
     say(f"  iterations:      {result.iterations}")
     best = _num(result.best_score)
     if figures.get("initial_score") is not None:
@@ -127,10 +138,16 @@ def _run_with_display(
     json_lines: bool = False,
     done: int = 0,
     write_report: bool = False,
+    preamble: Sequence[str] = (),
     **kwargs: Any,
 ) -> None:
     """Run ``fn`` (api.run / api.resume) with the live display, ``--quiet`` or ``--json``;
-    then the summary (`_summary`), after writing the report when ``write_report``."""
+    then the summary (`_summary`), after writing the report when ``write_report``.
+
+    ``preamble`` lines (what the task is, the task config's settings in force) are printed
+    when the run has started (its first progress event), with the live display only: a run
+    refused at startup prints its one error line alone.
+    """
     from evoduet_graph.progress import JsonLines, LiveDisplay
 
     if quiet and json_lines:
@@ -142,7 +159,14 @@ def _run_with_display(
             shown, total, console=console, enabled=not (quiet or json_lines), done=done
         ) as display:
             on_event = sink.on_event if sink is not None else display.on_event
-            result = fn(on_event=on_event, **kwargs)
+            pending = [] if (quiet or json_lines) else list(preamble)
+
+            def forward(event: Any, target: Any = on_event) -> None:
+                while pending:
+                    console.print(pending.pop(0), markup=False, highlight=False)
+                target(event)
+
+            result = fn(on_event=forward, **kwargs)
     except _user_errors() as exc:
         _fail(str(exc))
     except KeyboardInterrupt:
@@ -163,21 +187,29 @@ def _run_with_display(
 def _exit_for_stop(result: RunResult) -> None:
     """Exit 1 when the run stopped on failures (e.g. ``max_consecutive_failures``): the
     checkpoint is resumable, but the run did not do its work. A budget stop is a clean end."""
-    from evoduet_graph.budget import STOP_PREFIX
-
-    if result.stop_reason and not result.stop_reason.startswith(STOP_PREFIX):
+    if _failed_stop(result):
         _fail(f"the run stopped: {result.stop_reason}", code=1)
 
 
 @app.command("run")
 def run_cmd(
-    task_dir: Annotated[Path, typer.Argument(help="OpenEvolve task folder.")],
+    task_dir: Annotated[
+        Path, typer.Argument(help="Task folder (OpenEvolve or SkyDiscover layout).")
+    ],
     iterations: Annotated[int | None, typer.Option(help="Outer-loop iterations.")] = None,
     candidates: Annotated[int | None, typer.Option(help="Candidates per iteration (N).")] = None,
     model: Annotated[
-        str | None, typer.Option(help="`local` (embedded) or `openai:<model>`.")
+        str | None,
+        typer.Option(
+            help="`local` (embedded), `openai:<model>`, or `task` (the task config's models, "
+            "as a weighted ensemble)."
+        ),
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
+    program: Annotated[
+        Path | None,
+        typer.Option(help="The file to evolve (default: the folder's initial_program.<ext>)."),
+    ] = None,
     gate: Annotated[
         str | None, typer.Option(
             help="Gate mode: llm (default, the method) | never (OpenEvolve baseline) | always "
@@ -220,7 +252,7 @@ def run_cmd(
         level = task_logger.level
         task_logger.setLevel(logging.ERROR)
         try:
-            task = load_task(task_dir)
+            task = load_task(task_dir, program)
         finally:
             task_logger.setLevel(level)
         cfg = load_config(config).with_overrides(
@@ -238,9 +270,16 @@ def run_cmd(
             source=f"{config} with the command-line options" if config else "the command line",
         )
         from evoduet_graph.api import validate_model
+        from evoduet_graph.task_environment import check_toolchain
+        from evoduet_graph.task_settings import apply_task_settings
 
+        settings = apply_task_settings(task, cfg)
+        cfg = settings.config
         validate_model(cfg)
+        check_toolchain(task)
     except _USER_ERRORS as exc:
+        _fail(str(exc))
+    except ToolchainError as exc:
         _fail(str(exc))
     from evoduet_graph.api import RUN_FILE, default_run_dir
 
@@ -250,7 +289,12 @@ def run_cmd(
             f"{out} already holds a run; continue it with `evoduet resume {out}` (it keeps that "
             "run's configuration; --iterations N raises the total), or choose a new --out"
         )
+    from evoduet_graph.task_environment import requirements_warning
+
     warnings = list(task.warnings)
+    requirements = requirements_warning(task)
+    if requirements:
+        warnings.append(requirements)
     if (corpus or backend) and cfg.gate.mode == "never":
         warnings.append(
             "--corpus/--backend have no effect with gate mode `never` (no retrieval); "
@@ -259,6 +303,13 @@ def run_cmd(
     for warning in warnings:
         console.print("[yellow]warning:[/] ", end="")
         console.print(warning, markup=False, highlight=False)
+    preamble = [
+        (
+            f"task: {task.lang.display} program {task.program_label}, {task.layout} layout "
+            f"({task.evaluator_kind} evaluator {task.evaluator_path.relative_to(task.path)})"
+        ),
+        *settings.lines(),
+    ]
     _run_with_display(
         run,
         task,
@@ -269,6 +320,7 @@ def run_cmd(
         task=task,
         config=cfg,
         run_dir=out,
+        preamble=preamble,
     )
 
 
@@ -361,7 +413,7 @@ def _resume_target(run_dir: Path, iterations: int | None) -> tuple[Task, int, in
             "thread); continue the thread there, or start a new run with `evoduet run`"
         )
     try:
-        task = load_task(task_dir)
+        task = load_task(task_dir, meta.get("program"))
     except TaskError as exc:
         raise _CliError(
             f"its task folder {task_dir} (from {RUN_FILE}) cannot be loaded: {exc}; restore the "
@@ -382,7 +434,9 @@ def _resume_target(run_dir: Path, iterations: int | None) -> tuple[Task, int, in
 
 @app.command("eval")
 def eval_cmd(
-    task_dir: Annotated[Path, typer.Argument(help="OpenEvolve task folder.")],
+    task_dir: Annotated[
+        Path, typer.Argument(help="Task folder (OpenEvolve or SkyDiscover layout).")
+    ],
     program: Annotated[
         Path | None, typer.Argument(help="Program to evaluate (default: initial program).")
     ] = None,
@@ -390,16 +444,29 @@ def eval_cmd(
 ) -> None:
     """Evaluate PROGRAM through the sandbox; print its metrics as one JSON object on stdout."""
     from evoduet_graph.evaluation import SandboxEvaluator
+    from evoduet_graph.task_environment import check_toolchain, requirements_warning
 
     try:
-        task = load_task(task_dir)
-    except TaskError as exc:
+        task = (
+            load_task(task_dir, program) if program and program.is_file() else load_task(task_dir)
+        )
+        check_toolchain(task)
+    except (TaskError, ToolchainError) as exc:
         _fail(str(exc))
+    if program is None and not task.has_initial_program:
+        _fail(
+            f"task folder {task.path} has no initial program to evaluate; pass one: "
+            f"evoduet eval {task_dir} PROGRAM"
+        )
+    requirements = requirements_warning(task)
+    if requirements:
+        console.print("[yellow]warning:[/] ", end="")
+        console.print(requirements, markup=False, highlight=False)
     try:
         code = program.read_text(encoding="utf-8") if program else task.initial_program
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        _fail(f"cannot read the program {program}: {reason}; pass a Python file to evaluate")
+        _fail(f"cannot read the program {program}: {reason}; pass a program file to evaluate")
     outcome = SandboxEvaluator(task, timeout_s=timeout, workers=1).evaluate(code, "eval")
     sys.stdout.write(outcome.model_dump_json() + "\n")
     raise typer.Exit(0 if outcome.valid else 1)

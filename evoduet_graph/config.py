@@ -37,13 +37,31 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
 
 
+class WeightedModelConfig(_Section):
+    """One member of a weighted model ensemble (``llm.models``; OpenEvolve's ``llm.models``
+    entries, ``primary_model`` / ``secondary_model`` with their weights)."""
+
+    model: str = Field(description="`local` or `openai:<model>`, as `llm.model`.")
+    weight: float = Field(1.0, gt=0, description="Relative probability of being picked.")
+    base_url: str | None = Field(None, description="Endpoint of this member; default llm's.")
+    api_key_env: str | None = Field(None, description="Key variable; default llm's.")
+    temperature: float | None = Field(None, ge=0.0, le=2.0, description="Default llm's.")
+    max_tokens: int | None = Field(None, ge=16, description="Default llm's.")
+
+
 class LLMConfig(_Section):
     """Chat model settings (DESIGN.md §4)."""
 
     model: str = Field(
         "local",
-        description="`local` (embedded Qwen2.5-Coder-1.5B GGUF) or `openai:<model>` for any "
-        "OpenAI-compatible endpoint (OpenAI, OpenRouter, vLLM, Ollama, llama.cpp server).",
+        description="`local` (embedded Qwen2.5-Coder-1.5B GGUF), `openai:<model>` for any "
+        "OpenAI-compatible endpoint (OpenAI, OpenRouter, vLLM, Ollama, llama.cpp server), or "
+        "`task`: the model settings of the task folder's config.yaml, as `models`.",
+    )
+    models: list[WeightedModelConfig] = Field(
+        default_factory=list,
+        description="A weighted ensemble: each call picks one member with probability "
+        "weight / sum of weights (seeded by `seed`); empty: the one `model`.",
     )
     base_url: str | None = Field(
         None, description="OpenAI-compatible base URL; default: $OPENAI_BASE_URL or OpenAI."
@@ -53,6 +71,16 @@ class LLMConfig(_Section):
     max_tokens: int = Field(1024, ge=16, description="Completion token limit per call.")
     timeout_s: float = Field(300.0, gt=0, description="Per-request timeout in seconds.")
     max_retries: int = Field(3, ge=0, description="Retries of a failed request (with backoff).")
+    call_deadline_s: float = Field(
+        60.0,
+        gt=0,
+        description="Per-call deadline in seconds: a request to an `openai:` endpoint waits at "
+        "most this long (and at most `timeout_s`), and no retry starts after it. A connected "
+        "but silent endpoint then fails each call after this long, and the run stops after "
+        "`max_consecutive_model_failures` such iterations (defaults: about 3 min with gate "
+        "`never`, 6 min with the llm gate). Raise it for servers that take longer to answer "
+        "one request (e.g. a CPU llama.cpp server writing long programs).",
+    )
     local_n_ctx: int = Field(8192, ge=512, description="Context window of the embedded model.")
     local_n_threads: int | None = Field(
         None, description="CPU threads for the embedded model; default: all cores."
@@ -183,6 +211,19 @@ class EvaluationConfig(_Section):
         True,
         description="Run candidates without network (a fresh network namespace via "
         "`unshare --net`) when this machine allows it; the run warns once when it does not.",
+    )
+    container: bool = Field(
+        False,
+        description="Run a SkyDiscover task's evaluator/evaluate.sh inside the image its "
+        "evaluator/Dockerfile builds (Docker or Podman; a fresh container per candidate, no "
+        "network); a clear error when neither is usable.",
+    )
+    isolate_filesystem: bool = Field(
+        True,
+        description="Run candidates on a read-only filesystem (bubblewrap mount namespace: "
+        "only their temp dir is writable) when this machine allows it; otherwise, or when "
+        "false, tampering with the task folder or run directory is detected (private copy of "
+        "the task snapshot, audit hook, hash checks) instead of prevented, and the run warns.",
     )
     executor: Literal["local", "ray"] = Field(
         "local",
@@ -453,6 +494,13 @@ class EvoDuetConfig(_Section):
         "separately by `evaluation.workers`.",
     )
     seed: int = Field(42, description="Seed of parent selection and sampling.")
+    max_code_length: int | None = Field(
+        None,
+        ge=1,
+        description="A child longer than this many characters is invalid (OpenEvolve's "
+        "`max_code_length`, SkyDiscover's `max_solution_length`; a task config's value is "
+        "used when this is null).",
+    )
     max_consecutive_failures: int = Field(
         10, ge=1, description="Stop after this many iterations without any valid candidate."
     )

@@ -72,10 +72,11 @@ class Context:
 
     def llm_retry(self) -> Any:
         """The `RetryPolicy` of LLM calls: ``llm.max_retries`` retries of retryable failures
-        for models without retries of their own (ChatOpenAI retries by itself)."""
+        for models without retries of their own, none started after ``llm.call_deadline_s``."""
         from evoduet_graph.llm.structured import RetryPolicy
 
-        return RetryPolicy.for_model(self.llm, self.config.llm.max_retries)
+        llm = self.config.llm
+        return RetryPolicy.for_model(self.llm, llm.max_retries, deadline_s=llm.call_deadline_s)
 
 
 def resolve_context(value: Any) -> Context | None:

@@ -113,6 +113,7 @@ def context_text(ctx: Context, parent_id: str, iteration: int) -> str:
         parent_id=parent.id,
         parent_score=_fmt(parent.score),
         parent_code=(parent.code or "")[: ctx.config.prompt.max_program_chars],
+        fence=ctx.task.lang.fence,
         parent_metrics=metrics or "(none)",
         history=history_text(ctx, iteration, ctx.config.prompt.history_programs),
     ).rstrip("\n")

@@ -9,7 +9,8 @@ blocks ::
     new lines
     >>>>>>> REPLACE
 
-and a full rewrite is a fenced ```` ```python ```` code block. This module is stricter than
+and a full rewrite is a fenced code block tagged with the task's language (```` ```python ````,
+```` ```rust ````, ...; `evoduet_graph.languages`). This module is stricter than
 OpenEvolve where silence would hide a broken candidate, and more tolerant where small models
 routinely slip:
 
@@ -34,6 +35,10 @@ routinely slip:
   response fails, with all the reasons; a program with half of a coordinated edit applied usually
   fails or, worse, scores as a misleading data point.
 * **Rewrite splicing** (`extract_rewrite`): see its docstring.
+* **Languages.** Everything here is line-based and works for any language; the Python-only
+  steps (import hoisting of a rewrite, the compile check that lets a cut-off code block through)
+  run only for Python. For other languages a cut-off block is rejected and imports the model
+  adds outside the evolve regions are dropped with the rest of the fixed code.
 
 All line numbers in messages for the model are 1-based; all line ranges returned by functions are
 0-based, half-open.
@@ -48,6 +53,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
+from evoduet_graph.languages import language_by_name
+
 __all__ = [
     "ApplyResult",
     "CandidateCode",
@@ -56,6 +63,7 @@ __all__ = [
     "apply_diff",
     "candidate_from_response",
     "code_diff_summary",
+    "evolve_marker_lines",
     "evolve_regions",
     "extract_rewrite",
     "has_evolve_blocks",
@@ -73,7 +81,6 @@ _THINK_OPEN_RE = re.compile(r"<(?:think|thinking)>", re.IGNORECASE)
 # then the token. This accepts any language's comment style, as OpenEvolve does.
 _EVOLVE_MARKER_RE = re.compile(r"^[^\w\n]*EVOLVE-BLOCK-(START|END)\b")
 
-_PYTHON_LANGS = frozenset({"python", "py", "python3"})
 _MAX_SHOWN_LINES = 8
 _MAX_SHOWN_LINE_CHARS = 120
 _DIFF_LINE_CHARS = 160
@@ -320,6 +327,17 @@ def evolve_regions(code: str) -> list[tuple[int, int]]:
     return _regions_of_lines(code.split("\n"))
 
 
+def evolve_marker_lines(code: str) -> tuple[str, str] | None:
+    """The first region's START and END marker lines as written (stripped), e.g.
+    ``("// EVOLVE-BLOCK-START", "// EVOLVE-BLOCK-END")``; None without a region."""
+    lines = code.split("\n")
+    regions = _regions_of_lines(lines)
+    if not regions:
+        return None
+    first, stop = regions[0]
+    return lines[first - 1].strip(), lines[stop].strip()
+
+
 def has_evolve_blocks(code: str) -> bool:
     """Whether ``code`` has at least one well-formed EVOLVE-BLOCK region."""
     return bool(evolve_regions(code))
@@ -483,6 +501,104 @@ def _closest_lines(
     )
 
 
+def _find(
+    lines: list[str],
+    search: list[str],
+    replace: list[str],
+    regions: list[tuple[int, int]],
+    restricted: bool,
+) -> tuple[_Match | None, _Match | None]:
+    """``(match to apply, a match outside the evolve blocks)`` of the strictest tier."""
+    outside_only: _Match | None = None
+    for matches in _match_tiers(lines, search, replace):
+        if not matches:
+            continue
+        inside = [m for m in matches if regions and _inside(m, regions)]
+        if restricted:
+            if inside:
+                return inside[0], None
+            outside_only = outside_only or matches[0]
+            continue
+        return (inside[0] if inside else matches[0]), None
+    return None, outside_only
+
+
+def _retab(lines: list[str], width: int, to_tabs: bool) -> list[str]:
+    """Leading tabs as ``width`` spaces each (or groups of ``width`` leading spaces as tabs)."""
+    out = []
+    for line in lines:
+        body = line.lstrip(" \t")
+        lead = line[: len(line) - len(body)]
+        if to_tabs:
+            spaces = lead.replace("\t", " " * width)
+            lead = "\t" * (len(spaces) // width) + " " * (len(spaces) % width)
+        else:
+            lead = lead.replace("\t", " " * width)
+        out.append(lead + body)
+    return out
+
+
+def _find_retabbed(
+    lines: list[str],
+    search: list[str],
+    replace: list[str],
+    regions: list[tuple[int, int]],
+    restricted: bool,
+) -> tuple[_Match | None, _Match | None, str]:
+    """Match a SEARCH text that differs from the program only in tabs vs spaces.
+
+    The SEARCH and REPLACE lines are re-indented to the program's style (tabs as 4, 8 or 2
+    spaces, or the reverse) and searched again. Applied when exactly one outcome results;
+    otherwise the third value says why not (empty when indentation is not the issue).
+    """
+
+    def tabbed(text_lines: list[str]) -> bool:
+        return any("\t" in ln[: len(ln) - len(ln.lstrip(" \t"))] for ln in text_lines)
+
+    search_tabs, program_tabs = tabbed(search), tabbed(lines)
+    if search_tabs == program_tabs:
+        return None, None, ""
+    to_tabs = program_tabs  # the program is tab-indented and the SEARCH text is not
+    found: dict[tuple[int, int, tuple[str, ...]], list[int]] = {}
+    outside: _Match | None = None
+    for width in (4, 8, 2):
+        match, elsewhere = _find(
+            lines,
+            _retab(search, width, to_tabs),
+            _retab(replace, width, to_tabs),
+            regions,
+            restricted,
+        )
+        if match is not None:
+            found.setdefault((match.start, match.end, match.replacement), []).append(width)
+        outside = outside or elsewhere
+    styles = ("the program is indented with tabs, the SEARCH text with spaces" if to_tabs
+              else "the SEARCH text is indented with tabs, the program with spaces")  # fmt: skip
+    if len(found) == 1:
+        (start, end, rep), _ = next(iter(found.items()))
+        return _Match(start, end, rep), None, ""
+    if len(found) > 1:
+        widths = " or ".join(f"{w[0]}" for w in found.values())
+        return (
+            None,
+            None,
+            (
+                f"{styles}, and the tab width is ambiguous (as {widths} spaces the SEARCH text "
+                "matches different lines); repeat the program's lines exactly, with its indentation"
+            ),
+        )
+    if outside is not None:
+        return None, outside, ""
+    return (
+        None,
+        None,
+        (
+            f"the SEARCH text was not found in the program; note: {styles} (tabs were also tried "
+            "as 4, 8 and 2 spaces); repeat the program's lines exactly, with its indentation"
+        ),
+    )
+
+
 def _apply_block(
     lines: list[str], block: DiffBlock, number: int, restrict: bool
 ) -> tuple[list[str] | None, str | None]:
@@ -494,22 +610,17 @@ def _apply_block(
     regions = _regions_of_lines(lines)
     restricted = restrict and bool(regions)
 
-    outside_only: _Match | None = None
-    chosen: _Match | None = None
-    for matches in _match_tiers(lines, search, replace):
-        if not matches:
-            continue
-        inside = [m for m in matches if regions and _inside(m, regions)]
-        if restricted:
-            if inside:
-                chosen = inside[0]
-                break
-            outside_only = outside_only or matches[0]
-            continue
-        chosen = inside[0] if inside else matches[0]
-        break
+    chosen, outside_only = _find(lines, search, replace, regions, restricted)
+    tab_note = ""
+    if chosen is None and outside_only is None:
+        chosen, outside_only, tab_note = _find_retabbed(lines, search, replace, regions, restricted)
 
     if chosen is None:
+        if tab_note.startswith("the SEARCH text was not found"):
+            closest = _closest_lines(lines, search, regions if restricted else None)
+            return None, f"block {number}: {tab_note}; {closest}"
+        if tab_note:
+            return None, f"block {number}: {tab_note}"
         if outside_only is not None:
             return None, (
                 f"block {number}: the SEARCH text only matches lines "
@@ -610,23 +721,25 @@ def _compiles(code: str) -> bool:
     return True
 
 
-def _pick_program(text: str) -> tuple[str | None, str | None]:
-    """The longest Python-tagged fenced block (else the longest untagged one)."""
+def _pick_program(text: str, language: str = "python") -> tuple[str | None, str | None]:
+    """The longest fenced block tagged with the language (else the longest untagged one)."""
+    lang_info = language_by_name(language)
+    tags = lang_info.fence_tags
     blocks = [
         (lang, body, done)
         for lang, body, done in _code_blocks(text)
-        if (lang in _PYTHON_LANGS or lang == "")
+        if (lang in tags or lang == "")
         and not any(_SEARCH_RE.match(line) or _REPLACE_RE.match(line) for line in body)
     ]
     if not blocks:
         return None, None
-    tagged = [b for b in blocks if b[0] in _PYTHON_LANGS]
+    tagged = [b for b in blocks if b[0] in tags]
     pool = tagged or blocks
     _, body, done = max(pool, key=lambda b: len("\n".join(b[1])))  # first of equal length
     code = "\n".join(_trim_blank(body))
     if not code.strip():
         return None, "the code block is empty"
-    if not done and not _compiles(code):
+    if not done and not (lang_info.is_python and _compiles(code)):
         return None, "the code block is not closed and its code is incomplete (answer cut off?)"
     return code, None
 
@@ -741,7 +854,9 @@ class _RewriteRejected(Exception):
     """A code block was found but cannot become a candidate; the message says why."""
 
 
-def _extract_rewrite(text: str, parent: str, *, restrict: bool, allow_fragment: bool) -> str | None:
+def _extract_rewrite(
+    text: str, parent: str, *, restrict: bool, allow_fragment: bool, language: str = "python"
+) -> str | None:
     """Core of `extract_rewrite`.
 
     Returns:
@@ -750,9 +865,10 @@ def _extract_rewrite(text: str, parent: str, *, restrict: bool, allow_fragment: 
     Raises:
         _RewriteRejected: a code block was found but violates the rules.
     """
-    code, error = _pick_program(text)
+    code, error = _pick_program(text, language)
     if error is not None:
         raise _RewriteRejected(error)
+    python = language_by_name(language).is_python
     if code is None:
         return None
     parent_lines = parent.split("\n")
@@ -788,7 +904,8 @@ def _extract_rewrite(text: str, parent: str, *, restrict: bool, allow_fragment: 
             for i, line in enumerate(code_lines)
             if not any(first <= i < stop for first, stop in new_regions)
         ]
-        contents[0] = _hoist_imports(_added_imports(outside, outside_parent), contents[0])
+        if python:
+            contents[0] = _hoist_imports(_added_imports(outside, outside_parent), contents[0])
         return "\n".join(_splice(parent_lines, regions, contents))
     if any(_evolve_marker(line) for line in code_lines):
         content = _content_after_lone_start(code_lines, parent_lines, regions)
@@ -798,7 +915,7 @@ def _extract_rewrite(text: str, parent: str, *, restrict: bool, allow_fragment: 
 
     if len(regions) == 1:
         first, stop = regions[0]
-        added = _added_imports(code_lines, outside_parent)
+        added = _added_imports(code_lines, outside_parent) if python else []
         middle = _strip_fixed_code(
             [line for line in code_lines if line not in added],
             parent_lines[: first - 1],
@@ -842,12 +959,15 @@ def _content_after_lone_start(
     return body + [""] if body else None
 
 
-def extract_rewrite(text: str, parent: str, *, restrict_to_evolve_blocks: bool) -> str | None:
+def extract_rewrite(
+    text: str, parent: str, *, restrict_to_evolve_blocks: bool, language: str = "python"
+) -> str | None:
     """The full program of a rewrite response, spliced into the parent's evolve regions.
 
-    The program is the longest fenced block tagged ``python``/``py``/``python3`` (else the
-    longest untagged block); blocks holding SEARCH/REPLACE markers are not programs. A block cut
-    off by the token limit (no closing fence) is used only if it compiles.
+    The program is the longest fenced block tagged with ``language`` or one of its aliases
+    (``python``/``py``/``python3``; ``rust``/``rs``; ...), else the longest untagged block;
+    blocks holding SEARCH/REPLACE markers are not programs. A block cut off by the token limit
+    (no closing fence) is used only if it is Python and compiles.
 
     Splicing rule, when ``restrict_to_evolve_blocks`` and the parent has EVOLVE-BLOCK regions
     (OpenEvolve's ``enforce_evolve_blocks`` keeps the fixed code the same way):
@@ -870,13 +990,19 @@ def extract_rewrite(text: str, parent: str, *, restrict_to_evolve_blocks: bool) 
         text: The raw LLM response.
         parent: The program the rewrite replaces.
         restrict_to_evolve_blocks: Apply the splicing rule above.
+        language: the program's language (`evoduet_graph.languages`); imports are hoisted
+            into the region only for Python.
 
     Returns:
         The candidate program (ends with a newline when the parent does), or ``None``.
     """
     try:
         return _extract_rewrite(
-            _clean_response(text), parent, restrict=restrict_to_evolve_blocks, allow_fragment=True
+            _clean_response(text),
+            parent,
+            restrict=restrict_to_evolve_blocks,
+            allow_fragment=True,
+            language=language,
         )
     except _RewriteRejected:
         return None
@@ -907,10 +1033,12 @@ def _from_diff(parent: str, text: str, restrict: bool) -> CandidateCode | None:
 
 
 def _from_rewrite(
-    parent: str, text: str, restrict: bool, allow_fragment: bool
+    parent: str, text: str, restrict: bool, allow_fragment: bool, language: str = "python"
 ) -> CandidateCode | None:
     try:
-        code = _extract_rewrite(text, parent, restrict=restrict, allow_fragment=allow_fragment)
+        code = _extract_rewrite(
+            text, parent, restrict=restrict, allow_fragment=allow_fragment, language=language
+        )
     except _RewriteRejected as exc:
         return CandidateCode(None, "rewrite", str(exc))
     if code is None:
@@ -921,7 +1049,12 @@ def _from_rewrite(
 
 
 def candidate_from_response(
-    parent: str, response_text: str, *, diff_based: bool, restrict_to_evolve_blocks: bool
+    parent: str,
+    response_text: str,
+    *,
+    diff_based: bool,
+    restrict_to_evolve_blocks: bool,
+    language: str = "python",
 ) -> CandidateCode:
     """Extract the candidate program of one generation response.
 
@@ -941,6 +1074,8 @@ def candidate_from_response(
         response_text: The raw LLM response.
         diff_based: The prompt asked for diffs (else for a full rewrite).
         restrict_to_evolve_blocks: Confine edits to the parent's EVOLVE-BLOCK regions.
+        language: the program's language: which code blocks count as the program, and
+            whether the Python-only steps of `extract_rewrite` run.
 
     Returns:
         A `CandidateCode`; ``kind="none"`` with ``error="no SEARCH/REPLACE block or code block
@@ -955,7 +1090,9 @@ def candidate_from_response(
         outcome = (
             _from_diff(parent, text, restrict)
             if form == "diff"
-            else _from_rewrite(parent, text, restrict, allow_fragment=not diff_based)
+            else _from_rewrite(
+                parent, text, restrict, allow_fragment=not diff_based, language=language
+            )
         )
         if outcome is None:
             continue

@@ -91,10 +91,16 @@ class GateOutput(KnowledgeFields):
     @field_validator("document_ids", mode="before")
     @classmethod
     def _ids(cls, value: Any) -> list[str]:
+        # Only ValueError may leave a validator (pydantic turns it into a validation error,
+        # structured_call then falls back); a TypeError would crash the run (issue 13).
         if value is None:
             return []
-        if isinstance(value, str):
-            value = re.split(r"[,\s]+", value)
+        if isinstance(value, str | int | float):  # bool is an int: "True" is no id, dropped
+            value = [] if isinstance(value, bool) else re.split(r"[,\s]+", str(value))
+        if not isinstance(value, list | tuple):
+            raise ValueError(  # noqa: TRY004 - pydantic turns only ValueError into a validation error
+                f"document_ids must be a list of ids, got {type(value).__name__}"
+            )
         return [str(v).strip() for v in value if str(v).strip()][:10]
 
 
@@ -108,9 +114,15 @@ class QueryPlan(BaseModel):
     @field_validator("queries", mode="before")
     @classmethod
     def _queries(cls, value: Any) -> list[str]:
+        if value is None:
+            return []
         if isinstance(value, str):
             value = [value]
-        return [str(v)[:300] for v in (value or []) if str(v).strip()][:8]
+        if not isinstance(value, list | tuple):  # e.g. {"queries": 5}: a validation error
+            raise ValueError(  # noqa: TRY004 - a TypeError would escape pydantic and crash the run
+                f"queries must be a list of strings, got {type(value).__name__}"
+            )
+        return [str(v)[:300] for v in value if str(v).strip()][:8]
 
 
 class DocumentScore(BaseModel):

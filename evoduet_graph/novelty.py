@@ -8,8 +8,9 @@ the first that fires decides:
 
 1. **exact** — sha256 of the *normalised* code (`normalise`): Python's `tokenize` drops
    comments, docstrings / bare string statements, blank lines and layout (indentation is kept
-   as ``INDENT`` / ``DEDENT`` tokens, because it is syntax). Code that does not tokenize falls
-   back to a whitespace normalisation (``tokenized=False``).
+   as ``INDENT`` / ``DEDENT`` tokens, because it is syntax). Code that does not tokenize, and
+   every program of a task in another language, gets the language-neutral whitespace
+   normalisation (``tokenized=False``).
 2. **token** — normalised Levenshtein similarity over the two token sequences
    (`rapidfuzz.distance.Levenshtein.normalized_similarity`: ``1 - distance / max(len)``),
    rejected when ``>= novelty.max_similarity``.
@@ -165,8 +166,12 @@ def _render(toks: list[tokenize.TokenInfo]) -> tuple[str, tuple[str, ...]]:
     return "\n".join(lines), tuple(tokens)
 
 
-def normalise(code: str) -> NormalisedCode:
-    """Normalise Python source for duplicate detection.
+def normalise(code: str, *, python: bool = True) -> NormalisedCode:
+    """Normalise program source for duplicate detection.
+
+    Python-only step: `tokenize`. For other languages (``python=False``) the language-neutral
+    whitespace normalisation below is used directly (``tokenized=False``): Python's tokenizer
+    would misread their comments and strings.
 
     With `tokenize`: comments, blank lines, line continuations and spacing vanish; statements
     that are only plain string literals (docstrings) vanish; indentation is kept as depth.
@@ -177,10 +182,13 @@ def normalise(code: str) -> NormalisedCode:
 
     Args:
         code: program text (any string; never raises on bad code).
+        python: whether ``code`` is Python.
 
     Returns:
         `NormalisedCode`.
     """
+    if not python:
+        return _whitespace_normalised(code)
     try:
         toks = [
             t
@@ -188,12 +196,18 @@ def normalise(code: str) -> NormalisedCode:
             if t.type not in _SKIPPED
         ]
     except (tokenize.TokenError, SyntaxError, ValueError):
-        lines = [" ".join(line.split()) for line in code.splitlines() if line.strip()]
-        text = "\n".join(lines)
-        tokens = tuple(_FALLBACK_TOKEN.findall(code))
-        return NormalisedCode(text, tokens, _sha(text), tokenized=False)
+        return _whitespace_normalised(code)
     text, tokens = _render(_drop_string_statements(toks))
     return NormalisedCode(text, tokens, _sha(text), tokenized=True)
+
+
+def _whitespace_normalised(code: str) -> NormalisedCode:
+    """Language-neutral: words and single punctuation characters as tokens, each non-blank
+    line's whitespace collapsed to single spaces."""
+    lines = [" ".join(line.split()) for line in code.splitlines() if line.strip()]
+    text = "\n".join(lines)
+    tokens = tuple(_FALLBACK_TOKEN.findall(code))
+    return NormalisedCode(text, tokens, _sha(text), tokenized=False)
 
 
 def _sha(text: str) -> str:
@@ -298,8 +312,10 @@ class NoveltyChecker:
         embeddings: Embeddings | None = None,
         *,
         cache_size: int = 4096,
+        python: bool = True,
     ) -> None:
         self.config = config
+        self.python = python
         self.embeddings = embeddings
         self.resample = config.resample
         self._cache_size = max(1, cache_size)
@@ -320,7 +336,7 @@ class NoveltyChecker:
             if hit is not None:
                 self._norm.move_to_end(key)
                 return hit
-        norm = normalise(code)
+        norm = normalise(code, python=self.python)
         with self._lock:
             self._norm[key] = norm
             while len(self._norm) > self._cache_size:
@@ -588,9 +604,10 @@ def load_embeddings(spec: str) -> Embeddings:
     return result
 
 
-def make_novelty_checker(config: NoveltyConfig) -> NoveltyChecker | None:
+def make_novelty_checker(config: NoveltyConfig, *, python: bool = True) -> NoveltyChecker | None:
     """The checker a run uses: None when ``novelty.enabled`` is false; embeddings are loaded
-    (`load_embeddings`) when ``novelty.embeddings`` is set.
+    (`load_embeddings`) when ``novelty.embeddings`` is set. ``python``: the task's programs are
+    Python (else the language-neutral normalisation is used).
 
     Raises:
         ConfigError: the embeddings cannot be built.
@@ -598,4 +615,4 @@ def make_novelty_checker(config: NoveltyConfig) -> NoveltyChecker | None:
     if not config.enabled:
         return None
     embeddings = load_embeddings(config.embeddings) if config.embeddings else None
-    return NoveltyChecker(config, embeddings)
+    return NoveltyChecker(config, embeddings, python=python)

@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from evoduet_graph.diffs import code_diff_summary, has_evolve_blocks
+from evoduet_graph.diffs import code_diff_summary, evolve_marker_lines
+from evoduet_graph.languages import Language, language_by_name
 from evoduet_graph.prompts import load_prompt
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ __all__ = [
     "DocumentView",
     "ProgramView",
     "build_generation_messages",
+    "build_initial_messages",
     "neutralise_document_text",
 ]
 
@@ -56,8 +58,10 @@ _MAX_URL_CHARS = 300
 _MAX_STRATEGY_CHARS = 600
 _NO_CHANGE = "(no change)"
 _EDIT_SCOPE = (
-    "Change only the code between `# EVOLVE-BLOCK-START` and `# EVOLVE-BLOCK-END`; "
-    "everything outside these markers is fixed."
+    "Change only the code between `{start}` and `{end}`; everything outside these markers is fixed."
+)
+_PYTHON_IMPORT_RULE = (
+    " Put a new import between the markers too (one added outside them is moved there)."
 )
 _MAXIMIZE = {"max", "maximize", "maximise", "maximum", "higher", "higher_is_better", "up"}
 _MINIMIZE = {"min", "minimize", "minimise", "minimum", "lower", "lower_is_better", "down"}
@@ -342,6 +346,7 @@ def build_generation_messages(
     metric_name: str,
     direction: str,
     strategy_instruction: str = "",
+    language: Language | None = None,
 ) -> list[BaseMessage]:
     """The system and user messages that ask the model for one improved child program.
 
@@ -373,16 +378,17 @@ def build_generation_messages(
         strategy_instruction: what the scaffold asks for this iteration (EvoX strategy), or
             ``""``; model-written, so it is collapsed to one line (at most 600 characters)
             and neutralised like evidence text.
+        language: the program's language (default Python): named in the system message,
+            the tag of the program's code fence and of the requested rewrite; the EVOLVE-BLOCK
+            rule quotes the parent's own marker lines (any comment syntax).
 
     Returns:
         ``[SystemMessage, HumanMessage]``; identical inputs give identical messages.
     """
-    system = _render(
-        load_prompt("generate_system"),
-        {"instruction": instruction.strip() or "(no task description was given)"},
-    )
-
-    code = _head(parent.code, cfg.max_program_chars, "# ... ({n} more characters not shown)")
+    lang = language or language_by_name("python")
+    system = _system_message(instruction, lang)
+    note = "... ({n} more characters not shown)"
+    code = _head(parent.code, cfg.max_program_chars, f"# {note}" if lang.is_python else note)
     top_text, shown = _other_programs(
         top, parent, set(), cfg.num_top_programs, cfg.max_program_chars
     )
@@ -400,18 +406,78 @@ def build_generation_messages(
         load_prompt("generate_user"),
         {
             "parent_summary": _parent_summary(parent),
-            "parent_code": _fence(code, "python"),
+            "parent_code": _fence(code, lang.fence),
             "top_programs": top_text,
             "inspirations": inspiration_text,
             "attempts": "\n\n".join(_attempt(a, cfg) for a in recent),
             "evidence": evidence_text,
             "metric_name": _one_line(metric_name, 80) or "score",
             "metric_direction": _direction_phrase(direction),
-            "edit_scope": _EDIT_SCOPE if has_evolve_blocks(parent.code) else "",
+            "edit_scope": _edit_scope(parent.code),
             "strategy_instruction": _strategy_line(strategy_instruction),
-            "output_format": load_prompt(
-                "format_rewrite" if cfg.diff_based is False else "format_diff"
-            ).strip(),
+            "output_format": _output_format(cfg.diff_based is not False, lang),
         },
     )
     return [SystemMessage(content=system), HumanMessage(content=user)]
+
+
+def build_initial_messages(
+    *, instruction: str, metric_name: str, direction: str, language: Language
+) -> list[BaseMessage]:
+    """Messages that ask the model for a first program when the task folder has none.
+
+    SkyDiscover starts such tasks "from scratch" (its ``from_scratch_user_message`` template):
+    the first iteration asks for a complete program from the instruction alone. The system
+    message is the generation prompt's; the user message is ``prompts/generate_initial.md``
+    (a full program in one code block of the task's language).
+
+    Returns:
+        ``[SystemMessage, HumanMessage]``.
+    """
+    user = _render(
+        load_prompt("generate_initial"),
+        {
+            "language_name": language.display,
+            "fence": language.fence,
+            "metric_name": _one_line(metric_name, 80) or "score",
+            "metric_direction": _direction_phrase(direction),
+        },
+    )
+    return [
+        SystemMessage(content=_system_message(instruction, language)),
+        HumanMessage(content=user),
+    ]
+
+
+def _system_message(instruction: str, lang: Language) -> str:
+    return _render(
+        load_prompt("generate_system"),
+        {
+            "instruction": instruction.strip() or "(no task description was given)",
+            "language_name": lang.display,
+        },
+    )
+
+
+def _edit_scope(code: str) -> str:
+    """The EVOLVE-BLOCK rule with the program's own marker lines, or ``""`` without markers."""
+    markers = evolve_marker_lines(code)
+    if markers is None:
+        return ""
+    return _EDIT_SCOPE.format(start=markers[0], end=markers[1])
+
+
+def _output_format(diff_based: bool, lang: Language) -> str:
+    if diff_based:
+        return load_prompt("format_diff").strip()
+    return _render(
+        load_prompt("format_rewrite"),
+        {
+            "fence": lang.fence,
+            "language_name": lang.display,
+            "import_rule": _PYTHON_IMPORT_RULE if lang.is_python else "",
+            "example": load_prompt("format_rewrite_example_python").strip()
+            if lang.is_python
+            else "",
+        },
+    ).strip()

@@ -1,4 +1,8 @@
-"""Result files of a run directory: ``best_program.py`` and ``best_program.json``."""
+"""Result files of a run directory: ``best_program<suffix>`` and ``best_program.json``.
+
+The best program keeps the task's file suffix (``best_program.py``, ``best_program.rs``) so
+it can be compiled or run as it is.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from typing import Any
 
 from evoduet_graph.context import Context
 from evoduet_graph.store import ProgramStore
+from evoduet_graph.task import Task
 
 
 def lineage(store: ProgramStore, program_id: str) -> list[dict[str, Any]]:
@@ -27,8 +32,15 @@ def lineage(store: ProgramStore, program_id: str) -> list[dict[str, Any]]:
     return list(reversed(chain))
 
 
+def best_program_name(task: Task) -> str:
+    """``best_program`` + the task's suffix (``best_program.py`` for Python)."""
+    suffix = task.file_suffix if task.file_suffix.startswith(".") else f".{task.file_suffix}"
+    return f"best_program{suffix}"
+
+
 def write_best(ctx: Context, program_id: str) -> None:
-    """Write ``best_program.py`` and ``best_program.json`` atomically into the run directory."""
+    """Write ``best_program<suffix>`` and ``best_program.json`` atomically into the run
+    directory (``best_program.json`` names the program file in ``program_file``)."""
     if ctx.run_dir is None:
         return
     row = ctx.store.get_program(program_id)
@@ -43,9 +55,10 @@ def write_best(ctx: Context, program_id: str) -> None:
         "ndg": ctx.task.ndg(metric_value) if metric_value is not None else None,
         "metrics": row.metrics,
         "parent_chain": lineage(ctx.store, row.id),
+        "program_file": best_program_name(ctx.task),
     }
     for name, text in (
-        ("best_program.py", row.code or ""),
+        (best_program_name(ctx.task), row.code or ""),
         ("best_program.json", json.dumps(info, indent=2)),
     ):
         tmp = ctx.run_dir / f".{name}.tmp"

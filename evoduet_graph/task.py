@@ -1,15 +1,26 @@
-"""Task folders: OpenEvolve task folders, unchanged, plus our optional ``task.yaml``.
+"""Task folders as users have them: OpenEvolve's and SkyDiscover's, unchanged, plus ``task.yaml``.
 
 A task folder holds (DESIGN.md §5):
 
-- ``initial_program.py`` (required): the seed program, usually with
-  ``# EVOLVE-BLOCK-START`` / ``# EVOLVE-BLOCK-END`` markers around the evolvable region;
-- ``evaluator.py`` (required): ``evaluate(program_path) -> dict | EvaluationResult``, and
-  optionally the OpenEvolve cascade ``evaluate_stage1/2/3``;
-- ``config.yaml`` (optional): an OpenEvolve configuration. We read ``prompt.system_message``,
-  ``evaluator.timeout``, ``evaluator.cascade_evaluation``, ``evaluator.cascade_thresholds`` and
-  ``language``; every other key is kept verbatim in `Task.openevolve_config`. Keys OpenEvolve does
-  not know are tolerated and reported as warnings;
+- the program to evolve (optional): ``initial_program.<ext>`` in any language, or the file
+  named by ``--program``; the language comes from the config's ``language:`` (else
+  ``file_suffix:``, else the file's suffix) (`evoduet_graph.languages`). Code between
+  ``EVOLVE-BLOCK-START`` / ``EVOLVE-BLOCK-END`` marker lines (any comment syntax: ``#``,
+  ``//``, ``--``, ``/* */``) is what the model may change; without markers the whole file may
+  change (SkyDiscover's rule). Without a program, the first iteration asks the model for one
+  from the instruction (SkyDiscover's "from scratch" start);
+- the evaluator, detected as SkyDiscover does (``skydiscover/evaluation/__init__.py``):
+  (a) ``evaluator.py`` with ``evaluate(program_path)`` (and optionally the OpenEvolve cascade
+  ``evaluate_stage1/2/3``); (b) an ``evaluator/`` directory: its ``evaluator.py`` when that
+  defines ``evaluate``, else its ``evaluate.sh`` (called as ``evaluate.sh PROGRAM train``,
+  printing one JSON object: ``combined_score``, ``metrics``, ``artifacts``, ``status``);
+- ``config.yaml`` (optional): an OpenEvolve or SkyDiscover configuration. We read
+  ``prompt.system_message`` (also ``llm.system_message``), ``evaluator.timeout``,
+  ``evaluator.cascade_evaluation``, ``evaluator.cascade_thresholds``, ``language`` and
+  ``file_suffix`` here; `evoduet_graph.task_settings` reads the rest that is the task's business
+  (``diff_based_*``, ``max_code_length`` / ``max_solution_length``, ``random_seed``, the model
+  settings). Every key is kept verbatim in `Task.openevolve_config`; keys neither framework
+  knows are reported as warnings;
 - ``task.yaml`` (optional, ours): ``name``, ``direction``, ``metric``, ``initial_score``,
   ``sota_score``, ``sota_source``, ``timeout_s``, ``instruction``.
 
@@ -22,16 +33,22 @@ from __future__ import annotations
 import ast
 import logging
 import math
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from evoduet_graph.languages import Language, language_by_name, language_for_suffix
+
 logger = logging.getLogger(__name__)
 
 INITIAL_PROGRAM = "initial_program.py"
+INITIAL_PROGRAM_STEM = "initial_program"
 EVALUATOR = "evaluator.py"
+EVALUATOR_DIR = "evaluator"  # SkyDiscover: evaluator/evaluator.py or evaluator/evaluate.sh
+EVALUATE_SCRIPT = "evaluate.sh"
 OPENEVOLVE_CONFIG = "config.yaml"
 TASK_META = "task.yaml"
 
@@ -67,6 +84,20 @@ _OE_TOP_LEVEL: frozenset[str] = frozenset(
         "database",
         "evaluator",
         "evolution_trace",
+        # SkyDiscover's Config (skydiscover/config.py)
+        "diff_based_generation",
+        "max_solution_length",
+        "context_builder",
+        "search",
+        "agentic",
+        "benchmark",
+        "monitor",
+        "human_feedback_enabled",
+        "human_feedback_file",
+        "human_feedback_mode",
+        "max_parallel_iterations",
+        "system_prompt_override",
+        "alphaevolve",
     }
 )
 _OE_LLM_MODEL: frozenset[str] = frozenset(
@@ -101,6 +132,7 @@ _OE_SECTIONS: dict[str, frozenset[str]] = {
         "primary_model_weight",
         "secondary_model",
         "secondary_model_weight",
+        "guide_models",
     },
     "prompt": frozenset(
         {
@@ -173,6 +205,12 @@ _OE_SECTIONS: dict[str, frozenset[str]] = {
             "enable_artifacts",
             "max_artifact_storage",
             "evaluator_args",
+            # SkyDiscover's EvaluatorConfig
+            "evaluation_file",
+            "file_suffix",
+            "is_image_mode",
+            "inject_evaluator_context",
+            "llm_as_judge",
         }
     ),
     "evolution_trace": frozenset(
@@ -210,7 +248,10 @@ class Task(BaseModel):
     name: str = Field(description="Task name (task.yaml `name`, else the folder name).")
     path: Path = Field(description="Absolute path of the task folder.")
     initial_program: str = Field(description="Source text of initial_program.py.")
-    evaluator_path: Path = Field(description="Absolute path of evaluator.py.")
+    evaluator_path: Path = Field(
+        description="Absolute path of the evaluator: evaluator.py, evaluator/evaluator.py or "
+        "evaluator/evaluate.sh."
+    )
     instruction: str = Field(description="Problem statement given to the LLM (system message).")
     direction: Literal["max", "min"] = Field("max", description="Direction of `metric`.")
     metric: str = Field("combined_score", description="Evaluator metric holding the quantity.")
@@ -225,8 +266,27 @@ class Task(BaseModel):
     )
     has_evolve_blocks: bool = Field(False, description="Initial program has EVOLVE-BLOCK markers.")
     language: str = Field("python", description="Program language (config.yaml `language`).")
+    file_suffix: str = Field(".py", description="Suffix of candidate files (`.py`, `.rs`, ...).")
+    program_file: str | None = Field(
+        INITIAL_PROGRAM,
+        description="The evolved program's file name in the folder (or the --program path); "
+        "None: the folder has none and the first iteration asks the model for one.",
+    )
+    layout: Literal["openevolve", "skydiscover"] = Field(
+        "openevolve", description="Where the evaluator was found: evaluator.py or evaluator/."
+    )
+    evaluator_kind: Literal["python", "shell"] = Field(
+        "python",
+        description="`python`: evaluate(program_path) of `evaluator_path`; `shell`: run the "
+        "script `evaluator_path` (evaluate.sh PROGRAM) and parse the JSON it prints.",
+    )
     openevolve_config: dict[str, Any] = Field(
         default_factory=dict, description="Raw parsed config.yaml ({} if absent)."
+    )
+    container: dict[str, str] | None = Field(
+        None,
+        description="Set by `evaluation.container.prepare_container`: the runtime and image "
+        "that run evaluate.sh (`evaluation.container: true`); None: the local sandbox.",
     )
     warnings: list[str] = Field(default_factory=list, description="Non-fatal load problems.")
 
@@ -266,6 +326,26 @@ class Task(BaseModel):
             return None
         return (metric_value - self.initial_score) / span * 100.0
 
+    @property
+    def lang(self) -> Language:
+        """The program language (`evoduet_graph.languages.Language`)."""
+        lang = language_by_name(self.language)
+        if lang.suffix != self.file_suffix and self.file_suffix:
+            return Language(
+                lang.name, lang.display, self.file_suffix, lang.fence, lang.aliases, lang.tools
+            )
+        return lang
+
+    @property
+    def has_initial_program(self) -> bool:
+        """Whether the folder has a program to start from (else the model writes the first)."""
+        return self.program_file is not None
+
+    @property
+    def program_label(self) -> str:
+        """How messages name the evolved program: its file name, or what stands in for it."""
+        return self.program_file or "the program the model writes first (no initial program)"
+
 
 class _TaskMeta(BaseModel):
     """Schema of our ``task.yaml`` (all optional)."""
@@ -300,30 +380,37 @@ class _TaskMeta(BaseModel):
 _TASK_META_KEYS = frozenset(_TaskMeta.model_fields)
 
 
-def load_task(path: str | Path) -> Task:
-    """Load a task folder (an OpenEvolve task folder, unchanged, plus optional ``task.yaml``).
+def load_task(path: str | Path, program: str | Path | None = None) -> Task:
+    """Load a task folder (OpenEvolve's or SkyDiscover's, unchanged, plus optional ``task.yaml``).
 
-    Implements OpenEvolve's task contract: ``initial_program.py`` + ``evaluator.py`` (with
-    ``evaluate`` or the ``evaluate_stage1`` cascade) + optional ``config.yaml``. Settings are
-    resolved in this order: ``task.yaml`` first, then ``config.yaml``, then defaults
-    (``timeout_s``: ``task.yaml timeout_s`` > ``evaluator.timeout`` > 60 s; ``instruction``:
-    ``prompt.system_message`` > ``task.yaml instruction`` > a generic one). ``cascade`` is
+    Implements both frameworks' task contracts (module docstring): the program
+    (``program``, else ``initial_program<file_suffix>``, else ``initial_program.py``, else the
+    one ``initial_program.*`` file; none is allowed), the evaluator (``evaluator.py``, else
+    ``evaluator/evaluator.py`` defining ``evaluate``, else ``evaluator/evaluate.sh``) and the
+    optional ``config.yaml``. Settings are resolved in this order: ``task.yaml`` first, then
+    ``config.yaml``, then defaults (``timeout_s``: ``task.yaml timeout_s`` >
+    ``evaluator.timeout`` > 60 s; ``instruction``: ``prompt.system_message`` >
+    ``llm.system_message`` > ``task.yaml instruction`` > a generic one). ``cascade`` is
     ``evaluator.cascade_evaluation`` (OpenEvolve's default: true) and the evaluator defining
     ``evaluate_stage1``. Unknown keys in either YAML file are logged and collected in
     `Task.warnings`; they never fail the load.
 
     Args:
         path: the task folder.
+        program: the file to evolve instead of ``initial_program.<ext>`` (absolute, or
+            relative to the working directory or to the folder); its suffix gives the language
+            when the config names none.
 
     Returns:
         The immutable `Task`.
 
     Raises:
-        TaskError: the folder is missing or not a directory; a required file is missing or
-            unreadable; a YAML file has a syntax error or is not a mapping; a value has the wrong
-            type (e.g. ``direction: up``); the evaluator has a syntax error or defines neither
-            ``evaluate`` nor ``evaluate_stage1``; the initial program is not valid Python or
-            has an empty EVOLVE-BLOCK.
+        TaskError: the folder is missing or not a directory; no evaluator is found; the program
+            is a folder (a multi-file program) or several ``initial_program.*`` files compete; a
+            file is unreadable; a YAML file has a syntax error or is not a mapping; a value has
+            the wrong type (e.g. ``direction: up``); the Python evaluator has a syntax error or
+            defines neither ``evaluate`` nor ``evaluate_stage1``; a Python initial program is
+            not valid Python; an EVOLVE-BLOCK is empty.
     """
     folder = Path(path).expanduser()
     if not folder.exists():
@@ -335,18 +422,6 @@ def load_task(path: str | Path) -> Task:
         )
     folder = folder.resolve()
     warnings: list[str] = []
-
-    initial_path = folder / INITIAL_PROGRAM
-    evaluator_path = folder / EVALUATOR
-    missing = [p.name for p in (initial_path, evaluator_path) if not p.is_file()]
-    if missing:
-        raise TaskError(
-            f"task folder {folder} is missing {', '.join(missing)}; an OpenEvolve task folder "
-            f"needs {INITIAL_PROGRAM} (the seed program) and {EVALUATOR} (defining "
-            f"evaluate(program_path))"
-        )
-    initial_program = _read_text(initial_path, folder)
-    evaluator_source = _read_text(evaluator_path, folder)
 
     oe_config = _read_yaml_mapping(folder / OPENEVOLVE_CONFIG, folder)
     meta_raw = _read_yaml_mapping(folder / TASK_META, folder)
@@ -362,11 +437,45 @@ def load_task(path: str | Path) -> Task:
     except ValidationError as exc:
         raise TaskError(_validation_message(folder / TASK_META, exc)) from None
 
-    language = _config_value(oe_config, ("language",), str, folder) or "python"
-    functions = _check_evaluator(evaluator_source, evaluator_path)
-    if language == "python":
-        _check_python(initial_program, initial_path, folder)
-    _check_evolve_blocks(initial_program, initial_path)
+    config_language = _config_value(oe_config, ("language",), str, folder)
+    config_suffix = _config_value(oe_config, ("file_suffix",), str, folder) or _config_value(
+        oe_config, ("evaluator", "file_suffix"), str, folder
+    )
+    if config_suffix is not None and not config_suffix.startswith("."):
+        config_suffix = f".{config_suffix}"
+    initial_path = _find_program(folder, program, config_suffix, config_language)
+    layout, kind, evaluator_path, functions = _find_evaluator(folder)
+
+    if config_language:
+        lang = language_by_name(config_language)
+    elif config_suffix:
+        lang = language_for_suffix(config_suffix)
+    elif initial_path is not None:
+        lang = language_for_suffix(initial_path.suffix or ".py")
+    else:
+        lang = language_by_name("python")
+    file_suffix = config_suffix or (
+        initial_path.suffix if initial_path is not None and initial_path.suffix else lang.suffix
+    )
+    language = lang.name
+
+    if initial_path is not None:
+        initial_program = _read_text(initial_path, folder)
+        if lang.is_python:
+            _check_python(initial_program, initial_path, folder)
+        _check_evolve_blocks(initial_program, initial_path)
+        try:
+            program_file: str | None = str(initial_path.relative_to(folder))
+        except ValueError:
+            program_file = str(initial_path)
+    else:
+        initial_program, program_file = "", None
+        warnings.append(
+            f"no initial program ({INITIAL_PROGRAM_STEM}{file_suffix}): the first iteration "
+            "asks the model to write one from the instruction"
+        )
+    if kind == "shell":
+        warnings += _container_path_warnings(evaluator_path)
 
     # Timeout: task.yaml > config.yaml evaluator.timeout > default.
     timeout_s = meta.timeout_s
@@ -399,7 +508,7 @@ def load_task(path: str | Path) -> Task:
     explicit_cascade = isinstance(oe_config.get("evaluator"), dict) and oe_config["evaluator"].get(
         "cascade_evaluation"
     )
-    if explicit_cascade and "evaluate_stage1" not in functions:
+    if explicit_cascade and "evaluate_stage1" not in functions and kind == "python":
         warnings.append(
             f"{OPENEVOLVE_CONFIG}: evaluator.cascade_evaluation is true but {EVALUATOR} "
             "defines no evaluate_stage1; evaluating directly with evaluate()"
@@ -409,10 +518,14 @@ def load_task(path: str | Path) -> Task:
     system_message = _config_value(oe_config, ("prompt", "system_message"), str, folder)
     if system_message is not None and system_message.strip() in _OE_TEMPLATE_NAMES:
         system_message = None  # OpenEvolve's default: a template name, not a message
+    if system_message is None:  # OpenEvolve copies llm.system_message into every model
+        system_message = _config_value(oe_config, ("llm", "system_message"), str, folder)
+        if system_message is not None and system_message.strip() in _OE_TEMPLATE_NAMES:
+            system_message = None
     instruction = (
         (system_message or "").strip()
         or (meta.instruction or "").strip()
-        or _generic_instruction(name, meta.metric, meta.direction)
+        or _generic_instruction(name, meta.metric, meta.direction, lang.display)
     )
 
     for message in warnings:
@@ -432,12 +545,141 @@ def load_task(path: str | Path) -> Task:
         timeout_s=timeout_s,
         cascade=cascade,
         cascade_thresholds=thresholds,
-        has_evolve_blocks=EVOLVE_BLOCK_START in initial_program
-        and EVOLVE_BLOCK_END in initial_program,
+        has_evolve_blocks=_has_markers(initial_program),
         language=language,
+        file_suffix=file_suffix,
+        program_file=program_file,
+        layout=layout,
+        evaluator_kind=kind,
         openevolve_config=oe_config,
         warnings=warnings,
     )
+
+
+def _find_program(
+    folder: Path, program: str | Path | None, suffix: str | None, language: str | None
+) -> Path | None:
+    """The program file to evolve, or None when the folder has none (module docstring).
+
+    Raises:
+        TaskError: ``program`` does not exist or is a folder; the folder's initial program is a
+            folder (OpenEvolve's multi-file ``tsp_tour_minimization``); several
+            ``initial_program.*`` files and no config saying which.
+    """
+    if program is not None:
+        given = Path(program).expanduser()
+        candidates = [given] if given.is_absolute() else [Path.cwd() / given, folder / given]
+        for path in candidates:
+            if path.is_file():
+                return path.resolve()
+            if path.is_dir():
+                raise TaskError(_folder_program_message(folder, path))
+        raise TaskError(
+            f"--program {program}: no such file (looked in the working directory and in "
+            f"{folder}); pass the program file to evolve"
+        )
+    names = [f"{INITIAL_PROGRAM_STEM}{suffix}"] if suffix else []
+    if language:
+        names.append(f"{INITIAL_PROGRAM_STEM}{language_by_name(language).suffix}")
+    names.append(INITIAL_PROGRAM)
+    for name in dict.fromkeys(names):
+        if (folder / name).is_file():
+            return folder / name
+    if (folder / INITIAL_PROGRAM_STEM).is_dir():
+        raise TaskError(_folder_program_message(folder, folder / INITIAL_PROGRAM_STEM))
+    found = sorted(
+        p
+        for p in folder.glob(f"{INITIAL_PROGRAM_STEM}.*")
+        if p.is_file() and not p.name.endswith(("~", ".pyc", ".bak", ".orig", ".swp"))
+    )
+    if len(found) > 1:
+        raise TaskError(
+            f"task folder {folder} has several initial programs ({', '.join(p.name for p in found)}); "
+            "name the one to evolve with --program FILE or `file_suffix:` in config.yaml"
+        )
+    return found[0] if found else None
+
+
+def _folder_program_message(folder: Path, path: Path) -> str:
+    return (
+        f"task folder {folder}: the initial program {path.name}/ is a folder (a multi-file "
+        "program), which is not supported; evoduet evolves one file: "
+        f"{INITIAL_PROGRAM_STEM}.<ext> in any language, or the file named with --program FILE "
+        "(its evaluator must then accept that single file)"
+    )
+
+
+def _find_evaluator(
+    folder: Path,
+) -> tuple[Literal["openevolve", "skydiscover"], Literal["python", "shell"], Path, set[str]]:
+    """``(layout, kind, path, evaluate functions)`` of the folder's evaluator.
+
+    SkyDiscover's detection (``create_evaluator``) with its Python evaluator first: a
+    top-level ``evaluator.py``; else ``evaluator/evaluator.py`` when it defines ``evaluate``
+    (or the cascade's ``evaluate_stage1``); else ``evaluator/evaluate.sh``.
+
+    Raises:
+        TaskError: no evaluator, or a Python evaluator without ``evaluate`` (and no script).
+    """
+    top = folder / EVALUATOR
+    if top.is_file():
+        return "openevolve", "python", top, _check_evaluator(_read_text(top, folder), top)
+    sub = folder / EVALUATOR_DIR
+    if sub.is_dir():
+        script = sub / EVALUATE_SCRIPT
+        nested = sub / EVALUATOR
+        if nested.is_file():
+            source = _read_text(nested, folder)
+            try:
+                return "skydiscover", "python", nested, _check_evaluator(source, nested)
+            except TaskError:
+                if not script.is_file():
+                    raise
+        if script.is_file():
+            return "skydiscover", "shell", script, set()
+        raise TaskError(
+            f"task folder {folder}: {EVALUATOR_DIR}/ holds neither {EVALUATOR} (defining "
+            f"evaluate(program_path)) nor {EVALUATE_SCRIPT} (printing JSON); add one of them"
+        )
+    raise TaskError(
+        f"task folder {folder} has no evaluator; add {EVALUATOR} (defining "
+        f"evaluate(program_path) -> dict, OpenEvolve) or an {EVALUATOR_DIR}/ folder with "
+        f"{EVALUATOR} or {EVALUATE_SCRIPT} (SkyDiscover)"
+    )
+
+
+_WORKDIR_RE = re.compile(r"(?im)^\s*WORKDIR\s+(\S+)")
+
+
+def _container_path_warnings(script: Path) -> list[str]:
+    """A warning when ``evaluate.sh`` names the Dockerfile's WORKDIR (e.g. ``/benchmark``),
+    a path that exists only inside the container SkyDiscover builds."""
+    dockerfile = script.parent / "Dockerfile"
+    try:
+        text = script.read_text(encoding="utf-8")
+        workdir = _WORKDIR_RE.search(dockerfile.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return []
+    if workdir is None or workdir.group(1) in {"/", "."}:
+        return []
+    path = workdir.group(1).rstrip("/")
+    if f"{path}/" in text and not Path(path).exists():
+        return [
+            (
+                f"{EVALUATOR_DIR}/{EVALUATE_SCRIPT} uses {path}/, the Dockerfile's WORKDIR, "
+                "which exists only in its container: run with evaluation.container: true "
+                "(Docker or Podman), or make the script use paths relative to the evaluator/ "
+                "folder (its working directory here)"
+            )
+        ]
+    return []
+
+
+def _has_markers(source: str) -> bool:
+    """Whether ``source`` has a well-formed EVOLVE-BLOCK region (any comment syntax)."""
+    from evoduet_graph.diffs import has_evolve_blocks
+
+    return has_evolve_blocks(source)
 
 
 def _read_text(path: Path, folder: Path) -> str:
@@ -582,7 +824,7 @@ def _check_evolve_blocks(source: str, path: Path) -> None:
         if not any(line.strip() for line in lines[first:stop]):
             raise TaskError(
                 f"{path}: the EVOLVE-BLOCK at line {first} is empty; put the code the model may "
-                "change between # EVOLVE-BLOCK-START and # EVOLVE-BLOCK-END"
+                "change between the EVOLVE-BLOCK-START and EVOLVE-BLOCK-END lines"
             )
 
 
@@ -594,10 +836,10 @@ def _validation_message(path: Path, exc: ValidationError) -> str:
     return f"{path} has invalid values; fix them:\n" + "\n".join(lines)
 
 
-def _generic_instruction(name: str, metric: str, direction: str) -> str:
+def _generic_instruction(name: str, metric: str, direction: str, language: str) -> str:
     goal = "maximise" if direction == "max" else "minimise"
     return (
-        f"You are an expert programmer improving a program for the task '{name}'. "
+        f"You are an expert programmer improving a {language} program for the task '{name}'. "
         f"The evaluator runs the program and reports the metric '{metric}'; {goal} it. "
         "Keep the program's public functions and their signatures, keep it deterministic, "
         "and only change code inside the EVOLVE-BLOCK markers when they are present."

@@ -411,6 +411,37 @@ class InProcessEvaluator:
         return [self.evaluate(c, i) for c, i in zip(codes, ids, strict=True)]
 
 
+class SandboxHarnessEvaluator:
+    """The real `SandboxEvaluator` (child processes; read-only filesystem where bwrap works)
+    behind the ``eval:start`` fault point: what a real run evaluates with (slower)."""
+
+    def __init__(self, task_dir: Path = SMOKE_TASK, workers: int = 2) -> None:
+        from evoduet_graph.evaluation import SandboxEvaluator
+
+        self.inner = SandboxEvaluator(load_task(task_dir), workers=workers, timeout_s=60)
+        self.workers = workers
+
+    def evaluate(self, code: str, program_id: str = "candidate") -> EvaluationOutcome:
+        POINTS.hit("eval:start")
+        return self.inner.evaluate(code, program_id)
+
+    def evaluate_many(self, codes: Any, ids: Any = None) -> list[EvaluationOutcome]:
+        ids = list(ids) if ids is not None else [f"c{i}" for i in range(len(codes))]
+        return [self.evaluate(c, i) for c, i in zip(codes, ids, strict=True)]
+
+
+#: Environment variable choosing the harness runs' evaluator: ``inprocess`` (default, fast) or
+#: ``sandbox`` (`SandboxHarnessEvaluator`; the soak and the fault report use it).
+HARNESS_EVALUATOR_ENV = "EVODUET_HARNESS_EVALUATOR"
+
+
+def harness_evaluator() -> Any:
+    """The evaluator a harness run uses (`HARNESS_EVALUATOR_ENV`)."""
+    if os.environ.get(HARNESS_EVALUATOR_ENV, "inprocess") == "sandbox":
+        return SandboxHarnessEvaluator()
+    return InProcessEvaluator()
+
+
 class HookedCountingEvaluator(CountingEvaluator):
     """`CountingEvaluator` with an ``eval:end`` fault point after each logged evaluation."""
 
@@ -459,7 +490,7 @@ def run_child(
     POINTS.reset(kill_at, torn, marker)
     task = load_task(SMOKE_TASK)
     llm = HarnessModel(salt=salt)
-    evaluator = HookedCountingEvaluator(InProcessEvaluator(), run_dir.parent / EVAL_LOG)
+    evaluator = HookedCountingEvaluator(harness_evaluator(), run_dir.parent / EVAL_LOG)
     searcher = HookedSearcher()
     if resume and (run_dir / "config.yaml").exists():
         cfg = load_config(run_dir / "config.yaml")

@@ -32,8 +32,14 @@ def make_evaluator(task: Task, cfg: EvaluationConfig) -> Evaluator:
     Raises:
         TaskError: the task's evaluator is missing.
         ConfigError: (``ray``) ray is not installed, or the cluster at ``cfg.ray_address`` is
-            unreachable or cannot run the evaluation task (`RayUnavailableError`).
+            unreachable or cannot run the evaluation task (`RayUnavailableError`);
+            (``container: true``) no usable Docker/Podman or the image build failed
+            (`ContainerUnavailableError`).
     """
+    if getattr(cfg, "container", False):
+        from evoduet_graph.evaluation.container import prepare_container
+
+        task = prepare_container(task)
     if cfg.executor == "ray":
         from evoduet_graph.evaluation.ray_executor import RayEvaluator
 

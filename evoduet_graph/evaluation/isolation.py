@@ -1,8 +1,22 @@
-"""What the evaluation sandbox can enforce on this machine: network and process-count limits.
+"""What the evaluation sandbox can enforce on this machine: filesystem, network, processes.
 
-Two isolation features depend on privileges and kernel features, so they are probed once per
+Three isolation features depend on privileges and kernel features, so they are probed once per
 process and reported (DESIGN.md §5; the run writes the report to ``events.jsonl`` once and
 warns when something is not enforced):
+
+* **Read-only filesystem (tampering).** When bubblewrap (``bwrap``, Debian package
+  ``bubblewrap``) can create a mount and PID namespace — as root, or as any user where
+  unprivileged user namespaces are allowed — every candidate runs with the whole filesystem
+  mounted read-only except its own private temp dir (`BWRAP_ARGS`): the task folder, its
+  snapshot, the run directory, the program store, the event log and the installed package
+  cannot be written or deleted by any route (Python, native code, subprocesses). The sandbox
+  also gets a private ``/dev/shm``, a fresh ``/proc`` that shows only its own processes (the
+  parent's ``/proc/<pid>/{cwd,fd,root}`` are out of reach) and no capabilities (so it cannot
+  remount anything writable). Probed by running ``bwrap ... python -c ''``. Without it the
+  sandbox falls back to *detection* (`evoduet_graph.evaluation.sandbox`): a private copy of
+  the task snapshot per evaluation, hash checks of that copy and of the task folder after
+  every evaluation (restored when changed), and an audit hook in the child that refuses
+  Python-level writes (``open``, ``os``, ``shutil``, ``sqlite3``) to the protected folders.
 
 * **No network.** When ``unshare --net`` (util-linux) works — root, or a user namespace that
   allows it — every candidate runs in a fresh network namespace that has only a loopback
@@ -18,7 +32,9 @@ warns when something is not enforced):
   count plus the limit (approximate: other processes of the same user count too); root without
   a cgroup gets no process limit, and the report says so.
 
-Measured on the development machine (root in a container, cgroup v1): both work.
+Measured on the development machine (root in a container, cgroup v1, bubblewrap 0.8 from
+Debian 12): all three work; as a non-root user there, bwrap (user namespaces) and its network
+namespace work too, the process limit falls back to RLIMIT_NPROC.
 """
 
 from __future__ import annotations
@@ -38,8 +54,10 @@ from pathlib import Path
 from typing import Literal
 
 __all__ = [
+    "BWRAP_ARGS",
     "Isolation",
     "PidsCgroup",
+    "probe_bwrap",
     "probe_isolation",
     "probe_network_namespace",
     "probe_pids_cgroup",
@@ -47,6 +65,21 @@ __all__ = [
 ]
 
 ProcessLimit = Literal["cgroup", "rlimit", "none"]
+FilesystemProtection = Literal["namespace", "copy"]
+
+#: bubblewrap options of every sandboxed evaluation (the candidate's writable temp dir, the
+#: network namespace and the working directory are added per evaluation): the whole
+#: filesystem read-only, the host's devices, a private /dev/shm, a PID namespace with its own
+#: /proc, no capabilities, killed with its parent.
+BWRAP_ARGS: tuple[str, ...] = (
+    "--ro-bind", "/", "/",
+    "--dev-bind", "/dev", "/dev",
+    "--tmpfs", "/dev/shm",
+    "--unshare-pid",
+    "--proc", "/proc",
+    "--cap-drop", "ALL",
+    "--die-with-parent",
+)  # fmt: skip
 
 _CGROUP_ROOT = Path("/sys/fs/cgroup")
 _COUNTER = itertools.count(1)
@@ -62,12 +95,20 @@ class Isolation:
         processes: how the process count is limited: ``cgroup`` (pids.max), ``rlimit``
             (RLIMIT_NPROC, approximate) or ``none``.
         processes_detail: the limit and mechanism, or why there is none.
+        filesystem: ``namespace`` (read-only filesystem in a bwrap mount namespace: writes to
+            the protected folders are impossible) or ``copy`` (private copy of the snapshot
+            per evaluation, hash checks and an audit hook: tampering is detected).
+        filesystem_detail: exactly what is enforced (and why not more).
+        bwrap: the bwrap executable used (``namespace`` only).
     """
 
     network: bool
     network_detail: str
     processes: ProcessLimit
     processes_detail: str
+    filesystem: FilesystemProtection = "copy"
+    filesystem_detail: str = "not probed"
+    bwrap: str | None = None
 
     def warnings(self) -> list[str]:
         """One line per limit that is requested but not enforced."""
@@ -75,6 +116,11 @@ class Isolation:
         if not self.network and not self.network_detail.startswith("disabled"):
             out.append(
                 f"evaluation sandbox: candidates can use the network ({self.network_detail})"
+            )
+        if self.filesystem != "namespace" and "disabled by" not in self.filesystem_detail:
+            out.append(
+                "evaluation sandbox: a candidate's writes to the task folder and the run "
+                f"directory are detected, not prevented ({self.filesystem_detail})"
             )
         if self.processes == "none" and not self.processes_detail.startswith("disabled"):
             out.append(
@@ -90,6 +136,8 @@ class Isolation:
             "network": self.network_detail,
             "process_limit": self.processes,
             "processes": self.processes_detail,
+            "filesystem_protection": self.filesystem,
+            "filesystem": self.filesystem_detail,
         }
 
 
@@ -120,6 +168,49 @@ def probe_network_namespace() -> tuple[str | None, str]:
             + (reason[-1] if reason else f"exit code {probe.returncode}")
         )
     return exe, f"network namespace via {exe} --net"
+
+
+NAMESPACE_DETAIL = (
+    "read-only: the whole filesystem except the candidate's private temp dir (task snapshot, "
+    "task folder, run directory, program store, event log and installed packages included), "
+    "by bwrap ({exe}); fresh /proc in a PID namespace (the parent's /proc entries are not "
+    "visible); private /dev/shm; no capabilities; snapshot hash-checked after every evaluation"
+)
+COPY_DETAIL = (
+    "detection only ({why}): a private copy of the task snapshot per evaluation, hash-checked "
+    "with the task folder after every evaluation (changes are tampering and are restored); "
+    "Python-level writes (open, os, shutil, sqlite3) to the task folder, the snapshot, the "
+    "run directory and the package, and commands naming them, are refused by an audit hook; "
+    "writes to the run directory by native code, or by a subprocess whose command does not "
+    "name it, are neither prevented nor detected"
+)
+
+
+@functools.lru_cache(maxsize=2)
+def probe_bwrap(network: bool) -> tuple[str | None, str]:
+    """Whether bubblewrap can run a sandboxed evaluation here (`BWRAP_ARGS`, plus
+    ``--unshare-net`` when ``network``).
+
+    Returns:
+        ``(bwrap_path, detail)``; the path is None when it cannot, and ``detail`` says why.
+    """
+    exe = shutil.which("bwrap")
+    if exe is None:
+        return None, "bubblewrap (`bwrap`) is not installed"
+    argv = [exe, *BWRAP_ARGS, *(["--unshare-net"] if network else []), "--"]
+    try:
+        probe = subprocess.run(
+            [*argv, sys.executable, "-c", ""], capture_output=True, timeout=20, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"`bwrap` could not run: {exc}"
+    if probe.returncode != 0:
+        reason = probe.stderr.decode("utf-8", "replace").strip().splitlines()
+        return None, (
+            "`bwrap` cannot create its namespaces here (needs root or unprivileged user "
+            "namespaces): " + (reason[-1] if reason else f"exit code {probe.returncode}")
+        )
+    return exe, f"bwrap at {exe}"
 
 
 def _own_cgroup() -> tuple[Path, int] | None:
@@ -268,14 +359,31 @@ def user_process_count(uid: int | None = None) -> int:
     return total
 
 
-def probe_isolation(*, network: bool, max_processes: int | None) -> Isolation:
+def probe_isolation(
+    *, network: bool, max_processes: int | None, filesystem: bool = True
+) -> Isolation:
     """What a sandbox configured with these settings enforces on this machine.
 
     Args:
         network: whether network isolation is wanted (False: reported as disabled).
         max_processes: the wanted process limit (None: reported as disabled).
+        filesystem: whether the read-only filesystem (bwrap) is wanted (False: the detection
+            fallback, reported as disabled).
     """
-    if network:
+    bwrap: str | None = None
+    if filesystem:
+        bwrap, why = probe_bwrap(network)
+        if bwrap is not None:
+            fs: FilesystemProtection = "namespace"
+            fs_detail = NAMESPACE_DETAIL.format(exe=bwrap)
+        else:
+            fs, fs_detail = "copy", COPY_DETAIL.format(why=why)
+    else:
+        fs = "copy"
+        fs_detail = COPY_DETAIL.format(why="disabled by evaluation.isolate_filesystem=false")
+    if network and bwrap is not None:
+        has_net, net_detail = True, f"network namespace via {bwrap} --unshare-net"
+    elif network:
         exe, net_detail = probe_network_namespace()
         has_net = exe is not None
     else:
@@ -297,5 +405,11 @@ def probe_isolation(*, network: bool, max_processes: int | None) -> Isolation:
             kind = "none"
             detail = f"RLIMIT_NPROC is not enforced for root and {cg_detail}"
     return Isolation(
-        network=has_net, network_detail=net_detail, processes=kind, processes_detail=detail
+        network=has_net,
+        network_detail=net_detail,
+        processes=kind,
+        processes_detail=detail,
+        filesystem=fs,
+        filesystem_detail=fs_detail,
+        bwrap=bwrap,
     )

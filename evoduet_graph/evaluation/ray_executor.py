@@ -4,17 +4,21 @@
 evaluates as one Ray task. Inside the task the **same** `SandboxEvaluator` runs the candidate in
 a child process of the Ray worker, with the same limits as a local run: wall-clock timeout
 with a process-group kill, address space, CPU seconds, file size, pids cgroup, private temp
-dir, an environment scrubbed of secrets and a network namespace where the worker node allows
-them (DESIGN.md §5). `evaluation.workers` tasks are in flight at once, each reserving
+dir, an environment scrubbed of secrets, a network namespace and the read-only filesystem
+(bwrap) where the worker node allows them, else the tampering detection (private copy, audit
+hook, hash checks), and a ``tampering: ...`` invalid outcome for a caught candidate (DESIGN.md
+§5). The driver's run directory is passed on (`RayEvaluator.protect`): on a worker of the same
+machine it is as unwritable as in a local run. `evaluation.workers` tasks are in flight at once, each reserving
 `evaluation.ray_num_cpus_per_candidate` CPUs of the cluster.
 
 Shipping the task. The driver packs the task folder's files (``evaluator.py``, helper modules,
 data files; ``__pycache__`` and hidden entries skipped; at most `MAX_TASK_BUNDLE_BYTES`) into
-Ray's object store once (`TaskBundle`). Each Ray task unpacks it into a fresh temporary folder,
-evaluates there and removes it, so worker nodes need no copy of the driver's filesystem and no
-candidate sees task files an earlier candidate changed (a few ms per candidate for a small
-task). The task folder is read when the evaluator is built: later edits to it are not seen by
-the workers.
+Ray's object store once (`TaskBundle`, read and hashed like the local sandbox's
+`evoduet_graph.evaluation.integrity.TaskSnapshot`). Each Ray task unpacks it into a fresh
+temporary folder, evaluates there (from that folder's own snapshot) and removes it, so worker
+nodes need no copy of the driver's filesystem and no candidate sees task files an earlier
+candidate changed (a few ms per candidate for a small task). The task folder is read when the
+evaluator is built: later edits to it are not seen by the workers.
 
 What the workers need. The task function lives in this module, so every Ray worker must import
 ``evoduet_graph`` (the same version as the driver) and whatever the task's evaluator imports
@@ -46,7 +50,6 @@ worker (`TaskError`, `SandboxSetupError`) are raised, as the local sandbox raise
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
@@ -62,6 +65,7 @@ from types import ModuleType
 from typing import Any, Self
 
 from evoduet_graph.config import ConfigError, EvaluationConfig
+from evoduet_graph.evaluation.integrity import SnapshotTooLargeError, TaskSnapshot
 from evoduet_graph.evaluation.isolation import Isolation, probe_isolation
 from evoduet_graph.evaluation.sandbox import (
     DEFAULT_MAX_FILE_MB,
@@ -96,7 +100,6 @@ CONNECT_TIMEOUT_S = 5.0
 PROBE_TIMEOUT_S = 120.0
 #: Largest task folder (sum of file sizes, bytes) shipped to the workers.
 MAX_TASK_BUNDLE_BYTES = 100 << 20
-_SKIPPED_DIRS = frozenset({"__pycache__"})
 
 
 CONNECT_TIMEOUT_S = 60.0
@@ -157,35 +160,21 @@ def pack_task(task: Task, *, max_bytes: int = MAX_TASK_BUNDLE_BYTES) -> TaskBund
             ``max_bytes`` bytes.
     """
     root = Path(task.path)
-    files: dict[str, bytes] = {}
-    total = 0
     try:
-        for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
-            dirnames[:] = sorted(
-                d for d in dirnames if d not in _SKIPPED_DIRS and not d.startswith(".")
-            )
-            for name in sorted(filenames):
-                if name.startswith("."):
-                    continue
-                path = Path(dirpath) / name
-                data = path.read_bytes()
-                total += len(data)
-                if total > max_bytes:
-                    raise TaskError(
-                        f"task folder {root} holds more than {max_bytes >> 20} MiB, too much to "
-                        "ship to Ray workers; move files the evaluator does not need (e.g. "
-                        "large docs/) out of the folder"
-                    )
-                files[path.relative_to(root).as_posix()] = data
-    except OSError as exc:
-        raise TaskError(f"cannot read task folder {root} to ship it to Ray: {exc}") from None
+        snapshot = TaskSnapshot.take(root, max_bytes=max_bytes)
+    except SnapshotTooLargeError:
+        raise TaskError(
+            f"task folder {root} holds more than {max_bytes >> 20} MiB, too much to ship to "
+            "Ray workers; move files the evaluator does not need (e.g. large docs/) out of the "
+            "folder"
+        ) from None
+    except TaskError as exc:
+        raise TaskError(f"cannot ship the task to Ray: {exc}") from None
+    files = dict(snapshot.files)
     evaluator_rel = _relative_evaluator(task)
     if evaluator_rel not in files:
         raise TaskError(f"task {task.name!r}: {task.evaluator_path} is missing")
-    digest = hashlib.sha256()
-    for rel in sorted(files):
-        digest.update(rel.encode() + b"\0" + hashlib.sha256(files[rel]).digest())
-    return TaskBundle(task=task, files=files, digest=digest.hexdigest())
+    return TaskBundle(task=task, files=files, digest=snapshot.digest)
 
 
 def _relative_evaluator(task: Task) -> str:
@@ -226,7 +215,10 @@ def worker_sandbox(task: Task, settings: dict[str, Any]) -> SandboxEvaluator:
     """
     limits = dict(settings)
     threads = max(1, int(float(limits.pop("num_cpus"))))
-    return SandboxEvaluator(task, workers=max(1, (os.cpu_count() or 1) // threads), **limits)
+    protected = limits.pop("protected", [])
+    sandbox = SandboxEvaluator(task, workers=max(1, (os.cpu_count() or 1) // threads), **limits)
+    sandbox.protect(*protected)
+    return sandbox
 
 
 def _evaluate_task(
@@ -235,13 +227,19 @@ def _evaluate_task(
     """Body of the Ray task: unpack the task folder into a fresh temp folder (so no candidate
     sees files an earlier one changed), evaluate the candidate in the sandbox, remove it."""
     root = Path(tempfile.mkdtemp(prefix="evoduet_ray_task_"))
+    sandbox: SandboxEvaluator | None = None
     try:
-        return worker_sandbox(unpack_task(bundle, root), settings).evaluate(code, program_id)
+        sandbox = worker_sandbox(unpack_task(bundle, root), settings)
+        return sandbox.evaluate(code, program_id)
     finally:
+        if sandbox is not None:
+            sandbox.close()
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _probe_task(isolate_network: bool, max_processes: int | None) -> dict[str, Any]:
+def _probe_task(
+    isolate_network: bool, max_processes: int | None, isolate_filesystem: bool = True
+) -> dict[str, Any]:
     """Body of the probe task: who the worker is and what its sandbox enforces."""
     import evoduet_graph
 
@@ -250,7 +248,9 @@ def _probe_task(isolate_network: bool, max_processes: int | None) -> dict[str, A
         "pid": os.getpid(),
         "python": ".".join(map(str, sys.version_info[:3])),
         "evoduet_graph": evoduet_graph.__version__,
-        "isolation": probe_isolation(network=isolate_network, max_processes=max_processes),
+        "isolation": probe_isolation(
+            network=isolate_network, max_processes=max_processes, filesystem=isolate_filesystem
+        ),
     }
 
 
@@ -385,6 +385,7 @@ class RayEvaluator:
         max_file_mb: int = DEFAULT_MAX_FILE_MB,
         cpu_time_s: float | None = None,
         isolate_network: bool = True,
+        isolate_filesystem: bool = True,
     ) -> None:
         # The driver-side sandbox validates the limits and resolves the task's defaults.
         local = SandboxEvaluator(
@@ -397,7 +398,9 @@ class RayEvaluator:
             max_file_mb=max_file_mb,
             cpu_time_s=cpu_time_s,
             isolate_network=isolate_network,
+            isolate_filesystem=isolate_filesystem,
         )
+        local.close()
         if num_cpus_per_candidate <= 0 or max_retries < 0:
             raise ValueError(
                 "num_cpus_per_candidate must be positive and max_retries not negative, got "
@@ -415,9 +418,12 @@ class RayEvaluator:
             "max_file_mb": local.max_file_mb,
             "cpu_time_s": local.cpu_time_s,
             "isolate_network": local.isolate_network,
+            "isolate_filesystem": local.isolate_filesystem,
             "num_cpus": float(num_cpus_per_candidate),
+            "protected": [],
         }
         bundle = pack_task(task)
+        self.task_sha256 = bundle.digest
         self._ray, self._owns_ray = connect(address)
         ray = self._ray
         options: dict[str, Any] = {"num_cpus": float(num_cpus_per_candidate)}
@@ -473,6 +479,14 @@ class RayEvaluator:
         """What the sandbox enforces on the Ray worker that ran the probe task (other nodes
         of a heterogeneous cluster may differ); the details name that worker's host."""
         return self._isolation
+
+    def protect(self, *paths: str | Path) -> None:
+        """Also protect ``paths`` (the driver's run directory) on the workers, as
+        `SandboxEvaluator.protect` does locally (tasks submitted later carry them)."""
+        for path in paths:
+            resolved = str(Path(path).resolve())
+            if resolved not in self.settings["protected"]:
+                self.settings["protected"] = [*self.settings["protected"], resolved]
 
     # ------------------------------------------------------------------ public API
 
@@ -568,7 +582,11 @@ class RayEvaluator:
     def _probe(self, options: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         ray = self._ray
         probe = ray.remote(_probe_task).options(max_retries=0, **options)
-        ref = probe.remote(self.settings["isolate_network"], self.settings["max_processes"])
+        ref = probe.remote(
+            self.settings["isolate_network"],
+            self.settings["max_processes"],
+            self.settings["isolate_filesystem"],
+        )
         where = self.address or "the local Ray instance"
         try:
             info = ray.get(ref, timeout=timeout_s)

@@ -5,9 +5,26 @@ directory, in its own process group, with rlimits and a scrubbed environment. Th
 standalone script: it imports nothing from ``evoduet_graph`` (so the child starts fast and does
 not depend on the package being importable) and only the standard library.
 
-The spec (JSON) names ``evaluator`` (path of evaluator.py), ``task_dir``, ``program`` (the
+The spec (JSON) names ``evaluator`` (path of evaluator.py, or of a SkyDiscover ``evaluate.sh``
+when ``evaluator_kind`` is ``shell``), ``task_dir``, ``program`` (the
 candidate file), ``result`` (where to write the result), ``cascade`` (bool), ``thresholds``
-(list of floats), ``evaluator_args`` (keyword arguments for ``evaluate``) and ``memory_mb``.
+(list of floats), ``evaluator_args`` (keyword arguments for ``evaluate``), ``memory_mb``,
+``protected`` (folders the candidate must not write: the task folder, the snapshot the
+evaluator is loaded from, run directories, the package) and ``report_fd`` (a pipe to the
+parent, or null).
+
+Tampering guard (`install_write_guard`): before the evaluator is imported, an audit hook
+(PEP 578; it cannot be removed from Python code) refuses every Python-level write to a
+``protected`` folder — ``open``/``os.open`` for writing, ``os.remove``/``rename``/``rmdir``/
+``mkdir``/``chmod``/``truncate``/..., ``shutil.rmtree``/``copy*``/``move``, ``sqlite3.connect``
+— with ``PermissionError``, paths resolved (symlinks, ``/proc/<pid>/fd`` and ``cwd`` links
+included), refuses to start a program whose command line names a protected folder
+(``subprocess``, ``os.system``, ``os.exec*``, ``os.posix_spawn``, ``os.spawn*``; a heuristic:
+a command that builds the path at run time is not caught), and reports each attempt on
+``report_fd`` at once, before the candidate can react;
+the parent makes such a candidate invalid (``tampering: ...``). It complements the read-only
+mount namespace (which also stops native code and subprocesses) and is the main defence of
+the run directory where no namespace can be made.
 
 The result (JSON, written atomically to ``result``; never printed, since the candidate may print
 anything) holds ``metrics`` (name → float, possibly NaN/inf), ``text_metrics`` (name → str, the
@@ -25,17 +42,32 @@ an exception (or a reported ``error`` string) in stage 2 or 3 makes the outcome 
 OpenEvolve would keep the stage-1 score; the metrics gathered so far are still reported. When ``openevolve`` is not
 installed, a minimal ``openevolve.evaluation_result`` module with an ``EvaluationResult``
 dataclass is installed into ``sys.modules`` first, so unchanged OpenEvolve evaluators load.
+An ``async def evaluate`` (OpenEvolve's ``r_robust_regression``) is run to completion with
+``asyncio.run``. The evaluator's own folder goes on ``sys.path`` too (SkyDiscover's
+``evaluator/`` keeps helpers such as ``wrapper.py`` beside ``evaluator.py``).
+
+SkyDiscover behaviour (``skydiscover/evaluation/container_evaluator.py``): with
+``evaluator_kind: shell`` the script runs as ``bash evaluate.sh PROGRAM train`` with its own
+folder as working directory (inside this sandboxed child: same process group, limits and
+environment), and the one JSON object it prints on stdout is read: ``status`` other than
+``success`` makes the outcome invalid (with ``artifacts.error`` as the reason when given),
+``metrics`` are the numeric metrics and ``combined_score`` is added to them; a non-zero exit or
+unparsable output is an error with the script's stderr.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import importlib.util
+import inspect
 import json
 import numbers
 import os
+import subprocess
 import sys
+import threading
 import traceback
 import types
 from typing import Any
@@ -171,8 +203,218 @@ def passes_threshold(metrics: dict[str, float], threshold: float) -> bool:
     return sum(values) / len(values) >= threshold
 
 
+#: Audit events that write, delete or create a path → indices of their path arguments.
+_PATH_EVENTS: dict[str, tuple[int, ...]] = {
+    "os.remove": (0,),
+    "os.rmdir": (0,),
+    "os.rename": (0, 1),
+    "os.mkdir": (0,),
+    "os.truncate": (0,),
+    "os.chmod": (0,),
+    "os.chown": (0,),
+    "os.chflags": (0,),
+    "os.link": (0, 1),
+    "os.symlink": (1,),
+    "os.utime": (0,),
+    "os.mkfifo": (0,),
+    "os.mknod": (0,),
+    "os.setxattr": (0,),
+    "os.removexattr": (0,),
+    "shutil.rmtree": (0,),
+    "shutil.copyfile": (1,),
+    "shutil.copymode": (1,),
+    "shutil.copystat": (1,),
+    "shutil.copytree": (1,),
+    "shutil.move": (0, 1),
+    "shutil.unpack_archive": (1,),
+    "sqlite3.connect": (0,),
+}
+#: Audit events that start a program → index of their command line (a str or a sequence).
+_COMMAND_EVENTS: dict[str, int] = {
+    "subprocess.Popen": 1,
+    "os.system": 0,
+    "os.exec": 1,
+    "os.posix_spawn": 1,
+    "os.spawn": 2,
+}
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+_MAX_REPORTS = 20
+
+
+def install_write_guard(roots: list[str], report_fd: int | None) -> None:
+    """Refuse Python-level writes below ``roots`` (module docstring) and report them.
+
+    Each refused attempt is written as one line ``<event> <path>`` to ``report_fd`` (at most
+    `_MAX_REPORTS` lines) and raised as ``PermissionError`` in the candidate.
+    """
+    resolved = sorted({os.path.realpath(r) for r in roots if r})
+    if not resolved:
+        return
+    named = sorted({*resolved, *(os.path.abspath(r) for r in roots if r)})
+    busy = threading.local()
+    reported = [0]
+
+    def protected(path: Any) -> str | None:
+        if isinstance(path, int) or path is None:
+            return None
+        try:
+            real = os.path.realpath(os.fsdecode(path))
+        except (TypeError, ValueError, OSError):
+            return None
+        for root in resolved:
+            if real == root or real.startswith(root + os.sep):
+                return real
+        return None
+
+    def refuse(event: str, path: str) -> None:
+        if report_fd is not None and reported[0] < _MAX_REPORTS:
+            reported[0] += 1
+            line = f"{event} {path}"[:500].replace("\n", " ") + "\n"
+            with contextlib.suppress(OSError):
+                os.write(report_fd, line.encode("utf-8", "replace"))
+        raise PermissionError(
+            f"evoduet sandbox: {event} of {path} refused (the task folder, the run directory "
+            "and the evaluator are read-only for candidates)"
+        )
+
+    def command_names_root(command: Any) -> str | None:
+        parts = [command] if isinstance(command, str | bytes) else command
+        try:
+            texts = [os.fsdecode(p) for p in parts if isinstance(p, str | bytes | os.PathLike)]
+        except (TypeError, ValueError):
+            return None
+        for text in texts:
+            for root in named:
+                if root in text:
+                    return root
+        return None
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if getattr(busy, "on", False):
+            return
+        if event in _COMMAND_EVENTS:
+            index = _COMMAND_EVENTS[event]
+            root = command_names_root(args[index]) if index < len(args) else None
+            if root is not None:  # a shell or tool pointed at a protected folder
+                refuse(event, root)
+            return
+        if event == "open":
+            if len(args) < 3 or not isinstance(args[2], int) or not args[2] & _WRITE_FLAGS:
+                return
+            indices: tuple[int, ...] = (0,)
+        else:
+            found = _PATH_EVENTS.get(event)
+            if found is None:
+                return
+            indices = found
+        busy.on = True
+        try:
+            hits = [p for p in (protected(args[i]) for i in indices if i < len(args)) if p]
+        finally:
+            busy.on = False
+        if hits:
+            refuse(event, hits[0])
+
+    sys.addaudithook(hook)
+
+
 def _call(fn: Any, program: str, kwargs: dict[str, Any]) -> Any:
-    return fn(program, **kwargs) if kwargs else fn(program)
+    result = fn(program, **kwargs) if kwargs else fn(program)
+    if inspect.isawaitable(result):  # OpenEvolve evaluators may be `async def evaluate`
+        return asyncio.run(_await(result))
+    return result
+
+
+async def _await(awaitable: Any) -> Any:
+    return await awaitable
+
+
+SCRIPT_OUTPUT_LIMIT = 200_000
+
+
+def evaluate_script(spec: dict[str, Any], out: dict[str, Any]) -> None:
+    """Run a SkyDiscover ``evaluate.sh PROGRAM train`` and read the JSON it prints.
+
+    The script's folder is its working directory; stdout must hold one JSON object (the last
+    line that parses as one is taken, so progress lines before it do no harm).
+    """
+    script = spec["evaluator"]
+    out["phase"] = "running evaluate.sh"
+    argv, name = ["bash", script, spec["program"], "train"], None
+    container = spec.get("container")
+    if container:  # evaluation.container: a fresh container of the task's image, no network
+        name = f"evoduet-{os.getpid()}-{os.urandom(4).hex()}"
+        inside = "/tmp/" + os.path.basename(spec["program"])
+        argv = [
+            container["runtime"],
+            "run",
+            "--rm",
+            "--name",
+            name,
+            "--network",
+            "none",
+            "-v",
+            f"{spec['program']}:{inside}:ro",
+            container["image"],
+            inside,
+            "train",
+        ]
+    try:
+        proc = subprocess.run(  # fixed argv, no shell; limits and process group are inherited
+            argv,
+            cwd=os.path.dirname(script),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            check=False,
+            timeout=max(1.0, float(spec.get("timeout_s") or 3600) - 2) if name else None,
+        )
+    except subprocess.TimeoutExpired:
+        subprocess.run([container["runtime"], "kill", name], capture_output=True, check=False)
+        out["error"] = f"evaluate.sh in the container ran past the {spec.get('timeout_s')} s limit"
+        return
+    stdout = proc.stdout.decode("utf-8", errors="replace")[-SCRIPT_OUTPUT_LIMIT:]
+    stderr = proc.stderr.decode("utf-8", errors="replace")[-SCRIPT_OUTPUT_LIMIT:]
+    if stderr.strip():
+        out["artifacts"]["evaluate_sh_stderr"] = stderr
+    data = _last_json_object(stdout)
+    if proc.returncode != 0:
+        tail = (stderr.strip().splitlines() or ["(no stderr)"])[-1][:300]
+        out["error"] = f"evaluate.sh exited with code {proc.returncode}: {tail}"
+        if data is None:
+            return
+    if data is None:
+        out["artifacts"]["evaluate_sh_stdout"] = stdout
+        out["error"] = "evaluate.sh printed no JSON object on stdout"
+        return
+    raw_metrics = data.get("metrics") if isinstance(data.get("metrics"), dict) else {}
+    metrics, text_metrics, _ = normalise_result(dict(raw_metrics))
+    if "combined_score" in data and "combined_score" not in metrics:
+        score = _as_float(data["combined_score"])
+        if score is not None:
+            metrics["combined_score"] = score
+    artifacts = data.get("artifacts") if isinstance(data.get("artifacts"), dict) else {}
+    out["artifacts"].update({str(k): _as_text(v) for k, v in artifacts.items()})
+    out["metrics"], out["text_metrics"] = metrics, text_metrics
+    status = data.get("status", "success")
+    if status != "success" and not out["error"]:
+        reason = out["artifacts"].get("error") or ""
+        out["error"] = f"evaluate.sh reported status {status!r}" + (f": {reason}" if reason else "")
+
+
+def _last_json_object(text: str) -> dict[str, Any] | None:
+    """The whole text as a JSON object, else the last line that is one."""
+    candidates = [text.strip(), *reversed(text.strip().splitlines())]
+    for chunk in candidates:
+        chunk = chunk.strip()
+        if not chunk.startswith("{"):
+            continue
+        try:
+            value = json.loads(chunk)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
 
 
 def evaluate_program(spec: dict[str, Any], out: dict[str, Any]) -> None:
@@ -180,6 +422,9 @@ def evaluate_program(spec: dict[str, Any], out: dict[str, Any]) -> None:
 
     ``out["phase"]`` names what was running when an exception escapes (for the message).
     """
+    if spec.get("evaluator_kind") == "shell":
+        evaluate_script(spec, out)
+        return
     out["phase"] = "importing evaluator.py"
     module = load_evaluator(spec["evaluator"])
     program = spec["program"]
@@ -211,7 +456,7 @@ def evaluate_program(spec: dict[str, Any], out: dict[str, Any]) -> None:
             if gate >= len(thresholds) or not passes_threshold(merged, thresholds[gate]):
                 break
         out["phase"] = f"evaluate_stage{stage}"
-        metrics, text_metrics, artifacts = normalise_result(fn(program))
+        metrics, text_metrics, artifacts = normalise_result(_call(fn, program, {}))
         out["stage"] = stage
         if stage == 1:
             merged = dict(metrics)
@@ -258,6 +503,9 @@ def main(argv: list[str]) -> int:
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
     sys.path.insert(0, spec["task_dir"])
+    evaluator_dir = os.path.dirname(os.path.abspath(spec["evaluator"]))
+    if evaluator_dir != os.path.abspath(spec["task_dir"]):  # SkyDiscover: evaluator/ helpers
+        sys.path.insert(0, evaluator_dir)
 
     out: dict[str, Any] = {
         "metrics": {},
@@ -268,6 +516,15 @@ def main(argv: list[str]) -> int:
         "traceback": None,
         "phase": "starting",
     }
+    report_fd = spec.get("report_fd")
+    if spec.get("evaluator_kind") != "shell":
+        # a SkyDiscover evaluate.sh runs the candidate outside this interpreter (and is itself
+        # started from the protected snapshot): the read-only namespace or the parent's hash
+        # checks protect it, a Python-level guard would only refuse the script's own start
+        install_write_guard(
+            [str(p) for p in spec.get("protected") or []],
+            report_fd if isinstance(report_fd, int) else None,
+        )
     try:
         install_openevolve_shim()
         evaluate_program(spec, out)

@@ -4,7 +4,8 @@ Candidate programs are untrusted LLM output. `SandboxEvaluator` evaluates each o
 process (``runner.py``) that
 
 - runs in a fresh ``tempfile.mkdtemp`` directory (outside any run directory, removed afterwards)
-  holding the candidate as ``program.py``;
+  holding the candidate as ``program<suffix>`` (``program.py``, ``program.rs``: the task's
+  `Task.file_suffix`, so the evaluator compiles or runs it as what it is);
 - is the leader of its own process group (``start_new_session=True``); on timeout the whole
   group gets ``SIGKILL`` so grandchildren die too, and stray group members are killed after a
   normal exit as well;
@@ -19,23 +20,39 @@ process (``runner.py``) that
   capped (``OPENBLAS_NUM_THREADS`` etc., unless set) so numpy fits the address-space limit, and
   ``TMPDIR`` pointing into its private temp dir (removed afterwards, with whatever it holds);
 - writes its result to a JSON file in the temp dir (never stdout); stdout/stderr go to files
-  whose tails (`OUTPUT_TAIL_BYTES`) become artifacts.
+  whose tails (`OUTPUT_TAIL_BYTES`) become artifacts;
+- imports the evaluator and its helper modules from a pristine snapshot of the task folder
+  taken when the sandbox is built (`evoduet_graph.evaluation.integrity.TaskSnapshot`, its hash
+  in ``run.json``), never from the task folder itself, and cannot change it:
+
+  * where bubblewrap can make a mount namespace (``filesystem_protection: namespace``, root or
+    unprivileged user namespaces), the child runs with the whole filesystem read-only except
+    its temp dir, a fresh ``/proc`` and no capabilities (`evaluation.isolation.BWRAP_ARGS`):
+    the snapshot, the task folder, the run directory (`protect`), the program store and the
+    event log cannot be written by any route;
+  * elsewhere (``copy``: detection), each evaluation gets a private copy of the snapshot, an
+    audit hook in the child refuses Python-level writes to the protected folders
+    (`runner.install_write_guard`), and after the evaluation the copy and the task folder are
+    hash-checked against the snapshot (a changed task folder is restored).
+
+  Every detected attempt (a refused write, a changed copy or task folder) makes the candidate
+  invalid with ``error = "tampering: <what>"`` and a ``tampering`` artifact; the evaluate node
+  writes a ``tampering`` event and the candidate never enters the population.
 
 Candidate faults (crash, ``sys.exit``, exception, timeout, out of memory, bad or non-finite
 score, evaluator-reported ``error``) become an invalid `EvaluationOutcome` with score 0.0 and
 artifacts (``stderr``, ``stdout``, ``traceback``, ``timeout``) for the next prompt; they never
 raise. Only setup faults (missing task files, missing interpreter) raise.
 
-Limits: the sandbox is a resource and hygiene boundary, not a security boundary against a
-malicious program: there is no filesystem isolation (the working directory is a private temp
-dir outside the run directory, so relative writes cannot reach the program store or the
-checkpoints, but absolute paths are not blocked); a process that calls ``setsid`` leaves the
-process group (the cgroup still catches it where one is used); the candidate shares a process
-with the evaluator, as in OpenEvolve.
+Limits: a process that calls ``setsid`` leaves the process group (the cgroup, and bwrap's PID
+namespace, still catch it where they are used); the candidate shares a process with the
+evaluator, as in OpenEvolve, so it can still change *its own* evaluation in memory (e.g. patch
+the loaded evaluator module): nothing it does persists into later evaluations or the run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import json
 import logging
@@ -48,7 +65,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -57,7 +76,9 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel, Field
 
 from evoduet_graph.config import EvaluationConfig
+from evoduet_graph.evaluation.integrity import TaskSnapshot
 from evoduet_graph.evaluation.isolation import (
+    BWRAP_ARGS,
     Isolation,
     PidsCgroup,
     probe_isolation,
@@ -79,6 +100,8 @@ DEFAULT_MAX_PROCESSES = 64
 #: RLIMIT_FSIZE at the default setting, in bytes.
 MAX_FILE_BYTES = DEFAULT_MAX_FILE_MB << 20
 PROGRAM_FILE = "program.py"
+#: Prefix of the ``error`` of a candidate caught tampering with the evaluation.
+TAMPERING_PREFIX = "tampering: "
 #: Most BLAS/OpenMP threads per child (when the environment does not set them).
 BLAS_THREADS_MAX = 4
 _THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -151,6 +174,12 @@ class Evaluator(Protocol):
         ...
 
 
+def program_file_name(task: Task) -> str:
+    """The candidate's file name in the sandbox: ``program`` + the task's suffix."""
+    suffix = task.file_suffix if task.file_suffix.startswith(".") else f".{task.file_suffix}"
+    return f"program{suffix}" if suffix != "." else PROGRAM_FILE
+
+
 def score_from_metrics(metrics: Mapping[str, float]) -> float | None:
     """Fitness from numeric metrics, as OpenEvolve computes it.
 
@@ -194,7 +223,7 @@ def sandbox_limits(cfg: EvaluationConfig) -> dict[str, Any]:
     """The per-candidate sandbox settings of an ``evaluation`` section, as keyword arguments
     of `SandboxEvaluator` (also used by the Ray executor, whose workers run the same sandbox):
     ``timeout_s``, ``memory_mb``, ``cascade``, ``max_processes``, ``max_file_mb``,
-    ``cpu_time_s``, ``isolate_network``."""
+    ``cpu_time_s``, ``isolate_network``, ``isolate_filesystem``."""
     return {
         "timeout_s": cfg.timeout_s,
         "memory_mb": cfg.memory_mb,
@@ -203,6 +232,7 @@ def sandbox_limits(cfg: EvaluationConfig) -> dict[str, Any]:
         "max_file_mb": getattr(cfg, "max_file_mb", DEFAULT_MAX_FILE_MB),
         "cpu_time_s": getattr(cfg, "cpu_time_s", None),
         "isolate_network": getattr(cfg, "isolate_network", True),
+        "isolate_filesystem": getattr(cfg, "isolate_filesystem", True),
     }
 
 
@@ -225,9 +255,11 @@ class SandboxEvaluator:
             and stderr files included.
         cpu_time_s: CPU seconds (RLIMIT_CPU); default ``timeout_s`` × cores + 10, a backstop.
         isolate_network: run candidates in a fresh network namespace when possible.
+        isolate_filesystem: run candidates on a read-only filesystem (bwrap) when possible;
+            False: the detection fallback (private copy, audit hook, hash checks).
 
     Raises:
-        TaskError: the task's evaluator file is missing.
+        TaskError: the task's evaluator file is missing, or its folder cannot be read.
         ValueError: a limit is not positive or the interpreter does not exist.
     """
 
@@ -244,6 +276,7 @@ class SandboxEvaluator:
         max_file_mb: int = DEFAULT_MAX_FILE_MB,
         cpu_time_s: float | None = None,
         isolate_network: bool = True,
+        isolate_filesystem: bool = True,
     ) -> None:
         self.task = task
         self.timeout_s = float(task.timeout_s if timeout_s is None else timeout_s)
@@ -255,7 +288,13 @@ class SandboxEvaluator:
         self.max_file_mb = int(max_file_mb)
         self.cpu_time_s = None if cpu_time_s is None else float(cpu_time_s)
         self.isolate_network = bool(isolate_network)
+        self.isolate_filesystem = bool(isolate_filesystem)
         self._isolation: Isolation | None = None
+        #: Folders no candidate may write besides the task folder and its snapshot (`protect`).
+        self.protected_paths: list[Path] = []
+        self._snapshot_dir: Path | None = None
+        self._snapshot_lock = threading.Lock()
+        self._task_lock = threading.Lock()
         if self.timeout_s <= 0 or self.memory_mb <= 0 or self.workers <= 0:
             raise ValueError(
                 f"timeout_s, memory_mb and workers must be positive, got {self.timeout_s}, "
@@ -270,6 +309,27 @@ class SandboxEvaluator:
         if not (shutil.which(python) or Path(python).is_file()):
             raise ValueError(f"python interpreter {python!r} not found")
         self._check_setup()
+        self.snapshot = TaskSnapshot.take(task.path)
+        self._evaluator_rel = _relative_to(task.evaluator_path, task.path)
+        self._holder = Path(tempfile.mkdtemp(prefix="evoduet_snapshot_"))
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self._holder, True)
+
+    @property
+    def task_sha256(self) -> str:
+        """sha256 of the task folder when the sandbox was built (`TaskSnapshot.digest`)."""
+        return self.snapshot.digest
+
+    def protect(self, *paths: str | Path) -> None:
+        """Also protect ``paths`` (e.g. the run directory) from candidates: read-only under
+        the namespace (everything is), refused by the audit hook in the fallback."""
+        for path in paths:
+            resolved = Path(path).resolve()
+            if resolved not in self.protected_paths:
+                self.protected_paths.append(resolved)
+
+    def close(self) -> None:
+        """Remove the on-disk snapshot (also done when the sandbox is garbage-collected)."""
+        self._cleanup()
 
     @classmethod
     def from_config(cls, task: Task, cfg: EvaluationConfig) -> SandboxEvaluator:
@@ -283,7 +343,9 @@ class SandboxEvaluator:
         `Isolation.warnings` for what is requested but not enforced."""
         if self._isolation is None:
             self._isolation = probe_isolation(
-                network=self.isolate_network, max_processes=self.max_processes
+                network=self.isolate_network,
+                max_processes=self.max_processes,
+                filesystem=self.isolate_filesystem,
             )
         return self._isolation
 
@@ -304,10 +366,10 @@ class SandboxEvaluator:
             The outcome; invalid (score 0.0, ``error`` set) for every candidate fault.
 
         Raises:
-            TaskError: the task's evaluator file disappeared (a setup fault).
             SandboxSetupError: the child process could not be started at all.
         """
-        self._check_setup()
+        if not RUNNER_PATH.is_file():
+            raise SandboxSetupError(f"sandbox runner {RUNNER_PATH} is missing (broken install)")
         start = time.monotonic()
         tmp = Path(tempfile.mkdtemp(prefix=f"evoduet_eval_{_safe(program_id)}_"))
         try:
@@ -388,10 +450,23 @@ class SandboxEvaluator:
             env.update(TMPDIR=str(scratch), TMP=str(scratch), TEMP=str(scratch), PWD=str(tmp))
         return env
 
-    def _argv(self, spec_path: Path) -> list[str]:
-        """The child's command line: the runner, inside ``unshare --net`` when isolating."""
+    def _argv(self, spec_path: Path, tmp: Path) -> list[str]:
+        """The child's command line: the runner, inside bwrap (read-only filesystem, its own
+        network namespace when isolating) or ``unshare --net``, as this machine allows."""
         argv = [self.python, str(RUNNER_PATH), str(spec_path)]
-        if self.isolate_network and self.isolation.network:
+        isolation = self.isolation
+        if isolation.filesystem == "namespace" and isolation.bwrap is not None:
+            net = ["--unshare-net"] if self.isolate_network and isolation.network else []
+            return [
+                isolation.bwrap,
+                *BWRAP_ARGS,
+                *net,
+                "--bind", str(tmp), str(tmp),
+                "--chdir", str(tmp),
+                "--",
+                *argv,
+            ]  # fmt: skip
+        if self.isolate_network and isolation.network:
             unshare, _ = probe_network_namespace()
             if unshare is not None:
                 argv = [unshare, "--net", "--", *argv]
@@ -409,24 +484,110 @@ class SandboxEvaluator:
             return None, user_process_count() + self.max_processes
         return None, None
 
-    def _spec(self, tmp: Path) -> dict[str, Any]:
+    def _task_copy(self, tmp: Path) -> Path:
+        """The folder this evaluation imports the evaluator from: the shared on-disk snapshot
+        under a read-only namespace, else a private copy of the snapshot in ``tmp``."""
+        if self.isolation.filesystem == "namespace":
+            with self._snapshot_lock:
+                if self._snapshot_dir is None:
+                    self._snapshot_dir = self.snapshot.materialize(
+                        self._holder / Path(self.task.path).name
+                    )
+                return self._snapshot_dir
+        return self.snapshot.materialize(tmp / "task" / Path(self.task.path).name)
+
+    def _spec(self, tmp: Path, task_dir: Path, report_fd: int | None) -> dict[str, Any]:
         evaluator_cfg = self.task.openevolve_config.get("evaluator")
         evaluator_args = (
             evaluator_cfg.get("evaluator_args") if isinstance(evaluator_cfg, dict) else None
         )
+        protected = [task_dir, Path(self.task.path), *self.protected_paths, RUNNER_PATH.parents[1]]
         return {
-            "evaluator": str(self.task.evaluator_path),
-            "task_dir": str(self.task.path),
-            "program": str(tmp / PROGRAM_FILE),
+            "evaluator": str(task_dir / self._evaluator_rel),
+            "evaluator_kind": self.task.evaluator_kind,
+            "container": self.task.container,
+            "timeout_s": self.timeout_s,
+            "task_dir": str(task_dir),
+            "program": str(tmp / program_file_name(self.task)),
             "result": str(tmp / "result.json"),
             "cascade": self.cascade,
             "thresholds": list(self.task.cascade_thresholds),
             "evaluator_args": evaluator_args if isinstance(evaluator_args, dict) else {},
             "memory_mb": self.memory_mb,
+            "protected": [str(p) for p in protected],
+            "report_fd": report_fd,
         }
 
+    def _tampering(
+        self, task_dir: Path, before: tuple[str, TaskSnapshot] | None, attempts: list[str]
+    ) -> list[str]:
+        """What this evaluation changed or tried to change (empty: nothing); restores what it
+        changed. ``before`` (fallback only): the task folder's digest and the package's files
+        before the evaluation."""
+        found: list[str] = []
+        changed = self.snapshot.changes(task_dir)
+        if changed:
+            found.append(f"the task snapshot it was evaluated with changed ({', '.join(changed)})")
+            if task_dir == self._snapshot_dir:
+                with self._snapshot_lock:
+                    self.snapshot.restore(task_dir)
+        if before is not None:
+            task_before, package = before
+            with self._task_lock:
+                try:
+                    after = TaskSnapshot.take(self.task.path).digest
+                except TaskError as exc:
+                    after = f"unreadable: {exc}"
+                if after != task_before:
+                    restored = self.snapshot.restore(Path(self.task.path))
+                    found.append(
+                        "the task folder changed during the evaluation ("
+                        + (", ".join(restored) or after)
+                        + "; restored from the run-start snapshot)"
+                    )
+                changed = package.restore(package.root)
+                if changed:
+                    found.append(
+                        f"the evoduet_graph package changed during the evaluation "
+                        f"({', '.join(changed)}; restored)"
+                    )
+        if attempts:
+            shown = "; ".join(attempts[:4]) + (
+                f"; +{len(attempts) - 4} more" if len(attempts) > 4 else ""
+            )
+            found.append(f"{len(attempts)} refused write(s) ({shown})")
+        return found
+
     def _run(self, code: str, tmp: Path, start: float) -> EvaluationOutcome:
-        spec = self._spec(tmp)
+        task_dir = self._task_copy(tmp)
+        before: tuple[str, TaskSnapshot] | None = None
+        if self.isolation.filesystem != "namespace":
+            # detection: what the task folder and the package (the runner) are now
+            with self._task_lock:
+                if self.snapshot.changes(Path(self.task.path)):
+                    digest = TaskSnapshot.take(self.task.path).digest
+                else:
+                    digest = self.snapshot.digest
+                before = (digest, TaskSnapshot.take(RUNNER_PATH.parents[1]))
+        report_r, report_w = os.pipe()
+        try:
+            return self._run_child(code, tmp, start, task_dir, before, report_r, report_w)
+        finally:
+            for fd in (report_r, report_w):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    def _run_child(
+        self,
+        code: str,
+        tmp: Path,
+        start: float,
+        task_dir: Path,
+        before: tuple[str, TaskSnapshot] | None,
+        report_r: int,
+        report_w: int,
+    ) -> EvaluationOutcome:
+        spec = self._spec(tmp, task_dir, report_w)
         Path(spec["program"]).write_text(code, encoding="utf-8")
         spec_path = tmp / "spec.json"
         spec_path.write_text(json.dumps(spec), encoding="utf-8")
@@ -453,13 +614,14 @@ class SandboxEvaluator:
             with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
                 try:
                     proc = subprocess.Popen(  # fixed argv, no shell
-                        self._argv(spec_path),
+                        self._argv(spec_path, tmp),
                         cwd=tmp,
                         env=self._child_env(tmp),
                         stdin=subprocess.DEVNULL,
                         stdout=out,
                         stderr=err,
                         close_fds=True,
+                        pass_fds=(report_w,),
                         start_new_session=True,
                         preexec_fn=preexec,  # noqa: PLW1509
                     )
@@ -485,6 +647,23 @@ class SandboxEvaluator:
         stderr_tail = _tail(stderr_path)
         streams = {"stderr": stderr_tail, "stdout": stdout_tail}
 
+        if self.isolation.filesystem == "namespace" and 128 < returncode < 128 + 65:
+            returncode = 128 - returncode  # bwrap exits 128 + N when the runner died of signal N
+        attempts = _read_reports(report_r)
+        tampering = self._tampering(task_dir, before, attempts)
+        if tampering:
+            logger.warning("candidate caught tampering: %s", "; ".join(tampering))
+            return _invalid(
+                TAMPERING_PREFIX + "; ".join(tampering)[:1500],
+                {},
+                {
+                    "tampering": "\n".join(tampering + [f"refused {a}" for a in attempts])
+                    + "\nThe evaluator, the task folder and the run directory are read-only "
+                    "for candidates; this candidate is invalid.",
+                    **streams,
+                },
+                start,
+            )
         if timed_out:
             return _invalid(
                 f"timeout after {self.timeout_s:g} s",
@@ -630,6 +809,40 @@ def _limits(
             resource.setrlimit(which, (soft, hard))
 
     return apply
+
+
+def _read_reports(fd: int, limit: int = 64_000) -> list[str]:
+    """The lines the child's write guard reported on the pipe ``fd`` (read without blocking:
+    a stray process of the candidate may still hold the write end)."""
+    os.set_blocking(fd, False)
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        try:
+            chunk = os.read(fd, 4096)
+        except (BlockingIOError, OSError):
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    text = b"".join(chunks).decode("utf-8", "replace")
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def _relative_to(path: Path, folder: Path) -> str:
+    """``path`` relative to ``folder`` (POSIX).
+
+    Raises:
+        TaskError: it is not inside the folder (the snapshot could not hold it).
+    """
+    try:
+        return Path(path).resolve().relative_to(Path(folder).resolve()).as_posix()
+    except ValueError:
+        raise TaskError(
+            f"evaluator {path} is outside the task folder {folder}; it cannot be evaluated "
+            "from the task's snapshot"
+        ) from None
 
 
 def _kill_group(pgid: int) -> None:

@@ -1,6 +1,8 @@
 """Chat models and LLM helpers (DESIGN.md §4, §6).
 
-* `make_chat_model` — ``LLMConfig`` → ``BaseChatModel`` (``local`` or ``openai:<model>``);
+* `make_chat_model` — ``LLMConfig`` → ``BaseChatModel`` (``local`` or ``openai:<model>``, or a
+  weighted ensemble of them from ``llm.models``);
+* `EnsembleChatModel`, `WeightedChoice` — the seeded weighted ensemble (`evoduet_graph.llm.ensemble`);
 * `structured_call` — typed output with the json_schema → json_mode → extraction → repair →
   default chain; `invoke_text` — plain text call; both raise `LLMCallError` for transport
   failures;
@@ -11,6 +13,7 @@
 
 from __future__ import annotations
 
+from evoduet_graph.llm.ensemble import EnsembleChatModel, WeightedChoice
 from evoduet_graph.llm.factory import LLMConfigError, make_chat_model, parse_model_string
 from evoduet_graph.llm.local import (
     LocalChatModel,
@@ -35,6 +38,7 @@ from evoduet_graph.llm.text import (
 from evoduet_graph.llm.usage import NodeUsage, UsageTracker, current_node, track_node
 
 __all__ = [
+    "EnsembleChatModel",
     "LLMCallError",
     "LLMConfigError",
     "LocalChatModel",
@@ -43,6 +47,7 @@ __all__ = [
     "RetryPolicy",
     "StructuredResult",
     "UsageTracker",
+    "WeightedChoice",
     "assemble_model",
     "current_node",
     "extract_code_block",

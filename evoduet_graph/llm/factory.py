@@ -5,7 +5,11 @@ Model strings:
 * ``local`` — the embedded Qwen2.5-Coder-1.5B GGUF (`evoduet_graph.llm.local`);
 * ``openai:<model>`` — ``ChatOpenAI`` against any OpenAI-compatible endpoint (OpenAI,
   OpenRouter, vLLM, Ollama, llama.cpp server); ``base_url`` from the config or
-  ``$OPENAI_BASE_URL``, key from ``$<api_key_env>``.
+  ``$OPENAI_BASE_URL``, key from ``$<api_key_env>``;
+* a non-empty ``llm.models`` list — a weighted ensemble of such models
+  (`evoduet_graph.llm.ensemble.EnsembleChatModel`), each member's unset fields taken from
+  ``llm``; ``task`` stands for the task config's models and is resolved by
+  `evoduet_graph.task_settings` before the model is built.
 
 Construction makes no network call; a dead endpoint or a bad key shows up at the first request
 (as `LLMCallError` through `structured_call` / `invoke_text`).
@@ -68,6 +72,7 @@ def make_chat_model(
     cfg: LLMConfig,
     *,
     callbacks: Sequence[BaseCallbackHandler] | None = None,
+    seed: int = 0,
 ) -> BaseChatModel:
     """Build the chat model a run uses.
 
@@ -75,10 +80,12 @@ def make_chat_model(
         cfg: the ``llm`` section of the run configuration.
         callbacks: handlers attached to the model itself, e.g. a `UsageTracker` (they see
             every call, whatever config the call carries).
+        seed: seed of the ensemble's member choice (``llm.models``); the run's ``seed``.
 
     Returns:
         ``ChatOpenAI`` for ``openai:<model>`` (``temperature``, ``max_tokens``,
-        ``timeout=cfg.timeout_s``, ``max_retries=cfg.max_retries``) or the embedded
+        ``timeout=min(cfg.timeout_s, cfg.call_deadline_s)``, ``max_retries=0``: the run's
+        `RetryPolicy` retries ``cfg.max_retries`` times within the deadline) or the embedded
         `LocalChatModel` for ``local``.
 
     Raises:
@@ -86,6 +93,33 @@ def make_chat_model(
             no base URL (neither ``cfg.base_url`` nor ``$OPENAI_BASE_URL``).
         LocalModelError: ``local`` but the embedded model cannot be assembled or loaded.
     """
+    if cfg.models:
+        from evoduet_graph.llm.ensemble import EnsembleChatModel
+
+        members = []
+        for member in cfg.models:
+            member_cfg = cfg.model_copy(
+                update={
+                    "model": member.model,
+                    "models": [],
+                    "base_url": member.base_url or cfg.base_url,
+                    "api_key_env": member.api_key_env or cfg.api_key_env,
+                    "temperature": cfg.temperature
+                    if member.temperature is None
+                    else member.temperature,
+                    "max_tokens": member.max_tokens or cfg.max_tokens,
+                }
+            )
+            members.append((member.model, make_chat_model(member_cfg), member.weight))
+        ensemble = EnsembleChatModel.from_members(members, seed=seed)
+        if callbacks:
+            ensemble.callbacks = list(callbacks)
+        return ensemble
+    if cfg.model.strip().lower() == "task":
+        raise LLMConfigError(
+            "model 'task' uses the task folder's config.yaml model settings, but none were "
+            "resolved (the task config names no models); pass another --model"
+        )
     provider, name = parse_model_string(cfg.model)
     if provider == "local":
         from evoduet_graph.llm.local import make_local_chat_model
@@ -108,8 +142,11 @@ def make_chat_model(
         "api_key": api_key,
         "temperature": cfg.temperature,
         "max_tokens": cfg.max_tokens,
-        "timeout": cfg.timeout_s,
-        "max_retries": cfg.max_retries,
+        # the per-call deadline (`RetryPolicy`): one request never outlasts it, and retries
+        # are made by the run's RetryPolicy, which starts none after it (a silent endpoint
+        # would otherwise cost timeout × (1 + max_retries) per call)
+        "timeout": min(cfg.timeout_s, cfg.call_deadline_s),
+        "max_retries": 0,
     }
     if base_url is not None:
         # langchain-openai sends the limit as `max_completion_tokens`, which OpenAI-compatible

@@ -32,13 +32,15 @@ Error policy (the choice documented for the lead):
 * Programming errors (a schema that is not a pydantic model, a default of the wrong type) raise
   ``TypeError`` before any call.
 
-Retries: ``ChatOpenAI`` retries connection errors, timeouts, HTTP 408/409/429 (honouring
-``Retry-After``) and 5xx itself, ``llm.max_retries`` times with exponential backoff (the openai
-SDK). Models without retries of their own (the embedded local model, test fakes, other
-LangChain models) get the same bound here: pass ``retry=RetryPolicy.for_model(llm, n)`` and
-every model call of `invoke_text` / `structured_call` is retried up to ``n`` times (tenacity,
-exponential backoff with jitter) while the failure is retryable (`LLMCallError.retryable`);
-``for_model`` gives no extra retries to a model that has its own, so attempts never multiply.
+Retries: pass ``retry=RetryPolicy.for_model(llm, n, deadline_s=d)`` and every model call of
+`invoke_text` / `structured_call` is retried up to ``n`` times (tenacity, exponential backoff
+with jitter) while the failure is retryable (`LLMCallError.retryable`: connection errors,
+timeouts, 429, 5xx) and no retry starts once ``d`` seconds have passed since the first attempt
+(``llm.call_deadline_s``, the per-call deadline). The chat model the factory builds for
+``openai:`` has no retries of its own and a request timeout of at most the deadline, so a
+connected-but-silent endpoint costs one deadline per call, not timeout × retries.
+``for_model`` gives no extra retries to a model that has its own (a ``ChatOpenAI`` a caller
+built with ``max_retries``), so attempts never multiply.
 """
 
 from __future__ import annotations
@@ -65,7 +67,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, conver
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, ValidationError
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tenacity import (
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential_jitter,
+)
 
 from evoduet_graph.llm.text import extract_json_object, message_text, strip_think
 
@@ -154,24 +162,32 @@ class RetryPolicy:
     retries: int = 0
     initial_s: float = 0.5
     max_s: float = 8.0
+    deadline_s: float | None = None
 
     @classmethod
-    def for_model(cls, llm: Any, retries: int, **kwargs: float) -> RetryPolicy:
+    def for_model(cls, llm: Any, retries: int, **kwargs: float | None) -> RetryPolicy:
         """``retries`` app-level retries, or none when ``llm`` retries by itself (a positive
-        integer ``max_retries`` attribute, as ``ChatOpenAI`` has)."""
+        integer ``max_retries`` attribute, as a caller's own ``ChatOpenAI`` may have)."""
         own = getattr(llm, "max_retries", None)
         if isinstance(own, int) and not isinstance(own, bool) and own > 0:
             return cls(retries=0, **kwargs)  # type: ignore[arg-type]
         return cls(retries=max(0, int(retries)), **kwargs)  # type: ignore[arg-type]
 
     def call(self, fn: Callable[[], R]) -> R:
-        """``fn()``, retried while it raises a retryable error; the last error is re-raised."""
+        """``fn()``, retried while it raises a retryable error and the deadline has not passed;
+        the last error is re-raised."""
         if self.retries <= 0:
             return fn()
+        stop = stop_after_attempt(self.retries + 1)
+        if self.deadline_s is not None:
+            stop = stop | stop_after_delay(self.deadline_s)
         retrying = Retrying(
-            stop=stop_after_attempt(self.retries + 1),
-            wait=wait_exponential_jitter(
-                multiplier=self.initial_s, max=self.max_s, jitter=self.initial_s
+            stop=stop,
+            wait=_honour_retry_after(
+                wait_exponential_jitter(
+                    multiplier=self.initial_s, max=self.max_s, jitter=self.initial_s
+                ),
+                self.max_s,
             ),
             retry=retry_if_exception(_is_retryable),
             reraise=True,
@@ -180,6 +196,38 @@ class RetryPolicy:
 
 
 _NO_RETRY = RetryPolicy()
+
+
+def _retry_after_s(exc: BaseException | None) -> float | None:
+    """Seconds a rate-limited endpoint asked to wait (``retry-after-ms`` / ``retry-after``
+    header of the HTTP response an openai/httpx error carries), if it said."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if exc is not None and headers is None and exc.__cause__ is not None:
+        return _retry_after_s(exc.__cause__)
+    if headers is None:
+        return None
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        try:
+            value = headers.get(name)
+            if value is not None:
+                return max(0.0, float(value) * scale)
+        except (TypeError, ValueError, AttributeError):
+            continue
+    return None
+
+
+def _honour_retry_after(base: Callable[[Any], float], cap: float) -> Callable[[Any], float]:
+    """A tenacity wait: the backoff, or longer when the endpoint sent ``Retry-After`` (at
+    most ``cap`` seconds), as the openai SDK's own retries did."""
+
+    def wait(retry_state: Any) -> float:
+        backoff = base(retry_state)
+        outcome = retry_state.outcome
+        asked = _retry_after_s(outcome.exception() if outcome is not None else None)
+        return max(backoff, min(asked, cap)) if asked is not None else backoff
+
+    return wait
 
 
 @dataclass(frozen=True)
@@ -337,10 +385,21 @@ def _parse_text(text: str, schema: type[T]) -> tuple[T | None, str]:
     obj = extract_json_object(text)
     if obj is None:
         return None, "no JSON object found in the reply"
+    return _validate(schema, obj, "JSON does not match the schema")
+
+
+def _validate(schema: type[T], payload: Any, what: str) -> tuple[T | None, str]:
+    """``schema.model_validate(payload)`` as ``(value, "")`` or ``(None, reason)``.
+
+    Schemas' validators raise only validation errors (tested for every structured schema);
+    any other exception from one is still a reply that cannot be used, never a crashed run.
+    """
     try:
-        return schema.model_validate(obj), ""
+        return schema.model_validate(payload), ""
     except ValidationError as exc:
-        return None, f"JSON does not match the schema ({_summarise_validation(exc)})"
+        return None, f"{what} ({_summarise_validation(exc)})"
+    except Exception as exc:  # noqa: BLE001 - a validator bug must not end the run
+        return None, f"{what} (validator raised {_describe(exc)})"
 
 
 def _unpack_structured(out: Any, schema: type[T]) -> tuple[T | None, str | None, str]:
@@ -363,11 +422,9 @@ def _unpack_structured(out: Any, schema: type[T]) -> tuple[T | None, str | None,
         return None, raw_text, f"unparseable output ({_describe(error)})"
     if parsed is None:
         return None, raw_text, "no parsed output"
-    try:
-        payload = parsed.model_dump() if isinstance(parsed, BaseModel) else parsed
-        return schema.model_validate(payload), raw_text, ""
-    except ValidationError as exc:
-        return None, raw_text, f"output does not match the schema ({_summarise_validation(exc)})"
+    payload = parsed.model_dump() if isinstance(parsed, BaseModel) else parsed
+    value, reason = _validate(schema, payload, "output does not match the schema")
+    return value, raw_text, reason
 
 
 def structured_call(

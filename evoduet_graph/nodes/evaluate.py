@@ -4,6 +4,9 @@ Candidates evaluate concurrently (up to ``evaluation.workers``) in the sandbox (
 Each completed evaluation is cached by the sha256 of the code in the program store as soon as
 it finishes (not when the whole batch is done), so a resumed run, or a child identical to an
 earlier program, is never evaluated twice: a kill loses at most the evaluations in flight.
+A candidate the sandbox caught tampering with the evaluation (``error`` starting with
+``tampering:``) is invalid like any failed candidate, so it never enters the population; a
+``tampering`` event names it and what it did.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
 from evoduet_graph.evaluation import EvaluationOutcome
+from evoduet_graph.evaluation.sandbox import TAMPERING_PREFIX
 from evoduet_graph.nodes._common import context_of
 from evoduet_graph.state import CandidateRecord, OuterState
 
@@ -39,6 +43,15 @@ def poisoned_outcome(attempts: int) -> EvaluationOutcome:
         elapsed_s=0.0,
         stage=0,
     )
+
+
+def _store(ctx: Context, code: str, pid: str, outcome: EvaluationOutcome) -> None:
+    """Cache ``outcome`` in the program store; a caught tampering attempt is also an event."""
+    ctx.store.put_evaluation(code, outcome)
+    if outcome.error and outcome.error.startswith(TAMPERING_PREFIX):
+        ctx.events.emit(
+            "tampering", program_id=pid, what=outcome.error[len(TAMPERING_PREFIX) :][:2000]
+        )
 
 
 def evaluate_and_store(
@@ -69,17 +82,17 @@ def evaluate_and_store(
     if workers == 1:
         for code, pid in zip(codes, ids, strict=True):
             outcomes[code] = ctx.evaluator.evaluate(code, pid)
-            ctx.store.put_evaluation(code, outcomes[code])
+            _store(ctx, code, pid, outcomes[code])
         return outcomes
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evoduet-eval") as pool:
         futures = {
-            pool.submit(ctx.evaluator.evaluate, code, pid): code
+            pool.submit(ctx.evaluator.evaluate, code, pid): (code, pid)
             for code, pid in zip(codes, ids, strict=True)
         }
         for future in as_completed(futures):
-            code = futures[future]
+            code, pid = futures[future]
             outcomes[code] = future.result()
-            ctx.store.put_evaluation(code, outcomes[code])
+            _store(ctx, code, pid, outcomes[code])
     return outcomes
 
 

@@ -8,6 +8,13 @@ SEARCH/REPLACE diffs or a full rewrite, applies the answer to the parent and sto
 the program store. A model error, garbage text or a diff that does not apply yields an
 ``invalid``/``failed`` candidate whose reason the next prompt shows; it never stops the run.
 
+The prompt names the task's language and fences code with it (`evoduet_graph.languages`).
+When the parent has no code (a task folder without an initial program), the model is asked
+for a first complete program from the instruction (SkyDiscover's start from scratch,
+`build_initial_messages`). A child longer than ``max_code_length`` characters (the task
+config's ``max_code_length`` / ``max_solution_length``) is invalid with that reason, as in
+OpenEvolve and SkyDiscover.
+
 Before a child goes on to ``evaluate`` it passes the run's novelty check (`Context.novelty`,
 `evoduet_graph.novelty`): a near-duplicate of the parent or of a population program is
 rejected with its reason (event ``novelty_rejected``); with ``novelty.resample`` the model is
@@ -31,6 +38,7 @@ from evoduet_graph.prompting import (
     DocumentView,
     ProgramView,
     build_generation_messages,
+    build_initial_messages,
 )
 from evoduet_graph.state import CandidateRecord, GenerateInput
 from evoduet_graph.store import ProgramRow, ProgramStore, code_sha
@@ -113,6 +121,26 @@ def uses_diffs(ctx: Context) -> bool:
     return not isinstance(ctx.llm, LocalChatModel)
 
 
+def compile_error(language: str, code: str) -> str | None:
+    """Why a Python candidate cannot even be compiled, in the compiler's words (None when it
+    compiles, or when the task's language is not Python: other languages are left to their
+    evaluator). Such a candidate is rejected before evaluation, with this as its error.
+    """
+    if language.strip().lower() not in ("python", "py"):
+        return None
+    try:
+        compile(code, "program.py", "exec", dont_inherit=True)
+    except SyntaxError as exc:  # IndentationError / TabError included
+        where = f" (line {exc.lineno}" if exc.lineno else ""
+        if where and exc.text and exc.text.strip():
+            where += f": {exc.text.strip()[:120]}"
+        where += ")" if where else ""
+        return f"the program does not compile: {type(exc).__name__}: {exc.msg}{where}"
+    except ValueError as exc:  # e.g. a NUL byte in the source
+        return f"the program does not compile: {exc}"
+    return None
+
+
 def draft(
     ctx: Context,
     row: ProgramRow,
@@ -125,8 +153,8 @@ def draft(
 ) -> None:
     """Ask the model for candidate ``row`` and fill in its code, kind, status and error.
 
-    ``status`` becomes ``generated`` (code ready), ``invalid`` (no applicable code) or
-    ``failed`` (the model call raised). ``index`` (the candidate slot) and ``attempt`` (0, or
+    ``status`` becomes ``generated`` (code ready), ``invalid`` (no applicable code, or Python
+    code that does not compile: `compile_error`) or ``failed`` (the model call raised). ``index`` (the candidate slot) and ``attempt`` (0, or
     1 for the novelty resample) go into the call's metadata.
     """
     row.code, row.kind, row.status, row.error, row.artifacts = None, "none", "failed", None, {}
@@ -144,12 +172,26 @@ def draft(
     cand = candidate_from_response(
         parent_code,
         text,
-        diff_based=diff_based,
-        restrict_to_evolve_blocks=ctx.task.has_evolve_blocks,
+        diff_based=diff_based and bool(parent_code),
+        restrict_to_evolve_blocks=ctx.task.has_evolve_blocks and bool(parent_code),
+        language=ctx.task.language,
     )
     row.kind = cand.kind
+    limit = ctx.config.max_code_length
+    problem = None
     if cand.code is not None and cand.error is None:
+        problem = compile_error(ctx.task.language, cand.code)
+    if cand.code is not None and cand.error is None and limit and len(cand.code) > limit:
+        row.code, row.status = cand.code, "invalid"
+        row.error = (
+            f"the program is {len(cand.code)} characters long, over the limit of {limit} "
+            "(max_code_length); make it shorter"
+        )
+    elif cand.code is not None and cand.error is None and problem is None:
         row.code, row.status = cand.code, "generated"
+    elif problem is not None:
+        row.status, row.error = "invalid", problem
+        row.artifacts = {"compile_error": problem, "llm_response_head": text[:600]}
     else:
         row.status, row.error = "invalid", cand.error or "no code in the response"
         row.artifacts = {"llm_response_head": text[:600]}
@@ -196,6 +238,31 @@ def check_novelty(
     return verdict
 
 
+def generation_messages(
+    ctx: Context,
+    parent: ProgramRow,
+    top_ids: list[str],
+    inspiration_ids: list[str],
+    iteration: int,
+    payload: GenerateInput,
+    diff_based: bool,
+) -> list[Any]:
+    """The mutation prompt for a child of ``parent`` (`build_generation_messages`)."""
+    return build_generation_messages(
+        instruction=ctx.task.instruction,
+        parent=program_view(ctx.store, parent.id),
+        top=[program_view(ctx.store, pid) for pid in top_ids],
+        inspirations=[program_view(ctx.store, pid) for pid in inspiration_ids],
+        attempts=recent_attempt_views(ctx, iteration),
+        evidence=evidence_views(ctx, payload),
+        cfg=ctx.config.prompt.model_copy(update={"diff_based": diff_based}),
+        metric_name=ctx.task.metric,
+        direction=ctx.task.direction,
+        strategy_instruction=payload.get("mutation_instruction") or "",
+        language=ctx.task.lang,
+    )
+
+
 def generate(payload: GenerateInput, runtime: Runtime[Context]) -> dict[str, Any]:
     """Generate candidate ``payload["index"]`` of ``payload["iteration"]``.
 
@@ -220,17 +287,15 @@ def generate(payload: GenerateInput, runtime: Runtime[Context]) -> dict[str, Any
     ][: ctx.config.prompt.num_top_programs]
     inspiration_ids = [pid for pid in payload["inspiration_ids"] if pid != parent.id]
     diff_based = uses_diffs(ctx)
-    messages = build_generation_messages(
-        instruction=ctx.task.instruction,
-        parent=program_view(ctx.store, parent.id),
-        top=[program_view(ctx.store, pid) for pid in top_ids],
-        inspirations=[program_view(ctx.store, pid) for pid in inspiration_ids],
-        attempts=recent_attempt_views(ctx, iteration),
-        evidence=evidence_views(ctx, payload),
-        cfg=ctx.config.prompt.model_copy(update={"diff_based": diff_based}),
-        metric_name=ctx.task.metric,
-        direction=ctx.task.direction,
-        strategy_instruction=payload.get("mutation_instruction") or "",
+    messages = (
+        generation_messages(ctx, parent, top_ids, inspiration_ids, iteration, payload, diff_based)
+        if parent_code.strip()
+        else build_initial_messages(
+            instruction=ctx.task.instruction,
+            metric_name=ctx.task.metric,
+            direction=ctx.task.direction,
+            language=ctx.task.lang,
+        )
     )
     row = ProgramRow(
         id=cid,

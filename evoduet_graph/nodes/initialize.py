@@ -4,6 +4,11 @@ Idempotent: the evaluation is cached in the program store and the population add
 when the initial program is already there, so a run killed inside this node, or a finished run
 extended with more iterations, never evaluates it again. Source: OpenEvolve's controller adds
 the evaluated initial program to the database before the first iteration.
+
+A task folder without an initial program (SkyDiscover allows it) is seeded with an empty
+program recorded as invalid without evaluation; ``generate`` sees an empty parent and asks
+the model for a first complete program from the instruction (SkyDiscover's start from
+scratch), and the first valid child becomes the best.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
+from evoduet_graph.evaluation import EvaluationOutcome
 from evoduet_graph.nodes._common import context_of, emit_progress
 from evoduet_graph.population import ProgramEntry
 from evoduet_graph.results import write_best
@@ -20,6 +26,7 @@ from evoduet_graph.state import OuterState
 from evoduet_graph.store import ProgramRow
 
 INITIAL_ID = "initial"
+NO_INITIAL_PROGRAM = "no initial program: the first iteration asks the model to write one"
 
 
 def _seed_population(ctx: Context) -> ProgramRow:
@@ -28,7 +35,9 @@ def _seed_population(ctx: Context) -> ProgramRow:
         row = ctx.store.get_program(INITIAL_ID)
     else:
         outcome = ctx.store.cached_evaluation(code)
-        if outcome is None:
+        if outcome is None and not ctx.task.has_initial_program:
+            outcome = EvaluationOutcome(error=NO_INITIAL_PROGRAM)  # nothing to evaluate
+        elif outcome is None:
             outcome = ctx.evaluator.evaluate(code, program_id=INITIAL_ID)
             ctx.store.put_evaluation(code, outcome)
         row = ProgramRow(
@@ -45,7 +54,7 @@ def _seed_population(ctx: Context) -> ProgramRow:
             error=outcome.error,
         )
         ctx.store.put_program(row)
-        if not outcome.valid:
+        if not outcome.valid and ctx.task.has_initial_program:
             ctx.events.emit(
                 "warning",
                 node="initialize",

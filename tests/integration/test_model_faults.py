@@ -359,7 +359,42 @@ def test_a_dead_endpoint_short_cli_run_exits_1_naming_the_model(
     )
     assert result.exit_code == 1, result.output
     assert result.output.count("the model did not answer") == 1, result.output
+    assert "done" not in result.output  # no green "done" line before the error (issue 13)
+    assert "stopped in" in result.output
     assert "(openai:m at http://127.0.0.1:9/v1)" in result.output
     assert f"evoduet resume {out.resolve()}" in " ".join(result.output.split())
     stored = load_config(out / "config.yaml")
     assert stored.llm.base_url == "http://127.0.0.1:9/v1"
+
+
+def test_a_connected_but_silent_endpoint_stops_the_run_within_its_call_deadlines(
+    tmp_path: Path,
+) -> None:
+    """Issue 13: an endpoint that accepts connections and never answers. Each call gives up at
+    ``llm.call_deadline_s`` (one request: no retry starts after the deadline, whatever
+    ``timeout_s`` × ``max_retries`` says), so the run stops after
+    ``max_consecutive_model_failures`` iterations, not after an hour."""
+    with FaultyServer(["sleep"], content=rewrite, sleep_s=30) as server:
+        cfg = _config(server.base_url, iterations=10,
+                      llm={"max_retries": 3, "timeout_s": 300, "call_deadline_s": 1.0})
+        start = time.monotonic()
+        result = run(SMOKE_TASK, cfg, run_dir=tmp_path / "run", evaluator=_evaluator(tmp_path))
+        elapsed = time.monotonic() - start
+    assert result.stop_reason and result.stop_reason.startswith(MODEL_DOWN_PREFIX)
+    assert result.iterations == 3
+    calls = len(server.requests)
+    assert calls <= 6  # generate (and gate) calls: one request each, never a retry
+    assert elapsed < calls * 1.0 + 20, elapsed
+
+
+def test_the_default_call_deadline_bounds_a_request_and_leaves_retries_to_the_policy() -> None:
+    from evoduet_graph.llm import make_chat_model
+
+    cfg = EvoDuetConfig.model_validate(
+        {"llm": {"model": "openai:m", "base_url": "http://127.0.0.1:9/v1"}}
+    )
+    llm = make_chat_model(cfg.llm)
+    assert cfg.llm.call_deadline_s == 60.0 and llm.request_timeout == 60.0
+    assert llm.max_retries == 0
+    policy = RetryPolicy.for_model(llm, cfg.llm.max_retries, deadline_s=cfg.llm.call_deadline_s)
+    assert policy.retries == 3 and policy.deadline_s == 60.0

@@ -221,8 +221,12 @@ def test_three_iterations_on_ray_match_the_local_executor(local_ray, tmp_path):
 def test_lost_ray_task_is_a_failed_candidate_and_the_run_goes_on(local_ray, tmp_path):
     # two candidates per iteration, evaluated concurrently (2 tasks in flight): one kills its
     # Ray worker, the other must be unaffected; the next iteration evaluates on Ray again
+    # the detection fallback: under bwrap's PID namespace the candidate's parent is the
+    # sandbox's own init, so it cannot reach (and kill) its Ray worker at all
     llm = ScriptedChatModel(responses=[WORKER_KILLER, RADIUS_UP], default=SPREAD_UP)
-    cfg = _config(executor="ray").with_overrides({"iterations": 2, "candidates": 2})
+    cfg = _config(executor="ray").with_overrides(
+        {"iterations": 2, "candidates": 2, "evaluation.isolate_filesystem": False}
+    )
     result = run(SMOKE_TASK, cfg, llm=llm, run_dir=tmp_path / "r")
     assert result.iterations == 2
     rows = _rows(tmp_path / "r")
@@ -284,3 +288,22 @@ def test_an_address_that_answers_but_is_not_ray_fails_after_the_deadline(monkeyp
         listener.close()
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "no Ray cluster answered" in proc.stdout and "within 5 s" in proc.stdout
+
+
+def test_under_the_namespace_a_candidate_cannot_kill_its_ray_worker(local_ray, tmp_path):
+    """The same worker-killing candidate, with the read-only namespace where this machine has
+    bwrap: its parent is the sandbox's own init (which ignores the signal), so the worker
+    survives and the candidate evaluates like any other (not a lost Ray task)."""
+    task = load_task(SMOKE_TASK)
+    with RayEvaluator(task, workers=1) as evaluator:
+        if evaluator.isolation.filesystem != "namespace":
+            assert "detected, not prevented" in " ".join(evaluator.isolation.warnings())
+            return
+        killer = task.initial_program.replace(
+            "    radius = 0.6 ", "    import os, signal\n    os.kill(os.getppid(), signal.SIGKILL)\n"
+            "    radius = 0.6 ",
+        )
+        assert killer != task.initial_program
+        outcome, after = evaluator.evaluate_many([killer, task.initial_program], ["k", "i"])
+    # SIGKILL to a PID namespace's init from inside it is ignored: the kill does nothing
+    assert outcome.valid and after.valid, (outcome.error, after.error)

@@ -509,3 +509,39 @@ def test_hoisted_imports_skip_future_and_duplicates_and_follow_the_block_indenta
         "def outer():\n    # EVOLVE-BLOCK-START\n    import json\n"
         "    x = len(json.dumps([1]))\n    # EVOLVE-BLOCK-END\n    return x\n"
     )
+
+
+# ------------------------------------------------------------------ tabs vs spaces (issue 13)
+
+SPACED = "def f(x):\n    if x:\n        y = 1\n    return x\n"
+
+
+def test_a_tab_indented_search_block_applies_to_a_space_indented_program() -> None:
+    text = "<<<<<<< SEARCH\n\tif x:\n\t\ty = 1\n=======\n\tif x:\n\t\ty = 2\n>>>>>>> REPLACE\n"
+    result = apply_diff(SPACED, text, restrict_to_evolve_blocks=False)
+    assert not result.failed, result.failed
+    assert result.code == "def f(x):\n    if x:\n        y = 2\n    return x\n"
+
+
+def test_a_space_indented_search_block_applies_to_a_tab_indented_program() -> None:
+    tabbed = SPACED.replace("        ", "\t\t").replace("    ", "\t")
+    text = "<<<<<<< SEARCH\n    if x:\n        y = 1\n=======\n    if x:\n        y = 3\n>>>>>>> REPLACE\n"
+    result = apply_diff(tabbed, text, restrict_to_evolve_blocks=False)
+    assert not result.failed, result.failed
+    assert result.code == "def f(x):\n\tif x:\n\t\ty = 3\n\treturn x\n"
+
+
+def test_a_tab_search_that_does_not_match_says_tabs_are_the_difference_it_tried() -> None:
+    text = "<<<<<<< SEARCH\n\tif z:\n=======\n\tif x:\n>>>>>>> REPLACE\n"
+    result = apply_diff(SPACED, text, restrict_to_evolve_blocks=False)
+    assert len(result.failed) == 1
+    assert "indented with tabs, the program with spaces" in result.failed[0]
+    assert "not found" in result.failed[0]
+
+
+def test_an_ambiguous_tab_width_is_refused_with_the_reason() -> None:
+    # as 4 spaces the SEARCH matches line 2; as 8 spaces it matches line 4 (exactly)
+    program = "def f():\n    a = 1\n    if b:\n        a = 1\n"
+    text = "<<<<<<< SEARCH\n\ta = 1\n=======\n\ta = 5\n>>>>>>> REPLACE\n"
+    result = apply_diff(program, text, restrict_to_evolve_blocks=False)
+    assert len(result.failed) == 1 and "tab width is ambiguous" in result.failed[0]

@@ -336,8 +336,8 @@ def test_factory_openai_kwargs(no_openai_env, monkeypatch):
         "api_key": "sk-test",
         "temperature": 0.3,
         "max_tokens": 256,
-        "timeout": 12.0,
-        "max_retries": 5,
+        "timeout": 12.0,  # min(timeout_s, call_deadline_s)
+        "max_retries": 0,  # the run's RetryPolicy retries, within the per-call deadline
     }
 
 
@@ -391,7 +391,7 @@ def test_factory_real_chat_openai_constructs_offline(monkeypatch):
         LLMConfig(model="openai:m", base_url="http://127.0.0.1:9/v1"), callbacks=[tracker]
     )
     assert time.perf_counter() - started < 5
-    assert llm.model_name == "m" and llm.max_retries == 3 and llm.callbacks == [tracker]
+    assert llm.model_name == "m" and llm.max_retries == 0 and llm.callbacks == [tracker]
 
 
 # --------------------------------------------------------------------------------------------

@@ -64,11 +64,14 @@ def test_isolation_report_is_complete_and_warns_about_missing_limits() -> None:
     assert iso.processes in ("cgroup", "rlimit", "none")
     assert iso.network_detail and iso.processes_detail
     data = iso.as_dict()
-    assert set(data) == {"network_isolated", "network", "process_limit", "processes"}
+    assert set(data) == {
+        "network_isolated", "network", "process_limit", "processes", "filesystem_protection",
+        "filesystem",
+    }  # fmt: skip
     missing = Isolation(False, "unshare not installed", "none", "RLIMIT_NPROC not enforced")
-    assert len(missing.warnings()) == 2
-    assert "network" in missing.warnings()[0]
-    disabled = probe_isolation(network=False, max_processes=None)
+    assert len(missing.warnings()) == 3  # network, filesystem (detection only), processes
+    assert "network" in missing.warnings()[0] and "detected, not prevented" in missing.warnings()[1]
+    disabled = probe_isolation(network=False, max_processes=None, filesystem=False)
     assert not disabled.network and disabled.processes == "none"
     assert disabled.warnings() == []  # switched off on purpose: nothing to warn about
 
@@ -108,7 +111,9 @@ def test_fork_bomb_is_bounded_and_everything_is_killed(task: Task, tmp_path: Pat
             return {{"combined_score": 1.0, "forked": made}}
         """
     )
-    sandbox = SandboxEvaluator(task, timeout_s=20, max_processes=16, isolate_network=False)
+    sandbox = SandboxEvaluator(  # host pids written outside the temp dir: the fallback
+        task, timeout_s=20, max_processes=16, isolate_network=False, isolate_filesystem=False
+    )
     outcome = sandbox.evaluate(code)
     assert outcome.valid, outcome.error
     assert 1 <= outcome.metrics["forked"] < 16
@@ -151,7 +156,9 @@ def test_process_that_leaves_the_group_with_setsid_is_killed(task: Task, tmp_pat
             return {{"combined_score": 1.0}}
         """
     )
-    outcome = SandboxEvaluator(task, timeout_s=20, isolate_network=False).evaluate(code)
+    outcome = SandboxEvaluator(
+        task, timeout_s=20, isolate_network=False, isolate_filesystem=False
+    ).evaluate(code)
     assert outcome.valid, outcome.error
     assert _wait_dead(int(pid_file.read_text()), within_s=3.0)
 
