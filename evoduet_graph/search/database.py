@@ -621,14 +621,15 @@ class SearchDatabase:
         return chosen
 
     def _predicted_gain(self, record: SearchRecord) -> float | None:
-        scores = [
-            doc.predicted_score
-            for doc in (self._docs.get(d) for d in record.final_doc_ids)
-            if doc is not None and doc.predicted_score is not None
-        ]
-        return sum(scores) / len(scores) - record.parent_score if scores else None
-
-    # -- statistics and rendering ----------------------------------------------------------
+        """Mean predicted gain (predicted child − parent score) of the record's final
+        documents: its own inner loop's predictions, else those in its round results."""
+        scores = self.loop_scores(record.record_id)
+        for rnd in record.rounds:
+            for result in rnd.results:
+                if result.predicted_score is not None:
+                    scores.setdefault(result.doc_id, result.predicted_score)
+        mine = [scores[d] for d in record.final_doc_ids if d in scores]
+        return sum(mine) / len(mine) - record.parent_score if mine else None
 
     def url_stats(self) -> dict[str, float | int]:
         """URL novelty over every round's results (DESIGN.md §6).

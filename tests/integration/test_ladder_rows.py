@@ -153,11 +153,12 @@ def _record(db: SearchDatabase, it: int, docs: list[tuple[str, float | None, flo
     from evoduet_graph.search import Document
 
     stored = db.add_documents([Document(url=u, title=u) for u, _, _ in docs], it)
-    for doc, score in zip(stored, predicted or [], strict=False):
-        db.set_predicted_score(doc.doc_id, score)
+    scores = list(predicted or []) + [None] * len(docs)
     results = [
-        RoundResult(doc_id=s.doc_id, url=s.url, relevance=rel, novelty=nov)
-        for s, (_, rel, nov) in zip(stored, docs, strict=True)
+        RoundResult(
+            doc_id=s.doc_id, url=s.url, relevance=rel, novelty=nov, predicted_score=score
+        )
+        for s, (_, rel, nov), score in zip(stored, docs, scores[: len(docs)], strict=True)
     ]
     db.add_record(
         SearchRecord(
