@@ -311,6 +311,10 @@ class LiveDisplay:
                 self.live.transient = True  # failed before any node ran: leave no empty frame
             self.live.update(self._renderable())
             self.live.__exit__(*exc)  # type: ignore[arg-type]
+            if not self.console.is_terminal and not self.live.transient:
+                # off a terminal Live's last frame ends without a newline: the next line
+                # (the end-of-run summary) would start on the frame's last line
+                self.console.line()
 
 
 class JsonLines:

@@ -242,3 +242,12 @@ def test_run_forwards_index_progress(tmp_path):
     for ev in index[:-1]:
         status.update(ev)
     assert status.index and "offline search index" in status.index
+
+
+def test_off_a_terminal_the_display_ends_its_last_line_before_the_summary():
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=False, width=80)
+    with LiveDisplay(load_task(SMOKE_TASK), 3, console=console):
+        pass
+    console.print("done in 1.0 s")
+    assert "\ndone in 1.0 s\n" in buffer.getvalue()
