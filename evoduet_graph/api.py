@@ -39,11 +39,13 @@ from evoduet_graph.evaluation.integrity import folder_digest
 from evoduet_graph.events import EventLog, read_events
 from evoduet_graph.graphs.outer import NodeFn, build_outer_graph
 from evoduet_graph.languages import ToolchainError
+from evoduet_graph.llm.roles import make_role_models, role_config
 from evoduet_graph.llm.usage import UsageTracker
 from evoduet_graph.locking import RunDirLock, RunDirLockedError
 from evoduet_graph.novelty import NoveltyFilter, make_novelty_checker
 from evoduet_graph.population import Population, restore_population
 from evoduet_graph.search import Searcher, SearchUnavailableError, make_searcher
+from evoduet_graph.search.cache import SearchCache
 from evoduet_graph.search.database import SearchDatabase
 from evoduet_graph.store import ProgramStore
 from evoduet_graph.task import Task, TaskError, load_task
@@ -230,13 +232,15 @@ def build_context(
     evaluator: Evaluator | None = None,
     searcher: Searcher | None = None,
     novelty: NoveltyFilter | None = None,
+    role_llms: dict[str, BaseChatModel] | None = None,
 ) -> Context:
     """Assemble the runtime context for a run directory (``None``: in memory).
 
     The population is restored from the program store's snapshot and the search database
     from ``search_database.jsonl`` when they exist. ``searcher`` defaults to the configured
     backend (checked by its preflight) when the gate can retrieve; ``novelty`` to the check
-    ``config.novelty`` describes (`make_novelty_checker`; None when it is disabled).
+    ``config.novelty`` describes (`make_novelty_checker`; None when it is disabled);
+    ``role_llms`` to the models ``llm.roles`` names (`make_role_models`).
 
     Raises:
         LLMConfigError / LocalModelError: the chat model cannot be built.
@@ -252,6 +256,8 @@ def build_context(
         from evoduet_graph.llm import make_chat_model
 
         llm = make_chat_model(config.llm, seed=config.seed)
+    if role_llms is None:
+        role_llms = make_role_models(config.llm, llm, seed=config.seed)
     if evaluator is None:
         evaluator = make_evaluator(task, config.evaluation)
     protect = getattr(evaluator, "protect", None)
@@ -274,6 +280,12 @@ def build_context(
         search_db=SearchDatabase(run_dir / "search_database.jsonl" if run_dir else None),
         budget=budget_for(config, events),
         novelty=novelty,
+        role_llms=role_llms,
+        search_cache=(
+            SearchCache.for_run(run_dir, config.retrieval.cache_dir)
+            if searcher is not None and config.retrieval.cache
+            else None
+        ),
     )
 
 
@@ -399,6 +411,7 @@ def completed_iterations(rdir: Path) -> int:
 RESUME_APPLIED: tuple[str, ...] = (
     "iterations",
     "budget.",
+    "stop_at_score",
     "max_concurrency",
     "max_consecutive_failures",
     "max_consecutive_model_failures",
@@ -680,6 +693,8 @@ def run(
         from evoduet_graph.llm import make_chat_model
 
         llm = make_chat_model(cfg.llm, seed=cfg.seed)
+    # a role's model may fail to build (no key)
+    role_llms = make_role_models(cfg.llm, llm, seed=cfg.seed)
     # loads embeddings: may fail on a bad config
     novelty = make_novelty_checker(cfg.novelty, python=task.lang.is_python)
     rdir.mkdir(parents=True, exist_ok=True)
@@ -702,9 +717,18 @@ def run(
     )
     with lock, ExitStack() as stack:
         ctx = build_context(
-            task, cfg, rdir, llm=llm, evaluator=evaluator, searcher=searcher, novelty=novelty
+            task,
+            cfg,
+            rdir,
+            llm=llm,
+            evaluator=evaluator,
+            searcher=searcher,
+            novelty=novelty,
+            role_llms=role_llms,
         )
         stack.callback(ctx.store.close)
+        if ctx.search_cache is not None:
+            stack.callback(ctx.search_cache.close)
         if initial is not None:
             ctx.store.put_evaluation(task.initial_program, initial)
         if checkpointer is None:
@@ -727,6 +751,11 @@ def run(
             iterations=cfg.iterations,
             model=model_name,
             resumed=resuming or existing,
+            **(
+                {"roles": {r: role_config(cfg.llm, r).model for r in cfg.llm.roles}}
+                if cfg.llm.roles
+                else {}
+            ),
         )
         _report_task(ctx, settings)
         for note in notes:

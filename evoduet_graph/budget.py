@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from evoduet_graph.config import BudgetConfig
@@ -94,6 +94,9 @@ class UsageTotals:
         input_tokens / output_tokens: tokens over all calls.
         wall_s: wall-clock seconds over all sessions.
         cost_usd: estimated spend (0 for unpriced models).
+        by_model: per model name the answer reported (``llm_by_model`` of the node events):
+            ``{"calls", "input_tokens", "output_tokens"}``; usage of events without it (older
+            runs) is priced as the configured model.
     """
 
     llm_calls: int = 0
@@ -101,6 +104,7 @@ class UsageTotals:
     output_tokens: int = 0
     wall_s: float = 0.0
     cost_usd: float = 0.0
+    by_model: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def tokens(self) -> int:
@@ -131,6 +135,48 @@ def _add_node_usage(totals: UsageTotals, events: Iterable[dict[str, Any]]) -> No
         totals.llm_calls += _int(ev.get("llm_calls"))
         totals.input_tokens += _int(ev.get("input_tokens"))
         totals.output_tokens += _int(ev.get("output_tokens"))
+        by_model = ev.get("llm_by_model")
+        if isinstance(by_model, dict):
+            for model, counts in by_model.items():
+                if not isinstance(counts, dict):
+                    continue
+                agg = totals.by_model.setdefault(
+                    str(model), {"calls": 0, "input_tokens": 0, "output_tokens": 0}
+                )
+                for key in agg:
+                    agg[key] += _int(counts.get(key))
+
+
+def cost_usd(
+    totals: UsageTotals,
+    default_model: str,
+    prices: Mapping[str, tuple[float, float]] | None = None,
+) -> tuple[float, dict[str, float]]:
+    """Estimated spend of ``totals``: each model of ``by_model`` at its own price, the rest
+    (usage without a model name) at ``default_model``'s.
+
+    Returns:
+        ``(total USD, USD per model name)``; unpriced models cost 0.
+    """
+    per_model: dict[str, float] = {}
+    rest_in, rest_out = totals.input_tokens, totals.output_tokens
+    for model, counts in totals.by_model.items():
+        rest_in -= counts["input_tokens"]
+        rest_out -= counts["output_tokens"]
+        price = price_for(model, prices) or (
+            price_for(default_model, prices) if model == "unknown-model" else None
+        )
+        per_model[model] = (
+            (counts["input_tokens"] * price[0] + counts["output_tokens"] * price[1]) / 1e6
+            if price
+            else 0.0
+        )
+    default_price = price_for(default_model, prices)
+    rest = 0.0
+    if default_price and (rest_in > 0 or rest_out > 0):
+        rest = (max(0, rest_in) * default_price[0] + max(0, rest_out) * default_price[1]) / 1e6
+        per_model[default_model] = per_model.get(default_model, 0.0) + rest
+    return sum(per_model.values()), per_model
 
 
 def _session_wall(events: list[dict[str, Any]]) -> float:
@@ -193,12 +239,10 @@ class Budget:
             input_tokens=self._prior.input_tokens,
             output_tokens=self._prior.output_tokens,
             wall_s=self._prior.wall_s + (time.monotonic() - self._started),
+            by_model={k: dict(v) for k, v in self._prior.by_model.items()},
         )
         _add_node_usage(now, self.events.memory[self._seen :])
-        if self.price is not None:
-            now.cost_usd = (
-                now.input_tokens * self.price[0] + now.output_tokens * self.price[1]
-            ) / 1e6
+        now.cost_usd, _ = cost_usd(now, self.model, self.cfg.prices)
         return now
 
     def exceeded(self, totals: UsageTotals | None = None) -> str | None:

@@ -36,10 +36,14 @@ def _user_errors() -> tuple[type[Exception], ...]:
 
 
 def _failed_stop(result: RunResult) -> bool:
-    """Whether the run stopped on failures (not a budget stop): `_exit_for_stop` exits 1."""
+    """Whether the run stopped on failures (not a budget stop or a reached ``stop_at_score``):
+    `_exit_for_stop` exits 1."""
     from evoduet_graph.budget import STOP_PREFIX
+    from evoduet_graph.nodes.stop_rules import TARGET_PREFIX
 
-    return bool(result.stop_reason) and not str(result.stop_reason).startswith(STOP_PREFIX)
+    return bool(result.stop_reason) and not str(result.stop_reason).startswith(
+        (STOP_PREFIX, TARGET_PREFIX)
+    )
 
 
 def _summary(result: RunResult, elapsed: float) -> None:
@@ -52,9 +56,10 @@ def _summary(result: RunResult, elapsed: float) -> None:
     if result.ndg is not None:
         console.print(f"  NDG: {result.ndg:.2f}%")
     from evoduet_graph.budget import STOP_PREFIX
+    from evoduet_graph.nodes.stop_rules import TARGET_PREFIX
 
     # a failure stop is printed once, as the error `_exit_for_stop` exits with
-    if result.stop_reason and result.stop_reason.startswith(STOP_PREFIX):
+    if result.stop_reason and result.stop_reason.startswith((STOP_PREFIX, TARGET_PREFIX)):
         console.print("[yellow]stopped early:[/] ", end="")
         console.print(result.stop_reason, markup=False, highlight=False)
 
@@ -124,9 +129,18 @@ def _run_with_display(
 
 def _exit_for_stop(result: RunResult) -> None:
     """Exit 1 when the run stopped on failures (e.g. ``max_consecutive_failures``): the
-    checkpoint is resumable, but the run did not do its work. A budget stop is a clean end."""
+    checkpoint is resumable, but the run did not do its work. A budget stop and a reached
+    ``stop_at_score`` are clean ends."""
     if _failed_stop(result):
         _fail(f"the run stopped: {result.stop_reason}", code=1)
+
+
+def _backend_option(value: str | None) -> str | list[str] | None:
+    """``--backend a,b`` → ``["a", "b"]`` (one name stays a string)."""
+    if value is None:
+        return None
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    return names[0] if len(names) == 1 else names
 
 
 @app.command("run")
@@ -152,7 +166,15 @@ def run_cmd(
         str | None, typer.Option(help="Gate mode: never|always|llm|heuristic|stagnation.")
     ] = None,
     backend: Annotated[
-        str | None, typer.Option(help="Search backend: offline|tavily|none.")
+        str | None,
+        typer.Option(
+            help="Search backend(s), comma-separated: offline|tavily|arxiv|wikipedia|"
+            "duckduckgo|searxng|exa|brave|langchain:<module>:<factory>|none."
+        ),
+    ] = None,
+    stop_at_score: Annotated[
+        float | None,
+        typer.Option(help="End the run once the best program's metric reaches this value."),
     ] = None,
     scaffold: Annotated[
         str | None,
@@ -192,7 +214,8 @@ def run_cmd(
                 "llm.model": model,
                 "seed": seed,
                 "gate.mode": gate,
-                "retrieval.backend": backend,
+                "retrieval.backend": _backend_option(backend),
+                "stop_at_score": stop_at_score,
                 "scaffold": scaffold,
                 "retrieval.corpus": [str(p.resolve()) for p in corpus] if corpus else None,
                 "allow_invalid_initial": True if allow_invalid_initial else None,

@@ -232,6 +232,29 @@ def _node_figures(events: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[st
     )
 
 
+def _model_figures(
+    events: list[dict[str, Any]], rdir: Path, model: str | None
+) -> dict[str, dict[str, float]]:
+    """Calls, tokens and estimated USD per model (``llm_by_model`` of the node events; with
+    ``llm.roles`` each role's calls count on its model), priced with the run's
+    ``budget.prices`` over the built-in table."""
+    from evoduet_graph.budget import cost_usd, usage_from_events
+
+    prices: dict[str, Any] = {}
+    try:
+        import yaml
+
+        data = yaml.safe_load((rdir / "config.yaml").read_text(encoding="utf-8")) or {}
+        prices = dict((data.get("budget") or {}).get("prices") or {})
+    except (OSError, ValueError, AttributeError, TypeError):
+        prices = {}
+    totals = usage_from_events(events)
+    _, usd = cost_usd(totals, model or "", {k: tuple(v) for k, v in prices.items()})
+    out = {m: {**{k: float(v) for k, v in c.items()}, "usd": usd.get(m, 0.0)}
+           for m, c in sorted(totals.by_model.items())}
+    return out
+
+
 def _search_figures(events: list[dict[str, Any]], db: SearchDatabase | None) -> dict[str, Any]:
     searches = [e for e in events if e.get("event") == "search"]
     queries = [str(e.get("query", "")) for e in searches]
@@ -514,6 +537,7 @@ def run_summary(run_dir: str | Path) -> dict[str, Any]:
         "search": _search_figures(events, db),
         "prediction": _prediction_figures(db),
         "llm": llm,
+        "llm_models": _model_figures(events, rdir, starts[-1].get("model") if starts else None),
         "wall_time": wall_time,
         "failures": _failure_figures(programs, events),
         "novelty": _novelty_figures(events, programs),
@@ -566,6 +590,22 @@ def _images(plots: dict[str, str] | None, *names: str) -> list[str]:
         if link:
             out += [f"![{PLOT_TITLES.get(name, name)}]({link})", ""]
     return out
+
+
+def _model_section(models: dict[str, dict[str, float]]) -> list[str]:
+    """``## LLM usage per model`` (calls, tokens, estimated USD), when the events have it."""
+    if not models:
+        return []
+    rows = [
+        [m, int(u["calls"]), int(u["input_tokens"]), int(u["output_tokens"]), round(u["usd"], 6)]
+        for m, u in models.items()
+    ]
+    return [
+        "## LLM usage per model",
+        "",
+        _table(["model", "calls", "input tokens", "output tokens", "USD (estimated)"], rows),
+        "",
+    ]
 
 
 def _gate_can_retrieve(run_dir: Path) -> bool:
@@ -725,6 +765,7 @@ def report_markdown(
         ),
         "",
         *_images(plots, "llm"),
+        *_model_section(s.get("llm_models") or {}),
         "## Wall time per node",
         "",
         (note.strip() + "\n") if note else "",

@@ -19,6 +19,7 @@ from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
 from evoduet_graph.nodes._common import context_of, emit_progress
+from evoduet_graph.nodes.stop_rules import target_reached
 from evoduet_graph.population import ProgramEntry, add_op, apply_op, next_island_op
 from evoduet_graph.results import write_best
 from evoduet_graph.search.database import Impact
@@ -154,6 +155,9 @@ def record(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
                 last_improvement_iteration=iteration,
             )
             write_best(ctx, best["id"])
+            target = target_reached(ctx, row.metrics)
+            if target:
+                update["stop_reason"] = target
             metric_value = ctx.task.metric_value(row.metrics)
             emit_progress(
                 runtime,

@@ -1,7 +1,10 @@
 """``search`` node (inner loop): run each distinct query once on the configured backend.
 
 Results are stored in the search database (documents get stable ids; the same normalised URL
-always maps to the same id), de-duplicated, and merged with the retained pool. A backend error
+always maps to the same id), de-duplicated, and merged with the retained pool. A query already
+answered by the same backend in this run (or, with ``retrieval.cache_dir``, in an earlier one)
+is answered from the search cache (`evoduet_graph.search.cache`); the ``search`` event then
+says ``cached: true`` with the original retrieval time ``fetched_at``. A backend error
 or timeout (after the retries of ``robust_search``) leaves that query without results; the
 event ``search_error`` records it and the retrieval goes on.
 """
@@ -14,7 +17,7 @@ from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
 from evoduet_graph.nodes._common import context_of, emit_progress
-from evoduet_graph.search import robust_search
+from evoduet_graph.search.cache import cached_search
 from evoduet_graph.state import DocumentRef, InnerState
 
 
@@ -34,13 +37,15 @@ def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
         return {"pool": list(pool.values()), "errors": [*errors, message], "returned": []}
     returned: dict[str, None] = {}
     for query in dict.fromkeys(state.get("queries", [])):
-        docs, error = robust_search(
+        outcome = cached_search(
             ctx.searcher,
+            ctx.search_cache if retrieval.cache else None,
             query,
             retrieval.results_per_query,
             retries=retrieval.search_retries,
             timeout_s=retrieval.search_timeout_s,
         )
+        docs, error = outcome.documents, outcome.error
         if error:
             errors.append(f"{query!r}: {error}")
             ctx.events.emit(
@@ -55,6 +60,7 @@ def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
             query=query,
             results=len(stored),
             error=error[:300] if error else None,
+            cached=outcome.cached,
         )
         ctx.events.emit(
             "search",
@@ -63,6 +69,8 @@ def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
             query=query,
             urls=[d.url for d in stored],
             doc_ids=[d.doc_id for d in stored],
+            cached=outcome.cached,
+            fetched_at=round(outcome.fetched_at, 3),
         )
         for doc in stored:
             returned.setdefault(doc.doc_id)

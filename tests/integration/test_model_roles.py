@@ -1,0 +1,84 @@
+"""A run with ``llm.roles`` on two models of an OpenAI-compatible endpoint: the world-knowledge
+layer on ``cheap``, mutation on ``strong``; each role's calls reach its model, and the
+report prices each model on its own."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import convert_to_messages
+
+from evoduet_graph import EvoDuetConfig, run
+from evoduet_graph.events import read_events
+from evoduet_graph.report import report_markdown, run_summary
+from tests.conftest import RADIUS_UP
+from tests.fake_openai_server import FaultyServer
+from tests.fakes import FakeSearcher, KnowledgeResponder, prompt_kind
+
+
+def test_each_role_calls_its_model_and_cost_is_per_model(smoke_task_dir, tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    responder = KnowledgeResponder(gate="retrieve", generate=RADIUS_UP)
+
+    def answer(body):
+        return responder(convert_to_messages(body["messages"]))
+
+    with FaultyServer(["ok"], content=answer) as server:
+        cfg = EvoDuetConfig.model_validate(
+            {
+                "iterations": 2,
+                "population": {"num_islands": 2},
+                "novelty": {"enabled": False},
+                "gate": {"mode": "llm"},
+                "retrieval": {"inner_rounds": 1, "search_retries": 0},
+                "llm": {
+                    "model": "openai:strong",
+                    "base_url": server.base_url,
+                    "max_retries": 0,
+                    "roles": {
+                        "gate": "openai:cheap",
+                        "construct_query": "openai:cheap",
+                        "hypothetical_score": {"model": "openai:cheap", "temperature": 0.0},
+                    },
+                },
+                "budget": {"prices": {"cheap": [1.0, 2.0], "strong": [10.0, 20.0]}},
+            }
+        )
+        rdir = tmp_path / "run"
+        result = run(smoke_task_dir, cfg, run_dir=rdir, searcher=FakeSearcher())
+        requests = [body for _fault, body in server.requests]
+    assert result.iterations == 2
+    by_kind: dict[str, set[str]] = {}
+    for body in requests:
+        kind = prompt_kind(convert_to_messages(body["messages"]))
+        by_kind.setdefault(kind, set()).add(body["model"])
+    assert by_kind == {
+        "gate": {"cheap"},
+        "construct_query": {"cheap"},
+        "hypothetical_score": {"cheap"},
+        "generate": {"strong"},
+    }
+    temps = {b.get("temperature") for b in requests
+             if prompt_kind(convert_to_messages(b["messages"])) == "hypothetical_score"}
+    assert temps == {0.0}
+
+    events = list(read_events(rdir / "events.jsonl"))
+    [start] = [e for e in events if e["event"] == "run_start"]
+    assert start["roles"] == {"gate": "openai:cheap", "construct_query": "openai:cheap",
+                              "hypothetical_score": "openai:cheap"}
+    gate_models = {m for e in events if e.get("node") == "gate" for m in e.get("llm_by_model", {})}
+    gen_models = {m for e in events if e.get("node") == "generate"
+                  for m in e.get("llm_by_model", {})}
+    assert gate_models == {"cheap"} and gen_models == {"strong"}
+
+    models = run_summary(rdir)["llm_models"]
+    assert set(models) == {"cheap", "strong"}
+    n_cheap = sum(1 for b in requests if b["model"] == "cheap")
+    assert models["cheap"]["calls"] == n_cheap
+    assert models["strong"]["calls"] == len(requests) - n_cheap
+    for name, (p_in, p_out) in {"cheap": (1.0, 2.0), "strong": (10.0, 20.0)}.items():
+        u = models[name]
+        expected = (u["input_tokens"] * p_in + u["output_tokens"] * p_out) / 1e6
+        assert u["usd"] == pytest.approx(expected) and u["usd"] > 0
+    md = report_markdown(rdir)
+    section = md[md.index("## LLM usage per model"):]
+    assert "| cheap |" in section and "| strong |" in section
