@@ -29,6 +29,7 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import StateGraph
+from langgraph.types import Command
 from pydantic import ValidationError
 
 from evoduet_graph.budget import budget_for
@@ -56,6 +57,12 @@ logger = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
 THREAD_ID = "evoduet"
+
+ReviewFn = Callable[[dict[str, Any]], Any]
+"""Answers a pause for human review: payload in, resume value out (`evoduet_graph.review`)."""
+
+REVIEW_PREFIX = "waiting for review"
+"""``stop_reason`` of a run that paused for a review nobody answered in this call."""
 
 ProgressFn = Callable[[str, dict[str, Any]], None]
 """Called after every node of the outer graph with ``(node_name, update)``."""
@@ -606,6 +613,7 @@ def run(
     nodes: dict[str, NodeFn] | None = None,
     searcher: Searcher | None = None,
     on_event: EventFn | None = None,
+    review: ReviewFn | None = None,
 ) -> RunResult:
     """Run (or continue) an EvoDuet search on a task.
 
@@ -624,6 +632,11 @@ def run(
         searcher: search backend; default: ``config.retrieval.backend`` when the gate can
             retrieve (its preflight runs before the first iteration).
         on_event: callback for every live progress event (see `EventFn`).
+        review: answers the graph's pauses for human review (``retrieval.review_queries``,
+            ``gate.review``; see `evoduet_graph.review`): called with the pause's payload,
+            returns the resume value (None keeps the proposal). None: a pause ends the call with ``stop_reason``
+            starting with `REVIEW_PREFIX`; the run waits in its checkpoint (answer it with
+            `resume` and a ``review``, or in Studio).
 
     Returns:
         `RunResult` with the best program and the per-iteration history.
@@ -764,24 +777,23 @@ def run(
         graph_input = None if resuming else {"max_iterations": cfg.iterations}
         if resuming and snapshot.values.get("max_iterations") != cfg.iterations:
             ctx.max_iterations = cfg.iterations  # applied by `record` at the iteration's end
-        stream = graph.stream(
-            graph_input,
-            thread,
-            context=ctx,
-            stream_mode=["updates", "custom"],
-            subgraphs=on_event is not None,  # the inner loop's progress events
-        )
-        for part in stream:
-            namespace, mode, chunk = part if len(part) == 3 else ((), *part)
-            if mode == "custom":
-                if on_event is not None and isinstance(chunk, dict):
-                    if namespace:
-                        chunk = {**chunk, "subgraph": str(namespace[0]).split(":")[0]}
-                    on_event(chunk)
-            elif progress is not None and not namespace and isinstance(chunk, dict):
-                for node, update in chunk.items():
-                    progress(node, update if isinstance(update, dict) else {})
-        final = graph.get_state(thread).values
+        while True:
+            _stream(graph, graph_input, thread, ctx, progress, on_event)
+            snapshot = graph.get_state(thread)
+            pending = _interrupts(snapshot)
+            if not pending:
+                break
+            if review is None:
+                # paused for a person: the checkpoint waits; Studio or a resume with a
+                # ``review`` callback answers it
+                ctx.events.emit("run_end", iterations=snapshot.values.get("iteration", 0),
+                                waiting_for_review=pending[0])
+                result = _result(ctx, snapshot.values, rdir)
+                result.stop_reason = f"{REVIEW_PREFIX} ({pending[0].get('kind')})"
+                return result
+            answer = review(pending[0])
+            graph_input = Command(resume=True if answer is None else answer)
+        final = snapshot.values
         ctx.events.emit(
             "run_end",
             iterations=final.get("iteration", 0),
@@ -789,6 +801,45 @@ def run(
             stop_reason=final.get("stop_reason"),
         )
         return _result(ctx, final, rdir)
+
+
+def _stream(
+    graph: Any,
+    graph_input: Any,
+    thread: dict[str, Any],
+    ctx: Context,
+    progress: ProgressFn | None,
+    on_event: EventFn | None,
+) -> None:
+    """Run the graph until it ends or pauses, forwarding progress and custom events."""
+    stream = graph.stream(
+        graph_input,
+        thread,
+        context=ctx,
+        stream_mode=["updates", "custom"],
+        subgraphs=on_event is not None,  # the inner loop's progress events
+    )
+    for part in stream:
+        namespace, mode, chunk = part if len(part) == 3 else ((), *part)
+        if mode == "custom":
+            if on_event is not None and isinstance(chunk, dict):
+                if namespace:
+                    chunk = {**chunk, "subgraph": str(namespace[0]).split(":")[0]}
+                on_event(chunk)
+        elif progress is not None and not namespace and isinstance(chunk, dict):
+            for node, update in chunk.items():
+                if node == "__interrupt__":
+                    continue
+                progress(node, update if isinstance(update, dict) else {})
+
+
+def _interrupts(snapshot: Any) -> list[dict[str, Any]]:
+    """The payloads of the graph's pending ``interrupt()`` calls (subgraphs included)."""
+    values = [getattr(i, "value", None) for i in getattr(snapshot, "interrupts", ()) or ()]
+    if not values:
+        for task in getattr(snapshot, "tasks", ()) or ():
+            values += [getattr(i, "value", None) for i in getattr(task, "interrupts", ()) or ()]
+    return [v if isinstance(v, dict) else {"value": v} for v in values]
 
 
 def resume(
@@ -801,11 +852,13 @@ def resume(
     nodes: dict[str, NodeFn] | None = None,
     searcher: Searcher | None = None,
     on_event: EventFn | None = None,
+    review: ReviewFn | None = None,
 ) -> RunResult:
     """Continue a run from its last checkpoint with the configuration it was started with.
 
     Pass the same ``llm`` / ``evaluator`` / ``nodes`` / ``searcher`` injections the run was
-    started with (they are not stored in the run directory).
+    started with (they are not stored in the run directory). A run that waits for a review
+    pauses again at the same review (``review`` answers it).
 
     Raises:
         RunError: ``run_dir`` is not a run directory (no ``run.json`` / ``config.yaml``).
@@ -830,6 +883,7 @@ def resume(
         nodes=nodes,
         searcher=searcher,
         on_event=on_event,
+        review=review,
     )
 
 

@@ -142,6 +142,11 @@ class GateConfig(_Section):
         ge=1,
         description="`stagnation` gate: retrieve after this many iterations without a new best.",
     )
+    review: bool = Field(
+        False,
+        description="Pause at every gate decision for a person to keep or change it "
+        "(LangGraph interrupt: Studio shows it, the CLI asks on the terminal).",
+    )
 
 
 class PopulationConfig(_Section):
@@ -325,6 +330,12 @@ class RetrievalConfig(_Section):
         description="Domains never used as evidence (a task's published answer, say): passed "
         "to the backends that support it (Tavily, Exa) and filtered out of every backend's "
         "results; subdomains included.",
+    )
+    review_queries: bool = Field(
+        False,
+        description="Pause before every search with the proposed queries for a person to "
+        "approve or edit them (LangGraph interrupt: Studio shows them, the CLI asks on the "
+        "terminal); the edited queries are the ones searched and recorded.",
     )
     cache: bool = Field(
         True,

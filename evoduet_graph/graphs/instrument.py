@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context, resolve_context
@@ -88,6 +89,8 @@ def instrument(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         with track_node(name) as usage:
             try:
                 update = fn(state, runtime)
+            except GraphBubbleUp:
+                raise  # a pause for human review (interrupt), not a failure of the node
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"[:1000]
                 elapsed = round(time.perf_counter() - start, 4)

@@ -25,6 +25,7 @@ from evoduet_graph.descriptor import history_text
 from evoduet_graph.knowledge import GateOutput, knowledge_text, render
 from evoduet_graph.llm import LLMCallError, structured_call
 from evoduet_graph.nodes._common import context_of
+from evoduet_graph.review import review_gate
 from evoduet_graph.state import GateDecision, OuterState
 
 
@@ -131,6 +132,9 @@ def llm_decision(state: OuterState, ctx: Context) -> dict[str, Any]:
 def gate(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Decide this iteration's knowledge action.
 
+    With ``gate.review`` the decision is shown to a person first (LangGraph ``interrupt``,
+    `evoduet_graph.review.review_gate`), who may keep or change it.
+
     Returns:
         ``gate_decision`` and ``gate_reason``; in ``llm`` mode also ``knowledge_state`` and
         ``gate_document_ids``.
@@ -139,7 +143,11 @@ def gate(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
         LLMCallError: the model endpoint failed (transport), not for bad output.
     """
     ctx = context_of(runtime)
-    if ctx.config.gate.mode == "llm":
-        return llm_decision(state, ctx)
-    decision, reason = rule_decision(state, ctx)
-    return {"gate_decision": decision, "gate_reason": reason}
+
+    def decide() -> dict[str, Any]:
+        if ctx.config.gate.mode == "llm":
+            return llm_decision(state, ctx)
+        decision, reason = rule_decision(state, ctx)
+        return {"gate_decision": decision, "gate_reason": reason}
+
+    return review_gate(ctx, dict(state), decide)

@@ -4,7 +4,10 @@ Results are stored in the search database (documents get stable ids; the same no
 always maps to the same id), de-duplicated, and merged with the retained pool. A query already
 answered by the same backend in this run (or, with ``retrieval.cache_dir``, in an earlier one)
 is answered from the search cache (`evoduet_graph.search.cache`); the ``search`` event then
-says ``cached: true`` with the original retrieval time ``fetched_at``. A backend error
+says ``cached: true`` with the original retrieval time ``fetched_at``. With
+``retrieval.review_queries`` the node first pauses for a person to approve or edit the
+queries (`evoduet_graph.review.review_queries`); the edited ones are searched and recorded.
+A backend error
 or timeout (after the retries of ``robust_search``) leaves that query without results; the
 event ``search_error`` records it and the retrieval goes on.
 """
@@ -17,6 +20,7 @@ from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
 from evoduet_graph.nodes._common import context_of, emit_progress
+from evoduet_graph.review import review_queries
 from evoduet_graph.search.cache import cached_search
 from evoduet_graph.state import DocumentRef, InnerState
 
@@ -35,8 +39,14 @@ def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
         )
         ctx.events.emit("search_error", iteration=state.get("iteration"), error=message)
         return {"pool": list(pool.values()), "errors": [*errors, message], "returned": []}
+    proposed = list(dict.fromkeys(state.get("queries", [])))
+    queries = review_queries(ctx, dict(state), proposed)
+    reviewed: dict[str, Any] = {}
+    if queries != proposed:  # the reviewer's queries replace the proposal in the chain
+        history = [q for q in state.get("query_history", []) if q not in proposed]
+        reviewed = {"queries": queries, "query_history": history + queries}
     returned: dict[str, None] = {}
-    for query in dict.fromkeys(state.get("queries", [])):
+    for query in queries:
         outcome = cached_search(
             ctx.searcher,
             ctx.search_cache if retrieval.cache else None,
@@ -80,4 +90,9 @@ def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
                     id=doc.doc_id, url=doc.url, title=doc.title, predicted_score=doc.predicted_score
                 ),
             )
-    return {"pool": list(pool.values()), "returned": list(returned), "errors": errors}
+    return {
+        "pool": list(pool.values()),
+        "returned": list(returned),
+        "errors": errors,
+        **reviewed,
+    }
