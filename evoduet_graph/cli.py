@@ -13,6 +13,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from evoduet_graph.api import RunError, RunResult
 from evoduet_graph.config import ConfigError, load_config
@@ -101,6 +102,9 @@ def _run_with_display(
         _fail("--quiet and --json exclude each other: --json prints events on stdout; pick one")
     start = time.perf_counter()
     sink = JsonLines() if json_lines else None
+    reviewed = kwargs.pop("reviewed", False)
+    if reviewed:
+        _check_can_review(json_lines)
     try:
         with LiveDisplay(
             shown, total, console=console, enabled=not (quiet or json_lines), done=done
@@ -113,6 +117,8 @@ def _run_with_display(
                     console.print(pending.pop(0), markup=False, highlight=False)
                 target(event)
 
+            if reviewed:
+                kwargs["review"] = lambda payload: _review_on_terminal(payload, display)
             result = fn(on_event=forward, **kwargs)
     except _user_errors() as exc:
         _fail(str(exc))
@@ -125,6 +131,70 @@ def _run_with_display(
     else:
         _summary(result, time.perf_counter() - start)
     _exit_for_stop(result)
+
+
+def _needs_review(cfg: Any) -> bool:
+    return bool(cfg.retrieval.review_queries or cfg.gate.review)
+
+
+def _check_can_review(json_lines: bool) -> None:
+    """Refuse human review where nobody can answer on this terminal."""
+    if json_lines:
+        _fail(
+            "retrieval.review_queries / gate.review ask on the terminal, which --json cannot "
+            "do; drop --json, or review in Studio (see the README's Studio section)"
+        )
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        _fail(
+            "retrieval.review_queries / gate.review ask on the terminal, but stdin/stderr is "
+            "not one; run in a terminal, set them to false, or review in Studio"
+        )
+
+
+def _review_on_terminal(payload: dict[str, Any], display: Any) -> Any:
+    """Ask the person at the terminal to answer one review pause (`evoduet_graph.review`).
+
+    Queries: Enter keeps the proposal; otherwise type the queries, separated by ``;``
+    (``-`` alone skips this round's search). Gate: Enter keeps the decision; otherwise type
+    ``no-op``, ``retrieve`` or ``look-up doc_000001 doc_000002``.
+    """
+    live = getattr(display, "live", None)
+    if getattr(display, "enabled", False) and live is not None:
+        live.stop()
+    try:
+        console.print()
+        if payload.get("error"):
+            console.print("[bold red]refused:[/] ", end="")
+            console.print(payload["error"], markup=False, highlight=False)
+        where = f"iteration {payload.get('iteration')}"
+        if payload.get("kind") == "review_queries":
+            console.print(
+                f"[bold]review the queries[/] ({where}, round {payload.get('round')})",
+                highlight=False,
+            )
+            if payload.get("knowledge_gap"):
+                console.print(f"  gap: {payload['knowledge_gap']}", markup=False)
+            for i, query in enumerate(payload.get("queries") or [], 1):
+                console.print(f"  {i}. {query}", markup=False, highlight=False)
+            answer = console.input(Text("queries (Enter: keep; a; b; c: replace; -: skip): "))
+            answer = answer.strip()
+            if not answer:
+                return True
+            if answer == "-":
+                return []
+            return [q.strip() for q in answer.split(";") if q.strip()]
+        console.print(f"[bold]review the gate decision[/] ({where})", highlight=False)
+        console.print(f"  decision: {payload.get('decision')}", markup=False)
+        if payload.get("reason"):
+            console.print(f"  reason: {payload['reason']}", markup=False, highlight=False)
+        answer = console.input(Text("decision (Enter: keep; no-op | retrieve | look-up ID ...): "))
+        words = answer.split()
+        if not words:
+            return True
+        return {"decision": words[0], "document_ids": words[1:]}
+    finally:
+        if getattr(display, "enabled", False) and live is not None:
+            live.start()
 
 
 def _exit_for_stop(result: RunResult) -> None:
@@ -273,6 +343,7 @@ def run_cmd(
         config=cfg,
         run_dir=out,
         preamble=preamble,
+        reviewed=_needs_review(cfg),
     )
 
 
@@ -292,7 +363,10 @@ def resume_cmd(
 
     try:
         task, total, done = _resume_target(run_dir, iterations)
+        reviewed = _needs_review(load_config(run_dir / "config.yaml"))
     except _CliError as exc:
+        _fail(f"cannot resume {run_dir}: {exc}")
+    except _USER_ERRORS as exc:
         _fail(f"cannot resume {run_dir}: {exc}")
     _run_with_display(
         resume,
@@ -303,6 +377,7 @@ def resume_cmd(
         done=done,
         run_dir=run_dir,
         iterations=iterations,
+        reviewed=reviewed,
     )
 
 
