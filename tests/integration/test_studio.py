@@ -10,7 +10,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
@@ -89,7 +92,9 @@ def _langgraph_cli() -> Path:
     return exe
 
 
-def test_langgraph_dev_server_runs_two_iterations(tmp_path):
+@contextmanager
+def _dev_server(tmp_path: Path) -> Iterator[Any]:
+    """A ``langgraph dev`` server on a free loopback port; yields a sync SDK client."""
     pytest.importorskip("langgraph_api", reason="needs langgraph-cli[inmem] (the [dev] extra)")
     from langgraph_sdk import get_sync_client
 
@@ -125,12 +130,26 @@ def test_langgraph_dev_server_runs_two_iterations(tmp_path):
             if server.poll() is not None:
                 pytest.fail("langgraph dev exited:\n" + (tmp_path / "server.log").read_text())
             try:
-                assistants = client.assistants.search()
+                client.assistants.search()
                 break
             except Exception:  # noqa: BLE001 - not up yet
                 if time.monotonic() > deadline:
                     pytest.fail("langgraph dev did not start:\n" + (tmp_path / "server.log").read_text())
                 time.sleep(0.5)
+        yield client
+    finally:
+        try:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=20)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=10)
+        log.close()
+
+
+def test_langgraph_dev_server_runs_two_iterations(tmp_path):
+    with _dev_server(tmp_path) as client:
+        assistants = client.assistants.search()
         assert [a["graph_id"] for a in assistants] == ["evoduet"]
         drawn = client.assistants.get_graph(assistants[0]["assistant_id"], xray=True)
         assert {f"retrieve:{n}" for n in INNER} <= {n["id"] for n in drawn["nodes"]}
@@ -147,11 +166,50 @@ def test_langgraph_dev_server_runs_two_iterations(tmp_path):
         assert values["best_score"] > values["initial_score"]
         assert state["next"] == []
         assert json.loads((rdir / "best_program.json").read_text())["id"] == "it00002-c0"
-    finally:
-        try:
-            os.killpg(server.pid, signal.SIGTERM)
-            server.wait(timeout=20)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait(timeout=10)
-        log.close()
+
+
+def _interrupts(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """The thread's pending interrupts (listed once, by id)."""
+    found = list(state.get("interrupts") or [])
+    for task in state.get("tasks") or []:
+        found += list(task.get("interrupts") or [])
+    return list({i.get("id") or json.dumps(i, sort_keys=True): i for i in found}.values())
+
+
+def test_studio_review_queries_stops_and_resumes_with_an_edited_query(tmp_path):
+    """``retrieval.review_queries`` in Studio: the thread stops at the interrupt with the
+    proposed queries, is resumed with an edited query, and that query is the one searched."""
+    rdir = tmp_path / "run"
+    context = _context(rdir)
+    context["config"] = {
+        **context["config"],
+        "gate": {"mode": "always"},
+        "retrieval": {
+            "backend": "langchain:tests.search_plugins:make_retriever",
+            "inner_rounds": 1,
+            "review_queries": True,
+        },
+    }
+    with _dev_server(tmp_path) as client:
+        thread = client.threads.create()["thread_id"]
+        client.runs.wait(thread, "evoduet", input={"max_iterations": 1}, context=context)
+        state = client.threads.get_state(thread)
+        assert state["next"], state  # stopped, not finished
+        [pause] = _interrupts(state)
+        assert pause["value"]["kind"] == "review_queries"
+        assert pause["value"]["queries"] == ["query 0"]
+        result = client.runs.wait(
+            thread,
+            "evoduet",
+            command={"resume": ["points on the unit circle"]},
+            context=context,
+        )
+        assert isinstance(result, dict) and "__error__" not in result, result
+        state = client.threads.get_state(thread)
+        assert state["next"] == [] and state["values"]["iteration"] == 1
+    events = [json.loads(line) for line in (rdir / "events.jsonl").read_text().splitlines()]
+    assert [e["query"] for e in events if e["event"] == "search"] == ["points on the unit circle"]
+    [search] = [e for e in events if e["event"] == "search"]
+    assert "papers/polygons.md" in search["urls"]
+    [review] = [e for e in events if e["event"] == "review"]
+    assert review["edited"] is True and review["proposal"] == ["query 0"]
