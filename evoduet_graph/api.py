@@ -273,6 +273,16 @@ def build_context(
     if novelty is None:
         novelty = make_novelty_checker(config.novelty, python=task.lang.is_python)
     events = EventLog(run_dir / "events.jsonl" if run_dir else None)
+    search_db = SearchDatabase(run_dir / "search_database.jsonl" if run_dir else None)
+    task_memory = None
+    if config.memory:
+        from evoduet_graph.memory import TaskMemory, open_store, run_tag
+
+        task_memory = TaskMemory(open_store(config.memory), task.name, run_tag(run_dir))
+        recalled = task_memory.recall_into(search_db)
+        if recalled:
+            events.emit("memory", path=config.memory, records=recalled,
+                        documents=len(search_db.documents()))
     return Context(
         task=task,
         config=config,
@@ -284,7 +294,8 @@ def build_context(
         callbacks=[UsageTracker()],
         run_dir=run_dir,
         searcher=searcher,
-        search_db=SearchDatabase(run_dir / "search_database.jsonl" if run_dir else None),
+        search_db=search_db,
+        memory=task_memory,
         budget=budget_for(config, events),
         novelty=novelty,
         role_llms=role_llms,
@@ -710,6 +721,10 @@ def run(
     role_llms = make_role_models(cfg.llm, llm, seed=cfg.seed)
     # loads embeddings: may fail on a bad config
     novelty = make_novelty_checker(cfg.novelty, python=task.lang.is_python)
+    if cfg.memory:  # a memory path that is not a store fails here, not mid-run
+        from evoduet_graph.memory import open_store
+
+        open_store(cfg.memory).conn.close()
     rdir.mkdir(parents=True, exist_ok=True)
     rdir = rdir.resolve()
     _acquire(lock)

@@ -246,6 +246,10 @@ def run_cmd(
         float | None,
         typer.Option(help="End the run once the best program's metric reaches this value."),
     ] = None,
+    memory: Annotated[
+        Path | None,
+        typer.Option(help="Long-term memory across runs of the task (a SQLite store file)."),
+    ] = None,
     scaffold: Annotated[
         str | None,
         typer.Option(help="Scaffold (parent selection): openevolve|top_k|best_of_n|evox."),
@@ -286,6 +290,7 @@ def run_cmd(
                 "gate.mode": gate,
                 "retrieval.backend": _backend_option(backend),
                 "stop_at_score": stop_at_score,
+                "memory": str(memory.expanduser().resolve()) if memory else None,
                 "scaffold": scaffold,
                 "retrieval.corpus": [str(p.resolve()) for p in corpus] if corpus else None,
                 "allow_invalid_initial": True if allow_invalid_initial else None,

@@ -625,6 +625,13 @@ class EvoDuetConfig(_Section):
     evox: EvoXConfig = Field(default_factory=EvoXConfig)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     novelty: NoveltyConfig = Field(default_factory=NoveltyConfig)
+    memory: str | None = Field(
+        None,
+        description="Long-term memory: a SQLite LangGraph store (file path) shared by the runs "
+        "of a task. This run starts with the documents and realised outcomes earlier runs "
+        "wrote there (as D_search records `mem_…`) and adds its own; null (default): runs "
+        "stay independent.",
+    )
     stop_at_score: float | None = Field(
         None,
         description="End the run (cleanly, resumably) once the best program's metric reaches "

@@ -52,6 +52,7 @@ class Context:
             None: every query is searched.
         role_llms: the chat model of each node that ``llm.roles`` maps
             (`evoduet_graph.llm.roles`); unmapped nodes use ``llm``.
+        memory: the task's long-term memory (`evoduet_graph.memory.TaskMemory`); None: off.
     """
 
     task: Task
@@ -71,6 +72,7 @@ class Context:
     novelty: Any | None = None
     search_cache: Any | None = None
     role_llms: dict[str, BaseChatModel] = field(default_factory=dict)
+    memory: Any | None = None
 
     def model_for(self, role: str) -> BaseChatModel:
         """The chat model of node ``role`` (``llm.roles``), else the run's model."""

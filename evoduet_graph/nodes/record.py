@@ -60,6 +60,8 @@ def credit_evidence(ctx: Context, state: OuterState, valid: list[CandidateRecord
         )
     if not ctx.search_db.add_impact(record_id, impact):
         return  # already credited by the run this one resumes
+    if ctx.memory is not None:  # long-term memory across runs (`evoduet_graph.memory`)
+        ctx.memory.remember(ctx.search_db, record_id, impact)
     ctx.events.emit(
         "impact",
         iteration=iteration,
