@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import pty
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -104,10 +105,7 @@ def test_cli_asks_for_the_queries_on_the_terminal(smoke_task_dir, tmp_path):
         rdir = tmp_path / "run"
         argv = [sys.executable, "-m", "evoduet_graph.cli", "run", str(smoke_task_dir),
                 "--config", str(config), "--out", str(rdir)]
-        pid, fd = pty.fork()
-        if pid == 0:  # the child: the CLI on the pseudo-terminal
-            os.chdir(ROOT)
-            os.execve(sys.executable, argv, _env())
+        pid, fd = _spawn(argv)
         try:
             shown = _read_until(fd, "queries (Enter", timeout=180)
             assert "review the queries" in shown and "1. query 0" in shown
@@ -124,6 +122,48 @@ def test_cli_asks_for_the_queries_on_the_terminal(smoke_task_dir, tmp_path):
                                                               "full turn points"]
     [record] = SearchDatabase(rdir / "search_database.jsonl").records()
     assert "full turn points" in str(record.model_dump())
+
+
+def _spawn(argv: list[str]) -> tuple[int, int]:
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the CLI on the pseudo-terminal
+        os.chdir(ROOT)
+        os.execve(sys.executable, argv, _env())
+    return pid, fd
+
+
+def test_a_run_killed_while_waiting_for_review_resumes_waiting(smoke_task_dir, tmp_path):
+    responder = KnowledgeResponder(generate=RADIUS_UP)
+
+    def answer(body: dict[str, Any]) -> str:
+        return responder(convert_to_messages(body["messages"]))
+
+    with FaultyServer(["ok"], content=answer) as server:
+        config = _config(tmp_path, server.base_url)
+        rdir = tmp_path / "run"
+        cli = [sys.executable, "-m", "evoduet_graph.cli"]
+        pid, fd = _spawn([*cli, "run", str(smoke_task_dir), "--config", str(config),
+                          "--out", str(rdir)])
+        try:
+            _read_until(fd, "queries (Enter", timeout=180)
+            os.kill(pid, signal.SIGKILL)  # killed while the person reads the queries
+        finally:
+            os.waitpid(pid, 0)
+            os.close(fd)
+        asked = len(responder.prompts("construct_query"))
+        pid, fd = _spawn([*cli, "resume", str(rdir)])
+        try:
+            shown = _read_until(fd, "queries (Enter", timeout=180)
+            assert "1. query 0" in shown  # the same proposal, still waiting
+            os.write(fd, b"\r")  # keep it
+            rest = _drain(fd, timeout=180)
+        finally:
+            _, status = os.waitpid(pid, 0)
+            os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0, rest
+    assert len(responder.prompts("construct_query")) == asked == 1  # not asked again
+    searches = [e for e in read_events(rdir / "events.jsonl") if e["event"] == "search"]
+    assert [s["query"] for s in searches] == ["query 0"]
 
 
 def test_cli_refuses_review_without_a_terminal_or_with_json(smoke_task_dir, tmp_path):
