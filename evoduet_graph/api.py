@@ -590,10 +590,14 @@ def check_continuation(rdir: Path, cfg: EvoDuetConfig, task: Task | None = None)
 
 def _pin_base_url(cfg: EvoDuetConfig) -> EvoDuetConfig:
     """``cfg`` with ``llm.base_url`` set from ``$OPENAI_BASE_URL`` for a hosted model that has
-    none, so the run's ``config.yaml`` records the endpoint it used and a resume in another
-    shell cannot send the prompts elsewhere."""
+    none (``llm.model`` or an ``llm.roles`` model, which inherits it), so the run's
+    ``config.yaml`` records the endpoint it used and a resume in another shell cannot send the
+    prompts elsewhere."""
     env = os.environ.get("OPENAI_BASE_URL")
-    if cfg.llm.base_url or not env or not cfg.llm.model.startswith("openai:"):
+    hosted = cfg.llm.model.startswith("openai:") or any(
+        role_config(cfg.llm, role).model.startswith("openai:") for role in cfg.llm.roles
+    )
+    if cfg.llm.base_url or not env or not hosted:
         return cfg
     return cfg.with_overrides({"llm.base_url": env})
 

@@ -65,3 +65,16 @@ def test_roles_with_the_same_settings_share_one_model() -> None:
 def test_bad_roles_are_config_errors(roles: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         EvoDuetConfig().with_overrides({"llm.roles": roles})
+
+
+def test_a_hosted_role_pins_the_endpoint_into_the_run_config(monkeypatch) -> None:
+    from evoduet_graph.api import _pin_base_url
+
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1")
+    local = EvoDuetConfig()
+    assert _pin_base_url(local).llm.base_url is None
+    mixed = local.with_overrides({"llm.roles": {"gate": "openai:cheap"}})
+    pinned = _pin_base_url(mixed)
+    assert pinned.llm.base_url == "http://127.0.0.1:8000/v1"
+    assert role_config(pinned.llm, "gate").base_url == "http://127.0.0.1:8000/v1"
+    assert role_config(pinned.llm, "generate").model == "local"
