@@ -78,3 +78,15 @@ def test_a_hosted_role_pins_the_endpoint_into_the_run_config(monkeypatch) -> Non
     assert pinned.llm.base_url == "http://127.0.0.1:8000/v1"
     assert role_config(pinned.llm, "gate").base_url == "http://127.0.0.1:8000/v1"
     assert role_config(pinned.llm, "generate").model == "local"
+
+
+def test_a_role_with_its_own_model_leaves_the_ensemble() -> None:
+    cfg = LLMConfig(
+        model="openai:a",
+        models=[{"model": "openai:a", "weight": 1.0}, {"model": "openai:b", "weight": 3.0}],
+        roles={"gate": "openai:cheap", "generate": {"temperature": 0.2}},
+    )
+    gate = role_config(cfg, "gate")
+    assert gate.model == "openai:cheap" and gate.models == []
+    gen = role_config(cfg, "generate")  # no model of its own: still the ensemble
+    assert [m.model for m in gen.models] == ["openai:a", "openai:b"] and gen.temperature == 0.2
