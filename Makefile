@@ -2,8 +2,11 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
-TASK ?= tasks/circle_packing_26
-ITERATIONS ?= 5
+# `make run`: EvoDuet (LLM gate, offline search over the task's docs/) on the embedded model,
+# within 15 minutes on 2 cores: a no-op iteration of the smoke task takes 1-1.5 min, a
+# retrieving one (the 3-round inner loop) 5-7 min on a loaded 2-core machine.
+TASK ?= tasks/smoke_polygon_area
+ITERATIONS ?= 3
 PORT ?= 2024
 
 .PHONY: run test dev lint clean bench-overhead bench-parallel bench-search
@@ -22,7 +25,7 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	touch $@
 
 run: $(VENV)/.installed-local
-	$(BIN)/evoduet run $(TASK) --iterations $(ITERATIONS)
+	$(BIN)/evoduet run $(TASK) --iterations $(ITERATIONS) --report
 
 test: $(VENV)/.installed-dev
 	LANGGRAPH_STRICT_MSGPACK=true $(BIN)/python -m pytest -ra

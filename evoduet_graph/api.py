@@ -39,6 +39,7 @@ from evoduet_graph.evaluation import Evaluator, make_evaluator
 from evoduet_graph.evaluation.integrity import folder_digest
 from evoduet_graph.events import EventLog, read_events
 from evoduet_graph.graphs.outer import NodeFn, build_outer_graph
+from evoduet_graph.graphs.registry import split_nodes
 from evoduet_graph.languages import ToolchainError
 from evoduet_graph.llm.roles import make_role_models, role_config
 from evoduet_graph.llm.usage import UsageTracker
@@ -110,7 +111,15 @@ class RunResult:
 
 
 def build_graph(nodes: dict[str, NodeFn] | None = None) -> StateGraph:
-    """The uncompiled outer graph; see `evoduet_graph.graphs.outer.build_outer_graph`."""
+    """The uncompiled outer graph; see `evoduet_graph.graphs.outer.build_outer_graph`.
+
+    Args:
+        nodes: replacements of nodes of either loop by name, one registry
+            (`evoduet_graph.graphs.registry`): ``{"gate": my_gate, "search": my_search}``.
+
+    Raises:
+        UnknownNodeError: a name is no node of either loop (the message lists them).
+    """
     return build_outer_graph(nodes)
 
 
@@ -643,7 +652,7 @@ def run(
             its run (same thread), up to ``iterations`` total iterations.
         iterations: total iterations; default ``config.iterations``.
         progress: callback ``(node, update)`` after every node of the outer graph.
-        nodes: node replacements (ablations), as in `build_outer_graph`.
+        nodes: node replacements (ablations) of either loop by name, as in `build_graph`.
         searcher: search backend; default: ``config.retrieval.backend`` when the gate can
             retrieve (its preflight runs before the first iteration).
         on_event: callback for every live progress event (see `EventFn`).
@@ -675,7 +684,9 @@ def run(
             cluster: `RayUnavailableError`).
         LLMConfigError / LocalModelError: the model cannot be built.
         RunError: another process is running or resuming the same run directory.
+        UnknownNodeError: ``nodes`` names no node of either loop.
     """
+    split_nodes(nodes)  # an unknown node name fails before anything is written
     task = task if isinstance(task, Task) else load_task(task)
     cfg = _resolve_config(config)
     if iterations is not None:

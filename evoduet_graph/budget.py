@@ -8,9 +8,11 @@ and the wall time of earlier sessions is the span from each ``run_start`` to tha
 last event. The current session adds the events it emitted since (`EventLog.memory`) and its
 own elapsed time. Work lost in a killed node (a call whose node never finished) is not counted.
 
-Cost is an estimate: tokens × the price of the run's configured model, found by the longest
-matching prefix in `DEFAULT_PRICES` merged with ``budget.prices`` (USD per 1M input / output
-tokens). Models without a price (``local``, unknown names) cost 0.
+Cost is an estimate: each model's tokens (``llm_by_model`` of the node events, so ``llm.roles``
+models are priced on their own) × that model's price (`evoduet_graph.pricing`: the genai-prices
+catalogue, overridden by ``budget.prices``); see `usage_cost`. The embedded ``local`` model
+costs 0; an unpriced model (one neither knows) counts as 0 here, so ``max_cost_usd`` cannot
+stop it (reports show its cost as n/a).
 
 The ``record`` node asks `Budget.exceeded` after each iteration and stops the run with the
 reason (prefix `STOP_PREFIX`); ``initialize`` asks again when a run is resumed, so a run that
@@ -27,15 +29,16 @@ from typing import Any
 
 from evoduet_graph.config import BudgetConfig
 from evoduet_graph.events import EventLog, read_events
+from evoduet_graph.pricing import model_name, price_for
 
 __all__ = [
-    "DEFAULT_PRICES",
     "INCLUSIVE_NODES",
     "STOP_PREFIX",
     "Budget",
     "UsageTotals",
     "budget_for",
-    "price_for",
+    "other_models",
+    "usage_cost",
     "usage_from_events",
 ]
 
@@ -45,46 +48,6 @@ STOP_PREFIX = "budget reached"
 INCLUSIVE_NODES = frozenset({"retrieve"})
 """Nodes whose LLM usage already includes their subgraph's nodes (not counted twice)."""
 
-#: USD per 1M (input, output) tokens, list prices of OpenAI models when this table was written
-#: (2025). Extend or override with ``budget.prices`` in the configuration.
-DEFAULT_PRICES: dict[str, tuple[float, float]] = {
-    "gpt-4o-mini": (0.15, 0.60),
-    "gpt-4o": (2.50, 10.00),
-    "gpt-4.1-nano": (0.10, 0.40),
-    "gpt-4.1-mini": (0.40, 1.60),
-    "gpt-4.1": (2.00, 8.00),
-    "gpt-5-nano": (0.05, 0.40),
-    "gpt-5-mini": (0.25, 2.00),
-    "gpt-5": (1.25, 10.00),
-    "o3-mini": (1.10, 4.40),
-    "o4-mini": (1.10, 4.40),
-    "o3": (2.00, 8.00),
-}
-
-
-def _model_name(model: str) -> str:
-    """``openai:gpt-4o-mini`` / ``openai/gpt-4o-mini`` (OpenRouter) → ``gpt-4o-mini``."""
-    name = model.strip()
-    if ":" in name:
-        name = name.split(":", 1)[1]
-    return name.rsplit("/", 1)[-1].strip().lower()
-
-
-def price_for(
-    model: str, extra: Mapping[str, tuple[float, float]] | None = None
-) -> tuple[float, float] | None:
-    """``(USD per 1M input tokens, USD per 1M output tokens)`` of ``model``, or None.
-
-    The longest key of ``extra`` ∪ `DEFAULT_PRICES` (``extra`` wins) that is a prefix of the
-    model's name matches, so ``gpt-4o-mini-2024-07-18`` is priced as ``gpt-4o-mini``.
-    """
-    table = {k.lower(): v for k, v in DEFAULT_PRICES.items()}
-    table.update({_model_name(k): tuple(v) for k, v in (extra or {}).items()})  # type: ignore[misc]
-    name = _model_name(model)
-    best = max((k for k in table if name.startswith(k)), key=len, default=None)
-    return table[best] if best is not None else None
-
-
 @dataclass
 class UsageTotals:
     """Usage of a run so far.
@@ -93,7 +56,7 @@ class UsageTotals:
         llm_calls: chat-model calls.
         input_tokens / output_tokens: tokens over all calls.
         wall_s: wall-clock seconds over all sessions.
-        cost_usd: estimated spend (0 for unpriced models).
+        cost_usd: estimated spend (unpriced models count 0).
         by_model: per model name the answer reported (``llm_by_model`` of the node events):
             ``{"calls", "input_tokens", "output_tokens"}``; usage of events without it (older
             runs) is priced as the configured model.
@@ -147,36 +110,59 @@ def _add_node_usage(totals: UsageTotals, events: Iterable[dict[str, Any]]) -> No
                     agg[key] += _int(counts.get(key))
 
 
-def cost_usd(
+def usage_cost(
     totals: UsageTotals,
     default_model: str,
     prices: Mapping[str, tuple[float, float]] | None = None,
-) -> tuple[float, dict[str, float]]:
-    """Estimated spend of ``totals``: each model of ``by_model`` at its own price, the rest
-    (usage without a model name) at ``default_model``'s.
+    base_url: str | None = None,
+    role_models: Iterable[str] = (),
+) -> tuple[float, dict[str, float | None]]:
+    """Estimated spend of ``totals``: each model of ``by_model`` at its own price
+    (`evoduet_graph.pricing.price_for`), the rest (usage without a model name) at
+    ``default_model``'s.
+
+    ``by_model`` holds the names the answers reported. A name the pricing does not know is
+    priced as the configured model string it is the bare name of (``default_model`` or one of
+    ``role_models``, the ``llm.roles`` models); a name that is none of them (``unknown-model``,
+    an injected model's class name) is priced as ``default_model``, as the budget always did.
 
     Returns:
-        ``(total USD, USD per model name)``; unpriced models cost 0.
+        ``(total USD, USD per model name)``; an unpriced model's USD is None and counts 0 in
+        the total.
     """
-    per_model: dict[str, float] = {}
+    configured = [default_model, *role_models]
+    memo: dict[str, Any] = {}
+
+    def price(name: str) -> Any:
+        if name not in memo:
+            memo[name] = price_for(name, prices, base_url) if name else None
+        return memo[name]
+
+    def price_of_answer(name: str) -> Any:
+        found = price(name)
+        if found is not None:
+            return found
+        owners = [m for m in configured if m and model_name(m) == model_name(name)]
+        return price(owners[0]) if owners else price(default_model)
+
+    per_model: dict[str, float | None] = {}
     rest_in, rest_out = totals.input_tokens, totals.output_tokens
     for model, counts in totals.by_model.items():
         rest_in -= counts["input_tokens"]
         rest_out -= counts["output_tokens"]
-        price = price_for(model, prices) or (
-            price_for(default_model, prices) if model == "unknown-model" else None
-        )
+        p = price_of_answer(model)
         per_model[model] = (
-            (counts["input_tokens"] * price[0] + counts["output_tokens"] * price[1]) / 1e6
-            if price
-            else 0.0
+            p.cost(counts["input_tokens"], counts["output_tokens"]) if p is not None else None
         )
-    default_price = price_for(default_model, prices)
-    rest = 0.0
-    if default_price and (rest_in > 0 or rest_out > 0):
-        rest = (max(0, rest_in) * default_price[0] + max(0, rest_out) * default_price[1]) / 1e6
-        per_model[default_model] = per_model.get(default_model, 0.0) + rest
-    return sum(per_model.values()), per_model
+    if rest_in > 0 or rest_out > 0:
+        p = price(default_model)
+        rest = p.cost(max(0, rest_in), max(0, rest_out)) if p is not None else None
+        if default_model in per_model or rest is not None:
+            prev = per_model.get(default_model)
+            per_model[default_model] = (
+                None if rest is None and prev is None else (prev or 0.0) + (rest or 0.0)
+            )
+    return sum(v for v in per_model.values() if v is not None), per_model
 
 
 def _session_wall(events: list[dict[str, Any]]) -> float:
@@ -212,13 +198,24 @@ class Budget:
         cfg: the limits.
         model: the configured model string (for the price).
         events: the run's event log; its file holds the earlier sessions.
+        base_url: ``llm.base_url`` (for the price; None: the provider's own endpoint).
+        role_models: the model strings of ``llm.roles`` (see `usage_cost`).
     """
 
-    def __init__(self, cfg: BudgetConfig, model: str, events: EventLog) -> None:
+    def __init__(
+        self,
+        cfg: BudgetConfig,
+        model: str,
+        events: EventLog,
+        base_url: str | None = None,
+        role_models: Iterable[str] = (),
+    ) -> None:
         self.cfg = cfg
         self.model = model
+        self.base_url = base_url
+        self.role_models = tuple(role_models)
         self.events = events
-        self.price = price_for(model, cfg.prices)
+        self.price = price_for(model, cfg.prices, base_url)
         prior = list(read_events(events.path)) if events.path is not None else []
         self._prior = usage_from_events(prior)
         self._seen = len(events.memory)  # events of this session already in ``prior``
@@ -242,7 +239,9 @@ class Budget:
             by_model={k: dict(v) for k, v in self._prior.by_model.items()},
         )
         _add_node_usage(now, self.events.memory[self._seen :])
-        now.cost_usd, _ = cost_usd(now, self.model, self.cfg.prices)
+        now.cost_usd, _ = usage_cost(
+            now, self.model, self.cfg.prices, self.base_url, self.role_models
+        )
         return now
 
     def exceeded(self, totals: UsageTotals | None = None) -> str | None:
@@ -264,7 +263,29 @@ class Budget:
         return None
 
 
+def other_models(llm: Any) -> list[str]:
+    """The model strings of an ``llm`` section (object or dict) besides ``llm.model``: the
+    ``llm.models`` ensemble members and the ``llm.roles`` models (for `usage_cost`)."""
+    data = llm.model_dump() if hasattr(llm, "model_dump") else dict(llm or {})
+    out: list[str] = []
+    for member in data.get("models") or []:
+        if isinstance(member, dict) and isinstance(member.get("model"), str):
+            out.append(member["model"])
+    for spec in (data.get("roles") or {}).values():
+        if isinstance(spec, str):
+            out.append(spec)
+        elif isinstance(spec, dict) and isinstance(spec.get("model"), str):
+            out.append(spec["model"])
+    return out
+
+
 def budget_for(config: Any, events: EventLog) -> Budget:
     """The `Budget` of a run configuration (``config.budget``; all limits None if absent)."""
     cfg = getattr(config, "budget", None) or BudgetConfig()
-    return Budget(cfg, config.llm.model, events)
+    return Budget(
+        cfg,
+        config.llm.model,
+        events,
+        getattr(config.llm, "base_url", None),
+        other_models(config.llm),
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sys
@@ -47,22 +48,77 @@ def _failed_stop(result: RunResult) -> bool:
     )
 
 
-def _summary(result: RunResult, elapsed: float) -> None:
-    # a failed stop gets no green "done": the error line `_exit_for_stop` prints follows
-    head = "[bold yellow]stopped[/]" if _failed_stop(result) else "[bold green]done[/]"
-    console.print(f"{head} in {elapsed:.1f} s — run directory: {result.run_dir}")
-    console.print(f"  iterations: {result.iterations}   best score: {result.best_score}")
-    if result.metric_value is not None:
-        console.print(f"  metric value: {result.metric_value}")
-    if result.ndg is not None:
-        console.print(f"  NDG: {result.ndg:.2f}%")
+def _summary(result: RunResult, elapsed: float, *, write_report: bool = False) -> None:
+    """The end-of-run summary a newcomer reads: iterations, best score and NDG, gate decisions
+    by kind, queries issued, distinct documents, and where the report is (written first when
+    ``write_report``)."""
     from evoduet_graph.budget import STOP_PREFIX
     from evoduet_graph.nodes.stop_rules import TARGET_PREFIX
+    from evoduet_graph.report import GATE_DECISIONS, run_summary
 
+    rdir = result.run_dir
+    figures = run_summary(rdir) if rdir is not None else {}
+    # soft_wrap: paths are printed whole, never broken at the terminal's width
+    say = functools.partial(console.print, highlight=False, soft_wrap=True)
+    # a failed stop gets no green "done": the error line `_exit_for_stop` prints follows
+    head = "[bold yellow]stopped[/]" if _failed_stop(result) else "[bold green]done[/]"
+    say(f"{head} in {elapsed:.1f} s — run directory: {rdir}")
+    say(f"  iterations:      {result.iterations}")
+    best = _num(result.best_score)
+    if figures.get("initial_score") is not None:
+        best += f" (initial {_num(figures['initial_score'])})"
+    say(f"  best score:      {best}")
+    if result.metric_value is not None:
+        say(f"  metric value:    {_num(result.metric_value)}")
+    if result.ndg is not None:
+        say(f"  NDG:             {result.ndg:.2f}%")
+    decisions = figures.get("gate_decisions") or {}
+    if decisions:
+        shown = "  ".join(f"{d} {decisions.get(d, 0)}" for d in GATE_DECISIONS)
+        say(f"  gate decisions:  {shown}")
+    search = figures.get("search") or {}
+    task_docs = _task_documents(rdir) if rdir is not None else 0
+    say(
+        f"  search:          {search.get('queries', 0)} queries issued, "
+        f"{search.get('distinct_urls', 0)} distinct documents returned "
+        f"({task_docs} from the task's docs/)"
+    )
+    if rdir is not None:
+        if write_report:
+            from evoduet_graph.report import write_report as write
+
+            try:
+                path = write(rdir)["markdown_path"]
+                say(f"  report:          {path}", markup=False)
+            except (ImportError, OSError) as exc:
+                say(f"  report:          not written ({exc}); run `evoduet report {rdir}`",
+                    markup=False)
+        else:
+            say(
+                f"  report:          `evoduet report {rdir}` writes "
+                f"{rdir / 'report' / 'report.md'}",
+                markup=False,
+            )
     # a failure stop is printed once, as the error `_exit_for_stop` exits with
     if result.stop_reason and result.stop_reason.startswith((STOP_PREFIX, TARGET_PREFIX)):
         console.print("[yellow]stopped early:[/] ", end="")
         console.print(result.stop_reason, markup=False, highlight=False)
+
+
+def _num(value: Any) -> str:
+    """A score for the summary: six significant digits (``n/a`` when unknown)."""
+    return f"{value:.6g}" if isinstance(value, int | float) else "n/a"
+
+
+def _task_documents(rdir: Path) -> int:
+    """Distinct documents of the run's search database that come from the task's ``docs/``
+    folder (offline backend ids ``file:docs/...``)."""
+    path = rdir / "search_database.jsonl"
+    if not path.is_file():
+        return 0
+    from evoduet_graph.search.database import SearchDatabase
+
+    return sum(1 for d in SearchDatabase(path, fsync=False).documents() if d.url.startswith("file:docs/"))
 
 
 def _result_json(result: RunResult, elapsed: float) -> dict[str, Any]:
@@ -87,10 +143,12 @@ def _run_with_display(
     *,
     json_lines: bool = False,
     done: int = 0,
+    write_report: bool = False,
     preamble: Sequence[str] = (),
     **kwargs: Any,
 ) -> None:
-    """Run ``fn`` (api.run / api.resume) with the live display, ``--quiet`` or ``--json``.
+    """Run ``fn`` (api.run / api.resume) with the live display, ``--quiet`` or ``--json``;
+    then the summary (`_summary`), after writing the report when ``write_report``.
 
     ``preamble`` lines (what the task is, the task config's settings in force) are printed
     when the run has started (its first progress event), with the live display only: a run
@@ -127,9 +185,13 @@ def _run_with_display(
         console.print(f"[yellow]interrupted[/]: resume with `evoduet resume {where}`")
         raise typer.Exit(130) from None
     if sink is not None:
+        if write_report and result.run_dir is not None:
+            from evoduet_graph.report import write_report as write
+
+            write(result.run_dir)
         sink.write(_result_json(result, time.perf_counter() - start))
     else:
-        _summary(result, time.perf_counter() - start)
+        _summary(result, time.perf_counter() - start, write_report=write_report)
     _exit_for_stop(result)
 
 
@@ -233,7 +295,10 @@ def run_cmd(
         typer.Option(help="The file to evolve (default: the folder's initial_program.<ext>)."),
     ] = None,
     gate: Annotated[
-        str | None, typer.Option(help="Gate mode: never|always|llm|heuristic|stagnation.")
+        str | None, typer.Option(
+            help="Gate mode: llm (default, the method) | never (OpenEvolve baseline) | always "
+            "| heuristic | stagnation."
+        )
     ] = None,
     backend: Annotated[
         str | None,
@@ -268,8 +333,13 @@ def run_cmd(
         bool,
         typer.Option(help="Start even if the initial program fails its own evaluation."),
     ] = False,
+    report: Annotated[
+        bool,
+        typer.Option("--report", help="Write RUN_DIR/report/ (plots, report.md) at the end."),
+    ] = False,
 ) -> None:
-    """Run an evolutionary search on TASK_DIR and write a run directory."""
+    """Run an EvoDuet search on TASK_DIR and write a run directory. The LLM gate and the
+    offline search backend are on by default; `--gate never` runs the OpenEvolve baseline."""
     from evoduet_graph.api import run
 
     try:
@@ -344,6 +414,7 @@ def run_cmd(
         cfg.iterations,
         quiet,
         json_lines=json_lines,
+        write_report=report,
         task=task,
         config=cfg,
         run_dir=out,
@@ -440,9 +511,9 @@ def _resume_target(run_dir: Path, iterations: int | None) -> tuple[Task, int, in
         ) from None
     if meta.get("studio"):
         raise _CliError(
-            "this run was started from LangGraph Studio and its checkpoints live in the dev "
-            "server; continue the thread there (same run_dir in the context), or start a new "
-            "run with `evoduet run`"
+            "this run was started through the graph input (LangGraph Studio, the SDK or "
+            "evoduet_graph.graph) and its checkpoints live with that caller (the dev server's "
+            "thread); continue the thread there, or start a new run with `evoduet run`"
         )
     try:
         task = load_task(task_dir, meta.get("program"))

@@ -129,10 +129,12 @@ class GateConfig(_Section):
     """Retrieval gate (DESIGN.md §1, paper §3.2)."""
 
     mode: Literal["never", "always", "llm", "heuristic", "stagnation"] = Field(
-        "never",
-        description="`never`: always no-op; `always`: retrieve every iteration; `llm`: the "
-        "knowledge-gap gate; `heuristic`: retrieve with probability `retrieve_probability`; "
-        "`stagnation`: retrieve after `stagnation_patience` iterations without improvement.",
+        "llm",
+        description="`llm` (default, the method): the knowledge-gap gate decides no-op / "
+        "look-up / retrieve each iteration; `never`: always no-op (the OpenEvolve baseline, "
+        "`configs/openevolve_mode.yaml`); `always`: retrieve every iteration; `heuristic`: "
+        "retrieve with probability `retrieve_probability`; `stagnation`: retrieve after "
+        "`stagnation_patience` iterations without improvement.",
     )
     retrieve_probability: float = Field(
         0.3, ge=0.0, le=1.0, description="`heuristic` gate: probability of `retrieve` (seeded)."
@@ -540,9 +542,9 @@ class BudgetConfig(_Section):
     max_cost_usd: float | None = Field(
         None,
         gt=0,
-        description="Most estimated spend in USD for priced models (built-in price table "
-        "`evoduet_graph.budget.DEFAULT_PRICES`, extended/overridden by `prices`); unpriced "
-        "models (e.g. `local`) cost 0.",
+        description="Most estimated spend in USD for priced models (the genai-prices "
+        "catalogue, overridden/extended by `prices`: `evoduet_graph.pricing`); `local` costs "
+        "0, and a model neither prices cannot be stopped by this limit.",
     )
     max_wall_s: float | None = Field(
         None, gt=0, description="Most wall-clock seconds of the run, summed over resumes."
@@ -551,7 +553,7 @@ class BudgetConfig(_Section):
     prices: dict[str, Annotated[tuple[float, float], Strict(False)]] = Field(
         default_factory=dict,
         description="Extra prices: model name (or prefix) → [USD per 1M input tokens, USD "
-        "per 1M output tokens]; overrides the built-in table.",
+        "per 1M output tokens]; overrides the genai-prices catalogue (reports and budgets).",
     )
 
 
@@ -730,11 +732,12 @@ def _release_population_kind(data: dict[str, Any], current: EvoDuetConfig) -> No
         data["population"].pop("kind", None)
 
 
-def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``extra`` laid over it, nested mappings merged key by key (new dicts)."""
     out = dict(base)
     for key, value in extra.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
+            out[key] = deep_merge(out[key], value)
         else:
             out[key] = value
     return out
@@ -754,7 +757,7 @@ def merge_config(base: EvoDuetConfig, data: dict[str, Any], source: str) -> EvoD
     if "scaffold" in data and not kind_given:
         _release_population_kind(dumped, base)
     return _validate(
-        _deep_merge(dumped, data), source, kind_explicit=base._kind_explicit or kind_given
+        deep_merge(dumped, data), source, kind_explicit=base._kind_explicit or kind_given
     )
 
 

@@ -1,6 +1,8 @@
-"""Deterministic text the knowledge layer shows the model: the population-state descriptor and
-the recent evolutionary history (paper §3.3: round 0 of query construction sees the knowledge
-state and a description of where the search stands).
+"""Deterministic text the knowledge layer shows the model: the context c_t (task, parent
+program, recent attempts), the population-state descriptor, the D_search selection and the
+most recently stored documents (paper §3.2: the gate sees c_t, recent documents and D_search;
+§3.3: query construction sees the knowledge state, c_t, where the search stands and D_search
+with realised Δ).
 """
 
 from __future__ import annotations
@@ -76,4 +78,94 @@ def history_text(ctx: Context, iteration: int, limit: int) -> str:
             out.append(f"- iteration {row.iteration}: valid, score {_fmt(row.score)}")
         else:
             out.append(f"- iteration {row.iteration}: invalid: {(row.error or row.status)[:200]}")
+    return "\n".join(out)
+
+
+DATABASE_MAX_CHARS = 3000
+"""Most characters of the D_search selection shown to the gate and ``construct_query``."""
+
+RECENT_DOCUMENTS = 5
+"""Most recently stored documents the gate sees (paper §3.2)."""
+
+RECENT_EXCERPT_CHARS = 240
+"""Characters of each recent document's content shown to the gate."""
+
+RECENT_DOCUMENTS_MAX_CHARS = 2000
+"""Bound of the gate's whole recent-documents section."""
+
+
+def context_text(ctx: Context, parent_id: str, iteration: int) -> str:
+    """The context c_t every knowledge-layer prompt starts with (paper §3.2-3.4): a fixed
+    preamble, the task, the parent program with its score and metrics, and the recent
+    attempts (``prompts/context.md``).
+
+    It is the stable prefix of the gate's, ``construct_query``'s and ``hypothetical_score``'s
+    prompts: equal within one iteration, so a model server that caches the evaluated prefix
+    (llama.cpp) only reads each node's own part.
+    """
+    from evoduet_graph.knowledge import render
+
+    parent = ctx.store.get_program(parent_id)
+    metrics = ", ".join(f"{k}={_fmt_metric(v)}" for k, v in sorted((parent.metrics or {}).items()))
+    return render(
+        "context",
+        instruction=ctx.task.instruction[:2000],
+        parent_id=parent.id,
+        parent_score=_fmt(parent.score),
+        parent_code=(parent.code or "")[: ctx.config.prompt.max_program_chars],
+        fence=ctx.task.lang.fence,
+        parent_metrics=metrics or "(none)",
+        history=history_text(ctx, iteration, ctx.config.prompt.history_programs),
+    ).rstrip("\n")
+
+
+def _fmt_metric(value: Any) -> str:
+    return _fmt(float(value)) if isinstance(value, int | float) else str(value)[:60]
+
+
+def database_text(ctx: Context, unresolved: str | None) -> str:
+    """The D_search selection (``retrieval.select_policy`` / ``select_num``) with each
+    record's queries, documents, predictions and realised Δ, at most `DATABASE_MAX_CHARS`;
+    ``"(empty)"`` without records."""
+    retrieval = ctx.config.retrieval
+    if ctx.search_db is None or retrieval.select_num <= 0:
+        return "(empty)"
+    records = ctx.search_db.select(
+        retrieval.select_policy, retrieval.select_num, query_text=unresolved or None
+    )
+    if not records:
+        return "(empty)"
+    return ctx.search_db.render_for_prompt(records, max_chars=DATABASE_MAX_CHARS) or "(empty)"
+
+
+def recent_documents_text(ctx: Context, parent_id: str) -> str:
+    """The `RECENT_DOCUMENTS` most recently stored documents, newest first (paper §3.2): id,
+    title, URL, the child score predicted for *this* parent when a loop made one, and a
+    neutralised excerpt of `RECENT_EXCERPT_CHARS` characters. The section is at most
+    `RECENT_DOCUMENTS_MAX_CHARS` characters (documents that do not fit are counted)."""
+    from evoduet_graph.knowledge import neutralize
+
+    if ctx.search_db is None:
+        return "(none)"
+    docs = ctx.search_db.recent_documents(RECENT_DOCUMENTS)
+    if not docs:
+        return "(none)"
+    blocks = []
+    for doc in docs:
+        pred = ctx.search_db.prediction_for(doc.doc_id, parent_id)
+        predicted = f"; predicted child score {_fmt(pred.predicted_score)}" if pred else ""
+        title = " ".join(neutralize(doc.title).split())[:120]
+        url = " ".join(neutralize(doc.url).split())[:160]
+        excerpt = " ".join(neutralize(doc.content).split())
+        if len(excerpt) > RECENT_EXCERPT_CHARS:
+            excerpt = excerpt[: RECENT_EXCERPT_CHARS - 1] + "…"
+        blocks.append(f'- {doc.doc_id} "{title}" ({url}{predicted})\n  {excerpt}')
+    out: list[str] = []
+    room = RECENT_DOCUMENTS_MAX_CHARS - 40  # keeps space for the "left out" line
+    for block in blocks:
+        if len("\n".join([*out, block])) > room:
+            break
+        out.append(block)
+    if len(out) < len(blocks):
+        out.append(f"… {len(blocks) - len(out)} more document(s) left out")
     return "\n".join(out)

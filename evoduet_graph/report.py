@@ -39,6 +39,7 @@ __all__ = [
     "compare_runs",
     "lineage_steps",
     "markdown_to_html",
+    "paper_metrics",
     "query_deltas",
     "report_markdown",
     "run_series",
@@ -234,25 +235,41 @@ def _node_figures(events: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[st
 
 def _model_figures(
     events: list[dict[str, Any]], rdir: Path, model: str | None
-) -> dict[str, dict[str, float]]:
+) -> dict[str, dict[str, float | None]]:
     """Calls, tokens and estimated USD per model (``llm_by_model`` of the node events; with
-    ``llm.roles`` each role's calls count on its model), priced with the run's
-    ``budget.prices`` over the built-in table."""
-    from evoduet_graph.budget import cost_usd, usage_from_events
+    ``llm.roles`` each role's calls count on its model), priced as the budget prices them
+    (`evoduet_graph.budget.usage_cost`: `evoduet_graph.pricing`, the run's ``budget.prices``
+    first); ``usd`` is None for an unpriced model."""
+    from evoduet_graph.budget import usage_from_events
 
-    prices: dict[str, Any] = {}
-    try:
-        import yaml
-
-        data = yaml.safe_load((rdir / "config.yaml").read_text(encoding="utf-8")) or {}
-        prices = dict((data.get("budget") or {}).get("prices") or {})
-    except (OSError, ValueError, AttributeError, TypeError):
-        prices = {}
     totals = usage_from_events(events)
-    _, usd = cost_usd(totals, model or "", {k: tuple(v) for k, v in prices.items()})
-    out = {m: {**{k: float(v) for k, v in c.items()}, "usd": usd.get(m, 0.0)}
-           for m, c in sorted(totals.by_model.items())}
-    return out
+    _, usd = _llm_cost(rdir, totals, model)
+    return {
+        m: {**{k: float(v) for k, v in c.items()}, "usd": usd.get(m)}
+        for m, c in sorted(totals.by_model.items())
+    }
+
+
+def _llm_cost(rdir: Path, totals: Any, model: str | None) -> tuple[float, dict[str, float | None]]:
+    """`evoduet_graph.budget.usage_cost` of ``totals`` with the run's ``llm`` and ``budget``
+    settings (``config.yaml``); ``model`` when the config names none."""
+    from evoduet_graph.budget import other_models, usage_cost
+
+    cfg = _run_config(rdir)
+    llm_cfg = cfg.get("llm") if isinstance(cfg.get("llm"), dict) else {}
+    budget = cfg.get("budget") if isinstance(cfg.get("budget"), dict) else {}
+    prices = {
+        str(k): (float(v[0]), float(v[1]))
+        for k, v in (budget.get("prices") or {}).items()
+        if isinstance(v, list | tuple) and len(v) == 2
+    }
+    return usage_cost(
+        totals,
+        str(llm_cfg.get("model") or model or ""),
+        prices,
+        llm_cfg.get("base_url"),
+        other_models(llm_cfg),
+    )
 
 
 def _search_figures(events: list[dict[str, Any]], db: SearchDatabase | None) -> dict[str, Any]:
@@ -290,23 +307,34 @@ def _search_figures(events: list[dict[str, Any]], db: SearchDatabase | None) -> 
     return out
 
 
+def _record_predictions(db: SearchDatabase, record: Any) -> list[float]:
+    """Predicted child scores of a record's final documents *for the record's parent* (the
+    parent that was mutated): the record's own loop's prediction, else (look-up) the latest
+    one made for that parent; documents without one are left out."""
+    out = []
+    for doc_id in record.final_doc_ids:
+        found = db.prediction_for(doc_id, record.parent_id, record_id=record.record_id)
+        if found is not None:
+            out.append(found.predicted_score)
+    return out
+
+
 def _prediction_figures(db: SearchDatabase | None) -> dict[str, Any]:
-    """Mean predicted child score of a record's final documents vs the realised child score,
-    over records with at least one realised (evaluated) outcome."""
+    """Mean predicted child score of a record's final documents (predictions made for the
+    parent that was mutated) vs the realised child score, over records with at least one
+    realised (evaluated) outcome."""
     predicted: list[float] = []
     realised: list[float] = []
     errors: list[float] = []
     outcomes: Counter[str] = Counter()
+    predictions = 0
     if db is not None:
+        predictions = len(db.predictions())
         for record in db.records():
             for impact in record.impacts:
                 outcomes[impact.outcome] += 1
             children = [i.child_score for i in record.impacts if i.child_score is not None]
-            scores = []
-            for doc_id in record.final_doc_ids:
-                doc = db.get_document(doc_id)
-                if doc is not None and doc.predicted_score is not None:
-                    scores.append(doc.predicted_score)
+            scores = _record_predictions(db, record)
             if not children or not scores:
                 continue
             p, r = sum(scores) / len(scores), sum(children) / len(children)
@@ -315,10 +343,213 @@ def _prediction_figures(db: SearchDatabase | None) -> dict[str, Any]:
             errors.append(abs(p - r))
     return {
         "records": len(predicted),
+        "predictions": predictions,
         "mean_predicted": _mean(predicted),
         "mean_realised": _mean(realised),
         "mean_abs_error": _mean(errors),
         "outcomes": dict(outcomes),
+    }
+
+
+EVIDENCE_GROUPS = (
+    "evidence predicted to beat the parent",
+    "documents, none predicted to beat the parent",
+    "no documents",
+)
+"""How an iteration's evidence is classed for the improvement-rate table (paper §4: 67.1% of
+iterations whose evidence held a document predicted to beat the parent improved on it, vs
+52.1% of iterations without documents)."""
+
+
+def _run_config(rdir: Path) -> dict[str, Any]:
+    """The run's ``config.yaml`` as a dict (empty when missing or unreadable)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load((rdir / "config.yaml").read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _evidence_record(db: SearchDatabase | None, iteration: int) -> Any | None:
+    """The D_search record that fed ``iteration`` (``ret_`` or ``lku_``), if any."""
+    if db is None:
+        return None
+    for kind in ("ret", "lku"):
+        record = db.get_record(f"{kind}_{iteration:06d}")
+        if record is not None:
+            return record
+    return None
+
+
+def _iteration_outcomes(
+    events: list[dict[str, Any]], db: SearchDatabase | None, programs: list[Any] | None
+) -> list[dict[str, Any]]:
+    """One row per completed iteration: ``iteration``, ``gate_decision``, ``parent_id``,
+    ``parent_score``, ``best_child`` (best valid child score or None), ``improved`` (a valid
+    child beat its parent: strictly higher fitness), ``documents`` (evidence documents),
+    ``best_prediction`` (highest child score predicted for that parent among them, None
+    without one) and ``group`` (one of `EVIDENCE_GROUPS`)."""
+    rows = {p.id: p for p in programs or []}
+    selects = _latest_by_iteration(events, "select")
+    gates = _latest_by_iteration(events, "gate")
+    records = _latest_by_iteration(events, "record")
+    cands = _candidates_by_iteration(events)
+    children: dict[int, list[Any]] = defaultdict(list)
+    for p in programs or []:
+        if p.kind != "initial":
+            children[p.iteration].append(p)
+    out = []
+    for it in sorted(i for i in records if i > 0):
+        record = _evidence_record(db, it)
+        parent_id = selects.get(it, {}).get("parent_id")
+        if parent_id is None and record is not None:
+            parent_id = record.parent_id
+        if parent_id is None and children.get(it):
+            parent_id = children[it][0].parent_id
+        parent_score = rows[parent_id].score if parent_id in rows else None
+        if parent_score is None and record is not None:
+            parent_score = record.parent_score
+        if programs is not None:
+            scores = [c.score for c in children.get(it, []) if c.valid and c.score is not None]
+        else:
+            scores = [
+                c["score"] for c in cands.get(it, {}).values()
+                if c.get("valid") and c.get("score") is not None
+            ]
+        best_child = max(scores, default=None)
+        improved = (
+            best_child is not None and parent_score is not None and best_child > parent_score
+        )
+        docs = list(record.final_doc_ids) if record is not None else []
+        predictions = _record_predictions(db, record) if db is not None and docs else []
+        best_prediction = max(predictions, default=None)
+        if not docs:
+            group = EVIDENCE_GROUPS[2]
+        elif _beats(best_prediction, parent_score):
+            group = EVIDENCE_GROUPS[0]
+        else:
+            group = EVIDENCE_GROUPS[1]
+        out.append(
+            {
+                "iteration": it,
+                "gate_decision": gates.get(it, {}).get("gate_decision"),
+                "parent_id": parent_id,
+                "parent_score": parent_score,
+                "best_child": best_child,
+                "improved": improved,
+                "documents": len(docs),
+                "best_prediction": best_prediction,
+                "group": group,
+            }
+        )
+    return out
+
+
+PREDICTION_TOLERANCE = 1e-6
+"""Relative tolerance under which a predicted score counts as the parent's own: prompts show
+scores rounded to 6 significant digits, and a model that copies the shown parent score (0.36
+for 0.35999999999999993) predicts no change, not an improvement."""
+
+
+def _beats(predicted: float | None, parent: float | None) -> bool:
+    """Whether a prediction is above the parent's score beyond `PREDICTION_TOLERANCE`."""
+    if predicted is None or parent is None:
+        return False
+    return predicted > parent and not math.isclose(
+        predicted, parent, rel_tol=PREDICTION_TOLERANCE, abs_tol=1e-12
+    )
+
+
+def _rate(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    improved = sum(1 for r in rows if r["improved"])
+    return {
+        "iterations": len(rows),
+        "improved": improved,
+        "rate": improved / len(rows) if rows else None,
+    }
+
+
+def _improvement_figures(outcomes: list[dict[str, Any]]) -> dict[str, Any]:
+    """Improvement rates (child beats its parent) by evidence group and by gate decision.
+
+    Every completed iteration counts; one without a valid child did not improve."""
+    by_group = {g: _rate([r for r in outcomes if r["group"] == g]) for g in EVIDENCE_GROUPS}
+    decisions = [*GATE_DECISIONS] + sorted(
+        {str(r["gate_decision"]) for r in outcomes} - set(GATE_DECISIONS)
+    )
+    by_decision = {
+        d: _rate([r for r in outcomes if str(r["gate_decision"]) == d]) for d in decisions
+    }
+    return {"all": _rate(outcomes), "by_evidence": by_group, "by_decision": by_decision}
+
+
+def _cost_figures(
+    rdir: Path, events: list[dict[str, Any]], model: str | None, llm_total: dict[str, Any]
+) -> dict[str, Any]:
+    """USD of the run's LLM tokens (`evoduet_graph.pricing`: catalogue, ``budget.prices``,
+    0 for ``local``, None when unpriced) and its search calls (Tavily credits), whatever the
+    ``budget:`` section says."""
+    from evoduet_graph.pricing import price_for, search_credits
+
+    cfg = _run_config(rdir)
+    llm_cfg = cfg.get("llm") if isinstance(cfg.get("llm"), dict) else {}
+    budget = cfg.get("budget") if isinstance(cfg.get("budget"), dict) else {}
+    retrieval = cfg.get("retrieval") if isinstance(cfg.get("retrieval"), dict) else {}
+    # the configured model is what the budget prices too (an injected model's events carry its
+    # class name)
+    model = llm_cfg.get("model") or model
+    prices = {
+        str(k): (float(v[0]), float(v[1]))
+        for k, v in (budget.get("prices") or {}).items()
+        if isinstance(v, list | tuple) and len(v) == 2
+    }
+    price = price_for(str(model), prices, llm_cfg.get("base_url")) if model else None
+    inp, out = int(llm_total.get("input_tokens", 0)), int(llm_total.get("output_tokens", 0))
+    llm_usd = price.cost(inp, out) if price is not None else None
+    from evoduet_graph.budget import usage_from_events
+
+    totals = usage_from_events(events)
+    if totals.by_model:  # per model (``llm.roles``, ``llm.models``): each at its own price
+        total, per_model = _llm_cost(rdir, totals, model)
+        llm_usd = None if all(v is None for v in per_model.values()) else total
+    searches = [e for e in events if e.get("event") == "search"]
+    failed = sum(1 for e in events if e.get("event") == "search_error" and e.get("query"))
+    backend = retrieval.get("backend")
+    calls = len(searches)
+    return {
+        "model": model,
+        "price_source": price.source if price is not None else None,
+        "usd_per_mtok_input": price.input_per_mtok if price is not None else None,
+        "usd_per_mtok_output": price.output_per_mtok if price is not None else None,
+        "llm_usd": llm_usd,
+        "search_backend": backend,
+        "search_calls": calls,
+        "search_failed": failed,
+        "search_credits": search_credits(
+            backend, max(0, calls - failed), retrieval.get("tavily_search_depth")
+        ),
+    }
+
+
+def paper_metrics(summary: dict[str, Any]) -> dict[str, Any]:
+    """The paper's headline knowledge figures of one `run_summary`, flat (for ``compare``
+    and the bench summary): improvement rates with documents predicted to beat the parent
+    and without documents, the repeated-URL share, USD and search calls."""
+    imp = summary["improvement"]["by_evidence"]
+    cost = summary["cost"]
+    return {
+        "rate_predicted_better": imp[EVIDENCE_GROUPS[0]]["rate"],
+        "n_predicted_better": imp[EVIDENCE_GROUPS[0]]["iterations"],
+        "improved_predicted_better": imp[EVIDENCE_GROUPS[0]]["improved"],
+        "rate_no_documents": imp[EVIDENCE_GROUPS[2]]["rate"],
+        "n_no_documents": imp[EVIDENCE_GROUPS[2]]["iterations"],
+        "improved_no_documents": imp[EVIDENCE_GROUPS[2]]["improved"],
+        "repeated_url_share": summary["search"]["seen_before_share"],
+        "llm_usd": cost["llm_usd"],
+        "search_calls": cost["search_calls"],
+        "search_credits": cost["search_credits"],
     }
 
 
@@ -470,7 +701,10 @@ def run_summary(run_dir: str | Path) -> dict[str, Any]:
         (count per decision), ``search`` (queries issued and distinct, results returned,
         D_search records, documents, distinct URLs and share of returned URLs seen before),
         ``prediction`` (mean predicted vs mean realised child score over records with
-        impacts), ``llm`` and ``wall_time`` (per node; totals leave out `INCLUSIVE_NODES`),
+        impacts, predictions made for the parent that was mutated), ``improvement``
+        (improvement rates by evidence group and by gate decision: `_improvement_figures`),
+        ``cost`` (USD of the LLM tokens and search calls / Tavily credits: `_cost_figures`),
+        ``llm`` and ``wall_time`` (per node; totals leave out `INCLUSIVE_NODES`),
         ``failures`` (candidates by outcome, top error reasons), ``novelty`` (near-duplicate
         rejections before evaluation, by check; `_novelty_figures`), ``fallbacks`` (count per
         event of `FALLBACK_EVENTS`) and ``history`` (one row per completed iteration).
@@ -536,6 +770,10 @@ def run_summary(run_dir: str | Path) -> dict[str, Any]:
         },
         "search": _search_figures(events, db),
         "prediction": _prediction_figures(db),
+        "improvement": _improvement_figures(_iteration_outcomes(events, db, programs)),
+        "cost": _cost_figures(
+            rdir, events, starts[-1].get("model") if starts else None, llm["total"]
+        ),
         "llm": llm,
         "llm_models": _model_figures(events, rdir, starts[-1].get("model") if starts else None),
         "wall_time": wall_time,
@@ -597,7 +835,8 @@ def _model_section(models: dict[str, dict[str, float]]) -> list[str]:
     if not models:
         return []
     rows = [
-        [m, int(u["calls"]), int(u["input_tokens"]), int(u["output_tokens"]), round(u["usd"], 6)]
+        [m, int(u["calls"]), int(u["input_tokens"]), int(u["output_tokens"]),
+         "n/a" if u["usd"] is None else round(u["usd"], 6)]
         for m, u in models.items()
     ]
     return [
@@ -658,6 +897,7 @@ def report_markdown(
 
     best = s["best"] or {}
     best_iteration = best.get("iteration", "n/a")
+    by_decision = s["improvement"]["by_decision"]
     metric, direction = best.get("metric") or "n/a", best.get("direction") or "n/a"
     out += [
         "## Overview",
@@ -684,7 +924,16 @@ def report_markdown(
         *_images(plots, "scores", "ndg"),
         "## Gate decisions",
         "",
-        _table(["decision", "iterations"], [[d, n] for d, n in s["gate_decisions"].items()]),
+        "Improved: a valid child beat its parent (strictly higher score).",
+        "",
+        _table(
+            ["decision", "iterations", "improved", "improvement rate"],
+            [
+                [d, n, by_decision.get(d, {}).get("improved", 0),
+                 _pct(by_decision.get(d, {}).get("rate"))]
+                for d, n in s["gate_decisions"].items()
+            ],
+        ),
         "",
     ]
     search = s["search"]
@@ -706,7 +955,8 @@ def report_markdown(
                 ["documents stored", search["documents_stored"]],
                 ["URLs returned (D_search rounds)", search["returned_urls"]],
                 ["distinct URLs", search["distinct_urls"]],
-                ["returned URLs seen before", f"{search['seen_before']} ({seen_share})"],
+                ["returned URLs seen before", search["seen_before"]],
+                ["repeated-URL share", seen_share],
             ],
         ),
         "",
@@ -718,8 +968,9 @@ def report_markdown(
         "",
         (
             f"Over {pred['records']} D_search record(s) with a realised outcome: the mean "
-            "predicted score of a record's final documents against the mean score of the best "
-            "valid child they fed."
+            "score predicted for a record's final documents, for the parent that was mutated, "
+            "against the mean score of the best valid child they fed "
+            f"({pred['predictions']} prediction(s) stored in all)."
         ),
         "",
         _table(
@@ -734,6 +985,7 @@ def report_markdown(
             "",
         ]
     out += _images(plots, "predictions")
+    out += _improvement_section(s["improvement"], pred["predictions"])
     out += _query_delta_section(series["query_deltas"])
     llm, wall = s["llm"], s["wall_time"]
     nodes = sorted(set(llm["by_node"]) | set(wall["by_node"]))
@@ -766,6 +1018,7 @@ def report_markdown(
         "",
         *_images(plots, "llm"),
         *_model_section(s.get("llm_models") or {}),
+        *_cost_section(s["cost"], llm["total"]),
         "## Wall time per node",
         "",
         (note.strip() + "\n") if note else "",
@@ -836,6 +1089,64 @@ def report_markdown(
         ]
     out += _lineage_section(series["lineage"])
     return "\n".join(out).rstrip() + "\n"
+
+
+def _improvement_section(imp: dict[str, Any], predictions: int) -> list[str]:
+    """"Improvement rate by evidence": the paper's comparison of iterations whose evidence held
+    a document predicted to beat the parent with iterations without documents."""
+    rows = [
+        [group, r["iterations"], r["improved"], _pct(r["rate"])]
+        for group, r in imp["by_evidence"].items()
+    ]
+    total = imp["all"]
+    rows.append(["**all iterations**", total["iterations"], total["improved"], _pct(total["rate"])])
+    return [
+        "## Improvement rate by evidence",
+        "",
+        (
+            "An iteration improved when a valid child beat its parent. Its evidence held a "
+            "document predicted to beat the parent when one of the documents it was given had a "
+            "predicted child score, made for that parent, above the parent's score (paper: "
+            "67.1% of such iterations improved vs 52.1% of iterations without documents)."
+        ),
+        "",
+        _table(["evidence", "iterations", "improved", "improvement rate"], rows),
+        "",
+    ]
+
+
+def _share(won: int, n: int) -> str:
+    """``"66.7% (2/3)"``; ``"n/a (0/0)"`` without iterations."""
+    return f"{_pct(won / n if n else None)} ({won}/{n})"
+
+
+def _usd(value: float | None) -> str:
+    return "n/a (unpriced model)" if value is None else f"${value:.6f}"
+
+
+def _cost_section(cost: dict[str, Any], total: dict[str, Any]) -> list[str]:
+    """"Cost": USD of the LLM tokens and the search calls, with or without a budget."""
+    source = {
+        "local": "the embedded model is free",
+        "config": "`budget.prices` of the run's config",
+        "genai-prices": "the genai-prices catalogue",
+        None: "no price known: set `budget.prices`",
+    }[cost["price_source"]]
+    rows = [
+        ["model", cost["model"]],
+        ["price source", source],
+        ["USD per 1M input / output tokens",
+         "n/a" if cost["usd_per_mtok_input"] is None
+         else f"{cost['usd_per_mtok_input']:.4g} / {cost['usd_per_mtok_output']:.4g}"],
+        ["LLM tokens (input / output)",
+         f"{int(total['input_tokens']):,} / {int(total['output_tokens']):,}"],
+        ["LLM cost (USD)", _usd(cost["llm_usd"])],
+        ["search backend", cost["search_backend"] or "n/a"],
+        ["search calls (failed)", f"{cost['search_calls']} ({cost['search_failed']})"],
+        ["Tavily credits", "n/a (not Tavily)" if cost["search_credits"] is None
+         else cost["search_credits"]],
+    ]
+    return ["## Cost", "", _table(["figure", "value"], rows), ""]
 
 
 _TOP_QUERIES = 5
@@ -990,17 +1301,14 @@ def _url_series(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _prediction_points(db: SearchDatabase | None) -> list[dict[str, Any]]:
-    """One point per D_search record with a realised child score: the mean predicted score of
-    its final documents against the realised child score (and the parent's score)."""
+    """One point per D_search record with a realised child score: the mean score predicted
+    for its final documents *for the parent that was mutated* (`_record_predictions`) against
+    the realised child score (and the parent's score)."""
     points: list[dict[str, Any]] = []
     if db is None:
         return points
     for record in db.records():
-        predicted = [
-            doc.predicted_score
-            for doc in (db.get_document(d) for d in record.final_doc_ids)
-            if doc is not None and doc.predicted_score is not None
-        ]
+        predicted = _record_predictions(db, record)
         for impact in record.impacts:
             if impact.child_score is None or not predicted:
                 continue
@@ -1414,7 +1722,7 @@ def compare_runs(
         ``{"rows": [...], "markdown": str, "plots": {name: Path}, "markdown_path": Path|None}``;
         a row has ``run``, ``run_dir``, ``task``, ``model``, ``gate``, ``iterations``,
         ``best_score``, ``metric_value``, ``ndg``, ``improvements``, ``llm_calls``,
-        ``tokens``, ``wall_s``.
+        ``tokens``, ``wall_s`` and the keys of `paper_metrics`.
 
     Raises:
         FileNotFoundError: a run directory does not exist.
@@ -1446,6 +1754,7 @@ def compare_runs(
                 "llm_calls": int(total["calls"]),
                 "tokens": int(total["input_tokens"] + total["output_tokens"]),
                 "wall_s": round(summary["wall_s"], 1),
+                **paper_metrics(summary),
             }
         )
         runs.append((label, series))
@@ -1458,6 +1767,25 @@ def compare_runs(
         "improvements", "llm_calls", "tokens", "wall_s",
     ]
     table = _table(headers, [[r[k] for k in keys] for r in rows])
+    knowledge = _table(
+        [
+            "run", "improved with evidence predicted to beat the parent",
+            "improved without documents", "repeated-URL share", "LLM cost (USD)",
+            "search calls", "Tavily credits",
+        ],
+        [
+            [
+                r["run"],
+                _share(r["improved_predicted_better"], r["n_predicted_better"]),
+                _share(r["improved_no_documents"], r["n_no_documents"]),
+                _pct(r["repeated_url_share"]),
+                _usd(r["llm_usd"]),
+                r["search_calls"],
+                r["search_credits"],
+            ]
+            for r in rows
+        ],
+    )
     tasks = {r["task"] for r in rows}
     note = (
         "\n> The runs are on different tasks: their scores are on different scales; compare "
@@ -1467,7 +1795,11 @@ def compare_runs(
     )
     plots: dict[str, Path] = {}
     md_path = None
-    text = f"# EvoDuet run comparison\n\n{table}\n{note}"
+    text = (
+        f"# EvoDuet run comparison\n\n{table}\n{note}\n## Knowledge figures\n\n"
+        "Improvement rate: iterations in which a valid child beat its parent.\n\n"
+        f"{knowledge}\n"
+    )
     if out_dir is not None:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)

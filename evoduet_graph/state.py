@@ -54,7 +54,12 @@ def merge_candidates(
 
 
 class DocumentRef(TypedDict):
-    """A retained evidence document (full text lives in the search database)."""
+    """A retained evidence document (full text lives in the search database).
+
+    ``predicted_score`` is the child score predicted for the current parent (by this
+    iteration's inner loop, or for a look-up an earlier loop's prediction for the same parent),
+    None when there is none.
+    """
 
     id: str
     url: str
@@ -143,9 +148,15 @@ class OuterState(TypedDict, total=False):
             (``""``: none; set by ``select``).
         strategy: the active EvoX strategy (``scaffold: evox`` only).
         strategy_history: the last ``evox.history`` replaced strategies with their effect.
+        task_dir / config: the run settings of a graph input (`OuterInput`), kept so a
+            continued thread rebuilds the same context.
+        run_dir: the run directory (written by ``initialize``; a graph input may set it).
     """
 
     max_iterations: int
+    task_dir: str
+    run_dir: str
+    config: dict[str, object]
     iteration: int
     parent_id: str | None
     inspiration_ids: list[str]
@@ -171,14 +182,29 @@ class OuterState(TypedDict, total=False):
 
 
 class OuterInput(TypedDict, total=False):
-    """Input of ``graph.invoke``: how many iterations to run (default: the config's)."""
+    """Input of ``graph.invoke``: how many iterations to run (default: the config's) and,
+    for a graph invoked without a hand-built context (``evoduet_graph.graph``, Studio), the
+    run itself: ``{"task_dir": "tasks/x", "max_iterations": 3}``.
+
+    Attributes:
+        max_iterations: total iterations of the thread.
+        task_dir: the task folder (relative paths: to the working directory).
+        run_dir: the run directory; default a new folder under
+            `evoduet_graph.graphs.studio_context.runs_root` (per thread when there is one).
+        config: config overrides as nested keys (``{"gate": {"mode": "never"}}``), laid over
+            the defaults (or the context's ``config_file`` / ``$EVODUET_CONFIG``).
+    """
 
     max_iterations: int
+    task_dir: str
+    run_dir: str
+    config: dict[str, object]
 
 
 class GenerateInput(TypedDict):
-    """Payload of one ``Send("generate", ...)``: which candidate slot to fill, and the
-    scaffold's ``mutation_instruction`` for the prompt (absent or ``""``: none)."""
+    """Payload of one ``Send("generate", ...)``: which candidate slot to fill, the scaffold's
+    ``mutation_instruction`` for the prompt (absent or ``""``: none), and the graph input's
+    run settings when the run was started from them (``task_dir``, ``run_dir``, ``config``)."""
 
     iteration: int
     index: int
@@ -186,6 +212,9 @@ class GenerateInput(TypedDict):
     inspiration_ids: list[str]
     documents: list[DocumentRef]
     mutation_instruction: NotRequired[str]
+    task_dir: NotRequired[str]
+    run_dir: NotRequired[str]
+    config: NotRequired[dict[str, object]]
 
 
 class RoundLog(TypedDict):
@@ -203,6 +232,8 @@ class InnerState(TypedDict, total=False):
 
     Attributes:
         iteration / parent_id / parent_score: the outer iteration this retrieval serves.
+        record_id: the D_search record id of this inner loop (``ret_<iteration>``); its
+            predictions are stored under it (absent: derived from ``iteration``).
         rounds: R, the number of rounds to run; round: the round in progress (0-based).
         knowledge_state: the current knowledge state (updated by ``update_knowledge``).
         pending_knowledge: the knowledge state returned by ``hypothetical_score``.
@@ -216,6 +247,7 @@ class InnerState(TypedDict, total=False):
     """
 
     iteration: int
+    record_id: str
     parent_id: str
     parent_score: float
     best_score: float | None

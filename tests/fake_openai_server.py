@@ -188,12 +188,14 @@ def last_user_text(body: dict[str, Any]) -> str:
     return str(content)
 
 
+def message_text(message: dict[str, Any]) -> str:
+    """The text of one chat-completions message (a string, or a list of text parts)."""
+    content = message.get("content", "")
+    if isinstance(content, list):
+        content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content)
+
+
 def all_text(body: dict[str, Any]) -> str:
     """All message texts of a request joined by newlines."""
-    out = []
-    for message in body.get("messages") or []:
-        content = message.get("content", "")
-        if isinstance(content, list):
-            content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-        out.append(str(content))
-    return "\n".join(out)
+    return "\n".join(message_text(m) for m in body.get("messages") or [])

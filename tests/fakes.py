@@ -218,10 +218,13 @@ PROMPT_MARKERS = {
 
 def prompt_kind(messages: Sequence[BaseMessage]) -> str:
     """Which node wrote a prompt: ``gate``, ``construct_query``, ``hypothetical_score``,
-    ``evox_strategy`` (the EvoX revision in ``select``) or ``generate`` (anything else)."""
+    ``evox_strategy`` (the EvoX revision in ``select``) or ``generate`` (anything else).
+
+    The knowledge-layer prompts start with the shared context prefix (task, parent program),
+    so the node's own marker is looked for anywhere in the first message."""
     text = str(messages[0].content) if messages else ""
     for kind, marker in PROMPT_MARKERS.items():
-        if text.startswith(marker):
+        if marker in text:
             return kind
     return "generate"
 

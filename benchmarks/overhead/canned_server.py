@@ -37,7 +37,7 @@ def reply_for(messages: list[dict[str, Any]], serial: int) -> str:
     """The canned reply to one chat request (``serial`` makes every new SALT unique)."""
     first = str(messages[0].get("content", "")) if messages else ""
     text = "\n".join(str(m.get("content", "")) for m in messages)
-    kind = next((k for k, marker in PROMPT_MARKERS.items() if first.startswith(marker)), "")
+    kind = next((k for k, marker in PROMPT_MARKERS.items() if marker in first), "")
     if kind == "construct_query":
         return json.dumps({"queries": [f"salt value search {serial}"]})
     if kind == "hypothetical_score":

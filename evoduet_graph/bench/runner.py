@@ -83,7 +83,7 @@ from evoduet_graph.evaluation import Evaluator, make_evaluator
 from evoduet_graph.events import read_events
 from evoduet_graph.llm.factory import parse_model_string
 from evoduet_graph.nodes.record import MODEL_DOWN_PREFIX
-from evoduet_graph.report import INCLUSIVE_NODES
+from evoduet_graph.report import INCLUSIVE_NODES, paper_metrics, run_summary
 from evoduet_graph.search import Searcher
 from evoduet_graph.store import ProgramStore
 from evoduet_graph.task import Task, TaskError, load_task
@@ -565,7 +565,9 @@ def graph_outcome(
     """Score one of our run directories in the bench's common terms.
 
     Best: over every valid program in ``programs.sqlite`` (initial included), by the task's
-    metric in its direction. LLM calls and tokens: the node events of ``events.jsonl`` (the
+    metric in its direction. ``details["knowledge"]``: the run's `paper_metrics` (improvement
+    rates by evidence, repeated-URL share, USD, search calls) for the summary. LLM calls and
+    tokens: the node events of ``events.jsonl`` (the
     inclusive ``retrieve`` node left out, its inner nodes counted). Wall: the time each
     iteration's ``record`` event was written, over the run's sessions.
 
@@ -628,6 +630,7 @@ def graph_outcome(
         details={
             "programs": len(rows),
             "valid_programs": sum(len(v) for v in by_iteration.values()),
+            "knowledge": paper_metrics(run_summary(run_dir)),
         },
     )
 

@@ -2,7 +2,9 @@
 
 * `write_summary` → ``<out>/summary.md``: mean ± sd NDG over seeds per task and method and
   overall (pooled over every finished run of a method), mean best metric per task and method,
-  mean cost per run (LLM calls, tokens, wall seconds), failed runs, versions.
+  mean cost per run (LLM calls, tokens, wall seconds), the knowledge figures per method
+  (improvement rates by evidence, repeated-URL share, USD, search calls), failed runs,
+  versions.
 * `write_plots` → ``<out>/plots/best_<task>.png`` (best-so-far of the task metric vs
   iteration, one line per seed and the mean per method, initial and reference dashed) and
   ``<out>/plots/ndg.png`` (NDG bars per task and overall, one bar per method, sd whiskers).
@@ -82,6 +84,71 @@ def _md_table(headers: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def _pooled(figs: list[dict[str, Any]], key: str) -> str:
+    """Improved / iterations of one evidence group over runs, as ``"60.0% (3/5)"``."""
+    n = sum(int(f[f"n_{key}"] or 0) for f in figs)
+    won = sum(int(f[f"improved_{key}"] or 0) for f in figs)
+    return f"{100 * won / n:.1f}% ({won}/{n})" if n else "—"
+
+
+def knowledge_section(records: Sequence[RunRecord], methods: list[str]) -> list[str]:
+    """"Knowledge figures per method": the paper's improvement rates (pooled over the finished
+    runs of a method: improved / iterations), the mean repeated-URL share, the mean LLM cost in
+    USD (n/a when a run's model is unpriced) and the mean search calls per run. Methods that
+    are not our graph (OpenEvolve) have no such figures."""
+    rows = []
+    for m in methods:
+        figs = [
+            r.outcome.details["knowledge"]
+            for r in records
+            if r.key[1] == m and r.outcome is not None and "knowledge" in r.outcome.details
+        ]
+        if not figs:
+            continue
+
+
+        shares = [f["repeated_url_share"] for f in figs if f["repeated_url_share"] is not None]
+        usd = [f["llm_usd"] for f in figs]
+        calls = [float(f["search_calls"]) for f in figs]
+        credits = [f["search_credits"] for f in figs if f["search_credits"] is not None]
+        rows.append(
+            [
+                m,
+                str(len(figs)),
+                _pooled(figs, "predicted_better"),
+                _pooled(figs, "no_documents"),
+                f"{100 * sum(shares) / len(shares):.1f}%" if shares else "—",
+                "n/a" if any(u is None for u in usd) else f"{sum(usd) / len(usd):.6f}",
+                f"{sum(calls) / len(calls):.1f}",
+                f"{sum(credits) / len(credits):.1f}" if credits else "—",
+            ]
+        )
+    if not rows:
+        return []
+    return [
+        "## Knowledge figures per method: finished runs",
+        "",
+        (
+            "Improved: a valid child beat its parent. Paper: 67.1% of iterations whose "
+            "evidence held a document predicted to beat the parent vs 52.1% without documents."
+        ),
+        "",
+        _md_table(
+            [
+                "method",
+                "runs",
+                "improved, evidence predicted to beat the parent",
+                "improved, no documents",
+                "repeated-URL share",
+                "LLM USD per run",
+                "search calls per run",
+                "Tavily credits per run",
+            ],
+            rows,
+        ),
+    ]
 
 
 def write_summary(out: Path, records: Sequence[RunRecord], manifest: dict[str, Any]) -> Path:
@@ -175,6 +242,7 @@ def write_summary(out: Path, records: Sequence[RunRecord], manifest: dict[str, A
             rows,
         )
     )
+    parts += ["", *knowledge_section(records, methods)]
     failures = [r for r in records if r.status == "failed"]
     if failures:
         parts += ["", "## Failed runs", ""]

@@ -18,13 +18,14 @@ from langgraph.graph import END, START, StateGraph
 
 from evoduet_graph.context import Context
 from evoduet_graph.graphs.instrument import instrument
+from evoduet_graph.graphs.registry import INNER_NODES, UnknownNodeError, known_nodes_text
 from evoduet_graph.nodes.construct_query import construct_query
 from evoduet_graph.nodes.hypothetical_score import hypothetical_score
 from evoduet_graph.nodes.search import search
 from evoduet_graph.nodes.update_knowledge import update_knowledge
 from evoduet_graph.state import InnerState
 
-INNER_NODES = ("construct_query", "search", "hypothetical_score", "update_knowledge")
+__all__ = ["INNER_NODES", "build_inner_graph", "default_inner_nodes", "route_after_round"]
 
 
 def default_inner_nodes() -> dict[str, object]:
@@ -47,13 +48,21 @@ def build_inner_graph(
 ) -> StateGraph:
     """Build the uncompiled inner graph over `InnerState` with ``context_schema=Context``.
 
+    Args:
+        nodes: replacements of inner-loop nodes by name (`INNER_NODES`); to swap nodes of both
+            loops at once use `evoduet_graph.build_graph` (one registry).
+        instrumented: wrap each node so it writes a ``node`` event.
+
     Raises:
-        KeyError: a replacement names an unknown node.
+        UnknownNodeError: a replacement names no node of the inner loop (the message lists
+            the nodes of both loops).
     """
     registry = default_inner_nodes()
     for name, fn in (nodes or {}).items():
         if name not in registry:
-            raise KeyError(f"unknown inner node {name!r}; known nodes: {sorted(registry)}")
+            raise UnknownNodeError(
+                f"unknown node {name!r} for the inner loop; known nodes: {known_nodes_text()}"
+            )
         registry[name] = fn
     graph = StateGraph(InnerState, context_schema=Context)
     for name, fn in registry.items():

@@ -8,22 +8,32 @@
                                                                             ↓
                                               (iteration < max and no stop) ? select : END
 
-Every node is looked up in a registry so ablations swap any of them:
-``build_outer_graph(nodes={"gate": my_gate})``.
+The gate's three conditional edges carry the paper's decision names (§3.2) as labels through
+a path map (`GATE_EDGES`), so Studio and ``evoduet graph`` draw them. Every node of both
+loops is looked up in one registry (`evoduet_graph.graphs.registry`) so ablations swap any of
+them by name: ``build_outer_graph(nodes={"gate": my_gate, "search": my_search})``.
+
+Every node is wrapped by `bind_context`: a graph invoked with a task in its input
+(``{"task_dir": ..., "max_iterations": 3}``) and no context builds its dependencies from it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.graph import Graph
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from evoduet_graph.context import Context, resolve_context
+from evoduet_graph.context import Context
 from evoduet_graph.graphs.inner import build_inner_graph
 from evoduet_graph.graphs.instrument import instrument
+from evoduet_graph.graphs.registry import NodeFn, split_nodes
+from evoduet_graph.graphs.studio_context import bind_context, input_settings, resolve_for_state
 from evoduet_graph.nodes.evaluate import evaluate
 from evoduet_graph.nodes.gate import gate
 from evoduet_graph.nodes.generate import generate
@@ -32,13 +42,70 @@ from evoduet_graph.nodes.look_up import look_up
 from evoduet_graph.nodes.record import record
 from evoduet_graph.nodes.retrieve import make_retrieve
 from evoduet_graph.nodes.select import select
-from evoduet_graph.state import GenerateInput, OuterInput, OuterState
+from evoduet_graph.state import GateDecision, GenerateInput, OuterInput, OuterState
 
-NodeFn = Callable[..., Any]
+__all__ = [
+    "GATE_EDGES",
+    "NodeFn",
+    "OuterGraph",
+    "OuterStateGraph",
+    "build_outer_graph",
+    "default_nodes",
+    "fan_out",
+    "route_after_gate",
+]
+
+GATE_EDGES: dict[GateDecision, str] = {
+    "no-op": "generate",
+    "look-up": "look_up",
+    "retrieve": "retrieve",
+}
+"""The gate's conditional edges: decision (the edge's label) → the node it leads to."""
+
+
+def label_gate_edges(drawn: Graph) -> Graph:
+    """Give every edge out of ``gate`` its decision as label (`GATE_EDGES`).
+
+    LangGraph's drawing leaves out a path-map label equal to the name of the node it leads to,
+    which would leave the ``retrieve`` edge (decision ``retrieve`` → node ``retrieve``)
+    unlabelled; this puts it back, also when the node is drawn as its subgraph (``xray``).
+    """
+    for i, edge in enumerate(drawn.edges):
+        if edge.source != "gate" or edge.data is not None:
+            continue
+        for decision, node in GATE_EDGES.items():
+            if edge.target == node or edge.target.startswith(f"{node}:"):
+                drawn.edges[i] = edge.copy()._replace(data=decision)
+    return drawn
+
+
+class OuterGraph(CompiledStateGraph):  # type: ignore[type-arg]
+    """The compiled outer graph: a `CompiledStateGraph` whose drawings (``get_graph``, what
+    Studio and ``evoduet graph`` show) label the gate's edges ``no-op`` / ``look-up`` /
+    ``retrieve`` (`label_gate_edges`)."""
+
+    def get_graph(self, config: RunnableConfig | None = None, *, xray: int | bool = False) -> Graph:
+        return label_gate_edges(super().get_graph(config, xray=xray))
+
+    async def aget_graph(
+        self, config: RunnableConfig | None = None, *, xray: int | bool = False
+    ) -> Graph:
+        return label_gate_edges(await super().aget_graph(config, xray=xray))
+
+
+class OuterStateGraph(StateGraph):  # type: ignore[type-arg]
+    """`StateGraph` of the outer loop; ``compile()`` returns an `OuterGraph`."""
+
+    def compile(self, *args: Any, **kwargs: Any) -> OuterGraph:  # type: ignore[override]
+        compiled = super().compile(*args, **kwargs)
+        # the same construction as Pregel.copy, into the subclass
+        return OuterGraph(**{k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"})
 
 
 def default_nodes(inner_nodes: Mapping[str, NodeFn] | None = None) -> dict[str, NodeFn]:
-    """The node registry: name → node function. Copy and edit it to build an ablation.
+    """The outer loop's nodes: name → node function, ``retrieve`` wrapping the compiled inner
+    loop. Copy and edit it to build an ablation, or pass replacements of either loop to
+    `build_outer_graph`.
 
     Args:
         inner_nodes: replacements for the inner loop's nodes (see `build_inner_graph`).
@@ -61,13 +128,16 @@ def fan_out(state: OuterState, runtime: Runtime[Context]) -> list[Send]:
     inspirations, evidence and the scaffold's ``mutation_instruction``.
 
     N is ``config.candidates``, or ``config.candidates_after_retrieval`` (when set) after a
-    ``retrieve`` / ``look-up`` decision (DESIGN.md §1 parallel mode).
+    ``retrieve`` / ``look-up`` decision (DESIGN.md §1 parallel mode). The run settings of a
+    graph input (``task_dir``, ``run_dir``, ``config``) travel with each payload, so the
+    ``generate`` nodes resolve the same context.
     """
-    ctx = resolve_context(runtime.context)
+    ctx = resolve_for_state(runtime.context, state)
     n = ctx.config.candidates if ctx is not None else 1
     after = ctx.config.candidates_after_retrieval if ctx is not None else None
     if after is not None and state.get("gate_decision") in ("retrieve", "look-up"):
         n = after
+    settings = input_settings(state)
     return [
         Send(
             "generate",
@@ -78,6 +148,7 @@ def fan_out(state: OuterState, runtime: Runtime[Context]) -> list[Send]:
                 inspiration_ids=list(state.get("inspiration_ids", [])),
                 documents=list(state.get("documents", [])),
                 mutation_instruction=state.get("mutation_instruction") or "",
+                **settings,  # type: ignore[typeddict-item]
             ),
         )
         for i in range(n)
@@ -85,12 +156,12 @@ def fan_out(state: OuterState, runtime: Runtime[Context]) -> list[Send]:
 
 
 def route_after_gate(state: OuterState, runtime: Runtime[Context]) -> Any:
-    """``look-up`` → look_up, ``retrieve`` → retrieve, ``no-op`` → the generate fan-out."""
+    """The gate's decision as the label of the edge taken (`GATE_EDGES`): ``look-up`` →
+    look_up, ``retrieve`` → retrieve, ``no-op`` → the ``generate`` fan-out (its Sends go
+    straight to ``generate``, the node the ``no-op`` edge leads to)."""
     decision = state.get("gate_decision")
-    if decision == "look-up":
-        return "look_up"
-    if decision == "retrieve":
-        return "retrieve"
+    if decision in ("look-up", "retrieve"):
+        return decision
     return fan_out(state, runtime)
 
 
@@ -111,39 +182,37 @@ def route_after_initialize(state: OuterState) -> str:
 def build_outer_graph(
     nodes: Mapping[str, NodeFn] | None = None,
     *,
-    inner_nodes: Mapping[str, NodeFn] | None = None,
     instrumented: bool = True,
     context_schema: type[Any] = Context,
 ) -> StateGraph:
     """Build the uncompiled outer graph.
 
     Args:
-        nodes: replacements for registry entries (unknown names raise ``KeyError``).
-        inner_nodes: replacements for the inner query-evolution nodes.
+        nodes: replacements of nodes of either loop by name (`OUTER_NODES` and
+            `INNER_NODES` of `evoduet_graph.graphs.registry`).
         instrumented: wrap each node so it writes a ``node`` event (wall time, LLM usage).
         context_schema: the type of ``runtime.context``: `Context`, or a lazy factory such as
             `evoduet_graph.graphs.studio.StudioContext` (JSON fields; see `resolve_context`).
 
     Returns:
-        A `StateGraph` over `OuterState` with ``context_schema=Context``; compile it with any
-        checkpointer and call ``graph.invoke({"max_iterations": n}, context=ctx)``.
+        A `StateGraph` over `OuterState`; compile it with any checkpointer and call
+        ``graph.invoke({"max_iterations": n}, context=ctx)``, or name the task in the input
+        (``{"task_dir": ..., "max_iterations": n}``) and pass no context.
 
     Raises:
-        KeyError: a replacement names a node that does not exist.
+        UnknownNodeError: a replacement names no node of either loop (the message lists them).
     """
-    registry = default_nodes(inner_nodes)
-    for name, fn in (nodes or {}).items():
-        if name not in registry:
-            raise KeyError(f"unknown node {name!r}; known nodes: {sorted(registry)}")
-        registry[name] = fn
+    outer, inner = split_nodes(nodes)
+    registry = default_nodes(inner)
+    registry.update(outer)
     wrap = instrument if instrumented else (lambda _name, fn: fn)
-    graph = StateGraph(OuterState, context_schema=context_schema, input_schema=OuterInput)
+    graph = OuterStateGraph(OuterState, context_schema=context_schema, input_schema=OuterInput)
     for name, fn in registry.items():
-        graph.add_node(name, wrap(name, fn))
+        graph.add_node(name, bind_context(wrap(name, fn)))
     graph.add_edge(START, "initialize")
     graph.add_conditional_edges("initialize", route_after_initialize, ["select", END])
     graph.add_edge("select", "gate")
-    graph.add_conditional_edges("gate", route_after_gate, ["look_up", "retrieve", "generate"])
+    graph.add_conditional_edges("gate", route_after_gate, dict(GATE_EDGES))
     graph.add_conditional_edges("look_up", fan_out, ["generate"])
     graph.add_conditional_edges("retrieve", fan_out, ["generate"])
     graph.add_edge("generate", "evaluate")

@@ -1,4 +1,5 @@
-"""`StudioContext`: the JSON run context of LangGraph Studio / SDK runs (see `graphs/studio.py`).
+"""`StudioContext`: the JSON run context of LangGraph Studio / SDK runs and of runs that name
+their task in the graph input (see `graphs/studio.py`).
 
 A run started from Studio (or any LangGraph SDK client) sends its context as JSON, so the
 Studio graph's ``context_schema`` is `StudioContext`: JSON fields only (task folder, run
@@ -8,26 +9,72 @@ search backend — with `evoduet_graph.api.build_context`, and caches it for the
 resolve it through `evoduet_graph.context.resolve_context`, so they keep reading
 ``runtime.context``). It lives in its own module so that the server, which loads
 ``graphs/studio.py`` by file path, and the package share one cache.
+
+The graph input may carry the same settings (`INPUT_KEYS`: ``task_dir``, ``run_dir``,
+``config``), so ``graph.invoke({"task_dir": "tasks/x", "max_iterations": 3})`` needs no
+context at all: `bind_context` wraps every node of the outer graph and lays the input's
+settings (kept in the graph state) over the context's before resolving it.
+
+Run directories of these runs default to a folder outside the project (`runs_root`), so
+that the ``langgraph dev`` file watcher, which reloads the server when a ``.py`` file under
+its working directory changes, never sees a run's ``best_program.py``.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
 import json
+import os
+import secrets
 import threading
-from dataclasses import dataclass, field
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from evoduet_graph.context import Context
+from evoduet_graph.context import Context, resolve_context
 
-__all__ = ["StudioContext", "StudioContextError", "load_model_spec"]
+__all__ = [
+    "INPUT_KEYS",
+    "StudioContext",
+    "StudioContextError",
+    "bind_context",
+    "input_settings",
+    "load_model_spec",
+    "resolve_for_state",
+    "runs_root",
+]
 
 DEFAULT_TASK = "tasks/circle_packing_26"
-STUDIO_RUNS = Path("runs") / "studio"
+
+CONFIG_ENV = "EVODUET_CONFIG"
+"""Environment variable naming the base YAML config of Studio and graph-input runs that name
+no ``config_file`` (e.g. ``EVODUET_CONFIG=my.yaml make dev`` to give every Studio thread a
+model of your own)."""
+
+RUNS_ENV = "EVODUET_RUNS_DIR"
+"""Environment variable overriding `runs_root`."""
+
+INPUT_KEYS = ("task_dir", "run_dir", "config")
+"""Graph-input keys that configure a run (also state keys, so a continued thread keeps them)."""
 
 _CACHE: dict[str, Context] = {}
 _CACHE_LOCK = threading.Lock()
+
+
+def runs_root() -> Path:
+    """Where Studio and graph-input runs write by default: ``$EVODUET_RUNS_DIR``, else
+    ``$XDG_DATA_HOME/evoduet_graph/runs``, else ``~/.local/share/evoduet_graph/runs`` — outside
+    the project, so the dev server's file watcher does not reload on a new best program."""
+    env = os.environ.get(RUNS_ENV)
+    if env:
+        return Path(env).expanduser()
+    data = os.environ.get("XDG_DATA_HOME")
+    base = Path(data).expanduser() if data else Path.home() / ".local" / "share"
+    return base / "evoduet_graph" / "runs"
 
 
 class StudioContextError(ValueError):
@@ -59,15 +106,25 @@ def load_model_spec(spec: str) -> Any:
     return obj if isinstance(obj, BaseChatModel) else obj()
 
 
-def _thread_id() -> str:
-    """The LangGraph thread of the run in progress ("default" outside a run)."""
+def _thread_id() -> str | None:
+    """The LangGraph thread of the run in progress (None without a checkpointer's thread)."""
     try:
         from langgraph.config import get_config
 
         thread = (get_config().get("configurable") or {}).get("thread_id")
     except RuntimeError:
         thread = None
-    return str(thread) if thread else "default"
+    return str(thread) if thread else None
+
+
+def _default_run_dir(task_dir: str) -> Path:
+    """``<runs_root>/threads/<thread_id>`` (a continued thread keeps its population), or a new
+    ``<runs_root>/<task>-<timestamp>-<random>`` for a run without a thread."""
+    thread = _thread_id()
+    if thread is not None:
+        return runs_root() / "threads" / thread
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return runs_root() / f"{Path(task_dir).name}-{stamp}-{secrets.token_hex(3)}"
 
 
 @dataclass(kw_only=True)
@@ -78,10 +135,12 @@ class StudioContext:
         task_dir: OpenEvolve task folder (relative paths: to the server's working directory,
             the project root under ``make dev``).
         run_dir: run directory for the program store, events and D_search; default
-            ``runs/studio/<thread_id>`` so a thread continued in Studio keeps its population.
-            ``evoduet report`` works on it.
-        config_file: a YAML config (e.g. one of ``configs/*.yaml``); default: all defaults.
-        config: overrides merged into it, as nested keys (``{"gate": {"mode": "llm"}}``).
+            ``<runs_root()>/threads/<thread_id>`` (outside the project, see `runs_root`), so a
+            thread continued in Studio keeps its population; a new folder for a run without a
+            thread. ``evoduet report`` works on it; the graph state's ``run_dir`` names it.
+        config_file: a YAML config (e.g. one of ``configs/*.yaml``); default:
+            ``$EVODUET_CONFIG`` when set, else all defaults (the EvoDuet method).
+        config: overrides merged into it, as nested keys (``{"gate": {"mode": "never"}}``).
         model: ``local``, ``openai:<model>`` (overrides ``llm.model``), or
             ``python:<module>:<attribute>`` for a chat model object or factory of your own.
     """
@@ -91,7 +150,10 @@ class StudioContext:
     )
     run_dir: str | None = field(
         default=None,
-        metadata={"description": "Run directory; default runs/studio/<thread_id>."},
+        metadata={
+            "description": "Run directory; default ~/.local/share/evoduet_graph/runs/threads/"
+            "<thread_id> ($EVODUET_RUNS_DIR overrides the root)."
+        },
     )
     config_file: str | None = field(
         default=None, metadata={"description": "YAML config file, e.g. configs/evoduet.yaml."}
@@ -107,18 +169,51 @@ class StudioContext:
         },
     )
 
+    def _config_file(self) -> str | None:
+        return self.config_file or os.environ.get(CONFIG_ENV) or None
+
     def _key(self, run_dir: Path) -> str:
         return json.dumps(
             [
                 str(Path(self.task_dir).resolve()),
                 str(run_dir.resolve()),
-                self.config_file,
+                self._config_file(),
                 self.config,
                 self.model,
             ],
             sort_keys=True,
             default=str,
         )
+
+    def with_input(self, settings: Mapping[str, Any]) -> StudioContext:
+        """This context with graph-input settings laid over it: ``task_dir`` and ``run_dir``
+        replace the context's, ``config`` overrides are merged over the context's (the input
+        wins key by key).
+
+        Raises:
+            StudioContextError: a setting has the wrong type.
+        """
+        changes: dict[str, Any] = {}
+        for key in ("task_dir", "run_dir"):
+            value = settings.get(key)
+            if value is None:
+                continue
+            if not isinstance(value, str | os.PathLike) or not str(value):
+                raise StudioContextError(
+                    f"graph input {key!r} must be a folder path (a string), got {value!r}"
+                )
+            changes[key] = str(value)
+        extra = settings.get("config")
+        if extra is not None:
+            if not isinstance(extra, Mapping):
+                raise StudioContextError(
+                    "graph input 'config' must be a mapping of config overrides, e.g. "
+                    f'{{"gate": {{"mode": "never"}}}}, got {type(extra).__name__}'
+                )
+            from evoduet_graph.config import deep_merge
+
+            changes["config"] = deep_merge(dict(self.config or {}), dict(extra))
+        return replace(self, **changes) if changes else self
 
     def resolve(self) -> Context:
         """The `Context` for this settings + thread, built on first use and cached.
@@ -127,7 +222,9 @@ class StudioContext:
             StudioContextError: a malformed model spec; TaskError / ConfigError: the task
             folder or configuration is unusable (shown in Studio as the node's error).
         """
-        run_dir = Path(self.run_dir) if self.run_dir else STUDIO_RUNS / _thread_id()
+        run_dir = Path(self.run_dir).expanduser() if self.run_dir else None
+        if run_dir is None:
+            run_dir = _default_run_dir(self.task_dir)
         key = self._key(run_dir)
         with _CACHE_LOCK:
             ctx = _CACHE.get(key)
@@ -142,7 +239,7 @@ class StudioContext:
         from evoduet_graph.task import load_task
 
         task = load_task(self.task_dir)
-        base = load_config(self.config_file)
+        base = load_config(self._config_file())
         cfg: EvoDuetConfig = merge_config(base, dict(self.config or {}), "context.config")
         llm = None
         if self.model and self.model.startswith("python:"):
@@ -164,3 +261,56 @@ class StudioContext:
             studio=True,
         )
         return ctx
+
+
+def input_settings(state: Any) -> dict[str, Any]:
+    """The run settings (`INPUT_KEYS`) a graph input put into the state (absent: none)."""
+    if not isinstance(state, Mapping):
+        return {}
+    return {k: state[k] for k in INPUT_KEYS if state.get(k) is not None}
+
+
+def resolve_for_state(value: Any, state: Any) -> Context | None:
+    """The `Context` a node of the outer graph runs with.
+
+    ``value`` is ``runtime.context``: a `Context` is used as it is (``evoduet_graph.run`` and
+    hand-built contexts; the input settings are then ignored). Otherwise the settings of the
+    graph input (`input_settings`) are laid over a `StudioContext` — the one Studio sent, or
+    the defaults when no context was passed — and it is resolved (built once, cached).
+
+    Returns:
+        None when there is neither a context nor a ``task_dir``/``run_dir``/``config`` input
+        (the node then raises its "needs a runtime context" error).
+
+    Raises:
+        StudioContextError / TaskError / ConfigError: the settings are unusable.
+    """
+    if isinstance(value, Context):
+        return value
+    settings = input_settings(state)
+    if isinstance(value, StudioContext):
+        return value.with_input(settings).resolve()
+    if value is None:
+        return StudioContext().with_input(settings).resolve() if settings else None
+    return resolve_context(value)  # another lazy factory with a resolve() method
+
+
+def bind_context(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap an outer-graph node so ``runtime.context`` is the run's resolved `Context`
+    (`resolve_for_state`), built from the graph input when no context was passed.
+
+    The wrapped node receives ``runtime.override(context=ctx)``; nodes and the inner loop
+    (which ``retrieve`` invokes with that context) never see a lazy context.
+    """
+
+    @functools.wraps(fn)
+    def wrapped(state: Any, runtime: Any) -> Any:
+        ctx = resolve_for_state(getattr(runtime, "context", None), state)
+        if ctx is not None and ctx is not runtime.context:
+            runtime = runtime.override(context=ctx)
+        return fn(state, runtime)
+
+    # LangGraph finds a node's subgraph (retrieve's inner loop) in the closure of the function
+    # ``__wrapped__`` names, one level deep: point it at the innermost node function
+    wrapped.__wrapped__ = inspect.unwrap(fn)  # type: ignore[attr-defined]
+    return wrapped

@@ -1,10 +1,22 @@
 """``construct_query`` node (inner loop, paper §3.3): write Q queries for the open knowledge gap.
 
-Round 0 sees the knowledge state and the population-state descriptor; later rounds also see
-the retained documents with their predicted child scores and the queries already issued.
-Queries are stripped, capped at ``retrieval.max_query_chars`` and de-duplicated (within the
-round and against earlier rounds). If the model gives nothing usable, the unresolved gap itself
-becomes the query (event ``query_fallback``).
+Every round sees the context c_t (task, parent program and metrics, recent attempts: the same
+stable prefix as the gate's prompt), the knowledge state, the population-state descriptor and
+the D_search selection with realised Δ (``retrieval.select_policy`` / ``select_num``: highest
+and lowest Δ under the default ``delta`` policy), so stored outcomes steer the searches; later
+rounds also see the documents retained in this loop with their predicted child scores. Every
+round sees the queries already issued in this loop.
+
+Repeated queries: queries are stripped, capped at ``retrieval.max_query_chars`` and
+de-duplicated case- and whitespace-insensitively, within the round (the paper: a query is not
+searched twice in one round) *and* against the earlier rounds of the same loop. A repeat across
+rounds is dropped rather than searched again because its documents are already in this loop's
+pool and already scored for this parent (§3.4: scores are reused within the loop): searching
+it again would return the same documents (the offline backend is deterministic) or spend a web
+search credit on nearly the same list, and add nothing the next round could use. A new inner
+loop (a later iteration, possibly another parent) may issue the same query again: its
+documents are then scored afresh for that loop's parent. If the model gives nothing new, the
+unresolved gap itself becomes the query (event ``query_fallback``).
 """
 
 from __future__ import annotations
@@ -14,7 +26,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
-from evoduet_graph.descriptor import population_descriptor
+from evoduet_graph.descriptor import context_text, database_text, population_descriptor
 from evoduet_graph.knowledge import QueryPlan, knowledge_text, render, retained_text
 from evoduet_graph.llm import LLMCallError, structured_call
 from evoduet_graph.nodes._common import context_of, emit_progress
@@ -45,11 +57,13 @@ def construct_query(state: InnerState, runtime: Runtime[Context]) -> dict[str, A
     ctx = context_of(runtime)
     retrieval = ctx.config.retrieval
     issued = list(state.get("query_history", []))
+    knowledge = state.get("knowledge_state")
     prompt = render(
         "construct_query",
-        instruction=ctx.task.instruction[:2000],
-        knowledge=knowledge_text(state.get("knowledge_state")),
+        context=context_text(ctx, state["parent_id"], state.get("iteration", 0)),
+        knowledge=knowledge_text(knowledge),
         descriptor=population_descriptor(ctx, dict(state)),
+        database=database_text(ctx, (knowledge or {}).get("unresolved")),
         retained=retained_text(state.get("retained", [])) if state.get("round", 0) else "(none yet)",
         previous_queries="\n".join(f"- {q}" for q in issued) or "(none)",
         num_queries=retrieval.queries_per_round,

@@ -6,9 +6,10 @@ stored documents (``look-up``) or runs the inner query-evolution loop (``retriev
 Rule-based ablation modes live here: ``never`` (always no-op), ``always`` (always retrieve),
 ``heuristic`` (retrieve with probability ``gate.retrieve_probability``, seeded per iteration)
 and ``stagnation`` (retrieve after ``gate.stagnation_patience`` iterations without a new best).
-The ``llm`` mode is the method: one structured call (prompt ``gate.md``) sees the parent, the
-recent history and a selection of the search database (``retrieval.select_policy`` /
-``select_num``) and returns the knowledge state and the decision. Look-up ids that are not in
+The ``llm`` mode is the method: one structured call (prompt ``gate.md``) sees the context c_t
+(task, parent, recent attempts), a selection of the search database (``retrieval.select_policy``
+/ ``select_num``) and the most recently stored documents with short excerpts, and returns the
+knowledge state and the decision. Look-up ids that are not in
 the database are dropped; a look-up left without ids falls back to no-op (event
 ``gate_lookup_fallback``); unusable model output falls back to no-op (event ``gate_fallback``).
 """
@@ -21,7 +22,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
-from evoduet_graph.descriptor import history_text
+from evoduet_graph.descriptor import context_text, database_text, recent_documents_text
 from evoduet_graph.knowledge import GateOutput, knowledge_text, render
 from evoduet_graph.llm import LLMCallError, structured_call
 from evoduet_graph.nodes._common import context_of
@@ -54,25 +55,22 @@ def rule_decision(state: OuterState, ctx: Context) -> tuple[GateDecision, str]:
 
 
 def gate_prompt(state: OuterState, ctx: Context) -> str:
-    """The gate's prompt text (``prompts/gate.md``) for this iteration."""
-    parent = ctx.store.get_program(state["parent_id"] or "")
-    retrieval = ctx.config.retrieval
-    database = "(empty)"
-    if ctx.search_db is not None and retrieval.select_num > 0:
-        unresolved = (state.get("knowledge_state") or {}).get("unresolved")
-        records = ctx.search_db.select(
-            retrieval.select_policy, retrieval.select_num, query_text=unresolved or None
-        )
-        database = ctx.search_db.render_for_prompt(records, max_chars=3000) or "(empty)"
+    """The gate's prompt text for this iteration (paper §3.2).
+
+    The context c_t (`evoduet_graph.descriptor.context_text`: task, parent program and
+    metrics, recent attempts) comes first, as the stable prefix shared with the inner loop's
+    prompts; then ``prompts/gate.md``'s own part: the D_search selection with realised Δ
+    (``retrieval.select_policy`` / ``select_num``), the most recently stored documents with
+    short excerpts (bounded: `evoduet_graph.descriptor.RECENT_DOCUMENTS_MAX_CHARS`) and the
+    knowledge state.
+    """
+    parent_id = state["parent_id"] or ""
+    unresolved = (state.get("knowledge_state") or {}).get("unresolved")
     return render(
         "gate",
-        instruction=ctx.task.instruction[:2000],
-        parent_score=parent.score,
-        parent_code=(parent.code or "")[: ctx.config.prompt.max_program_chars],
-        fence=ctx.task.lang.fence,
-        parent_metrics=parent.metrics,
-        history=history_text(ctx, state.get("iteration", 0), ctx.config.prompt.history_programs),
-        database=database,
+        context=context_text(ctx, parent_id, state.get("iteration", 0)),
+        database=database_text(ctx, unresolved),
+        recent_documents=recent_documents_text(ctx, parent_id),
         knowledge=knowledge_text(state.get("knowledge_state")),
     )
 

@@ -1,11 +1,20 @@
-"""``hypothetical_score`` node (inner loop, paper §3.3): hypothetical evidence scoring.
+"""``hypothetical_score`` node (inner loop, paper §3.4): hypothetical evidence scoring.
 
-One structured call predicts, for every *unscored* document of the pool, the evaluator score
-of a child that improves the parent using that document alone (absolute, on the task's
-higher-is-better scale), and returns the updated knowledge state. Scores are never recomputed:
-a document scored once (in this or an earlier retrieval) keeps its score. When no document
-needs scoring, the call is skipped. Documents the model does not score, or an unusable reply,
-get the parent's score (a neutral "no change" prediction; event ``score_fallback``).
+One structured call predicts, for every document of the pool *not yet scored in this inner
+loop*, the evaluator score of a child that improves **this loop's parent** using that document
+alone (absolute, on the task's higher-is-better scale), and returns the updated knowledge
+state. Every inner loop starts with no scores: a document found again by a later loop (another
+iteration, possibly another parent) is scored again. Within the loop a score is reused in later
+rounds, never recomputed. Each prediction is stored in D_search with its loop's record id,
+round, parent id and parent score (`evoduet_graph.search.database.Prediction`); a resumed loop
+reuses the predictions its interrupted run already stored.
+
+When no document needs scoring, the call is skipped and the knowledge state stays as it is;
+every round that scores something updates it (``pending_knowledge``, applied by
+``update_knowledge``). A failed call (event ``score_error``), an unusable reply or documents
+the reply leaves out (event ``score_fallback``, with their ids) leave those documents unscored
+for now: no prediction is stored, they rank last when the top-K is kept, and a later round of
+the same loop scores them again if they are still in the pool or returned again.
 """
 
 from __future__ import annotations
@@ -16,27 +25,44 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
+from evoduet_graph.descriptor import context_text
 from evoduet_graph.knowledge import documents_text, knowledge_text, render, scores_schema
 from evoduet_graph.llm import LLMCallError, structured_call
 from evoduet_graph.nodes._common import context_of
+from evoduet_graph.search.database import Prediction
 from evoduet_graph.state import DocumentRef, InnerState
 
 
+def loop_record_id(state: InnerState) -> str:
+    """The D_search record id of the inner loop (``ret_<iteration>``) that owns its
+    predictions."""
+    from evoduet_graph.nodes.retrieve import record_id_for
+
+    return state.get("record_id") or record_id_for("ret", int(state.get("iteration", 0)))
+
+
 def hypothetical_score(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Returns the ``pool`` with every document scored and ``pending_knowledge``."""
+    """Returns the ``pool`` with this round's predictions and ``pending_knowledge`` (the
+    reply's knowledge state when it scored something, else None)."""
     ctx = context_of(runtime)
-    pool = list(state.get("pool", []))
+    iteration = int(state.get("iteration", 0))
+    round_ = int(state.get("round", 0))
+    record_id = loop_record_id(state)
+    stored = ctx.search_db.loop_scores(record_id)  # a resumed loop keeps what it scored
+    pool = [
+        DocumentRef(**{**d, "predicted_score": stored.get(d["id"], d.get("predicted_score"))})
+        for d in state.get("pool", [])
+    ]
     unscored = [d for d in pool if d.get("predicted_score") is None]
     if not unscored:
-        return {"pending_knowledge": None}
+        return {"pool": pool, "pending_knowledge": None}
     parent = ctx.store.get_program(state["parent_id"])
+    parent_score = float(state.get("parent_score", parent.score or 0.0))
     prompt = render(
         "hypothetical_score",
-        instruction=ctx.task.instruction[:1500],
+        context=context_text(ctx, parent.id, iteration),
         parent_score=parent.score,
         best_score=state.get("best_score"),
-        parent_code=(parent.code or "")[: ctx.config.prompt.max_program_chars // 2],
-        fence=ctx.task.lang.fence,
         knowledge=knowledge_text(state.get("knowledge_state")),
         documents=documents_text(
             unscored,
@@ -44,10 +70,11 @@ def hypothetical_score(state: InnerState, runtime: Runtime[Context]) -> dict[str
             ctx.config.prompt.max_document_chars // 2,
         ),
     )
+    ids = [d["id"] for d in unscored]
     predicted: dict[str, float] = {}
     pending = None
     try:
-        schema = scores_schema([d["id"] for d in unscored])
+        schema = scores_schema(ids)
         result = structured_call(
             ctx.model_for("hypothetical_score"),
             prompt,
@@ -62,28 +89,42 @@ def hypothetical_score(state: InnerState, runtime: Runtime[Context]) -> dict[str
             retry=ctx.llm_retry("hypothetical_score"),
         )
         predicted = {
-            k: v for k, v in result.value.predicted().items() if math.isfinite(v)
+            k: v for k, v in result.value.predicted().items() if k in ids and math.isfinite(v)
         }
-        if not result.used_default:
+        if predicted and not result.used_default:
             pending = result.value.as_state()
     except LLMCallError as exc:
-        ctx.events.emit("score_error", iteration=state.get("iteration"), error=str(exc)[:500])
-    neutral = float(parent.score or 0.0)
-    missing = [d["id"] for d in unscored if d["id"] not in predicted]
-    if missing:
-        ctx.events.emit("score_fallback", iteration=state.get("iteration"), doc_ids=missing)
+        ctx.events.emit(
+            "score_error", iteration=iteration, round=round_, doc_ids=ids, error=str(exc)[:500]
+        )
+    else:
+        missing = [i for i in ids if i not in predicted]
+        if missing:
+            ctx.events.emit("score_fallback", iteration=iteration, round=round_, doc_ids=missing)
     scored: list[DocumentRef] = []
     for doc in pool:
-        if doc.get("predicted_score") is None:
-            score = predicted.get(doc["id"], neutral)
-            ctx.search_db.set_predicted_score(doc["id"], score)
-            stored = ctx.search_db.get_document(doc["id"]).predicted_score
-            doc = DocumentRef(**{**doc, "predicted_score": stored})
+        score = predicted.get(doc["id"])
+        if doc.get("predicted_score") is None and score is not None:
+            ctx.search_db.add_prediction(
+                Prediction(
+                    record_id=record_id,
+                    doc_id=doc["id"],
+                    iteration=iteration,
+                    round=round_,
+                    parent_id=parent.id,
+                    parent_score=parent_score,
+                    predicted_score=score,
+                )
+            )
+            doc = DocumentRef(**{**doc, "predicted_score": score})
         scored.append(doc)
     ctx.events.emit(
         "hypothetical_scores",
-        iteration=state.get("iteration"),
-        round=state.get("round", 0),
+        iteration=iteration,
+        round=round_,
+        record_id=record_id,
+        parent_id=parent.id,
         scores={d["id"]: d["predicted_score"] for d in scored},
+        unscored=[d["id"] for d in scored if d["predicted_score"] is None],
     )
     return {"pool": scored, "pending_knowledge": pending}

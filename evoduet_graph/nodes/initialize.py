@@ -84,9 +84,10 @@ def initialize(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Seed the run.
 
     Returns:
-        ``max_iterations`` (input or config) and a cleared ``stop_reason`` (a stopped run
-        that is resumed starts counting failures again), or the budget's stop reason when the
-        run has already reached a ``budget:`` limit or its best program meets ``stop_at_score``; on a new thread also ``iteration=0``,
+        ``max_iterations`` (input or config), the ``run_dir`` (when the run has one) and a
+        cleared ``stop_reason`` (a stopped run that is resumed starts counting failures
+        again), or the budget's stop reason when the run has already reached a ``budget:``
+        limit or its best program meets ``stop_at_score``; on a new thread also ``iteration=0``,
         ``best_id``/``best_score``/``initial_score`` of the initial program and zeroed counters.
     """
     ctx = context_of(runtime)
@@ -97,6 +98,8 @@ def initialize(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
         "model_failures": 0,
         "model_answered": False,
     }
+    if ctx.run_dir is not None:  # where the run writes (a graph-input run's default is new)
+        update["run_dir"] = str(ctx.run_dir)
     row = _seed_population(ctx)
     budget = ctx.budget
     if budget is not None and budget.active:  # a resumed run that already spent its budget

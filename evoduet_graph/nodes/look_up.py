@@ -2,7 +2,9 @@
 
 Loads the documents the gate named (``gate_document_ids``, validated by the gate) into this
 iteration's evidence without searching, and writes a ``look-up`` record (id ``lku_<iteration>``)
-so the realised Δ is credited to those documents too.
+so the realised Δ is credited to those documents too. A document carries a predicted child
+score only when an inner loop made one for *this* parent (the latest such prediction);
+predictions made for other parents are not reused (paper §3.4).
 """
 
 from __future__ import annotations
@@ -22,20 +24,21 @@ def look_up(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Returns ``documents`` and ``evidence_record_id``."""
     ctx = context_of(runtime)
     iteration = state["iteration"]
+    parent = ctx.store.get_program(state["parent_id"] or "")
     docs = []
     for doc_id in state.get("gate_document_ids", []):
         if not ctx.search_db.has_document(doc_id):
             continue
         stored = ctx.search_db.get_document(doc_id)
+        prediction = ctx.search_db.prediction_for(doc_id, parent.id)
         docs.append(
             DocumentRef(
                 id=stored.doc_id,
                 url=stored.url,
                 title=stored.title,
-                predicted_score=stored.predicted_score,
+                predicted_score=prediction.predicted_score if prediction is not None else None,
             )
         )
-    parent = ctx.store.get_program(state["parent_id"] or "")
     record_id = record_id_for("lku", iteration)
     ctx.search_db.add_record(
         SearchRecord(

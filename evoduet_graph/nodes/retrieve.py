@@ -1,7 +1,9 @@
 """``retrieve`` node (outer loop): run the inner query-evolution subgraph and keep its top-K.
 
 Invokes the compiled inner graph (its own state schema; checkpointed under this node's
-namespace), then writes one retrieval record to the search database — the full query chain,
+namespace) with no scores: every inner loop scores its documents afresh for its parent (paper
+§3.4), and its predictions are stored under the record id the loop is given. Then it writes
+one retrieval record to the search database — the full query chain,
 every round's results with predicted scores, the final documents — with the deterministic id
 ``ret_<iteration>`` so a resumed run that re-enters this node does not record it twice.
 """
@@ -54,8 +56,10 @@ def make_retrieve(inner: CompiledStateGraph) -> Any:
         ctx = context_of(runtime)
         iteration = state["iteration"]
         parent = ctx.store.get_program(state["parent_id"] or "")
+        record_id = record_id_for("ret", iteration)
         inner_input = InnerState(
             iteration=iteration,
+            record_id=record_id,
             parent_id=parent.id,
             parent_score=float(parent.score or 0.0),
             best_score=state.get("best_score"),
@@ -73,7 +77,6 @@ def make_retrieve(inner: CompiledStateGraph) -> Any:
         )
         out = inner.invoke(inner_input, context=ctx)
         retained = list(out.get("retained", []))
-        record_id = record_id_for("ret", iteration)
         ctx.search_db.add_record(
             SearchRecord(
                 record_id=record_id,

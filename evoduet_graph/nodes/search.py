@@ -1,7 +1,9 @@
 """``search`` node (inner loop): run each distinct query once on the configured backend.
 
 Results are stored in the search database (documents get stable ids; the same normalised URL
-always maps to the same id), de-duplicated, and merged with the retained pool. A query already
+always maps to the same id), de-duplicated, and merged with the retained pool. A document
+enters the pool with the score *this inner loop* predicted for it, if any (paper §3.4: a
+prediction made by an earlier loop, for another parent, is not carried over). A query already
 answered by the same backend in this run (or, with ``retrieval.cache_dir``, in an earlier one)
 is answered from the search cache (`evoduet_graph.search.cache`); the ``search`` event then
 says ``cached: true`` with the original retrieval time ``fetched_at``. With
@@ -20,6 +22,7 @@ from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
 from evoduet_graph.nodes._common import context_of, emit_progress
+from evoduet_graph.nodes.hypothetical_score import loop_record_id
 from evoduet_graph.review import review_queries
 from evoduet_graph.search.cache import cached_search
 from evoduet_graph.state import DocumentRef, InnerState
@@ -46,6 +49,7 @@ def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
         history = [q for q in state.get("query_history", []) if q not in proposed]
         reviewed = {"queries": queries, "query_history": history + queries}
     returned: dict[str, None] = {}
+    scored = ctx.search_db.loop_scores(loop_record_id(state))
     for query in queries:
         outcome = cached_search(
             ctx.searcher,
@@ -87,7 +91,8 @@ def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
             pool.setdefault(
                 doc.doc_id,
                 DocumentRef(
-                    id=doc.doc_id, url=doc.url, title=doc.title, predicted_score=doc.predicted_score
+                    id=doc.doc_id, url=doc.url, title=doc.title,
+                    predicted_score=scored.get(doc.doc_id),
                 ),
             )
     return {

@@ -24,6 +24,7 @@ from evoduet_graph.search.base import (
 )
 from evoduet_graph.search.database import (
     Impact,
+    Prediction,
     RoundLog,
     RoundResult,
     SearchDatabase,
@@ -49,6 +50,7 @@ __all__ = [
     "NoneSearcher",
     "OfflineSearcher",
     "OfflineSources",
+    "Prediction",
     "RoundLog",
     "RoundResult",
     "SearchDatabase",

@@ -1,21 +1,27 @@
-"""The search database D_search (DESIGN.md §1; paper §3.3).
+"""The search database D_search (DESIGN.md §1; paper §3.3-3.4).
 
 Every committed retrieval — the query chain, each round's results with predicted scores, the
-final documents — and every realised outcome (impact: iteration, parent score, child score,
-Δ, improved/decreased/unchanged/invalid/not_evaluated) is kept here and persisted to an append-only
-JSONL file, ``<run_dir>/search_database.jsonl``. Each line is one JSON object with a ``type``:
+final documents — every prediction of the inner loops, and every realised outcome (impact:
+iteration, parent score, child score, Δ, improved/decreased/unchanged/invalid/not_evaluated)
+is kept here and persisted to an append-only JSONL file, ``<run_dir>/search_database.jsonl``.
+Each line is one JSON object with a ``type``:
 
-* ``document`` — a `StoredDocument` (full text; ``predicted_score`` as known when added);
-* ``score`` — ``{"doc_id", "predicted_score"}``: a predicted score set later (once);
+* ``document`` — a `StoredDocument` (full text; a document has no score of its own);
+* ``prediction`` — a `Prediction`: the child score predicted for one document *within one
+  inner loop, for that loop's parent* (paper §3.4: a document is scored once per inner loop
+  and the score is reused in that loop's later rounds only; a document found again by a later
+  loop, under another parent, is scored again and gets a second prediction);
 * ``record`` — a `SearchRecord` (impacts it already carries included);
 * ``impact`` — ``{"record_id", **Impact}``.
 
 Appends are idempotent (a resumed run may re-execute the node that wrote them): a document
 with a known normalised URL keeps its id and is not rewritten, a record with a known
 ``record_id`` is ignored, an impact for a known ``(record_id, iteration)`` is ignored, and a
-predicted score is written only once. A torn last line (a process killed mid-write) is dropped
-on load, counted in `SearchDatabase.dropped_lines`, and cut from the file so later appends start
-on a clean line.
+prediction for a known ``(record_id, doc_id)`` is ignored. A torn last line (a process killed
+mid-write) is dropped on load, counted in `SearchDatabase.dropped_lines`, and cut from the file
+so later appends start on a clean line. ``score`` lines of files written before predictions
+belonged to a loop (one run-wide score per document, parent unknown) are read and ignored;
+they are counted in `SearchDatabase.legacy_score_lines`.
 """
 
 from __future__ import annotations
@@ -131,15 +137,35 @@ class SearchRecord(_Model):
         return sum(deltas) / len(deltas) if deltas else None
 
 
+class Prediction(_Model):
+    """One hypothetical evidence score (paper §3.4): the child score predicted for a document
+    by one inner loop, for that loop's parent.
+
+    Attributes:
+        record_id: the retrieval record of the inner loop (``ret_000012``).
+        doc_id: the scored document.
+        iteration: the outer iteration the loop served.
+        round: the inner round (0-based) that scored it.
+        parent_id / parent_score: the parent the prediction is for (fitness scale).
+        predicted_score: the predicted child score (task's higher-is-better scale).
+    """
+
+    record_id: str
+    doc_id: str
+    iteration: int
+    round: int
+    parent_id: str
+    parent_score: float
+    predicted_score: float
+
+
 class StoredDocument(_Model):
-    """A document in D_search with a stable id.
+    """A document in D_search with a stable id (its predictions are `Prediction` lines).
 
     Attributes:
         doc_id: ``doc_000001``; the same normalised URL always maps to the same id.
         url, title, content, source: as returned by the backend (content already capped).
         first_seen_iteration: the outer iteration that first stored it.
-        predicted_score: the hypothetical child score predicted for it (set once, never
-            recomputed), or None.
     """
 
     doc_id: str
@@ -148,7 +174,6 @@ class StoredDocument(_Model):
     content: str = ""
     source: str = ""
     first_seen_iteration: int = 0
-    predicted_score: float | None = None
 
     @property
     def normalized_url(self) -> str:
@@ -181,6 +206,7 @@ class SearchDatabase:
 
     Attributes:
         dropped_lines: unparseable lines skipped on load (a torn last line included).
+        legacy_score_lines: run-wide ``score`` lines of an older file, read and ignored.
 
     All methods are thread-safe.
     """
@@ -189,10 +215,12 @@ class SearchDatabase:
         self.path = Path(path) if path is not None else None
         self.fsync = fsync
         self.dropped_lines = 0
+        self.legacy_score_lines = 0
         self._lock = threading.RLock()
         self._docs: dict[str, StoredDocument] = {}
         self._by_url: dict[str, str] = {}
         self._records: dict[str, SearchRecord] = {}
+        self._predictions: dict[tuple[str, str], Prediction] = {}
         if self.path is not None and self.path.exists():
             self._restore()
 
@@ -236,10 +264,11 @@ class SearchDatabase:
             doc = StoredDocument.model_validate(body)
             self._docs.setdefault(doc.doc_id, doc)
             self._by_url.setdefault(doc.normalized_url, doc.doc_id)
-        elif kind == "score":
-            doc = self._docs.get(body["doc_id"])
-            if doc is not None and doc.predicted_score is None:
-                doc.predicted_score = float(body["predicted_score"])
+        elif kind == "prediction":
+            pred = Prediction.model_validate(body)
+            self._predictions.setdefault((pred.record_id, pred.doc_id), pred)
+        elif kind == "score":  # a run-wide score of an older file: its parent is unknown
+            self.legacy_score_lines += 1
         elif kind == "record":
             record = SearchRecord.model_validate(body)
             self._records.setdefault(record.record_id, record)
@@ -305,26 +334,72 @@ class SearchDatabase:
             self._append(lines)
         return [d.model_copy() for d in out]
 
-    def set_predicted_score(self, doc_id: str, score: float) -> bool:
-        """Record a document's predicted child score, once (scores are never recomputed).
+    # -- predictions (per inner loop and parent) ----------------------------------------------
+
+    def add_prediction(self, prediction: Prediction) -> bool:
+        """Store one inner loop's prediction for one document; a known ``(record_id,
+        doc_id)`` does nothing (a loop scores a document once; a resumed loop keeps it).
 
         Returns:
-            True when set now; False when the document already had a score.
+            True when added, False when that loop already had a prediction for the document.
 
         Raises:
             KeyError: unknown ``doc_id``.
-            ValueError: ``score`` is not a finite number.
+            ValueError: ``predicted_score`` or ``parent_score`` is not a finite number.
         """
-        score = float(score)
-        if not math.isfinite(score):
-            raise ValueError(f"predicted score must be finite, got {score!r}")
+        for value in (prediction.predicted_score, prediction.parent_score):
+            if not math.isfinite(value):
+                raise ValueError(f"prediction scores must be finite, got {value!r}")
+        key = (prediction.record_id, prediction.doc_id)
         with self._lock:
-            doc = self._docs[doc_id]
-            if doc.predicted_score is not None:
+            if prediction.doc_id not in self._docs:
+                raise KeyError(prediction.doc_id)
+            if key in self._predictions:
                 return False
-            doc.predicted_score = score
-            self._append([{"type": "score", "doc_id": doc_id, "predicted_score": score}])
+            self._predictions[key] = prediction.model_copy()
+            self._append([{"type": "prediction", **prediction.model_dump(mode="json")}])
             return True
+
+    def predictions(
+        self,
+        *,
+        record_id: str | None = None,
+        doc_id: str | None = None,
+        parent_id: str | None = None,
+    ) -> list[Prediction]:
+        """Stored predictions in the order they were made, filtered by the given fields."""
+        with self._lock:
+            return [
+                p.model_copy()
+                for p in self._predictions.values()
+                if (record_id is None or p.record_id == record_id)
+                and (doc_id is None or p.doc_id == doc_id)
+                and (parent_id is None or p.parent_id == parent_id)
+            ]
+
+    def loop_scores(self, record_id: str) -> dict[str, float]:
+        """doc id → predicted score of every document the inner loop ``record_id`` scored."""
+        return {p.doc_id: p.predicted_score for p in self.predictions(record_id=record_id)}
+
+    def prediction_for(
+        self, doc_id: str, parent_id: str, *, record_id: str | None = None
+    ) -> Prediction | None:
+        """The prediction that speaks for ``doc_id`` used on ``parent_id``.
+
+        The prediction of the loop ``record_id`` when it scored the document for that parent;
+        else the latest prediction any loop made for the document under that parent; else None
+        (a prediction made for another parent is never reused: paper §3.4).
+        """
+        with self._lock:
+            if record_id is not None:
+                own = self._predictions.get((record_id, doc_id))
+                if own is not None and own.parent_id == parent_id:
+                    return own.model_copy()
+            latest = None
+            for p in self._predictions.values():
+                if p.doc_id == doc_id and p.parent_id == parent_id:
+                    latest = p
+            return latest.model_copy() if latest is not None else None
 
     def get_document(self, doc_id: str) -> StoredDocument | None:
         """The stored document (a copy), or None when unknown."""
@@ -355,6 +430,13 @@ class SearchDatabase:
         """All stored documents in id order (copies)."""
         with self._lock:
             return [d.model_copy() for d in self._docs.values()]
+
+    def recent_documents(self, n: int) -> list[StoredDocument]:
+        """The ``n`` most recently stored documents, newest first (copies)."""
+        if n <= 0:
+            return []
+        with self._lock:
+            return [d.model_copy() for d in list(self._docs.values())[-n:]][::-1]
 
     # -- records and impacts ---------------------------------------------------------------
 
@@ -551,7 +633,8 @@ class SearchDatabase:
         """Compact, deterministic text listing of ``records`` for the gate's prompt.
 
         One block per record: id, iteration, decision, realised Δ and outcomes; the queries by
-        round; the final documents with titles and predicted scores. Titles are untrusted
+        round; the final documents with titles and the scores predicted for the record's
+        parent (`prediction_for`; ``n/a`` when none was made for it). Titles are untrusted
         text: each is written on one line with code fences (runs of backticks/tildes) defused,
         so it cannot forge a prompt section. Blocks that do not fit in ``max_chars`` characters
         are left out and counted in a last line.
@@ -608,7 +691,8 @@ class SearchDatabase:
         for doc_id in r.final_doc_ids:
             doc = self._docs.get(doc_id)
             title = _one_line(doc.title) if doc is not None else "(unknown document)"
-            pred = doc.predicted_score if doc is not None else None
+            found = self.prediction_for(doc_id, r.parent_id, record_id=r.record_id)
+            pred = found.predicted_score if found is not None else None
             if len(title) > 120:
                 title = title[:117] + "..."
             lines.append(f'  {doc_id} "{title}" predicted {_fmt(pred)}')

@@ -159,6 +159,20 @@ def test_bench_writes_results_table_and_plots(tmp_path):
     ndg = task.ndg(task.initial_score / 0.36)
     assert f"| smoke_polygon_area | {ndg:.1f} ± 0.0 (n=2) | {ndg:.1f} ± 0.0 (n=2) |" in summary
     assert "**overall**" in summary
+    # the paper's knowledge figures, per method, from each run directory (pooled over seeds)
+    assert "## Knowledge figures per method: finished runs" in summary
+    section = summary.split("## Knowledge figures per method: finished runs")[1]
+    knowledge = [ln for ln in section.splitlines() if ln.startswith("| evoduet | 2 |")]
+    assert len(knowledge) == 1
+    cells = [c.strip() for c in knowledge[0].strip("|").split("|")]
+    assert cells[4] == "0.0%"  # repeated-URL share
+    assert cells[5] == "0.000000"  # the run's configured model is the free local one
+    figures = [
+        json.loads((out / f"runs/smoke_polygon_area/evoduet/seed{k}/bench_run.json").read_text())
+        ["outcome"]["details"]["knowledge"]
+        for k in (0, 1)
+    ]
+    assert cells[6] == f"{sum(f['search_calls'] for f in figures) / 2:.1f}"
     for png in ("best_smoke_polygon_area.png", "ndg.png"):
         data = (out / "plots" / png).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
@@ -199,7 +213,9 @@ def test_a_killed_run_resumes_from_its_run_directory(tmp_path):
     out = tmp_path / "bench"
     job_dir = out / "runs" / "smoke_polygon_area" / "openevolve-mode" / "seed0"
     # what a bench killed after one of two iterations leaves behind
-    cfg = BASE.with_overrides({"iterations": 1, "seed": 0, "prompt.diff_based": True})
+    cfg = BASE.with_overrides(
+        {"iterations": 1, "seed": 0, "prompt.diff_based": True, "gate.mode": "never"}
+    )  # the openevolve-mode baseline: the gate never retrieves
     first = ScriptedChatModel(responses=[RADIUS_UP])
     run(SMOKE_TASK, cfg, llm=first, run_dir=job_dir / "run")
     t0 = time.time()

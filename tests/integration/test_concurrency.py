@@ -20,7 +20,7 @@ from evoduet_graph.api import RunError
 from evoduet_graph.evaluation import EvaluationOutcome
 from evoduet_graph.locking import RunDirLock
 from evoduet_graph.search import Document
-from evoduet_graph.search.database import SearchDatabase
+from evoduet_graph.search.database import Prediction, SearchDatabase
 from evoduet_graph.store import ProgramRow, ProgramStore
 from tests.conftest import SMOKE_TASK
 from tests.fakes import CountingEvaluator, FakeSearcher, KnowledgeResponder, ScriptedChatModel
@@ -129,7 +129,10 @@ def test_search_database_under_many_threads(tmp_path: Path) -> None:
                 Document(url=f"https://www.site.example/{i % 50}/", title="t", content="c"),
             ]
             for doc in db.add_documents(docs, iteration=i):
-                db.set_predicted_score(doc.doc_id, 0.5)
+                db.add_prediction(
+                    Prediction(record_id="ret_000001", doc_id=doc.doc_id, iteration=1, round=0,
+                               parent_id="p", parent_score=0.1, predicted_score=0.5)
+                )
 
     with ThreadPoolExecutor(max_workers=16) as pool:
         list(pool.map(work, range(16)))
@@ -137,7 +140,7 @@ def test_search_database_under_many_threads(tmp_path: Path) -> None:
     assert reloaded.dropped_lines == 0
     lines = [json.loads(x) for x in (tmp_path / "search_database.jsonl").read_text().splitlines()]
     docs = [x for x in lines if x["type"] == "document"]
-    scores = [x for x in lines if x["type"] == "score"]
+    scores = [x for x in lines if x["type"] == "prediction"]
     assert len(docs) == 50 and len({d["doc_id"] for d in docs}) == 50
     assert len(scores) == 50 and len({s["doc_id"] for s in scores}) == 50
 

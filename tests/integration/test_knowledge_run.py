@@ -27,6 +27,7 @@ from evoduet_graph.config import ConfigError
 from evoduet_graph.events import read_events
 from evoduet_graph.graphs.inner import build_inner_graph
 from evoduet_graph.graphs.outer import build_outer_graph
+from evoduet_graph.graphs.registry import UnknownNodeError
 from evoduet_graph.search import Document, SearchDatabase, TavilySearcher, normalize_url
 from evoduet_graph.store import ProgramStore
 from tests.conftest import BAD_DIFF, RADIUS_UP, ROOT, SPREAD_UP
@@ -101,7 +102,9 @@ def test_tavily_without_key_fails_before_the_run_starts(smoke_task_dir, tmp_path
 
 
 def test_offline_with_empty_corpus_fails_before_the_run_starts(smoke_task_dir, tmp_path):
-    assert not (smoke_task_dir / "docs").exists()
+    # the smoke task without its docs/ folder, and no package docs: nothing to search
+    task_dir = tmp_path / "task"
+    shutil.copytree(smoke_task_dir, task_dir, ignore=shutil.ignore_patterns("docs"))
     cfg = _config(
         **{
             "gate.mode": "llm",
@@ -111,7 +114,7 @@ def test_offline_with_empty_corpus_fails_before_the_run_starts(smoke_task_dir, t
         }
     )
     with pytest.raises(ConfigError, match="offline corpus is empty"):
-        run(smoke_task_dir, cfg, llm=ScriptedChatModel(responses=[]), run_dir=tmp_path / "run")
+        run(task_dir, cfg, llm=ScriptedChatModel(responses=[]), run_dir=tmp_path / "run")
     assert not (tmp_path / "run" / "checkpoints.sqlite").exists()
 
 
@@ -431,7 +434,8 @@ def test_custom_gate_and_inner_search_nodes(smoke_task_dir):
     searcher = FakeSearcher()
     ctx = build_context(task, _config(iterations=3, **{"gate.mode": "always"}), None, llm=llm,
                         searcher=searcher)
-    graph = build_outer_graph(nodes={"gate": my_gate}, inner_nodes={"search": my_search})
+    # one registry: a node of each loop swapped by name in the same mapping
+    graph = build_outer_graph(nodes={"gate": my_gate, "search": my_search})
     state = graph.compile(checkpointer=InMemorySaver()).invoke(
         {"max_iterations": 3}, {"configurable": {"thread_id": "t"}}, context=ctx
     )
@@ -446,16 +450,24 @@ def test_custom_gate_and_inner_search_nodes(smoke_task_dir):
     assert "custom text" in prompts[1] and "<evidence>" not in prompts[0] + prompts[2]
 
 
-def test_unknown_node_names_raise_key_error():
+def test_unknown_node_names_are_a_clear_error_listing_the_known_ones():
     def node(state, runtime):
         return {}
 
-    with pytest.raises(KeyError, match="unknown node 'gates'"):
+    with pytest.raises(UnknownNodeError) as err:
         build_outer_graph(nodes={"gates": node})
-    with pytest.raises(KeyError, match="unknown inner node 'serch'"):
-        build_outer_graph(inner_nodes={"serch": node})
-    with pytest.raises(KeyError, match="unknown inner node 'retrieve'"):
+    assert str(err.value) == (
+        "unknown node 'gates'; known nodes: outer loop: initialize, select, gate, look_up, "
+        "retrieve, generate, evaluate, record; inner loop: construct_query, search, "
+        "hypothetical_score, update_knowledge"
+    )
+    assert isinstance(err.value, KeyError)  # what the registry raised before
+    with pytest.raises(UnknownNodeError, match="unknown node 'serch'; known nodes: outer"):
+        build_outer_graph(nodes={"serch": node})
+    with pytest.raises(UnknownNodeError, match="unknown node 'retrieve' for the inner loop"):
         build_inner_graph({"retrieve": node})
+    with pytest.raises(TypeError, match="node 'gate' must be a function"):
+        build_outer_graph(nodes={"gate": "my_gate"})
 
 
 # ------------------------------------------------------------------------------------------
@@ -533,14 +545,18 @@ def test_search_database_survives_sigkill_mid_inner_loop(tmp_path):
     docs = [x for x in lines if x["type"] == "document"]
     assert len({d["doc_id"] for d in docs}) == len(docs)
     assert len({normalize_url(d["url"]) for d in docs}) == len(docs)
-    scores = Counter(x["doc_id"] for x in lines if x["type"] == "score")
-    assert all(n == 1 for n in scores.values())
+    # one prediction per (inner loop, document): the resumed loop reuses what it had scored
+    scores = Counter((x["record_id"], x["doc_id"]) for x in lines if x["type"] == "prediction")
+    assert scores and all(n == 1 for n in scores.values())
 
     db = SearchDatabase(db_path)
     assert db.dropped_lines == 0
     for record in db.records():
         assert [i.iteration for i in record.impacts] == [record.iteration]
         assert all(db.has_document(d) for d in record.final_doc_ids)
-        assert all(db.get_document(d).predicted_score is not None for d in record.final_doc_ids)
+        assert all(
+            db.prediction_for(d, record.parent_id, record_id=record.record_id) is not None
+            for d in record.final_doc_ids
+        )
     recorded = sorted({e["iteration"] for e in _events(run_dir) if e.get("node") == "record"})
     assert recorded == [1, 2, 3]

@@ -53,6 +53,7 @@ class GenerateProbe:
 def _config(**kw: Any) -> EvoDuetConfig:
     base: dict[str, Any] = {
         "iterations": 1,
+        "gate": {"mode": "never"},  # only the generate fan-out calls the model
         "population": {"num_islands": 1},
         "evaluation": {"workers": 2},
     }

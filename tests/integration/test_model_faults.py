@@ -41,6 +41,7 @@ def rewrite(body: dict[str, Any]) -> str:
 def _config(server_url: str, **extra: Any) -> EvoDuetConfig:
     base: dict[str, Any] = {
         "iterations": 2,
+        "gate": {"mode": "never"},  # each scripted fault meets a mutation request
         "population": {"num_islands": 2},
         "prompt": {"diff_based": False},
         "llm": {"model": "openai:fake-model", "base_url": server_url, "max_retries": 2,
@@ -257,7 +258,8 @@ def test_fake_model_transient_errors_are_retried_with_backoff(tmp_path: Path) ->
         responses=[ConnectionError("reset"), TimeoutError("slow"), RADIUS_UP], default=RADIUS_UP
     )
     cfg = EvoDuetConfig.model_validate(
-        {"iterations": 1, "population": {"num_islands": 2}, "llm": {"max_retries": 2}}
+        {"iterations": 1, "gate": {"mode": "never"}, "population": {"num_islands": 2},
+         "llm": {"max_retries": 2}}
     )
     result = run(load_task(SMOKE_TASK), cfg, llm=llm, run_dir=tmp_path / "run",
                  evaluator=_evaluator(tmp_path / "run"))
@@ -268,7 +270,8 @@ def test_fake_model_transient_errors_are_retried_with_backoff(tmp_path: Path) ->
 def test_fake_model_errors_beyond_the_retries_fail_the_candidate(tmp_path: Path) -> None:
     llm = ScriptedChatModel(responses=[ConnectionError("down")] * 3, default=RADIUS_UP)
     cfg = EvoDuetConfig.model_validate(
-        {"iterations": 1, "population": {"num_islands": 2}, "llm": {"max_retries": 1}}
+        {"iterations": 1, "gate": {"mode": "never"}, "population": {"num_islands": 2},
+         "llm": {"max_retries": 1}}
     )
     run(load_task(SMOKE_TASK), cfg, llm=llm, run_dir=tmp_path / "run",
         evaluator=_evaluator(tmp_path / "run"))

@@ -25,6 +25,7 @@ from tests.novelty_harness import current_program, fenced, grown, with_comment
 def _config(**kw) -> EvoDuetConfig:
     base = {
         "iterations": 3,
+        "gate": {"mode": "never"},  # the scripted answers are all mutation answers
         "prompt": {"diff_based": False},
         "population": {"kind": "top_k"},
         "evaluation": {"workers": 1},

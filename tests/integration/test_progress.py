@@ -154,7 +154,9 @@ def test_cli_run_json_lines(smoke_task_dir, tmp_path, monkeypatch):
     _patch_model(monkeypatch, [RADIUS_UP, SPREAD_UP])
     out = tmp_path / "run"
     result = CliRunner().invoke(
-        app, ["run", str(smoke_task_dir), "--iterations", "2", "--out", str(out), "--json"]
+        app,
+        ["run", str(smoke_task_dir), "--iterations", "2", "--out", str(out), "--json",
+         "--gate", "never"],
     )
     assert result.exit_code == 0, result.output
     lines = [json.loads(line) for line in result.stdout.strip().splitlines()]

@@ -74,6 +74,7 @@ def _config(**evaluation) -> EvoDuetConfig:
     return EvoDuetConfig.model_validate(
         {
             "iterations": 3,
+            "gate": {"mode": "never"},  # the executors are compared on the baseline loop
             "population": {"num_islands": 2},
             "evaluation": {"workers": 2, "timeout_s": 6, **evaluation},
         }

@@ -17,7 +17,13 @@ from tests.fakes import ScriptedChatModel
 
 
 def _config(**kw) -> EvoDuetConfig:
-    base = {"iterations": 3, "population": {"num_islands": 2}, "evaluation": {"workers": 2}}
+    # the outer loop with a scripted model, answers in call order: the baseline's gate
+    base = {
+        "iterations": 3,
+        "gate": {"mode": "never"},
+        "population": {"num_islands": 2},
+        "evaluation": {"workers": 2},
+    }
     base.update(kw)
     return EvoDuetConfig.model_validate(base)
 

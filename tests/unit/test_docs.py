@@ -114,11 +114,18 @@ def test_readme_python_api_examples_run(tmp_path, monkeypatch):
     monkeypatch.setattr(llm_pkg, "make_chat_model", fake_factory)
     (tmp_path / "tasks").symlink_to(ROOT / "tasks")
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("EVODUET_RUNS_DIR", str(tmp_path / "graph-runs"))  # graph.invoke's runs
+    monkeypatch.delenv("EVODUET_CONFIG", raising=False)
+    first = blocks[0]
+    assert first.count("graph.invoke(") == 1 and "context=" not in first  # the one-line start
     for code in blocks:
         namespace: dict = {"__name__": "__readme__"}
         exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - our own README
     assert made and all(m.calls > 0 for m in made)
     assert (tmp_path / "runs" / "demo" / "best_program.py").is_file()
+    (graph_run,) = (tmp_path / "graph-runs").iterdir()  # the first example's run directory
+    assert graph_run.name.startswith("circle_packing_26-")
+    assert (graph_run / "best_program.py").is_file()
 
 
 def test_readme_graphs_section_matches_the_code():

@@ -98,6 +98,7 @@ def test_initialize_evaluates_and_seeds_the_initial_program(evaluator, tmp_path)
     assert update.pop("initial_score") == pytest.approx(INITIAL_SCORE, rel=1e-12)
     assert update == {
         "max_iterations": 3,
+        "run_dir": str(run_dir),  # the state names where the run writes
         "stop_reason": None,
         "consecutive_failures": 0,
         "model_failures": 0,
@@ -141,6 +142,7 @@ def test_initialize_twice_on_the_same_store_does_not_reseed(evaluator, tmp_path)
     update = initialize(state, resumed.runtime)
     assert update == {
         "max_iterations": 5,
+        "run_dir": str(run_dir),
         "stop_reason": None,
         "consecutive_failures": 0,
         "model_failures": 0,

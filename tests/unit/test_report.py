@@ -124,7 +124,9 @@ def test_summary_matches_the_raw_files(fake_run):
     pairs = []
     for record in db.records():
         children = [i.child_score for i in record.impacts if i.child_score is not None]
-        preds = [db.get_document(d).predicted_score for d in record.final_doc_ids]
+        found = [db.prediction_for(d, record.parent_id, record_id=record.record_id)
+                 for d in record.final_doc_ids]
+        preds = [f.predicted_score for f in found if f is not None]
         if children and preds:
             pairs.append((sum(preds) / len(preds), sum(children) / len(children)))
     pred = s["prediction"]
@@ -166,19 +168,66 @@ def test_summary_matches_the_raw_files(fake_run):
     assert any("SEARCH" in r for r in reasons)
 
 
+def test_improvement_rates_by_evidence_and_decision_match_the_raw_files(fake_run):
+    """Paper §4's figures: iterations whose evidence held a document predicted (for the parent
+    that was mutated) to beat the parent vs iterations without documents; and per decision."""
+    rdir: Path = fake_run["dir"]
+    s = run_summary(rdir)
+    store = ProgramStore(rdir / "programs.sqlite")
+    programs = {p.id: p for p in store.all_programs()}
+    store.close()
+    db = SearchDatabase(rdir / "search_database.jsonl")
+    events = list(read_events(rdir / "events.jsonl"))
+    parents = {e["iteration"]: e["parent_id"] for e in events
+               if e["event"] == "node" and e["node"] == "select"}
+    gates = {e["iteration"]: e["gate_decision"] for e in events
+             if e["event"] == "node" and e["node"] == "gate"}
+    groups: dict[str, list[bool]] = {}
+    decisions: dict[str, list[bool]] = {}
+    for it in range(1, 6):
+        parent_score = programs[parents[it]].score
+        children = [p.score for p in programs.values() if p.iteration == it and p.valid
+                    and p.kind != "initial"]
+        improved = bool(children) and max(children) > parent_score
+        record = db.get_record(f"ret_{it:06d}") or db.get_record(f"lku_{it:06d}")
+        docs = record.final_doc_ids if record is not None else []
+        preds = [db.prediction_for(d, parents[it], record_id=record.record_id)
+                 for d in docs]
+        beats = any(p is not None and p.predicted_score > parent_score for p in preds)
+        group = ("no documents" if not docs else "evidence predicted to beat the parent"
+                 if beats else "documents, none predicted to beat the parent")
+        groups.setdefault(group, []).append(improved)
+        decisions.setdefault(gates[it], []).append(improved)
+    for group, row in s["improvement"]["by_evidence"].items():
+        outcomes = groups.get(group, [])
+        assert (row["iterations"], row["improved"]) == (len(outcomes), sum(outcomes))
+    assert s["improvement"]["by_evidence"]["no documents"]["iterations"] == 2  # the no-ops
+    for decision, row in s["improvement"]["by_decision"].items():
+        outcomes = decisions.get(decision, [])
+        assert (row["iterations"], row["improved"]) == (len(outcomes), sum(outcomes))
+    assert s["improvement"]["all"]["iterations"] == 5
+    text = report_markdown(rdir)
+    no_docs = s["improvement"]["by_evidence"]["no documents"]
+    rate = f"{100 * no_docs['rate']:.1f}%"
+    assert f"| no documents | 2 | {no_docs['improved']} | {rate} |" in text
+    # the fake run's model is the default embedded one: USD 0
+    assert s["cost"]["llm_usd"] == 0.0
+
+
 def test_markdown_tables(fake_run):
     text = report_markdown(fake_run["dir"])
     assert text.startswith("# EvoDuet run report: smoke_polygon_area\n")
     for heading in (
         "## Overview", "## Gate decisions", "## Search", "## Predicted vs realised child score",
         "## LLM usage per node", "## Wall time per node", "## Candidates and failures",
-        "## Fallbacks", "## Per iteration",
+        "## Fallbacks", "## Per iteration", "## Improvement rate by evidence", "## Cost",
     ):
         assert f"\n{heading}\n" in text
     assert "| retrieve | 2 |" in text and "| look-up | 1 |" in text
     assert "| gate_fallback | 1 |" in text
     assert "| queries issued | 4 |" in text
-    assert "| returned URLs seen before | 0 (0.0%) |" in text
+    assert "| returned URLs seen before | 0 |" in text
+    assert "| repeated-URL share | 0.0% |" in text
     assert "| iterations completed | 5 |" in text
     assert f"\n| **total** | {fake_run['llm'].calls} | " in text
     rows = [ln for ln in text.splitlines() if ln.startswith("|")]
@@ -237,3 +286,29 @@ def test_empty_and_missing_run_dir(tmp_path):
     assert "## Overview" in text and "## Per iteration" not in text
     with pytest.raises(FileNotFoundError, match="run directory not found"):
         run_summary(tmp_path / "nope")
+
+
+def test_a_prediction_equal_to_the_shown_parent_score_does_not_beat_it(tmp_path):
+    """A model that copies the parent's score as the prompt shows it (6 significant digits)
+    predicts no change: the iteration is not counted as 'predicted to beat the parent'."""
+    from evoduet_graph.events import EventLog
+    from evoduet_graph.search import Document, Prediction, SearchRecord
+
+    parent = 0.35999999999999993
+    events = EventLog(tmp_path / "events.jsonl")
+    db = SearchDatabase(tmp_path / "search_database.jsonl")
+    for it, predicted in ((1, 0.36), (2, 0.3601)):
+        (doc,) = db.add_documents([Document(url=f"https://d.example/{it}", title="d",
+                                            content="c")], it)
+        db.add_record(SearchRecord(record_id=f"ret_{it:06d}", iteration=it, parent_id="p",
+                                   parent_score=parent, final_doc_ids=[doc.doc_id]))
+        db.add_prediction(Prediction(record_id=f"ret_{it:06d}", doc_id=doc.doc_id, iteration=it,
+                                     round=0, parent_id="p", parent_score=parent,
+                                     predicted_score=predicted))
+        events.emit("node", node="select", iteration=it, parent_id="p")
+        events.emit("node", node="gate", iteration=it, gate_decision="retrieve")
+        events.emit("node", node="record", iteration=it)
+    events.close()
+    groups = run_summary(tmp_path)["improvement"]["by_evidence"]
+    assert groups["evidence predicted to beat the parent"]["iterations"] == 1  # iteration 2
+    assert groups["documents, none predicted to beat the parent"]["iterations"] == 1

@@ -11,6 +11,7 @@ import pytest
 from evoduet_graph.search import (
     Document,
     Impact,
+    Prediction,
     RoundLog,
     RoundResult,
     SearchDatabase,
@@ -82,20 +83,66 @@ def test_document_ids_are_stable_and_survive_reload(tmp_path: Path) -> None:
     assert [d.doc_id for d in reloaded.add_documents([_doc("https://c.org")], 3)] == ["doc_000004"]
 
 
-def test_predicted_score_is_set_once_and_persisted(tmp_path: Path) -> None:
+def _prediction(doc_id: str, record_id: str = "ret_000001", parent: str = "p1", score: float = 0.75,
+                round_: int = 0) -> Prediction:
+    return Prediction(record_id=record_id, doc_id=doc_id, iteration=int(record_id[-6:]),
+                      round=round_, parent_id=parent, parent_score=0.5, predicted_score=score)
+
+
+def test_predictions_belong_to_a_loop_and_a_parent(tmp_path: Path) -> None:
+    """Paper §3.4: a document is scored once per inner loop, for that loop's parent; another
+    loop (another parent) scores it again; every prediction is kept with its record, round,
+    parent id and parent score."""
     path = tmp_path / "search_database.jsonl"
     db = SearchDatabase(path)
     (doc,) = db.add_documents([_doc("https://a.org")], 1)
-    assert db.set_predicted_score(doc.doc_id, 0.75) is True
-    assert db.set_predicted_score(doc.doc_id, 0.10) is False
-    assert db.get_document(doc.doc_id).predicted_score == 0.75
+    assert db.add_prediction(_prediction(doc.doc_id)) is True
+    # the same loop never scores it twice (a resumed loop keeps the first)
+    assert db.add_prediction(_prediction(doc.doc_id, score=0.1, round_=2)) is False
+    # a later loop under another parent scores it again
+    assert db.add_prediction(_prediction(doc.doc_id, "ret_000004", parent="p2", score=0.9))
     with pytest.raises(KeyError):
-        db.set_predicted_score("doc_999999", 1.0)
+        db.add_prediction(_prediction("doc_999999"))
     with pytest.raises(ValueError, match="finite"):
-        db.set_predicted_score(doc.doc_id, float("nan"))
-    assert SearchDatabase(path).get_document(doc.doc_id).predicted_score == 0.75
-    # Re-adding the URL keeps the score (not recomputed).
-    assert db.add_documents([_doc("https://a.org/")], 5)[0].predicted_score == 0.75
+        db.add_prediction(_prediction(doc.doc_id, "ret_000005", score=float("nan")))
+    assert db.loop_scores("ret_000001") == {doc.doc_id: 0.75}
+    assert db.loop_scores("ret_000004") == {doc.doc_id: 0.9}
+    assert db.loop_scores("ret_000009") == {}
+    assert db.prediction_for(doc.doc_id, "p1").predicted_score == 0.75
+    assert db.prediction_for(doc.doc_id, "p2").predicted_score == 0.9
+    assert db.prediction_for(doc.doc_id, "p3") is None  # never reused for another parent
+    # the record's own loop wins over a later loop for the same parent
+    db.add_prediction(_prediction(doc.doc_id, "ret_000006", parent="p1", score=0.2))
+    assert db.prediction_for(doc.doc_id, "p1").predicted_score == 0.2
+    assert db.prediction_for(doc.doc_id, "p1", record_id="ret_000001").predicted_score == 0.75
+
+    reloaded = SearchDatabase(path)
+    assert reloaded.dropped_lines == 0
+    assert [(p.record_id, p.round, p.parent_id, p.parent_score, p.predicted_score)
+            for p in reloaded.predictions(doc_id=doc.doc_id)] == [
+        ("ret_000001", 0, "p1", 0.5, 0.75),
+        ("ret_000004", 0, "p2", 0.5, 0.9),
+        ("ret_000006", 0, "p1", 0.5, 0.2),
+    ]
+    assert [line["type"] for line in _lines(path)].count("prediction") == 3
+
+
+def test_legacy_run_wide_score_lines_are_read_and_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "search_database.jsonl"
+    db = SearchDatabase(path)
+    (doc,) = db.add_documents([_doc("https://a.org")], 1)
+    with path.open("a") as fh:
+        fh.write(json.dumps({"type": "score", "doc_id": doc.doc_id, "predicted_score": 0.3}) + "\n")
+    old = SearchDatabase(path)
+    assert old.dropped_lines == 0 and old.legacy_score_lines == 1
+    assert old.predictions() == []
+
+
+def test_recent_documents_newest_first(tmp_path: Path) -> None:
+    db = SearchDatabase(None)
+    db.add_documents([_doc(f"https://r.org/{i}") for i in range(4)], 1)
+    assert [d.doc_id for d in db.recent_documents(2)] == ["doc_000004", "doc_000003"]
+    assert len(db.recent_documents(10)) == 4 and db.recent_documents(0) == []
 
 
 def test_torn_last_line_is_dropped_counted_and_cut(tmp_path: Path) -> None:
@@ -223,7 +270,9 @@ def test_url_stats(tmp_path: Path) -> None:
 def test_render_for_prompt_is_compact_and_deterministic(tmp_path: Path) -> None:
     db = SearchDatabase(None)
     rec = _record(db, 2, ['circle packing "bounds"'], ["https://a.org", "https://b.org"])
-    db.set_predicted_score("doc_000001", 2.61)
+    db.add_prediction(_prediction("doc_000001", rec.record_id, parent=rec.parent_id, score=2.61))
+    # a prediction made for another parent is not shown as this record's
+    db.add_prediction(_prediction("doc_000002", "ret_000009", parent="someone else", score=9.0))
     db.add_impact(
         rec.record_id,
         Impact(iteration=2, parent_score=2.5, child_score=2.55, delta=0.05, outcome="improved"),
