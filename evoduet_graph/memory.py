@@ -5,17 +5,19 @@ Off by default: runs stay independent unless asked. With ``memory: PATH`` (CLI
 ``BaseStore`` through the Python API), namespaced by task:
 
 * ``("evoduet", <task>, "documents")`` — every document of a credited retrieval (url, title,
-  content, source, predicted score), keyed by its normalised URL;
+  content, source), keyed by its normalised URL;
 * ``("evoduet", <task>, "outcomes")`` — every realised outcome: the retrieval's query chain,
-  knowledge state, final documents and the impact (parent score, child score, Δ, outcome),
-  keyed by run, record and iteration.
+  knowledge state, final documents, the loop's predicted child scores (each for the record's
+  parent, paper §3.4) and the impact (parent score, child score, Δ, outcome), keyed by run,
+  record and iteration.
 
 A new run with the same memory starts with those entries copied into its own D_search
 (`TaskMemory.recall_into`): the documents get ids there (so the gate can name them for
 ``look-up``), and each earlier outcome becomes a record ``mem_000001`` … with its realised Δ,
 which the gate and the query constructor see in their D_search selection like their own
 records. The earlier runs' iterations are shown as iteration 0 and their parents as
-``<run>/<program id>``. A deliberate addition to the paper, whose D_search lives for one run.
+``<run>/<program id>``; a recalled prediction stays with that parent, so it never speaks for a
+parent of the new run. A deliberate addition to the paper, whose D_search lives for one run.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from evoduet_graph.config import ConfigError
 from evoduet_graph.search.base import Document, normalize_url
 from evoduet_graph.search.database import (
     Impact,
+    Prediction,
     RoundLog,
     RoundResult,
     SearchDatabase,
@@ -115,7 +118,6 @@ class TaskMemory:
                     "title": doc.title,
                     "content": doc.content,
                     "source": doc.source,
-                    "predicted_score": doc.predicted_score,
                 },
             )
         self.store.put(
@@ -125,6 +127,10 @@ class TaskMemory:
                 "run": self.run,
                 "record": record.model_dump(mode="json", exclude={"impacts"}),
                 "urls": docs,
+                # the loop's hypothetical evidence scores, for the record's parent (§3.4)
+                "predictions": [
+                    p.model_dump(mode="json") for p in db.predictions(record_id=record_id)
+                ],
                 "impact": impact.model_dump(mode="json"),
             },
         )
@@ -159,10 +165,6 @@ class TaskMemory:
             ],
             0,
         )
-        for d in docs:
-            stored = db.document_by_url(d.get("url", ""))
-            if stored is not None and d.get("predicted_score") is not None:
-                db.set_predicted_score(stored.doc_id, float(d["predicted_score"]))
         by_record: dict[tuple[str, str], list[Any]] = {}
         for item in self._all(self.outcomes_ns):
             value = item.value
@@ -213,3 +215,21 @@ class TaskMemory:
         )
         for impact in impacts:
             db.add_impact(record_id, impact)
+        for pred in first.get("predictions") or []:
+            doc_id = new_id(str(pred.get("doc_id", "")))
+            if doc_id is None:
+                continue
+            try:
+                db.add_prediction(
+                    Prediction(
+                        record_id=record_id,
+                        doc_id=doc_id,
+                        iteration=0,
+                        round=int(pred.get("round", 0)),
+                        parent_id=f"{run}/{pred.get('parent_id', '?')}",
+                        parent_score=float(pred["parent_score"]),
+                        predicted_score=float(pred["predicted_score"]),
+                    )
+                )
+            except (KeyError, TypeError, ValueError):  # a malformed stored line is skipped
+                continue

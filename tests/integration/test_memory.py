@@ -56,6 +56,13 @@ def test_second_run_gate_sees_the_first_runs_outcomes(smoke_task_dir, tmp_path):
     }
     for doc_id in recalled.final_doc_ids:  # look-up can name the recalled documents
         assert db.has_document(doc_id)
+    # the first run's predictions come back with their loop, for the first run's parent only
+    first_db = SearchDatabase(tmp_path / "first" / "search_database.jsonl")
+    first_preds = first_db.predictions(record_id=first[0].record_id)
+    recalled_preds = db.predictions(record_id="mem_000001")
+    assert first_preds and len(recalled_preds) == len(first_preds)
+    assert {p.predicted_score for p in recalled_preds} == {p.predicted_score for p in first_preds}
+    assert {p.parent_id for p in recalled_preds} == {recalled.parent_id}
     [event] = [e for e in read_events(tmp_path / "second" / "events.jsonl")
                if e["event"] == "memory"]
     assert event["records"] == 1
