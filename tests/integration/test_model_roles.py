@@ -79,6 +79,10 @@ def test_each_role_calls_its_model_and_cost_is_per_model(smoke_task_dir, tmp_pat
         u = models[name]
         expected = (u["input_tokens"] * p_in + u["output_tokens"] * p_out) / 1e6
         assert u["usd"] == pytest.approx(expected) and u["usd"] > 0
+    # the report's LLM cost is the per-model sum, not all tokens at the run's model's price
+    assert run_summary(rdir)["cost"]["llm_usd"] == pytest.approx(
+        sum(u["usd"] for u in models.values())
+    )
     md = report_markdown(rdir)
     section = md[md.index("## LLM usage per model"):]
     assert "| cheap |" in section and "| strong |" in section
