@@ -300,7 +300,11 @@ def test_run_records_the_task_hash_and_a_tampering_candidate_never_enters_the_po
     for isolate in (True, False):
         rdir = tmp_path / f"run-{isolate}"
         cfg = EvoDuetConfig.model_validate(
-            {"iterations": 2, "evaluation": {"isolate_filesystem": isolate}}
+            {
+                "iterations": 2,
+                "gate": {"mode": "never"},
+                "evaluation": {"isolate_filesystem": isolate},
+            }
         )
         llm = ScriptedChatModel(responses=[exploit], default="no change")
         result = run(folder, cfg, llm=llm, run_dir=rdir)

@@ -71,6 +71,7 @@ def _cfg(iterations: int = 2, **extra: object) -> EvoDuetConfig:
         "iterations": iterations,
         "population": {"num_islands": 1},
         "novelty": {"enabled": False},
+        "gate": {"mode": "never"},  # the layouts are under test, not the gate
         **extra,
     }
     return EvoDuetConfig.model_validate(data)
@@ -803,5 +804,5 @@ def test_cli_model_task_sends_each_call_to_a_task_model_by_weight(
 
 def _write_config(root: Path) -> Path:
     path = root / "run.yaml"
-    path.write_text("population: {num_islands: 1}\nnovelty: {enabled: false}\n")
+    path.write_text("population: {num_islands: 1}\nnovelty: {enabled: false}\ngate: {mode: never}\n")
     return path
