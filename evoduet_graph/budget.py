@@ -215,7 +215,6 @@ class Budget:
         self.base_url = base_url
         self.role_models = tuple(role_models)
         self.events = events
-        self.price = price_for(model, cfg.prices, base_url)
         prior = list(read_events(events.path)) if events.path is not None else []
         self._prior = usage_from_events(prior)
         self._seen = len(events.memory)  # events of this session already in ``prior``
