@@ -172,8 +172,14 @@ def validate_model(config: EvoDuetConfig) -> None:
 
 
 def can_retrieve(config: EvoDuetConfig) -> bool:
-    """Whether the gate mode can ever decide ``retrieve`` / ``look-up``."""
-    return config.gate.mode != "never"
+    """Whether the run ever calls the search backend: a gate mode that can decide
+    ``retrieve`` / ``look-up``, joint-level in-loop search, or online grounding. (The oracle
+    baseline reads fixed documents and never searches.)"""
+    return (
+        config.gate.mode not in ("never", "oracle")
+        or config.joint_search.enabled
+        or config.retrieval.grounding == "online"
+    )
 
 
 def graph_concurrency(config: EvoDuetConfig) -> int:
@@ -201,11 +207,47 @@ def validate_setup(config: EvoDuetConfig) -> None:
         ConfigError: a gate mode that can retrieve while no search backend is configured.
     """
     if can_retrieve(config) and config.retrieval.backend == "none":
+        who = (
+            f"gate.mode={config.gate.mode!r} can decide to retrieve"
+            if config.gate.mode not in ("never", "oracle")
+            else "joint_search.enabled searches"
+            if config.joint_search.enabled
+            else "retrieval.grounding='online' searches"
+        )
         raise ConfigError(
-            f"gate.mode={config.gate.mode!r} can decide to retrieve, but retrieval.backend is "
+            f"{who}, but retrieval.backend is "
             "'none': retrieval is not available. Use gate.mode=never (--gate never) or "
             "configure a search backend (retrieval.backend: offline | tavily)"
         )
+
+
+def check_document_sets(task: Task, config: EvoDuetConfig) -> None:
+    """Read the fixed document sets a run needs (oracle documents, offline grounding) once,
+    so a missing or malformed set fails at startup.
+
+    Raises:
+        ConfigError: the set cannot be read, naming the key, the path and the reason.
+    """
+    from evoduet_graph.search.fixed import (
+        DocumentSetError,
+        grounding_source,
+        load_documents,
+        oracle_source,
+    )
+
+    retrieval = config.retrieval
+    sets = []
+    if config.gate.mode == "oracle":
+        sets.append(("retrieval.oracle_documents", oracle_source(retrieval.oracle_documents, task.path)))
+    if retrieval.grounding == "offline":
+        sets.append(
+            ("retrieval.grounding_documents", grounding_source(retrieval.grounding_documents, task.path))
+        )
+    for key, path in sets:
+        try:
+            load_documents(path, source=key)
+        except DocumentSetError as exc:
+            raise ConfigError(f"{key}: {exc}") from None
 
 
 def make_checked_searcher(task: Task, config: EvoDuetConfig) -> Searcher | None:
@@ -253,16 +295,20 @@ def build_context(
     """Assemble the runtime context for a run directory (``None``: in memory).
 
     The population is restored from the program store's snapshot and the search database
-    from ``search_database.jsonl`` when they exist. ``searcher`` defaults to the configured
+    from ``search_database.jsonl`` when they exist; with ``retrieval.use_search_database:
+    false`` (stateless ablation) the search database lives in memory only (nothing written)
+    and ``memory`` is neither recalled nor written. ``searcher`` defaults to the configured
     backend (checked by its preflight) when the gate can retrieve; ``novelty`` to the check
     ``config.novelty`` describes (`make_novelty_checker`; None when it is disabled);
     ``role_llms`` to the models ``llm.roles`` names (`make_role_models`).
 
     Raises:
         LLMConfigError / LocalModelError: the chat model cannot be built.
-        ConfigError: the gate can retrieve but the search backend is unusable, or
+        ConfigError: the gate can retrieve but the search backend is unusable, a fixed
+            document set (oracle, offline grounding) cannot be read, or
             ``novelty.embeddings`` cannot be loaded.
     """
+    check_document_sets(task, config)
     if searcher is None:
         searcher = make_checked_searcher(task, config)
     store = ProgramStore(run_dir / "programs.sqlite" if run_dir else ":memory:")
@@ -282,9 +328,14 @@ def build_context(
     if novelty is None:
         novelty = make_novelty_checker(config.novelty, python=task.lang.is_python)
     events = EventLog(run_dir / "events.jsonl" if run_dir else None)
-    search_db = SearchDatabase(run_dir / "search_database.jsonl" if run_dir else None)
+    stateful = config.retrieval.use_search_database
+    search_db = SearchDatabase(
+        run_dir / "search_database.jsonl"
+        if run_dir and stateful
+        else None  # stateless retrieval (ablation): documents live in memory only
+    )
     task_memory = None
-    if config.memory:
+    if config.memory and stateful:  # stateless retrieval neither recalls nor remembers
         from evoduet_graph.memory import TaskMemory, open_store, run_tag
 
         task_memory = TaskMemory(open_store(config.memory), task.name, run_tag(run_dir))
@@ -694,6 +745,7 @@ def run(
     settings = apply_task_settings(task, cfg)  # idempotent: the CLI has applied it already
     cfg = settings.config
     validate_setup(cfg)
+    check_document_sets(task, cfg)
     if evaluator is None:
         try:
             check_toolchain(task)

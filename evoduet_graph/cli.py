@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from evoduet_graph.api import RunError, RunResult
+from evoduet_graph.api import RunError, RunResult, can_retrieve
 from evoduet_graph.config import ConfigError, load_config
 from evoduet_graph.languages import ToolchainError
 from evoduet_graph.task import Task, TaskError, load_task
@@ -297,7 +297,7 @@ def run_cmd(
     gate: Annotated[
         str | None, typer.Option(
             help="Gate mode: llm (default, the method) | never (OpenEvolve baseline) | always "
-            "| heuristic | stagnation."
+            "| heuristic | stagnation | oracle."
         )
     ] = None,
     backend: Annotated[
@@ -393,9 +393,9 @@ def run_cmd(
     requirements = requirements_warning(task)
     if requirements:
         warnings.append(requirements)
-    if (corpus or backend) and cfg.gate.mode == "never":
+    if (corpus or backend) and not can_retrieve(cfg):
         warnings.append(
-            "--corpus/--backend have no effect with gate mode `never` (no retrieval); "
+            "--corpus/--backend have no effect: this configuration never searches; "
             "use --gate llm|always|heuristic|stagnation"
         )
     for warning in warnings:
@@ -725,7 +725,10 @@ def bench_cmd(
         str,
         typer.Option(
             help="Comma-separated: evoduet, openevolve-mode, openevolve, evoduet-topk, "
-            "evoduet-bestofn, evoduet-evox, or a config: a YAML path or a file stem in "
+            "evoduet-bestofn, evoduet-evox; a row of the ablation ladder (oracle, "
+            "joint-search, stagnation, always, heuristic, rerank, no-query-evolution, "
+            "no-search-database, select-relevance-novelty, grounding-offline, "
+            "grounding-online, parallel-8); or a config: a YAML path or a file stem in "
             "configs/ (e.g. always_retrieve, scaffold_evox)."
         ),
     ] = "evoduet,openevolve-mode,openevolve",

@@ -128,16 +128,22 @@ class LLMConfig(_Section):
 class GateConfig(_Section):
     """Retrieval gate (DESIGN.md §1, paper §3.2)."""
 
-    mode: Literal["never", "always", "llm", "heuristic", "stagnation"] = Field(
+    mode: Literal["never", "always", "llm", "heuristic", "stagnation", "oracle"] = Field(
         "llm",
         description="`llm` (default, the method): the knowledge-gap gate decides no-op / "
         "look-up / retrieve each iteration; `never`: always no-op (the OpenEvolve baseline, "
         "`configs/openevolve_mode.yaml`); `always`: retrieve every iteration; `heuristic`: "
         "retrieve with probability `retrieve_probability`; `stagnation`: retrieve after "
-        "`stagnation_patience` iterations without improvement.",
+        "`stagnation_patience` iterations without improvement; `oracle`: no gate and no "
+        "search, the fixed documents of `retrieval.oracle_documents` go into every mutation "
+        "prompt (paper §2.2 baseline).",
     )
     retrieve_probability: float = Field(
-        0.3, ge=0.0, le=1.0, description="`heuristic` gate: probability of `retrieve` (seeded)."
+        0.1,
+        ge=0.0,
+        le=1.0,
+        description="`heuristic` gate: probability of `retrieve` (seeded); 0.1 as in the "
+        "world-knowledge scaffold's random-rate control.",
     )
     stagnation_patience: int = Field(
         3,
@@ -362,14 +368,67 @@ class RetrievalConfig(_Section):
     select_policy: Literal["delta", "relevance_novelty", "recency", "full"] = Field(
         "delta",
         description="Which D_search records the gate and query constructor see: `delta` "
-        "(highest and lowest realised Δ), `relevance_novelty`, `recency`, `full`.",
+        "(highest and lowest realised Δ), `relevance_novelty` (by the relevance/novelty "
+        "assessments stored at retrieval time: the listwise reranker's ratings, else the "
+        "hypothetical scores, weighted by rerank_relevance_weight / rerank_novelty_weight; "
+        "no LLM call), `recency`, `full`.",
     )
     select_num: int = Field(5, ge=0, description="How many D_search records are shown.")
     query_evolution_steps: int | None = Field(
         None,
         ge=1,
-        description="Ablation: 1 = one search + LLM reranking, no reflection rounds "
-        "(overrides inner_rounds); None = inner_rounds.",
+        description="R of the paper's loop when set (overrides inner_rounds): 1 = one round "
+        "of construct_query → search → hypothetical_score, no reflection rounds "
+        "(configs/no_query_evolution.yaml). Not the scaffold's listwise-rerank row: that is "
+        "`ranking: listwise_rerank` (configs/rerank.yaml). None = inner_rounds.",
+    )
+    ranking: Literal["hypothetical", "listwise_rerank"] = Field(
+        "hypothetical",
+        description="How the inner loop ranks the documents of a round: `hypothetical` "
+        "(the paper's hypothetical evidence scoring: a predicted child score per document); "
+        "`listwise_rerank` (the world-knowledge scaffold's `query_evolution_steps: 1` row: "
+        "one call ranks all returned documents by actionable relevance and marginal "
+        "novelty, weights below, and the top K are kept).",
+    )
+    rerank_relevance_weight: float = Field(
+        0.5, ge=0.0, le=1.0, description="Listwise rerank / relevance-novelty selection: "
+        "weight of actionable relevance."
+    )
+    rerank_novelty_weight: float = Field(
+        0.5, ge=0.0, le=1.0, description="Listwise rerank / relevance-novelty selection: "
+        "weight of marginal novelty."
+    )
+    rerank_max_document_chars: int = Field(
+        1200, ge=100, description="Listwise rerank: characters of each document shown."
+    )
+    use_search_database: bool = Field(
+        True,
+        description="false: stateless retrieval (ablation): the gate may only choose no-op "
+        "or retrieve (prompt gate_stateless.md, no database section), queries are built "
+        "without D_search, nothing is persisted to search_database.jsonl and no Δ is "
+        "credited; look-up is impossible.",
+    )
+    documents_per_entry: int = Field(
+        3, ge=0, description="Documents shown per D_search record in the gate's selection."
+    )
+    oracle_documents: str | None = Field(
+        None,
+        description="`gate.mode: oracle`: a folder of text/Markdown documents or a JSONL "
+        "file of {url, title, content} objects; None = the task's `oracle/` folder.",
+    )
+    grounding: Literal["none", "offline", "online"] = Field(
+        "none",
+        description="Seed D_search before the first iteration so look-up can use it from "
+        "iteration 1: `offline` from `grounding_documents`; `online` by one search on the "
+        "task instruction; `none`.",
+    )
+    grounding_documents: str | None = Field(
+        None,
+        description="`grounding: offline`: a JSONL file of {url, title, content} objects or a "
+        "folder of documents; None = the task's `docs/` folder.",
+    )
+    grounding_max_documents: int = Field(
+        10, ge=1, description="Most documents a grounding seeds into D_search."
     )
     max_query_chars: int = Field(300, ge=10, description="Cap on a query's length.")
     search_timeout_s: float = Field(30.0, gt=0, description="Per-query search timeout.")
@@ -530,6 +589,34 @@ class NoveltyConfig(_Section):
     )
 
 
+class JointSearchConfig(_Section):
+    """Joint-level in-loop search (paper §2.3 baseline): no gate and no inner loop; the
+    mutation call itself may search before it writes the candidate."""
+
+    enabled: bool = Field(
+        False,
+        description="Let `generate` search: a LangChain search tool over the run's backend "
+        "(native tool calling), or a structured query-or-answer reply for models without "
+        "it (see `protocol`).",
+    )
+    max_calls: int = Field(3, ge=0, description="Most searches one mutation call may make.")
+    max_result_chars: int = Field(
+        6000,
+        ge=500,
+        description="Most characters of search results one mutation call sees, split evenly "
+        "over its documents (max_calls × retrieval.results_per_query): the method's evidence "
+        "budget (top_k × prompt.max_document_chars), so the row sees no more text than the "
+        "method and fits the embedded model's context.",
+    )
+    protocol: Literal["auto", "tools", "structured"] = Field(
+        "auto",
+        description="`tools`: bind the search tool (the model must support tool calling); "
+        "`structured`: each turn the model replies with JSON {action: search|answer, "
+        "query}; `auto`: tools when the chat model supports native tool calling, else "
+        "structured (the embedded model and the bench's llama.cpp server take `structured`).",
+    )
+
+
 class BudgetConfig(_Section):
     """Spending limits of a run (all optional). Reaching one stops the run cleanly after the
     iteration in flight, with a resumable checkpoint and the reason as ``stop_reason``; totals
@@ -626,6 +713,7 @@ class EvoDuetConfig(_Section):
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     evox: EvoXConfig = Field(default_factory=EvoXConfig)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    joint_search: JointSearchConfig = Field(default_factory=JointSearchConfig)
     novelty: NoveltyConfig = Field(default_factory=NoveltyConfig)
     memory: str | None = Field(
         None,

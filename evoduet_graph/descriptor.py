@@ -128,14 +128,22 @@ def database_text(ctx: Context, unresolved: str | None) -> str:
     record's queries, documents, predictions and realised Δ, at most `DATABASE_MAX_CHARS`;
     ``"(empty)"`` without records."""
     retrieval = ctx.config.retrieval
-    if ctx.search_db is None or retrieval.select_num <= 0:
-        return "(empty)"
+    if ctx.search_db is None or retrieval.select_num <= 0 or not retrieval.use_search_database:
+        return "(empty)"  # stateless retrieval (ablation): queries are built without D_search
     records = ctx.search_db.select(
-        retrieval.select_policy, retrieval.select_num, query_text=unresolved or None
+        retrieval.select_policy,
+        retrieval.select_num,
+        query_text=unresolved or None,
+        weights=(retrieval.rerank_relevance_weight, retrieval.rerank_novelty_weight),
     )
     if not records:
         return "(empty)"
-    return ctx.search_db.render_for_prompt(records, max_chars=DATABASE_MAX_CHARS) or "(empty)"
+    return (
+        ctx.search_db.render_for_prompt(
+            records, max_chars=DATABASE_MAX_CHARS, documents_per_entry=retrieval.documents_per_entry
+        )
+        or "(empty)"
+    )
 
 
 def recent_documents_text(ctx: Context, parent_id: str) -> str:

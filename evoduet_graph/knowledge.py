@@ -7,6 +7,7 @@ the documented defaults, never to a crash.
 
 from __future__ import annotations
 
+import math
 import re
 from string import Template
 from typing import Annotated, Any, Literal
@@ -181,6 +182,72 @@ def scores_schema(doc_ids: list[str]) -> type[DocumentScores]:
 
     KeyedDocumentScores.__name__ = "DocumentScores"
     return KeyedDocumentScores
+
+
+class DocumentRating(BaseModel):
+    """One document's listwise-rerank rating: actionable relevance and marginal novelty."""
+
+    relevance: float = Field(0.0, ge=0.0, le=1.0)
+    novelty: float = Field(0.0, ge=0.0, le=1.0)
+
+    @field_validator("relevance", "novelty", mode="before")
+    @classmethod
+    def _clamp(cls, value: Any) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            return 0.0
+        return min(1.0, max(0.0, number)) if math.isfinite(number) else 0.0
+
+
+class DocumentRatings(KnowledgeFields):
+    """``rerank`` output: a rating per document id + the knowledge state."""
+
+    def rated(self) -> dict[str, DocumentRating]:
+        """The ratings given, by document id (missing ids left out)."""
+        raise NotImplementedError  # defined by the variant `ratings_schema` builds
+
+
+def ratings_schema(doc_ids: list[str]) -> type[DocumentRatings]:
+    """A `DocumentRatings` variant whose ``ratings`` is an object keyed by exactly
+    ``doc_ids`` (each a required key, as in `scores_schema`, so a grammar-constrained model
+    rates every document once and stops). A list form ``[{"doc_id", "relevance",
+    "novelty"}]`` is accepted; unknown ids are ignored and missing ones are None."""
+    fields: dict[str, Any] = {
+        f"d{i}": (DocumentRating | None, Field(None, alias=doc_id))
+        for i, doc_id in enumerate(doc_ids)
+    }
+    rating_map = create_model(  # type: ignore[call-overload]
+        "RatingMap",
+        __config__=ConfigDict(
+            populate_by_name=True, extra="ignore", json_schema_extra={"required": doc_ids}
+        ),
+        **fields,
+    )
+
+    class KeyedDocumentRatings(DocumentRatings):
+        ratings: rating_map  # type: ignore[valid-type]
+
+        @field_validator("ratings", mode="before")
+        @classmethod
+        def _from_list(cls, value: Any) -> Any:
+            if isinstance(value, list):
+                return {
+                    str(item.get("doc_id")): item
+                    for item in value
+                    if isinstance(item, dict)
+                }
+            return value
+
+        def rated(self) -> dict[str, DocumentRating]:
+            return {
+                doc_id: getattr(self.ratings, f"d{i}")
+                for i, doc_id in enumerate(doc_ids)
+                if getattr(self.ratings, f"d{i}") is not None
+            }
+
+    KeyedDocumentRatings.__name__ = "DocumentRatings"
+    return KeyedDocumentRatings
 
 
 def render(name: str, **values: Any) -> str:

@@ -848,12 +848,20 @@ def _model_section(models: dict[str, dict[str, float]]) -> list[str]:
 
 
 def _gate_can_retrieve(run_dir: Path) -> bool:
-    """Whether the run's config lets the gate retrieve (else it writes no D_search file)."""
+    """Whether the run's config writes a D_search file: it searches (`can_retrieve`) or
+    reads oracle documents, and keeps a search database (else no file is written)."""
     try:
         import yaml
 
         data = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8")) or {}
-        return (data.get("gate") or {}).get("mode", "never") != "never"
+        gate = (data.get("gate") or {}).get("mode", "never")
+        retrieval = data.get("retrieval") or {}
+        searches = (
+            gate != "never"
+            or bool((data.get("joint_search") or {}).get("enabled"))
+            or retrieval.get("grounding") == "online"
+        )
+        return searches and retrieval.get("use_search_database", True) is not False
     except (OSError, ValueError, AttributeError):
         return True
 

@@ -176,6 +176,11 @@ def parse_decision(answer: Any, proposal: dict[str, Any], ctx: Context) -> dict[
     ids = list(answer.get("document_ids") or (
         proposal.get("gate_document_ids", []) if decision == "look-up" else []
     ))
+    if decision == "look-up" and not ctx.config.retrieval.use_search_database:
+        raise ReviewError(
+            "look-up needs the search database; retrieval.use_search_database is false "
+            "(answer no-op or retrieve)"
+        )
     if decision == "look-up":
         db = ctx.search_db
         unknown = [i for i in ids if db is None or not db.has_document(i)]

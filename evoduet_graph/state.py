@@ -59,12 +59,17 @@ class DocumentRef(TypedDict):
     ``predicted_score`` is the child score predicted for the current parent (by this
     iteration's inner loop, or for a look-up an earlier loop's prediction for the same parent),
     None when there is none.
+    ``relevance`` / ``novelty`` (0..1) and ``rerank_score`` (their weighted sum) are set by
+    the listwise ``rerank`` node (``retrieval.ranking: listwise_rerank``) only.
     """
 
     id: str
     url: str
     title: str
     predicted_score: float | None
+    relevance: NotRequired[float | None]
+    novelty: NotRequired[float | None]
+    rerank_score: NotRequired[float | None]
 
 
 class KnowledgeState(TypedDict):

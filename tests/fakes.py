@@ -65,15 +65,32 @@ class ScriptedChatModel(BaseChatModel):
             raise IndexError(f"scripted model exhausted after {len(self.responses)} answers")
         if isinstance(item, Exception):
             raise item
-        text = item(messages) if callable(item) else str(item)
+        reply = item(messages) if callable(item) else item
+        tool_calls = list(reply.tool_calls) if isinstance(reply, AIMessage) else []
+        text = str(reply.content) if isinstance(reply, AIMessage) else str(reply)
         prompt_chars = sum(len(str(m.content)) for m in messages)
         usage = {
             "input_tokens": prompt_chars // 4 + 1,
             "output_tokens": len(text) // 4 + 1,
             "total_tokens": prompt_chars // 4 + len(text) // 4 + 2,
         }
-        msg = AIMessage(content=text, usage_metadata=usage)
+        msg = AIMessage(content=text, usage_metadata=usage, tool_calls=tool_calls)
         return ChatResult(generations=[ChatGeneration(message=msg)])
+
+
+class ToolCallingScriptedChatModel(ScriptedChatModel):
+    """`ScriptedChatModel` with native tool calling: ``bind_tools`` records the tools and
+    returns the model itself; an answer may be an `AIMessage` with ``tool_calls``."""
+
+    _tools: list[Any] = PrivateAttr(default_factory=list)
+
+    @property
+    def bound_tools(self) -> list[Any]:
+        return list(self._tools)
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        self._tools.extend(tools)
+        return self
 
 
 class CountingEvaluator:
@@ -213,15 +230,24 @@ PROMPT_MARKERS = {
     "construct_query": "You write web-search queries for an evolutionary program search",
     "hypothetical_score": "You predict how useful each document is",
     "evox_strategy": "You steer an evolutionary program search",
+    "rerank": "You rank search results for an evolutionary program search",
+}
+APPENDED_MARKERS = {
+    "joint_search_step": "Before you write the new program you may search",
 }
 
 
 def prompt_kind(messages: Sequence[BaseMessage]) -> str:
     """Which node wrote a prompt: ``gate``, ``construct_query``, ``hypothetical_score``,
-    ``evox_strategy`` (the EvoX revision in ``select``) or ``generate`` (anything else).
+    ``rerank``, ``evox_strategy`` (the EvoX revision in ``select``), ``joint_search_step``
+    (a structured turn of joint-level search in ``generate``) or ``generate`` (anything
+    else).
 
     The knowledge-layer prompts start with the shared context prefix (task, parent program),
     so the node's own marker is looked for anywhere in the first message."""
+    for kind, marker in APPENDED_MARKERS.items():  # a turn appended to a prompt
+        if any(str(m.content).startswith(marker) for m in messages[1:]):
+            return kind
     text = str(messages[0].content) if messages else ""
     for kind, marker in PROMPT_MARKERS.items():
         if marker in text:
@@ -266,6 +292,11 @@ class KnowledgeResponder:
             ``(call_index, prompt) -> str | dict`` (a dict is sent as JSON); default: rule
             ``best`` with the instruction ``"strategy <call_index>"``.
         delay_s: seconds to sleep before each answer (slow model for kill tests).
+        rate: ``(doc_id, title, url) -> (relevance, novelty) | None`` for ``rerank``
+            (None: left out); default: relevance = the ``score=`` number of the title (else
+            0.5), novelty 0.5.
+        joint: ``(call_index, prompt) -> {"action", "query"}`` for a structured joint-search
+            turn; default: answer at once.
 
     A repair re-prompt (a prompt that echoes an earlier reply) gets the answer of the call it
     repairs, so a garbage answer stays garbage and the caller falls back to its default.
@@ -285,6 +316,8 @@ class KnowledgeResponder:
         generate: str | Callable[[list[BaseMessage]], str] = "no change",
         strategy: str | Callable[[int, str], str | dict[str, Any]] | None = None,
         delay_s: float = 0.0,
+        rate: Callable[[str, str, str], tuple[float, float] | None] | None = None,
+        joint: Callable[[int, str], dict[str, Any]] | None = None,
     ) -> None:
         self.gate = gate
         self.queries = queries or (lambda n, _text: [f"query {n}"])
@@ -292,6 +325,8 @@ class KnowledgeResponder:
         self.generate = generate
         self.strategy = strategy
         self.delay_s = delay_s
+        self.rate = rate or (lambda _d, title, _u: (_title_score(_d, title, _u) or 0.0, 0.5))
+        self.joint = joint or (lambda _n, _text: {"action": "answer", "query": ""})
         self.log: list[tuple[str, str]] = []
         self._counts: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -329,6 +364,17 @@ class KnowledgeResponder:
             return json.dumps(
                 {"scores": scores, "known": "k", "established": "e", "unresolved": "gap"}
             )
+        if kind == "rerank":
+            ratings = {}
+            for doc_id, title, url in scored_documents(text):
+                value = self.rate(doc_id, title, url)
+                if value is not None:
+                    ratings[doc_id] = {"relevance": value[0], "novelty": value[1]}
+            return json.dumps(
+                {"ratings": ratings, "known": "k", "established": "e", "unresolved": "gap"}
+            )
+        if kind == "joint_search_step":
+            return json.dumps(self.joint(n, text))
         if kind == "evox_strategy":
             return self._strategy(n, text)
         return self.generate(messages) if callable(self.generate) else self.generate

@@ -9,6 +9,10 @@ Methods (`METHODS` is the default set):
 * ``openevolve`` — the real OpenEvolve package (`evoduet_graph.bench.openevolve_method`);
 * ``evoduet-topk``, ``evoduet-bestofn``, ``evoduet-evox`` — ``evoduet`` with the ``top_k``,
   ``best_of_n`` (N = 4) or ``evox`` scaffold (`GRAPH_METHODS`);
+* the ablation ladder's rows by name (`LADDER_METHODS`): ``oracle``, ``joint-search``,
+  ``stagnation``, ``always``, ``heuristic``, ``rerank``, ``no-query-evolution``,
+  ``no-search-database``, ``select-relevance-novelty``, ``grounding-offline``,
+  ``grounding-online``, ``parallel-8`` — each is its file in ``configs/``;
 * any configuration file: a YAML path, or the stem of a file in ``./configs`` (else the
   repository's ``configs/``), e.g. ``always_retrieve`` or ``scaffold_evox``: our graph with
   that file laid over the base configuration (`config_method`). Its ``llm`` section is not
@@ -61,7 +65,7 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 from langchain_core.language_models import BaseChatModel
@@ -91,6 +95,7 @@ from evoduet_graph.task import Task, TaskError, load_task
 __all__ = [
     "DEFAULT_SEEDS",
     "GRAPH_METHODS",
+    "LADDER_METHODS",
     "METHODS",
     "BenchError",
     "BenchResult",
@@ -117,8 +122,29 @@ GRAPH_METHODS: dict[str, dict[str, Any]] = {
 """Our graph's built-in methods: the configuration each lays over the bench's base
 configuration (nested like a YAML file)."""
 
+LADDER_METHODS: dict[str, str] = {
+    "oracle": "oracle_documents",
+    "joint-search": "joint_search",
+    "stagnation": "stagnation",
+    "always": "always_retrieve",
+    "heuristic": "heuristic",
+    "rerank": "rerank",
+    "no-query-evolution": "no_query_evolution",
+    "no-search-database": "no_search_database",
+    "select-relevance-novelty": "select_relevance_novelty",
+    "grounding-offline": "grounding_offline",
+    "grounding-online": "grounding_online",
+    "parallel-8": "parallel_8",
+}
+"""The ablation ladder's bench names (README "Baselines and ablations") → the file in
+``configs/`` that defines each row (one home per row: the bench reads the file)."""
+
 METHODS: tuple[str, ...] = ("evoduet", "openevolve-mode", "openevolve")
-METHOD_ORDER: tuple[str, ...] = (*METHODS, *(m for m in GRAPH_METHODS if m not in METHODS))
+METHOD_ORDER: tuple[str, ...] = (
+    *METHODS,
+    *LADDER_METHODS,
+    *(m for m in GRAPH_METHODS if m not in METHODS),
+)
 """Order of the methods in tables and plots (others follow by name)."""
 DEFAULT_SEEDS: tuple[int, ...] = (0, 1, 2)
 BENCH_RUN = "bench_run.json"
@@ -422,6 +448,10 @@ class LlamaCppChatOpenAI(ChatOpenAI):
     request.
     """
 
+    native_tool_calling: ClassVar[bool] = False
+    """llama-cpp-python's server calls tools only with a function-calling chat format, which
+    the embedded model is not served with: joint-level search takes its structured path."""
+
     def with_structured_output(  # type: ignore[override]
         self,
         schema: Any = None,
@@ -630,9 +660,69 @@ def graph_outcome(
         details={
             "programs": len(rows),
             "valid_programs": sum(len(v) for v in by_iteration.values()),
-            "knowledge": paper_metrics(run_summary(run_dir)),
+            "knowledge": {
+                **paper_metrics(run_summary(run_dir)),
+                **knowledge_figures(run_dir, rows, iterations),
+            },
         },
     )
+
+
+def knowledge_figures(run_dir: Path, rows: list[Any], iterations: int) -> dict[str, Any]:
+    """The world-knowledge figures of one of our runs, for the bench summary.
+
+    Returns:
+        ``queries`` (searches issued), ``returned_urls``, ``distinct_urls``,
+        ``repeated_urls`` and ``repeated_url_share`` (returned URLs already returned earlier
+        in the run, and their share; None without results; from D_search's rounds when the
+        run kept one, else from the ``search`` events), ``iterations_with_documents``
+        / ``improved_with_documents`` and ``iterations_without_documents`` /
+        ``improved_without_documents`` (an iteration improved when its best valid child beats
+        its parent; it had documents when its prompt carried evidence: gate / look-up /
+        retrieve documents, or a joint-search call that returned results). USD comes from
+        `evoduet_graph.report.paper_metrics` (``llm_usd``), merged beside these.
+    """
+    from evoduet_graph.report import run_summary
+    from evoduet_graph.search.base import normalize_url
+
+    events = list(read_events(run_dir / "events.jsonl"))
+    search = run_summary(run_dir)["search"]
+    searches = [e for e in events if e.get("event") == "search"]
+    returned = int(search.get("returned_urls") or 0)
+    distinct = int(search.get("distinct_urls") or 0)
+    if not returned:  # no D_search on disk (stateless runs): the search events
+        urls = [normalize_url(str(u)) for e in searches for u in e.get("urls") or []]
+        returned, distinct = len(urls), len(set(urls))
+    with_docs: set[int] = set()
+    for ev in events:
+        it = ev.get("iteration")
+        if not isinstance(it, int):
+            continue
+        if ev.get("event") == "node" and ev.get("node") in ("gate", "look_up", "retrieve"):
+            if ev.get("documents"):
+                with_docs.add(it)
+        elif ev.get("event") == "search" and ev.get("joint") and ev.get("urls"):
+            with_docs.add(it)
+    scores = {r.id: r.score for r in rows}
+    improved: set[int] = set()
+    for r in rows:
+        parent = scores.get(r.parent_id) if r.parent_id else None
+        if r.valid and r.score is not None and parent is not None and r.score > parent:
+            improved.add(r.iteration)
+    its = range(1, iterations + 1)
+    return {
+        "queries": len(searches),
+        "returned_urls": returned,
+        "distinct_urls": distinct,
+        "repeated_urls": returned - distinct,
+        "repeated_url_share": (returned - distinct) / returned if returned else None,
+        "iterations_with_documents": sum(1 for i in its if i in with_docs),
+        "improved_with_documents": sum(1 for i in its if i in with_docs and i in improved),
+        "iterations_without_documents": sum(1 for i in its if i not in with_docs),
+        "improved_without_documents": sum(
+            1 for i in its if i not in with_docs and i in improved
+        ),
+    }
 
 
 def _openevolve_runner(ctx: JobContext) -> MethodOutcome:
@@ -883,9 +973,10 @@ def run_bench(
     methods: list[str] = []
     unknown = []
     for name in settings.methods:
-        found = None if name in table else config_method(name)
+        found = None if name in table else config_method(LADDER_METHODS.get(name, name))
         if found is not None:
             label, overlay, path = found
+            label = name if name in LADDER_METHODS else label
             if label in table and label not in config_labels:
                 raise BenchError(f"method config {path} is named like the method {label!r}")
             try:

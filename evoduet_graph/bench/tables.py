@@ -243,6 +243,18 @@ def write_summary(out: Path, records: Sequence[RunRecord], manifest: dict[str, A
         )
     )
     parts += ["", *knowledge_section(records, methods)]
+    parts += ["", "## World knowledge per method: over finished runs", ""]
+    parts.append(_knowledge_table(methods, records))
+    parts += [
+        "",
+        (
+            "Improvement rate: share of iterations whose best valid child beats its parent, "
+            "for iterations whose mutation prompt carried documents (retrieved, looked up, "
+            "oracle, or found by a joint-level search) and for the others. Queries and "
+            "distinct URLs: mean per run; repeated-URL share: returned URLs already returned "
+            "earlier in the same run, pooled over runs. USD: priced models only."
+        ),
+    ]
     failures = [r for r in records if r.status == "failed"]
     if failures:
         parts += ["", "## Failed runs", ""]
@@ -266,6 +278,64 @@ def write_summary(out: Path, records: Sequence[RunRecord], manifest: dict[str, A
     path = out / "summary.md"
     path.write_text("\n".join(parts), encoding="utf-8")
     return path
+
+
+def _rate(improved: int, total: int) -> str:
+    return "—" if not total else f"{100 * improved / total:.0f}% ({improved}/{total})"
+
+
+def _knowledge_table(methods: list[str], records: Sequence[RunRecord]) -> str:
+    """Per method: NDG mean ± sd, improvement rate with / without documents, queries,
+    distinct URLs, repeated-URL share, LLM calls, tokens, USD and wall seconds (means per
+    finished run; rates and the URL share pooled)."""
+    rows = []
+    for m in methods:
+        done = [r for r in records if r.key[1] == m and r.outcome is not None]
+        ndgs = [n for r in done if (n := r.ndg(r.outcome.best)) is not None]  # type: ignore[union-attr]
+        know = [
+            r.outcome.details.get("knowledge") or {}  # type: ignore[union-attr]
+            for r in done
+        ]
+
+        def total(key: str, entries: list[dict[str, Any]] = know) -> int:
+            return sum(int(k.get(key) or 0) for k in entries)
+
+        def mean(values: list[float], digits: int = 1) -> str:
+            avg, _ = mean_sd(values)
+            return "—" if avg is None else f"{avg:.{digits}f}"
+
+        returned, repeated = total("returned_urls"), total("repeated_urls")
+        rows.append(
+            [
+                m,
+                _cell(ndgs),
+                _rate(total("improved_with_documents"), total("iterations_with_documents")),
+                _rate(total("improved_without_documents"), total("iterations_without_documents")),
+                mean([float(k.get("queries") or 0) for k in know]),
+                mean([float(k.get("distinct_urls") or 0) for k in know]),
+                "—" if not returned else f"{100 * repeated / returned:.1f}%",
+                mean([float(r.outcome.llm_calls) for r in done]),  # type: ignore[union-attr]
+                mean([float(r.outcome.tokens) for r in done], 0),  # type: ignore[union-attr]
+                mean([float(k["llm_usd"]) for k in know if k.get("llm_usd") is not None], 4),
+                mean([r.outcome.wall_s for r in done if r.outcome.wall_s is not None]),  # type: ignore[union-attr]
+            ]
+        )
+    return _md_table(
+        [
+            "method",
+            "NDG %",
+            "improved with docs",
+            "improved without docs",
+            "queries",
+            "distinct URLs",
+            "repeated URLs",
+            "LLM calls",
+            "tokens",
+            "USD",
+            "wall s",
+        ],
+        rows,
+    )
 
 
 def _color(method: str, methods: list[str]) -> str:

@@ -2,12 +2,15 @@
 
 ::
 
-    START → construct_query → search → hypothetical_score → update_knowledge
-                  ↑                                               │
-                  └──────────── round < R ────────────────────────┘ → END
+    START → construct_query → search ─┬─ hypothetical_score ─┬─ update_knowledge
+                  ↑                    └─ rerank ─────────────┘        │
+                  └──────────── round < R ─────────────────────────────┘ → END
 
 R is ``retrieval.inner_rounds`` (``retrieval.query_evolution_steps`` overrides it: 1 = one
-search with LLM reranking and no reflection rounds). No candidate is generated or evaluated.
+round of the same loop). ``retrieval.ranking`` chooses how a round's documents are ranked:
+``hypothetical`` (the paper's hypothetical evidence scoring) or ``listwise_rerank`` (the
+scaffold's one-call listwise reranker, `evoduet_graph.nodes.rerank`). No candidate is
+generated or evaluated.
 """
 
 from __future__ import annotations
@@ -15,12 +18,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
 
-from evoduet_graph.context import Context
+from evoduet_graph.context import Context, resolve_context
 from evoduet_graph.graphs.instrument import instrument
 from evoduet_graph.graphs.registry import INNER_NODES, UnknownNodeError, known_nodes_text
 from evoduet_graph.nodes.construct_query import construct_query
 from evoduet_graph.nodes.hypothetical_score import hypothetical_score
+from evoduet_graph.nodes.rerank import rerank
 from evoduet_graph.nodes.search import search
 from evoduet_graph.nodes.update_knowledge import update_knowledge
 from evoduet_graph.state import InnerState
@@ -34,6 +39,7 @@ def default_inner_nodes() -> dict[str, object]:
         "construct_query": construct_query,
         "search": search,
         "hypothetical_score": hypothetical_score,
+        "rerank": rerank,
         "update_knowledge": update_knowledge,
     }
 
@@ -41,6 +47,15 @@ def default_inner_nodes() -> dict[str, object]:
 def route_after_round(state: InnerState) -> str:
     """Another round while ``round < rounds``."""
     return "construct_query" if state.get("round", 0) < state.get("rounds", 1) else END
+
+
+def route_after_search(state: InnerState, runtime: Runtime[Context]) -> str:
+    """``rerank`` when ``retrieval.ranking`` is ``listwise_rerank``, else
+    ``hypothetical_score``."""
+    ctx = resolve_context(runtime.context)
+    if ctx is not None and ctx.config.retrieval.ranking == "listwise_rerank":
+        return "rerank"
+    return "hypothetical_score"
 
 
 def build_inner_graph(
@@ -69,7 +84,8 @@ def build_inner_graph(
         graph.add_node(name, instrument(name, fn) if instrumented else fn)  # type: ignore[arg-type]
     graph.add_edge(START, "construct_query")
     graph.add_edge("construct_query", "search")
-    graph.add_edge("search", "hypothetical_score")
+    graph.add_conditional_edges("search", route_after_search, ["hypothetical_score", "rerank"])
     graph.add_edge("hypothetical_score", "update_knowledge")
+    graph.add_edge("rerank", "update_knowledge")
     graph.add_conditional_edges("update_knowledge", route_after_round, ["construct_query", END])
     return graph

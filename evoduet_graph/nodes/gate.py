@@ -12,6 +12,10 @@ The ``llm`` mode is the method: one structured call (prompt ``gate.md``) sees th
 knowledge state and the decision. Look-up ids that are not in
 the database are dropped; a look-up left without ids falls back to no-op (event
 ``gate_lookup_fallback``); unusable model output falls back to no-op (event ``gate_fallback``).
+
+Two ablation rows branch off here: ``gate.mode: oracle`` (`evoduet_graph.nodes.oracle`: no
+decision, fixed documents) and ``retrieval.use_search_database: false``
+(`evoduet_graph.nodes.gate_stateless`: the gate may only choose no-op or retrieve).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from evoduet_graph.descriptor import context_text, database_text, recent_documen
 from evoduet_graph.knowledge import GateOutput, knowledge_text, render
 from evoduet_graph.llm import LLMCallError, structured_call
 from evoduet_graph.nodes._common import context_of
+from evoduet_graph.nodes.gate_stateless import stateless_decision
+from evoduet_graph.nodes.oracle import oracle_update
 from evoduet_graph.review import review_gate
 from evoduet_graph.state import GateDecision, OuterState
 
@@ -131,7 +137,11 @@ def gate(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Decide this iteration's knowledge action.
 
     With ``gate.review`` the decision is shown to a person first (LangGraph ``interrupt``,
-    `evoduet_graph.review.review_gate`), who may keep or change it.
+    `evoduet_graph.review.review_gate`), who may keep or change it; this covers the rule-based
+    modes, the ``llm`` gate and its stateless variant (``retrieval.use_search_database:
+    false``, where a reviewer's ``look-up`` is refused: there is no search database). The
+    ``oracle`` mode is never reviewed: it makes no decision (every iteration is a no-op with
+    the fixed oracle documents), so there is nothing to approve.
 
     Returns:
         ``gate_decision`` and ``gate_reason``; in ``llm`` mode also ``knowledge_state`` and
@@ -141,9 +151,13 @@ def gate(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
         LLMCallError: the model endpoint failed (transport), not for bad output.
     """
     ctx = context_of(runtime)
+    if ctx.config.gate.mode == "oracle":
+        return oracle_update(state, ctx)  # no decision to review: fixed documents, no-op
 
     def decide() -> dict[str, Any]:
         if ctx.config.gate.mode == "llm":
+            if not ctx.config.retrieval.use_search_database:
+                return stateless_decision(state, ctx)
             return llm_decision(state, ctx)
         decision, reason = rule_decision(state, ctx)
         return {"gate_decision": decision, "gate_reason": reason}

@@ -20,6 +20,10 @@ Before a child goes on to ``evaluate`` it passes the run's novelty check (`Conte
 rejected with its reason (event ``novelty_rejected``); with ``novelty.resample`` the model is
 asked once more with the same prompt, and a second rejection records the candidate as
 ``duplicate`` — stored with its code, never evaluated.
+
+With ``joint_search.enabled`` the first draft's model call is the joint-level search loop of
+`evoduet_graph.nodes.joint_search` (the model may search before it writes the candidate); a
+novelty resample is a plain call.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from evoduet_graph.context import Context
 from evoduet_graph.diffs import candidate_from_response, code_diff_summary
 from evoduet_graph.llm import LocalChatModel, invoke_text
 from evoduet_graph.nodes._common import context_of, emit_progress
+from evoduet_graph.nodes.joint_search import joint_answer
 from evoduet_graph.novelty import NoveltyVerdict, population_references
 from evoduet_graph.prompting import (
     AttemptView,
@@ -151,6 +156,7 @@ def draft(
     index: int,
     attempt: int,
     evidence: int = 0,
+    answer: Any | None = None,
 ) -> None:
     """Ask the model for candidate ``row`` and fill in its code, kind, status and error.
 
@@ -158,7 +164,9 @@ def draft(
     code that does not compile: `compile_error`) or ``failed`` (the model call raised).
     ``index`` (the candidate slot), ``attempt`` (0, or 1 for the novelty resample) and
     ``evidence`` (documents in the prompt) go into the call's metadata, with the iteration,
-    candidate id and parent id.
+    candidate id and parent id. ``answer`` replaces the plain call of the ``generate`` role's
+    model: ``(messages, config) -> text`` (joint-level in-loop search,
+    `evoduet_graph.nodes.joint_search`, which calls that same model).
     """
     row.code, row.kind, row.status, row.error, row.artifacts = None, "none", "failed", None, {}
     try:
@@ -171,8 +179,11 @@ def draft(
             parent=row.parent_id,
             evidence=evidence,
         )
-        model = ctx.model_for("generate")
-        text, _ = invoke_text(model, messages, config=config, retry=ctx.llm_retry("generate"))
+        if answer is not None:
+            text = answer(messages, config)
+        else:
+            model = ctx.model_for("generate")
+            text, _ = invoke_text(model, messages, config=config, retry=ctx.llm_retry("generate"))
     except Exception as exc:  # noqa: BLE001 - a model fault fails this candidate only
         row.error = f"LLM call failed: {type(exc).__name__}: {exc}"[:500]
         return
@@ -313,8 +324,11 @@ def generate(payload: GenerateInput, runtime: Runtime[Context]) -> dict[str, Any
         kind="none",
         status="failed",
     )
-    draft(ctx, row, messages, parent_code, diff_based=diff_based, index=index, attempt=0,
-          evidence=len(payload["documents"]))
+    answer = joint_answer(ctx, iteration, index, parent.id) if ctx.config.joint_search.enabled else None
+    draft(
+        ctx, row, messages, parent_code, diff_based=diff_based, index=index, attempt=0,
+        evidence=len(payload["documents"]), answer=answer,
+    )
     if row.status == "generated" and ctx.novelty is not None:
         shown = [*top_ids, *inspiration_ids]
         resample = bool(getattr(ctx.novelty, "resample", False))

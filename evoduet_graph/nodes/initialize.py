@@ -20,6 +20,7 @@ from langgraph.runtime import Runtime
 from evoduet_graph.context import Context
 from evoduet_graph.evaluation import EvaluationOutcome
 from evoduet_graph.nodes._common import context_of, emit_progress
+from evoduet_graph.nodes.grounding import ground
 from evoduet_graph.nodes.stop_rules import target_reached
 from evoduet_graph.population import ProgramEntry
 from evoduet_graph.results import write_best
@@ -120,6 +121,7 @@ def initialize(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
             if reason:
                 update["stop_reason"] = reason
         return update
+    ground(ctx)  # retrieval.grounding: seed D_search before iteration 1
     write_best(ctx, INITIAL_ID)
     metric_value = ctx.task.metric_value(row.metrics)
     emit_progress(

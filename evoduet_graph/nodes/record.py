@@ -35,6 +35,8 @@ def credit_evidence(ctx: Context, state: OuterState, valid: list[CandidateRecord
     record_id = state.get("evidence_record_id")
     if not record_id or ctx.search_db is None:
         return
+    if not ctx.config.retrieval.use_search_database:
+        return  # stateless retrieval (ablation): nothing is credited
     iteration = state["iteration"]
     parent_score = ctx.store.get_program(state["parent_id"] or "").score
     parent_score = float(parent_score or 0.0)
@@ -72,6 +74,38 @@ def credit_evidence(ctx: Context, state: OuterState, valid: list[CandidateRecord
         predicted=[d.get("predicted_score") for d in state.get("documents", [])],
         realised=impact.child_score,
     )
+
+
+def credit_joint_searches(ctx: Context, state: OuterState) -> None:
+    """Joint-level in-loop search (`evoduet_graph.nodes.joint_search`): credit each
+    candidate's own joint-search record (``jnt_<iteration>_c<index>``) with that candidate's
+    realised Δ, as the method's records are credited with the iteration's."""
+    if ctx.search_db is None or not ctx.config.joint_search.enabled:
+        return
+    iteration = state["iteration"]
+    parent_score = float(ctx.store.get_program(state["parent_id"] or "").score or 0.0)
+    for cand in state.get("candidates", []):
+        record_id = f"jnt_{iteration:06d}_c{cand['index']}"
+        if ctx.search_db.get_record(record_id) is None:
+            continue
+        if cand["status"] == "evaluated" and cand["valid"]:
+            child = float(cand["score"] or 0.0)
+            delta = child - parent_score
+            outcome = "improved" if delta > 0 else "decreased" if delta < 0 else "unchanged"
+            impact = Impact(
+                iteration=iteration,
+                parent_score=parent_score,
+                child_score=child,
+                delta=delta,
+                outcome=outcome,
+            )
+        else:
+            impact = Impact(
+                iteration=iteration,
+                parent_score=parent_score,
+                outcome="invalid" if cand["status"] == "evaluated" else "not_evaluated",
+            )
+        ctx.search_db.add_impact(record_id, impact)
 
 
 def only_duplicates(candidates: list[CandidateRecord]) -> bool:
@@ -191,6 +225,7 @@ def record(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
             update["stop_reason"] = reason
         ctx.events.emit("budget", iteration=iteration, stop_reason=reason, **totals.as_dict())
     credit_evidence(ctx, state, valid)
+    credit_joint_searches(ctx, state)
     commit_population(ctx, iteration, op)
     return update
 

@@ -40,7 +40,12 @@ def round_log(log: RoundLog) -> SearchRoundLog:
         queries=list(log["queries"]),
         results=[
             RoundResult(
-                doc_id=d["id"], url=d["url"], title=d["title"], predicted_score=d["predicted_score"]
+                doc_id=d["id"],
+                url=d["url"],
+                title=d["title"],
+                predicted_score=d["predicted_score"],
+                relevance=d.get("relevance"),
+                novelty=d.get("novelty"),
             )
             for d in log["results"]
         ],

@@ -19,9 +19,12 @@ from evoduet_graph.state import InnerState, RoundLog
 
 
 def top_k_documents(pool: list[Any], k: int) -> list[Any]:
-    """The ``k`` documents with the highest ``predicted_score`` (None ranks last)."""
+    """The ``k`` documents with the highest ``rerank_score`` when the listwise reranker rated
+    them, else the highest ``predicted_score`` (None ranks last)."""
     def key(doc: Any) -> tuple[float, str]:
-        score = doc.get("predicted_score")
+        score = doc.get("rerank_score")
+        if score is None:
+            score = doc.get("predicted_score")
         return (-(score if score is not None else float("-inf")), doc["id"])
 
     return sorted(pool, key=key)[:k]

@@ -39,15 +39,24 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from evoduet_graph.search.base import Document, normalize_url
-from evoduet_graph.search.text import tokenize
 
 logger = logging.getLogger(__name__)
 
 SelectPolicy = Literal["delta", "relevance_novelty", "recency", "full"]
 Outcome = Literal["improved", "decreased", "unchanged", "invalid", "not_evaluated"]
 
-RELEVANCE_WEIGHT = 0.7
-"""λ of the relevance/novelty trade-off: score = λ·relevance − (1−λ)·max doc-set overlap."""
+def _rerank_assessment(record: SearchRecord) -> tuple[float, float] | None:
+    """Mean (relevance, novelty) of the record's final documents as the listwise reranker
+    rated them (the latest round that rated each), or None when none was rated."""
+    ratings: dict[str, tuple[float, float]] = {}
+    for rnd in record.rounds:
+        for result in rnd.results:
+            if result.relevance is not None and result.novelty is not None:
+                ratings[result.doc_id] = (result.relevance, result.novelty)
+    mine = [ratings[d] for d in record.final_doc_ids if d in ratings]
+    if not mine:
+        return None
+    return (sum(r for r, _ in mine) / len(mine), sum(n for _, n in mine) / len(mine))
 
 
 class _Model(BaseModel):
@@ -62,12 +71,15 @@ class RoundResult(_Model):
         url: the hit's URL (offline: its id).
         title: its title.
         predicted_score: the hypothetical child score predicted for it (task scale), or None.
+        relevance / novelty: the listwise reranker's ratings (0..1), or None.
     """
 
     doc_id: str
     url: str
     title: str = ""
     predicted_score: float | None = None
+    relevance: float | None = None
+    novelty: float | None = None
 
 
 class RoundLog(_Model):
@@ -111,7 +123,8 @@ class SearchRecord(_Model):
         knowledge_state: the gate's / inner loop's final knowledge state.
         rounds: the inner-loop rounds (empty for a look-up).
         final_doc_ids: the documents handed to the outer loop.
-        decision: ``retrieve`` or ``look-up``.
+        decision: ``retrieve`` or ``look-up``; ``grounding`` (the seed written before
+            iteration 1) or ``joint-search`` (the searches of one mutation call).
         impacts: realised outcomes (appended by `SearchDatabase.add_impact`).
     """
 
@@ -122,7 +135,7 @@ class SearchRecord(_Model):
     knowledge_state: dict[str, Any] = Field(default_factory=dict)
     rounds: list[RoundLog] = Field(default_factory=list)
     final_doc_ids: list[str] = Field(default_factory=list)
-    decision: Literal["retrieve", "look-up"] = "retrieve"
+    decision: Literal["retrieve", "look-up", "grounding", "joint-search"] = "retrieve"
     impacts: list[Impact] = Field(default_factory=list)
 
     @property
@@ -501,21 +514,28 @@ class SearchDatabase:
     # -- selection -------------------------------------------------------------------------
 
     def select(
-        self, policy: SelectPolicy, k: int, *, query_text: str | None = None
+        self,
+        policy: SelectPolicy,
+        k: int,
+        *,
+        query_text: str | None = None,
+        weights: tuple[float, float] = (0.5, 0.5),
     ) -> list[SearchRecord]:
         """The records shown to the gate and the query constructor (DESIGN.md §1).
 
         Args:
             policy: ``delta``: ⌈k/2⌉ records with the highest and ⌊k/2⌋ with the lowest
                 realised Δ (mean over impacts), records without a realised Δ fill any
-                remaining slots, newest first; ``relevance_novelty``: greedy selection
-                maximising λ·relevance − (1−λ)·overlap, where relevance is the BM25 score of
-                the record's queries and document titles against ``query_text`` (normalised
-                to [0, 1]) and overlap the largest Jaccard overlap of its final documents with
-                an already selected record (λ = `RELEVANCE_WEIGHT`); ``recency``: newest
-                first; ``full``: every record (``k`` ignored).
+                remaining slots, newest first; ``relevance_novelty``: greedy selection by
+                the relevance/novelty assessments stored at retrieval time (the listwise
+                reranker's ratings, else the hypothetical scores; `_relevance_novelty`),
+                weighted by ``weights``, no LLM call; ``recency``: newest first; ``full``:
+                every record (``k`` ignored).
             k: number of records (≤ 0 gives ``[]`` except for ``full``).
-            query_text: what the selection should be relevant to (``relevance_novelty``).
+            query_text: unused by the built-in policies (kept for callers that pass the
+                open knowledge gap).
+            weights: ``(relevance weight, novelty weight)`` of ``relevance_novelty``
+                (``retrieval.rerank_relevance_weight`` / ``rerank_novelty_weight``).
 
         Returns:
             Deep copies of the selected records; deterministic for equal inputs.
@@ -546,28 +566,53 @@ class SearchDatabase:
             chosen += [r for r in newest if r.record_id not in taken][: k - len(chosen)]
             return chosen
         if policy == "relevance_novelty":
-            return self._relevance_novelty(records, newest, k, query_text or "")
+            return self._relevance_novelty(records, newest, k, weights)
         raise ValueError(f"unknown select policy {policy!r}")
 
     def _relevance_novelty(
-        self, records: list[SearchRecord], newest: list[SearchRecord], k: int, query: str
+        self,
+        records: list[SearchRecord],
+        newest: list[SearchRecord],
+        k: int,
+        weights: tuple[float, float],
     ) -> list[SearchRecord]:
+        """Greedy selection by the assessments stored at retrieval time (no LLM call).
+
+        A record's relevance and novelty are the means of its final documents' listwise
+        rerank ratings (`RoundResult.relevance` / ``novelty``) when it has them; otherwise
+        its relevance is its final documents' mean predicted gain (predicted child score −
+        parent score), min-max normalised over the candidates to [0, 1], and its novelty
+        1 − the largest Jaccard overlap of its final documents with an already selected
+        record. Value: ``w_rel · relevance + w_nov · novelty``; ties: newest first.
+        """
         rank = {r.record_id: n for n, r in enumerate(newest)}
-        relevance = self._relevance(records, query)
+        rated = {r.record_id: _rerank_assessment(r) for r in records}
+        gains = {r.record_id: self._predicted_gain(r) for r in records}
+        known = [g for g in gains.values() if g is not None]
+        low, high = (min(known), max(known)) if known else (0.0, 0.0)
         doc_sets = {r.record_id: set(r.final_doc_ids) for r in records}
+        w_rel, w_nov = weights
         chosen: list[SearchRecord] = []
         pool = list(records)
         while pool and len(chosen) < k:
 
             def value(r: SearchRecord) -> tuple[float, int]:
-                overlap = 0.0
-                mine = doc_sets[r.record_id]
-                for c in chosen:
-                    other = doc_sets[c.record_id]
-                    union = mine | other
-                    if union:
-                        overlap = max(overlap, len(mine & other) / len(union))
-                score = RELEVANCE_WEIGHT * relevance[r.record_id] - (1 - RELEVANCE_WEIGHT) * overlap
+                assessment = rated[r.record_id]
+                if assessment is not None:
+                    relevance, novelty = assessment
+                else:
+                    gain = gains[r.record_id]
+                    relevance = (
+                        0.0 if gain is None else 1.0 if high == low else (gain - low) / (high - low)
+                    )
+                    overlap = 0.0
+                    mine = doc_sets[r.record_id]
+                    for c in chosen:
+                        union = mine | doc_sets[c.record_id]
+                        if union:
+                            overlap = max(overlap, len(mine & doc_sets[c.record_id]) / len(union))
+                    novelty = 1.0 - overlap
+                score = w_rel * relevance + w_nov * novelty
                 return (-round(score, 12), rank[r.record_id])
 
             best = min(pool, key=value)
@@ -575,31 +620,16 @@ class SearchDatabase:
             pool.remove(best)
         return chosen
 
-    def _relevance(self, records: list[SearchRecord], query: str) -> dict[str, float]:
-        zero = {r.record_id: 0.0 for r in records}
-        q_tokens = tokenize(query)
-        if not q_tokens:
-            return zero
-        corpus = []
-        for r in records:
-            titles = [self._docs[d].title for d in r.final_doc_ids if d in self._docs]
-            corpus.append(tokenize(" ".join(r.queries + titles)))
-        if not any(corpus):
-            return zero
-        import bm25s
-
-        retriever = bm25s.BM25()
-        retriever.index(corpus, show_progress=False)
-        known = [t for t in q_tokens if t in retriever.vocab_dict]
-        if not known:
-            return zero
-        scores = [float(s) for s in retriever.get_scores(known)]
-        top = max(scores)
-        if top <= 0:
-            return zero
-        return {r.record_id: s / top for r, s in zip(records, scores, strict=True)}
-
-    # -- statistics and rendering ----------------------------------------------------------
+    def _predicted_gain(self, record: SearchRecord) -> float | None:
+        """Mean predicted gain (predicted child − parent score) of the record's final
+        documents: its own inner loop's predictions, else those in its round results."""
+        scores = self.loop_scores(record.record_id)
+        for rnd in record.rounds:
+            for result in rnd.results:
+                if result.predicted_score is not None:
+                    scores.setdefault(result.doc_id, result.predicted_score)
+        mine = [scores[d] for d in record.final_doc_ids if d in scores]
+        return sum(mine) / len(mine) - record.parent_score if mine else None
 
     def url_stats(self) -> dict[str, float | int]:
         """URL novelty over every round's results (DESIGN.md §6).
@@ -629,7 +659,13 @@ class SearchDatabase:
                 "documents": len(self._docs),
             }
 
-    def render_for_prompt(self, records: Iterable[SearchRecord], max_chars: int) -> str:
+    def render_for_prompt(
+        self,
+        records: Iterable[SearchRecord],
+        max_chars: int,
+        *,
+        documents_per_entry: int | None = None,
+    ) -> str:
         """Compact, deterministic text listing of ``records`` for the gate's prompt.
 
         One block per record: id, iteration, decision, realised Δ and outcomes; the queries by
@@ -646,7 +682,7 @@ class SearchDatabase:
         records = list(records)
         if not records:
             return "(no earlier searches)"[:max_chars]
-        blocks = [self._render_record(r) for r in records]
+        blocks = [self._render_record(r, documents_per_entry) for r in records]
         out: list[str] = []
         for block in blocks:
             if len("\n".join([*out, block])) > max_chars:
@@ -671,7 +707,7 @@ class SearchDatabase:
             out.append(note(omitted))
         return "\n".join(out)[:max_chars]
 
-    def _render_record(self, r: SearchRecord) -> str:
+    def _render_record(self, r: SearchRecord, documents_per_entry: int | None = None) -> str:
         impacts = (
             ", ".join(f"it{i.iteration} {i.outcome} Δ={_signed(i.delta)}" for i in r.impacts)
             or "no outcome yet"
@@ -688,7 +724,10 @@ class SearchDatabase:
                     f"  round {rnd.round} queries: "
                     + " | ".join(json.dumps(q) for q in rnd.queries)
                 )
-        for doc_id in r.final_doc_ids:
+        shown = r.final_doc_ids if documents_per_entry is None else r.final_doc_ids[
+            :documents_per_entry
+        ]
+        for doc_id in shown:
             doc = self._docs.get(doc_id)
             title = _one_line(doc.title) if doc is not None else "(unknown document)"
             found = self.prediction_for(doc_id, r.parent_id, record_id=r.record_id)

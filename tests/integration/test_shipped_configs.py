@@ -34,6 +34,7 @@ it exists and a run that ignored part of its file fails:
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -50,7 +51,13 @@ from evoduet_graph.scaffolds.evox import STRATEGY_FILE, StrategyLog
 from evoduet_graph.search import SearchDatabase
 from evoduet_graph.store import ProgramStore
 from tests.conftest import ROOT, diff
-from tests.fakes import FakeSearcher, KnowledgeResponder, ScriptedChatModel, prompt_kind
+from tests.fakes import (
+    FakeSearcher,
+    KnowledgeResponder,
+    ScriptedChatModel,
+    prompt_kind,
+    prompt_text,
+)
 from tests.fault_harness import InProcessEvaluator
 
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
@@ -65,9 +72,34 @@ RADIUS_DOWN = diff(RADIUS.format("0.6"), RADIUS.format("0.5"))  # valid, smaller
 
 
 def _current_program(messages: list[Any]) -> str:
-    """The ``## Current program`` section of a generation prompt (up to the next heading)."""
-    user = str(messages[-1].content)
+    """The ``## Current program`` section of a generation prompt (up to the next heading);
+    a joint-level search appends its turns after the generation prompt."""
+    user = next(str(m.content) for m in messages if "## Current program" in str(m.content))
     return user.split("## Current program", 1)[1].split("\n## ", 1)[0]
+
+
+JOINT_QUERY = "convex hull area of points in a disk"
+
+
+def _joint(_n: int, text: str) -> dict[str, str]:
+    """A structured joint-search turn: one search per mutation call (the same query in every
+    iteration, so the second call's URLs are repeats), then answer."""
+    if "Searches so far in this mutation:\n(none)" in text:
+        return {"action": "search", "query": JOINT_QUERY}
+    return {"action": "answer", "query": ""}
+
+
+def _grounding_file(tmp_path: Path) -> Path:
+    path = tmp_path / "grounding.jsonl"
+    path.write_text(
+        "\n".join(
+            json.dumps({"url": f"https://seed.example/{i}", "title": f"Seed {i}", "content": f"c{i}"})
+            for i in range(2)
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    return path
 
 
 def _generate(messages: list[Any]) -> str:
@@ -85,6 +117,7 @@ def _run(cfg: EvoDuetConfig, run_dir: Path) -> tuple[Any, ScriptedChatModel, Fak
         gate=LLM_GATE,
         queries=lambda n, _text: [f"query {n}.{j}" for j in range(q)],
         generate=_generate,
+        joint=_joint,
     )
     llm = ScriptedChatModel(responses=[], default=responder)
     searcher = FakeSearcher()
@@ -121,6 +154,10 @@ def _kinds(llm: ScriptedChatModel) -> Counter:
 @pytest.mark.parametrize("config_path", CONFIGS, ids=[p.name for p in CONFIGS])
 def test_shipped_config_runs_and_shows_its_behaviour(config_path, tmp_path):
     cfg = load_config(config_path).with_overrides({"iterations": ITERATIONS})
+    task = ROOT / "tasks" / "smoke_polygon_area"
+    if cfg.retrieval.grounding == "offline" and not (task / "docs").is_dir():
+        # the smoke task has no docs/ folder: seed from a JSONL file (the other source)
+        cfg = cfg.with_overrides({"retrieval.grounding_documents": str(_grounding_file(tmp_path))})
     rdir = tmp_path / "run"
     result, llm, searcher = _run(cfg, rdir)
     check_behaviour(cfg, rdir, result, llm, searcher)
@@ -153,6 +190,9 @@ def check_behaviour(
         assert decisions == LLM_GATE
         assert reasons == [f"scripted gate answer {n}" for n in range(ITERATIONS)]
         assert kinds["gate"] == ITERATIONS
+    elif cfg.gate.mode == "oracle":
+        assert decisions == ["no-op"] * ITERATIONS and kinds["gate"] == 0
+        assert all(reason.startswith("gate mode oracle") for reason in reasons)
     else:
         expected = [
             rule_decision(
@@ -171,21 +211,39 @@ def check_behaviour(
     retrieves = [i for i, d in enumerate(decisions, start=1) if d == "retrieve"]
     rounds = r.query_evolution_steps or r.inner_rounds
     found = rounds * r.queries_per_round * r.results_per_query  # distinct URLs per retrieval
-    db = SearchDatabase(rdir / "search_database.jsonl")
-    assert [rec.iteration for rec in db.records()] == retrieves
-    for rec in db.records():
-        assert len(rec.rounds) == rounds
-        assert all(len(rnd.queries) == r.queries_per_round for rnd in rec.rounds)
-        assert len(rec.final_doc_ids) == min(r.top_k, found)
-        assert [i.iteration for i in rec.impacts] == [rec.iteration]
-    assert len(db.documents()) == len(retrieves) * found
-    assert searcher.calls == len(retrieves) * rounds * r.queries_per_round
+    ranking = "rerank" if r.ranking == "listwise_rerank" else "hypothetical_score"
+    db_path = rdir / "search_database.jsonl"
+    db = SearchDatabase(db_path)
+    events = list(read_events(rdir / "events.jsonl"))
+    searches = [e for e in events if e["event"] == "search"]
+    if r.use_search_database:
+        retrievals = [rec for rec in db.records() if rec.decision == "retrieve"]
+        assert [rec.iteration for rec in retrievals] == retrieves
+        for rec in retrievals:
+            assert len(rec.rounds) == rounds
+            assert all(len(rnd.queries) == r.queries_per_round for rnd in rec.rounds)
+            assert len(rec.final_doc_ids) == min(r.top_k, found)
+            assert [i.iteration for i in rec.impacts] == [rec.iteration]
+        retrieved = {d for rec in retrievals for rnd in rec.rounds for d in rnd.retained}
+        assert len(retrieved) <= len(retrieves) * found
+    inner_searches = [e for e in searches if not e.get("joint") and e["iteration"] > 0]
+    assert len(inner_searches) == len(retrieves) * rounds * r.queries_per_round
+    joint_searches = [e for e in searches if e.get("joint")]
+    grounding_searches = [e for e in searches if e["iteration"] == 0]
+    backend_searches = [  # a repeated query is answered by the search cache, not the backend
+        e for e in [*inner_searches, *joint_searches, *grounding_searches] if not e.get("cached")
+    ]
+    assert searcher.calls == len(backend_searches)
     assert searcher.preflights == (1 if can_retrieve(cfg) else 0)
     assert kinds["construct_query"] == len(retrieves) * rounds
-    assert kinds["hypothetical_score"] == len(retrieves) * rounds
-    if cfg.gate.mode == "never":  # the closed-world run: no knowledge layer at all
+    assert kinds[ranking] == len(retrieves) * rounds
+    assert kinds["rerank" if ranking == "hypothetical_score" else "hypothetical_score"] == 0
+    if not can_retrieve(cfg):  # no knowledge layer (closed world, or the oracle's fixed set)
         assert searcher.calls == 0 and not any(kinds[k] for k in LAYER_KINDS)
-        assert not (rdir / "search_database.jsonl").exists() or len(db) == 0
+        assert not [rec for rec in db.records()]
+    if cfg.gate.mode == "never" and not cfg.joint_search.enabled:  # the closed-world run
+        assert not db_path.exists() or len(db.documents()) == 0
+    check_row(cfg, rdir, llm, searcher, db, events, decisions)
 
     # -- candidates per iteration ------------------------------------------------------------
     slots = Counter(e["iteration"] for e in _node_events(rdir, "generate"))
@@ -250,6 +308,73 @@ def check_behaviour(
     else:  # every child is evaluated
         assert all(p.status == "evaluated" and p.valid for p in rows)
         assert rejected == []
+
+
+def check_row(
+    cfg: EvoDuetConfig,
+    rdir: Path,
+    llm: ScriptedChatModel,
+    searcher: FakeSearcher,
+    db: SearchDatabase,
+    events: list[dict[str, Any]],
+    decisions: list[str],
+) -> None:
+    """The defining behaviour of the ablation-ladder rows (README "Baselines and
+    ablations")."""
+    r = cfg.retrieval
+    generate_prompts = [prompt_text(m) for m in llm.prompts if prompt_kind(m) == "generate"]
+    gate_prompts = [prompt_text(m) for m in llm.prompts if prompt_kind(m) == "gate"]
+    if cfg.gate.mode == "oracle":  # oracle documents in every mutation prompt, no search
+        titles = [
+            line.removeprefix("# ").strip()
+            for f in sorted((ROOT / "tasks" / "smoke_polygon_area" / "oracle").glob("*.md"))
+            for line in f.read_text(encoding="utf-8").splitlines()
+            if line.startswith("# ")
+        ]
+        assert titles and generate_prompts
+        for text in generate_prompts:
+            assert all(t in text for t in titles)
+        assert searcher.calls == 0 and db.records() == []
+    if cfg.joint_search.enabled:  # the mutation call searched; recorded like the method
+        records = [rec for rec in db.records() if rec.decision == "joint-search"]
+        assert [rec.iteration for rec in records] == list(range(1, ITERATIONS + 1))
+        assert all(rec.queries == [JOINT_QUERY] for rec in records)
+        # each candidate's record is credited with its own outcome (iteration 2: duplicate)
+        assert [[i.outcome for i in rec.impacts] for rec in records] == [
+            ["decreased"],
+            ["not_evaluated"],
+        ]
+        assert searcher.queries == [JOINT_QUERY]  # iteration 2's repeat: the search cache
+        joint = [e for e in events if e["event"] == "search" and e.get("joint")]
+        assert [e["cached"] for e in joint] == [False] + [True] * (ITERATIONS - 1)
+        urls = [u for e in events if e["event"] == "search" and e.get("joint") for u in e["urls"]]
+        assert len(urls) == ITERATIONS * r.results_per_query
+        stats = db.url_stats()  # iteration 2 returned iteration 1's URLs again
+        assert stats["seen_before_share"] == pytest.approx(0.5)
+        assert [e["protocol"] for e in events if e["event"] == "joint_search"] == (
+            ["structured"] * ITERATIONS
+        )
+        assert _kinds(llm)["joint_search_step"] == 2 * ITERATIONS  # search, then answer
+        assert all("## Search" in t for t in generate_prompts[:1])
+    if r.ranking == "listwise_rerank":  # exactly one ranking call per retrieve
+        assert _kinds(llm)["rerank"] == decisions.count("retrieve")
+        for rec in db.records():
+            assert all(res.relevance is not None for rnd in rec.rounds for res in rnd.results)
+    if not r.use_search_database:  # nothing persisted or credited, never a look-up
+        assert not (rdir / "search_database.jsonl").exists()
+        assert not [e for e in events if e["event"] == "impact"]
+        assert "look-up" not in decisions and not _node_events(rdir, "look_up")
+        assert gate_prompts and not any("## Search database" in t for t in gate_prompts)
+    if r.grounding != "none":  # D_search seeded before iteration 1
+        seed = db.get_record("grd_000000")
+        assert seed is not None and seed.iteration == 0 and seed.final_doc_ids
+        grounding = next(e for e in events if e["event"] == "grounding")
+        first_gate = next(e for e in events if e["event"] == "node" and e["node"] == "gate")
+        assert grounding["time"] <= first_gate["time"]
+        shown = seed.final_doc_ids[: r.documents_per_entry]
+        assert all(d in gate_prompts[0] for d in shown)  # look-up can name them
+        if r.grounding == "online":
+            assert searcher.queries[0] == seed.queries[0]
 
 
 def test_the_shipped_configs_are_found():

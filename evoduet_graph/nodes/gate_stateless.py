@@ -1,0 +1,94 @@
+"""The knowledge-gap gate without a search database (ablation ``use_search_database: false``).
+
+With ``retrieval.use_search_database: false`` retrieval is stateless: nothing from earlier
+searches is kept, so the gate (prompt ``gate_stateless.md``, no database section) may only
+choose ``no-op`` or ``retrieve``; ``look-up`` does not exist in its reply schema. A ``look-up``
+the model writes anyway is not accepted: the reply fails validation and the structured-output
+helper repairs it or falls back to ``no-op`` (event ``gate_fallback``), as for any unusable
+gate reply (`evoduet_graph.nodes.gate`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from evoduet_graph.context import Context
+from evoduet_graph.descriptor import history_text
+from evoduet_graph.knowledge import _DECISIONS, KnowledgeFields, _text, knowledge_text, render
+from evoduet_graph.llm import LLMCallError, structured_call
+from evoduet_graph.state import GateDecision, OuterState
+
+
+class StatelessGateOutput(KnowledgeFields):
+    """The stateless gate's reply: knowledge state and ``no-op`` / ``retrieve``."""
+
+    decision: Literal["no-op", "retrieve"] = "no-op"
+    reasoning: str = Field("", max_length=300)
+
+    @field_validator("decision", mode="before")
+    @classmethod
+    def _decision(cls, value: Any) -> str:
+        key = str(value).strip().lower().replace(" ", "-")
+        decision = _DECISIONS.get(key)
+        if decision not in ("no-op", "retrieve"):
+            raise ValueError(f"decision must be no-op or retrieve, got {value!r}")
+        return decision
+
+    @field_validator("reasoning", mode="before")
+    @classmethod
+    def _reasoning(cls, value: Any) -> str:
+        return _text(value)[:300]
+
+
+def stateless_gate_prompt(state: OuterState, ctx: Context) -> str:
+    """The stateless gate's prompt (``prompts/gate_stateless.md``) for this iteration."""
+    parent = ctx.store.get_program(state["parent_id"] or "")
+    return render(
+        "gate_stateless",
+        instruction=ctx.task.instruction[:2000],
+        parent_score=parent.score,
+        parent_code=(parent.code or "")[: ctx.config.prompt.max_program_chars],
+        parent_metrics=parent.metrics,
+        history=history_text(ctx, state.get("iteration", 0), ctx.config.prompt.history_programs),
+        knowledge=knowledge_text(state.get("knowledge_state")),
+    )
+
+
+def stateless_decision(state: OuterState, ctx: Context) -> dict[str, Any]:
+    """Run the stateless gate: ``gate_decision`` (no-op / retrieve), ``gate_reason`` and
+    ``knowledge_state``; never ``gate_document_ids``."""
+    iteration = state.get("iteration", 0)
+    try:
+        result = structured_call(
+            ctx.llm,
+            stateless_gate_prompt(state, ctx),
+            StatelessGateOutput,
+            default=lambda: StatelessGateOutput(reasoning="fallback: the gate's reply was unusable"),
+            config=ctx.llm_config("gate"),
+            retry=ctx.llm_retry(),
+        )
+    except LLMCallError as exc:
+        ctx.events.emit("gate_error", iteration=iteration, error=str(exc)[:500])
+        return {"gate_decision": "no-op", "gate_reason": f"gate call failed: {exc}"[:300]}
+    out = result.value
+    if result.used_default:
+        ctx.events.emit("gate_fallback", iteration=iteration, fallbacks=result.fallbacks)
+    decision: GateDecision = out.decision
+    knowledge = out.as_state()
+    ctx.events.emit(
+        "gate_decision",
+        iteration=iteration,
+        decision=decision,
+        reasoning=out.reasoning,
+        knowledge_state=dict(knowledge),
+        document_ids=[],
+        method=result.method,
+    )
+    return {
+        "gate_decision": decision,
+        "gate_reason": out.reasoning,
+        "knowledge_state": knowledge,
+        "gate_document_ids": [],
+    }
