@@ -107,3 +107,21 @@ def test_cli_memory_option_sets_the_store_path(smoke_task_dir, tmp_path, monkeyp
     cfg = (out / "config.yaml").read_text(encoding="utf-8")
     assert f"memory: {tmp_path / 'mem.sqlite'}" in cfg
     assert (tmp_path / "mem.sqlite").is_file()
+
+
+def test_stateless_retrieval_neither_recalls_nor_writes_the_memory(smoke_task_dir, tmp_path):
+    """``retrieval.use_search_database: false`` (issue 15's ablation) keeps no search
+    database, so the memory is left alone: nothing recalled, nothing written."""
+    memory = str(tmp_path / "memory.sqlite")
+    _run(smoke_task_dir, tmp_path / "first", _config(memory=memory), "first run query")
+    mem = TaskMemory(open_store(memory), "smoke_polygon_area", "check")
+    before = len(mem._all(mem.outcomes_ns))
+    assert before == 1
+    rdir = tmp_path / "stateless"
+    second = _run(smoke_task_dir, rdir, _config(**{"memory": memory,
+                  "retrieval.use_search_database": False}), "stateless query")
+    assert "[mem_000001]" not in second.prompts("gate")[0]
+    assert not (rdir / "search_database.jsonl").exists()
+    assert [e for e in read_events(rdir / "events.jsonl") if e["event"] == "memory"] == []
+    after = TaskMemory(open_store(memory), "smoke_polygon_area", "check")._all(mem.outcomes_ns)
+    assert len(after) == before

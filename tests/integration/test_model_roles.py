@@ -86,3 +86,42 @@ def test_each_role_calls_its_model_and_cost_is_per_model(smoke_task_dir, tmp_pat
     md = report_markdown(rdir)
     section = md[md.index("## LLM usage per model"):]
     assert "| cheap |" in section and "| strong |" in section
+
+
+def test_joint_search_runs_on_the_generate_role_model(smoke_task_dir, tmp_path, monkeypatch):
+    """Joint-level search (issue 15) is part of the mutation call: its search turns and the
+    final answer go to the ``generate`` role's model, never to the run's default model."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    responder = KnowledgeResponder(
+        generate=RADIUS_UP,
+        joint=lambda i, _p: {"action": "search", "query": "hull area"} if i == 0
+        else {"action": "answer", "query": ""},
+    )
+
+    def answer(body):
+        return responder(convert_to_messages(body["messages"]))
+
+    searcher = FakeSearcher()
+    with FaultyServer(["ok"], content=answer) as server:
+        cfg = EvoDuetConfig.model_validate(
+            {
+                "iterations": 1,
+                "population": {"num_islands": 2},
+                "novelty": {"enabled": False},
+                "gate": {"mode": "never"},
+                "joint_search": {"enabled": True, "protocol": "structured", "max_calls": 2},
+                "retrieval": {"search_retries": 0},
+                "llm": {
+                    "model": "openai:main",
+                    "base_url": server.base_url,
+                    "max_retries": 0,
+                    "roles": {"generate": "openai:gen"},
+                },
+            }
+        )
+        result = run(smoke_task_dir, cfg, run_dir=tmp_path / "run", searcher=searcher)
+        requests = [body for _fault, body in server.requests]
+    assert result.iterations == 1 and searcher.queries == ["hull area"]
+    kinds = {prompt_kind(convert_to_messages(b["messages"])) for b in requests}
+    assert kinds == {"joint_search_step", "generate"}
+    assert {b["model"] for b in requests} == {"gen"}

@@ -129,3 +129,42 @@ def test_gate_review_refuses_a_look_up_of_unknown_documents(smoke_task_dir, tmp_
     assert result.iterations == 1
     assert errors[0] is None and "unknown: doc_999999" in errors[1]
     assert "one of no-op, look-up, retrieve" in errors[2]
+
+
+def test_gate_review_wraps_the_stateless_gate_and_refuses_a_look_up(smoke_task_dir, tmp_path):
+    """``retrieval.use_search_database: false`` (issue 15's stateless gate) is reviewed like
+    the method's gate; a reviewer's look-up is refused (there is no search database)."""
+    cfg = _config(**{"gate.mode": "llm", "gate.review": True, "retrieval.review_queries": False,
+                     "retrieval.use_search_database": False})
+    llm = _llm(gate="retrieve")
+    payloads: list[dict[str, Any]] = []
+    answers: list[Any] = [{"decision": "look-up", "document_ids": ["doc_000001"]}, "no-op"]
+
+    def reviewer(payload: dict[str, Any]) -> Any:
+        payloads.append(payload)
+        return answers[len(payloads) - 1]
+
+    searcher = FakeSearcher()
+    rdir = tmp_path / "run"
+    done = run(smoke_task_dir, cfg, llm=llm, run_dir=rdir, searcher=searcher, review=reviewer)
+    assert done.iterations == 1 and searcher.calls == 0
+    assert payloads[0]["decision"] == "retrieve" and "error" not in payloads[0]
+    assert "use_search_database is false" in payloads[1]["error"]
+    gates = [m for m in llm.prompts if "No earlier\nsearch results are kept" in str(m[0].content)]
+    assert len(gates) == 1  # the stateless prompt, asked once
+    [decision] = [e for e in read_events(rdir / "events.jsonl")
+                  if e["event"] == "node" and e["node"] == "gate"]
+    assert decision["gate_decision"] == "no-op"
+    assert not (rdir / "search_database.jsonl").exists()  # stateless: nothing written
+
+
+def test_the_oracle_mode_is_not_reviewed(smoke_task_dir, tmp_path):
+    """``gate.mode: oracle`` makes no decision, so ``gate.review`` has nothing to ask."""
+    cfg = _config(**{"gate.mode": "oracle", "gate.review": True,
+                     "retrieval.review_queries": False})
+    asked: list[Any] = []
+    rdir = tmp_path / "run"
+    done = run(smoke_task_dir, cfg, llm=_llm(), run_dir=rdir, searcher=FakeSearcher(),
+               review=asked.append)
+    assert done.iterations == 1 and done.stop_reason is None and asked == []
+    assert _events(rdir, "review") == []
