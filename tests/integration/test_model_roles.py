@@ -125,3 +125,44 @@ def test_joint_search_runs_on_the_generate_role_model(smoke_task_dir, tmp_path, 
     kinds = {prompt_kind(convert_to_messages(b["messages"])) for b in requests}
     assert kinds == {"joint_search_step", "generate"}
     assert {b["model"] for b in requests} == {"gen"}
+
+
+def test_stateless_gate_and_rerank_run_on_their_role_models(smoke_task_dir, tmp_path,
+                                                             monkeypatch):
+    """Issue 15's stateless gate (``use_search_database: false``) and listwise rerank call the
+    ``gate`` and ``rerank`` role models; mutation stays on the run's model."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    responder = KnowledgeResponder(gate="retrieve", generate=RADIUS_UP)
+
+    def answer(body):
+        return responder(convert_to_messages(body["messages"]))
+
+    with FaultyServer(["ok"], content=answer) as server:
+        cfg = EvoDuetConfig.model_validate(
+            {
+                "iterations": 1,
+                "population": {"num_islands": 2},
+                "novelty": {"enabled": False},
+                "gate": {"mode": "llm"},
+                "retrieval": {"inner_rounds": 1, "search_retries": 0,
+                              "ranking": "listwise_rerank", "use_search_database": False},
+                "llm": {
+                    "model": "openai:strong",
+                    "base_url": server.base_url,
+                    "max_retries": 0,
+                    "roles": {"gate": "openai:cheap", "rerank": "openai:ranker"},
+                },
+            }
+        )
+        result = run(smoke_task_dir, cfg, run_dir=tmp_path / "run", searcher=FakeSearcher())
+        requests = [body for _fault, body in server.requests]
+    assert result.iterations == 1
+    by_kind: dict[str, set[str]] = {}
+    for body in requests:
+        by_kind.setdefault(prompt_kind(convert_to_messages(body["messages"])), set()).add(
+            body["model"]
+        )
+    assert by_kind == {"gate": {"cheap"}, "construct_query": {"strong"},
+                      "rerank": {"ranker"}, "generate": {"strong"}}
+    assert any("every search starts from scratch" in str(b["messages"]) for b in requests
+               if b["model"] == "cheap")
