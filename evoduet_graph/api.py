@@ -29,6 +29,7 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import StateGraph
+from langgraph.types import Command
 from pydantic import ValidationError
 
 from evoduet_graph.budget import budget_for
@@ -40,11 +41,13 @@ from evoduet_graph.events import EventLog, read_events
 from evoduet_graph.graphs.outer import NodeFn, build_outer_graph
 from evoduet_graph.graphs.registry import split_nodes
 from evoduet_graph.languages import ToolchainError
+from evoduet_graph.llm.roles import make_role_models, role_config
 from evoduet_graph.llm.usage import UsageTracker
 from evoduet_graph.locking import RunDirLock, RunDirLockedError
 from evoduet_graph.novelty import NoveltyFilter, make_novelty_checker
 from evoduet_graph.population import Population, restore_population
 from evoduet_graph.search import Searcher, SearchUnavailableError, make_searcher
+from evoduet_graph.search.cache import SearchCache
 from evoduet_graph.search.database import SearchDatabase
 from evoduet_graph.store import ProgramStore
 from evoduet_graph.task import Task, TaskError, load_task
@@ -55,6 +58,12 @@ logger = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
 THREAD_ID = "evoduet"
+
+ReviewFn = Callable[[dict[str, Any]], Any]
+"""Answers a pause for human review: payload in, resume value out (`evoduet_graph.review`)."""
+
+REVIEW_PREFIX = "waiting for review"
+"""``stop_reason`` of a run that paused for a review nobody answered in this call."""
 
 ProgressFn = Callable[[str, dict[str, Any]], None]
 """Called after every node of the outer graph with ``(node_name, update)``."""
@@ -281,13 +290,17 @@ def build_context(
     evaluator: Evaluator | None = None,
     searcher: Searcher | None = None,
     novelty: NoveltyFilter | None = None,
+    role_llms: dict[str, BaseChatModel] | None = None,
 ) -> Context:
     """Assemble the runtime context for a run directory (``None``: in memory).
 
     The population is restored from the program store's snapshot and the search database
-    from ``search_database.jsonl`` when they exist. ``searcher`` defaults to the configured
+    from ``search_database.jsonl`` when they exist; with ``retrieval.use_search_database:
+    false`` (stateless ablation) the search database lives in memory only (nothing written)
+    and ``memory`` is neither recalled nor written. ``searcher`` defaults to the configured
     backend (checked by its preflight) when the gate can retrieve; ``novelty`` to the check
-    ``config.novelty`` describes (`make_novelty_checker`; None when it is disabled).
+    ``config.novelty`` describes (`make_novelty_checker`; None when it is disabled);
+    ``role_llms`` to the models ``llm.roles`` names (`make_role_models`).
 
     Raises:
         LLMConfigError / LocalModelError: the chat model cannot be built.
@@ -305,6 +318,8 @@ def build_context(
         from evoduet_graph.llm import make_chat_model
 
         llm = make_chat_model(config.llm, seed=config.seed)
+    if role_llms is None:
+        role_llms = make_role_models(config.llm, llm, seed=config.seed)
     if evaluator is None:
         evaluator = make_evaluator(task, config.evaluation)
     protect = getattr(evaluator, "protect", None)
@@ -313,6 +328,21 @@ def build_context(
     if novelty is None:
         novelty = make_novelty_checker(config.novelty, python=task.lang.is_python)
     events = EventLog(run_dir / "events.jsonl" if run_dir else None)
+    stateful = config.retrieval.use_search_database
+    search_db = SearchDatabase(
+        run_dir / "search_database.jsonl"
+        if run_dir and stateful
+        else None  # stateless retrieval (ablation): documents live in memory only
+    )
+    task_memory = None
+    if config.memory and stateful:  # stateless retrieval neither recalls nor remembers
+        from evoduet_graph.memory import TaskMemory, open_store, run_tag
+
+        task_memory = TaskMemory(open_store(config.memory), task.name, run_tag(run_dir))
+        recalled = task_memory.recall_into(search_db)
+        if recalled:
+            events.emit("memory", path=config.memory, records=recalled,
+                        documents=len(search_db.documents()))
     return Context(
         task=task,
         config=config,
@@ -324,13 +354,16 @@ def build_context(
         callbacks=[UsageTracker()],
         run_dir=run_dir,
         searcher=searcher,
-        search_db=SearchDatabase(
-            run_dir / "search_database.jsonl"
-            if run_dir and config.retrieval.use_search_database
-            else None  # stateless retrieval (ablation): documents live in memory only
-        ),
+        search_db=search_db,
+        memory=task_memory,
         budget=budget_for(config, events),
         novelty=novelty,
+        role_llms=role_llms,
+        search_cache=(
+            SearchCache.for_run(run_dir, config.retrieval.cache_dir)
+            if searcher is not None and config.retrieval.cache
+            else None
+        ),
     )
 
 
@@ -456,6 +489,7 @@ def completed_iterations(rdir: Path) -> int:
 RESUME_APPLIED: tuple[str, ...] = (
     "iterations",
     "budget.",
+    "stop_at_score",
     "max_concurrency",
     "max_consecutive_failures",
     "max_consecutive_model_failures",
@@ -616,10 +650,14 @@ def check_continuation(rdir: Path, cfg: EvoDuetConfig, task: Task | None = None)
 
 def _pin_base_url(cfg: EvoDuetConfig) -> EvoDuetConfig:
     """``cfg`` with ``llm.base_url`` set from ``$OPENAI_BASE_URL`` for a hosted model that has
-    none, so the run's ``config.yaml`` records the endpoint it used and a resume in another
-    shell cannot send the prompts elsewhere."""
+    none (``llm.model`` or an ``llm.roles`` model, which inherits it), so the run's
+    ``config.yaml`` records the endpoint it used and a resume in another shell cannot send the
+    prompts elsewhere."""
     env = os.environ.get("OPENAI_BASE_URL")
-    if cfg.llm.base_url or not env or not cfg.llm.model.startswith("openai:"):
+    hosted = cfg.llm.model.startswith("openai:") or any(
+        role_config(cfg.llm, role).model.startswith("openai:") for role in cfg.llm.roles
+    )
+    if cfg.llm.base_url or not env or not hosted:
         return cfg
     return cfg.with_overrides({"llm.base_url": env})
 
@@ -650,6 +688,7 @@ def run(
     nodes: dict[str, NodeFn] | None = None,
     searcher: Searcher | None = None,
     on_event: EventFn | None = None,
+    review: ReviewFn | None = None,
 ) -> RunResult:
     """Run (or continue) an EvoDuet search on a task.
 
@@ -668,6 +707,11 @@ def run(
         searcher: search backend; default: ``config.retrieval.backend`` when the gate can
             retrieve (its preflight runs before the first iteration).
         on_event: callback for every live progress event (see `EventFn`).
+        review: answers the graph's pauses for human review (``retrieval.review_queries``,
+            ``gate.review``; see `evoduet_graph.review`): called with the pause's payload,
+            returns the resume value (None keeps the proposal). None: a pause ends the call with ``stop_reason``
+            starting with `REVIEW_PREFIX`; the run waits in its checkpoint (answer it with
+            `resume` and a ``review``, or in Studio).
 
     Returns:
         `RunResult` with the best program and the per-iteration history.
@@ -740,8 +784,14 @@ def run(
         from evoduet_graph.llm import make_chat_model
 
         llm = make_chat_model(cfg.llm, seed=cfg.seed)
+    # a role's model may fail to build (no key)
+    role_llms = make_role_models(cfg.llm, llm, seed=cfg.seed)
     # loads embeddings: may fail on a bad config
     novelty = make_novelty_checker(cfg.novelty, python=task.lang.is_python)
+    if cfg.memory:  # a memory path that is not a store fails here, not mid-run
+        from evoduet_graph.memory import open_store
+
+        open_store(cfg.memory).conn.close()
     rdir.mkdir(parents=True, exist_ok=True)
     rdir = rdir.resolve()
     _acquire(lock)
@@ -762,9 +812,18 @@ def run(
     )
     with lock, ExitStack() as stack:
         ctx = build_context(
-            task, cfg, rdir, llm=llm, evaluator=evaluator, searcher=searcher, novelty=novelty
+            task,
+            cfg,
+            rdir,
+            llm=llm,
+            evaluator=evaluator,
+            searcher=searcher,
+            novelty=novelty,
+            role_llms=role_llms,
         )
         stack.callback(ctx.store.close)
+        if ctx.search_cache is not None:
+            stack.callback(ctx.search_cache.close)
         if initial is not None:
             ctx.store.put_evaluation(task.initial_program, initial)
         if checkpointer is None:
@@ -787,6 +846,11 @@ def run(
             iterations=cfg.iterations,
             model=model_name,
             resumed=resuming or existing,
+            **(
+                {"roles": {r: role_config(cfg.llm, r).model for r in cfg.llm.roles}}
+                if cfg.llm.roles
+                else {}
+            ),
         )
         _report_task(ctx, settings)
         for note in notes:
@@ -795,24 +859,23 @@ def run(
         graph_input = None if resuming else {"max_iterations": cfg.iterations}
         if resuming and snapshot.values.get("max_iterations") != cfg.iterations:
             ctx.max_iterations = cfg.iterations  # applied by `record` at the iteration's end
-        stream = graph.stream(
-            graph_input,
-            thread,
-            context=ctx,
-            stream_mode=["updates", "custom"],
-            subgraphs=on_event is not None,  # the inner loop's progress events
-        )
-        for part in stream:
-            namespace, mode, chunk = part if len(part) == 3 else ((), *part)
-            if mode == "custom":
-                if on_event is not None and isinstance(chunk, dict):
-                    if namespace:
-                        chunk = {**chunk, "subgraph": str(namespace[0]).split(":")[0]}
-                    on_event(chunk)
-            elif progress is not None and not namespace and isinstance(chunk, dict):
-                for node, update in chunk.items():
-                    progress(node, update if isinstance(update, dict) else {})
-        final = graph.get_state(thread).values
+        while True:
+            _stream(graph, graph_input, thread, ctx, progress, on_event)
+            snapshot = graph.get_state(thread)
+            pending = _interrupts(snapshot)
+            if not pending:
+                break
+            if review is None:
+                # paused for a person: the checkpoint waits; Studio or a resume with a
+                # ``review`` callback answers it
+                ctx.events.emit("run_end", iterations=snapshot.values.get("iteration", 0),
+                                waiting_for_review=pending[0])
+                result = _result(ctx, snapshot.values, rdir)
+                result.stop_reason = f"{REVIEW_PREFIX} ({pending[0].get('kind')})"
+                return result
+            answer = review(pending[0])
+            graph_input = Command(resume=True if answer is None else answer)
+        final = snapshot.values
         ctx.events.emit(
             "run_end",
             iterations=final.get("iteration", 0),
@@ -820,6 +883,45 @@ def run(
             stop_reason=final.get("stop_reason"),
         )
         return _result(ctx, final, rdir)
+
+
+def _stream(
+    graph: Any,
+    graph_input: Any,
+    thread: dict[str, Any],
+    ctx: Context,
+    progress: ProgressFn | None,
+    on_event: EventFn | None,
+) -> None:
+    """Run the graph until it ends or pauses, forwarding progress and custom events."""
+    stream = graph.stream(
+        graph_input,
+        thread,
+        context=ctx,
+        stream_mode=["updates", "custom"],
+        subgraphs=on_event is not None,  # the inner loop's progress events
+    )
+    for part in stream:
+        namespace, mode, chunk = part if len(part) == 3 else ((), *part)
+        if mode == "custom":
+            if on_event is not None and isinstance(chunk, dict):
+                if namespace:
+                    chunk = {**chunk, "subgraph": str(namespace[0]).split(":")[0]}
+                on_event(chunk)
+        elif progress is not None and not namespace and isinstance(chunk, dict):
+            for node, update in chunk.items():
+                if node == "__interrupt__":
+                    continue
+                progress(node, update if isinstance(update, dict) else {})
+
+
+def _interrupts(snapshot: Any) -> list[dict[str, Any]]:
+    """The payloads of the graph's pending ``interrupt()`` calls (subgraphs included)."""
+    values = [getattr(i, "value", None) for i in getattr(snapshot, "interrupts", ()) or ()]
+    if not values:
+        for task in getattr(snapshot, "tasks", ()) or ():
+            values += [getattr(i, "value", None) for i in getattr(task, "interrupts", ()) or ()]
+    return [v if isinstance(v, dict) else {"value": v} for v in values]
 
 
 def resume(
@@ -832,11 +934,13 @@ def resume(
     nodes: dict[str, NodeFn] | None = None,
     searcher: Searcher | None = None,
     on_event: EventFn | None = None,
+    review: ReviewFn | None = None,
 ) -> RunResult:
     """Continue a run from its last checkpoint with the configuration it was started with.
 
     Pass the same ``llm`` / ``evaluator`` / ``nodes`` / ``searcher`` injections the run was
-    started with (they are not stored in the run directory).
+    started with (they are not stored in the run directory). A run that waits for a review
+    pauses again at the same review (``review`` answers it).
 
     Raises:
         RunError: ``run_dir`` is not a run directory (no ``run.json`` / ``config.yaml``).
@@ -861,6 +965,7 @@ def resume(
         nodes=nodes,
         searcher=searcher,
         on_event=on_event,
+        review=review,
     )
 
 

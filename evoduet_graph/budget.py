@@ -8,8 +8,9 @@ and the wall time of earlier sessions is the span from each ``run_start`` to tha
 last event. The current session adds the events it emitted since (`EventLog.memory`) and its
 own elapsed time. Work lost in a killed node (a call whose node never finished) is not counted.
 
-Cost is an estimate: tokens × the price of the run's configured model (`evoduet_graph.pricing`:
-the genai-prices catalogue, overridden by ``budget.prices``). The embedded ``local`` model
+Cost is an estimate: each model's tokens (``llm_by_model`` of the node events, so ``llm.roles``
+models are priced on their own) × that model's price (`evoduet_graph.pricing`: the genai-prices
+catalogue, overridden by ``budget.prices``); see `usage_cost`. The embedded ``local`` model
 costs 0; an unpriced model (one neither knows) counts as 0 here, so ``max_cost_usd`` cannot
 stop it (reports show its cost as n/a).
 
@@ -22,13 +23,13 @@ in ``<run_dir>/config.yaml`` to continue it.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from evoduet_graph.config import BudgetConfig
 from evoduet_graph.events import EventLog, read_events
-from evoduet_graph.pricing import price_for
+from evoduet_graph.pricing import model_name, price_for
 
 __all__ = [
     "INCLUSIVE_NODES",
@@ -36,6 +37,8 @@ __all__ = [
     "Budget",
     "UsageTotals",
     "budget_for",
+    "other_models",
+    "usage_cost",
     "usage_from_events",
 ]
 
@@ -53,7 +56,10 @@ class UsageTotals:
         llm_calls: chat-model calls.
         input_tokens / output_tokens: tokens over all calls.
         wall_s: wall-clock seconds over all sessions.
-        cost_usd: estimated spend (0 for unpriced models).
+        cost_usd: estimated spend (unpriced models count 0).
+        by_model: per model name the answer reported (``llm_by_model`` of the node events):
+            ``{"calls", "input_tokens", "output_tokens"}``; usage of events without it (older
+            runs) is priced as the configured model.
     """
 
     llm_calls: int = 0
@@ -61,6 +67,7 @@ class UsageTotals:
     output_tokens: int = 0
     wall_s: float = 0.0
     cost_usd: float = 0.0
+    by_model: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def tokens(self) -> int:
@@ -91,6 +98,71 @@ def _add_node_usage(totals: UsageTotals, events: Iterable[dict[str, Any]]) -> No
         totals.llm_calls += _int(ev.get("llm_calls"))
         totals.input_tokens += _int(ev.get("input_tokens"))
         totals.output_tokens += _int(ev.get("output_tokens"))
+        by_model = ev.get("llm_by_model")
+        if isinstance(by_model, dict):
+            for model, counts in by_model.items():
+                if not isinstance(counts, dict):
+                    continue
+                agg = totals.by_model.setdefault(
+                    str(model), {"calls": 0, "input_tokens": 0, "output_tokens": 0}
+                )
+                for key in agg:
+                    agg[key] += _int(counts.get(key))
+
+
+def usage_cost(
+    totals: UsageTotals,
+    default_model: str,
+    prices: Mapping[str, tuple[float, float]] | None = None,
+    base_url: str | None = None,
+    role_models: Iterable[str] = (),
+) -> tuple[float, dict[str, float | None]]:
+    """Estimated spend of ``totals``: each model of ``by_model`` at its own price
+    (`evoduet_graph.pricing.price_for`), the rest (usage without a model name) at
+    ``default_model``'s.
+
+    ``by_model`` holds the names the answers reported. A name the pricing does not know is
+    priced as the configured model string it is the bare name of (``default_model`` or one of
+    ``role_models``, the ``llm.roles`` models); a name that is none of them (``unknown-model``,
+    an injected model's class name) is priced as ``default_model``, as the budget always did.
+
+    Returns:
+        ``(total USD, USD per model name)``; an unpriced model's USD is None and counts 0 in
+        the total.
+    """
+    configured = [default_model, *role_models]
+    memo: dict[str, Any] = {}
+
+    def price(name: str) -> Any:
+        if name not in memo:
+            memo[name] = price_for(name, prices, base_url) if name else None
+        return memo[name]
+
+    def price_of_answer(name: str) -> Any:
+        found = price(name)
+        if found is not None:
+            return found
+        owners = [m for m in configured if m and model_name(m) == model_name(name)]
+        return price(owners[0]) if owners else price(default_model)
+
+    per_model: dict[str, float | None] = {}
+    rest_in, rest_out = totals.input_tokens, totals.output_tokens
+    for model, counts in totals.by_model.items():
+        rest_in -= counts["input_tokens"]
+        rest_out -= counts["output_tokens"]
+        p = price_of_answer(model)
+        per_model[model] = (
+            p.cost(counts["input_tokens"], counts["output_tokens"]) if p is not None else None
+        )
+    if rest_in > 0 or rest_out > 0:
+        p = price(default_model)
+        rest = p.cost(max(0, rest_in), max(0, rest_out)) if p is not None else None
+        if default_model in per_model or rest is not None:
+            prev = per_model.get(default_model)
+            per_model[default_model] = (
+                None if rest is None and prev is None else (prev or 0.0) + (rest or 0.0)
+            )
+    return sum(v for v in per_model.values() if v is not None), per_model
 
 
 def _session_wall(events: list[dict[str, Any]]) -> float:
@@ -127,15 +199,22 @@ class Budget:
         model: the configured model string (for the price).
         events: the run's event log; its file holds the earlier sessions.
         base_url: ``llm.base_url`` (for the price; None: the provider's own endpoint).
+        role_models: the model strings of ``llm.roles`` (see `usage_cost`).
     """
 
     def __init__(
-        self, cfg: BudgetConfig, model: str, events: EventLog, base_url: str | None = None
+        self,
+        cfg: BudgetConfig,
+        model: str,
+        events: EventLog,
+        base_url: str | None = None,
+        role_models: Iterable[str] = (),
     ) -> None:
         self.cfg = cfg
         self.model = model
+        self.base_url = base_url
+        self.role_models = tuple(role_models)
         self.events = events
-        self.price = price_for(model, cfg.prices, base_url)
         prior = list(read_events(events.path)) if events.path is not None else []
         self._prior = usage_from_events(prior)
         self._seen = len(events.memory)  # events of this session already in ``prior``
@@ -156,10 +235,12 @@ class Budget:
             input_tokens=self._prior.input_tokens,
             output_tokens=self._prior.output_tokens,
             wall_s=self._prior.wall_s + (time.monotonic() - self._started),
+            by_model={k: dict(v) for k, v in self._prior.by_model.items()},
         )
         _add_node_usage(now, self.events.memory[self._seen :])
-        if self.price is not None:
-            now.cost_usd = self.price.cost(now.input_tokens, now.output_tokens)
+        now.cost_usd, _ = usage_cost(
+            now, self.model, self.cfg.prices, self.base_url, self.role_models
+        )
         return now
 
     def exceeded(self, totals: UsageTotals | None = None) -> str | None:
@@ -181,7 +262,29 @@ class Budget:
         return None
 
 
+def other_models(llm: Any) -> list[str]:
+    """The model strings of an ``llm`` section (object or dict) besides ``llm.model``: the
+    ``llm.models`` ensemble members and the ``llm.roles`` models (for `usage_cost`)."""
+    data = llm.model_dump() if hasattr(llm, "model_dump") else dict(llm or {})
+    out: list[str] = []
+    for member in data.get("models") or []:
+        if isinstance(member, dict) and isinstance(member.get("model"), str):
+            out.append(member["model"])
+    for spec in (data.get("roles") or {}).values():
+        if isinstance(spec, str):
+            out.append(spec)
+        elif isinstance(spec, dict) and isinstance(spec.get("model"), str):
+            out.append(spec["model"])
+    return out
+
+
 def budget_for(config: Any, events: EventLog) -> Budget:
     """The `Budget` of a run configuration (``config.budget``; all limits None if absent)."""
     cfg = getattr(config, "budget", None) or BudgetConfig()
-    return Budget(cfg, config.llm.model, events, getattr(config.llm, "base_url", None))
+    return Budget(
+        cfg,
+        config.llm.model,
+        events,
+        getattr(config.llm, "base_url", None),
+        other_models(config.llm),
+    )

@@ -14,6 +14,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from evoduet_graph.api import RunError, RunResult, can_retrieve
 from evoduet_graph.config import ConfigError, load_config
@@ -37,10 +38,14 @@ def _user_errors() -> tuple[type[Exception], ...]:
 
 
 def _failed_stop(result: RunResult) -> bool:
-    """Whether the run stopped on failures (not a budget stop): `_exit_for_stop` exits 1."""
+    """Whether the run stopped on failures (not a budget stop or a reached ``stop_at_score``):
+    `_exit_for_stop` exits 1."""
     from evoduet_graph.budget import STOP_PREFIX
+    from evoduet_graph.nodes.stop_rules import TARGET_PREFIX
 
-    return bool(result.stop_reason) and not str(result.stop_reason).startswith(STOP_PREFIX)
+    return bool(result.stop_reason) and not str(result.stop_reason).startswith(
+        (STOP_PREFIX, TARGET_PREFIX)
+    )
 
 
 def _summary(result: RunResult, elapsed: float, *, write_report: bool = False) -> None:
@@ -48,6 +53,7 @@ def _summary(result: RunResult, elapsed: float, *, write_report: bool = False) -
     by kind, queries issued, distinct documents, and where the report is (written first when
     ``write_report``)."""
     from evoduet_graph.budget import STOP_PREFIX
+    from evoduet_graph.nodes.stop_rules import TARGET_PREFIX
     from evoduet_graph.report import GATE_DECISIONS, run_summary
 
     rdir = result.run_dir
@@ -94,7 +100,7 @@ def _summary(result: RunResult, elapsed: float, *, write_report: bool = False) -
                 markup=False,
             )
     # a failure stop is printed once, as the error `_exit_for_stop` exits with
-    if result.stop_reason and result.stop_reason.startswith(STOP_PREFIX):
+    if result.stop_reason and result.stop_reason.startswith((STOP_PREFIX, TARGET_PREFIX)):
         console.print("[yellow]stopped early:[/] ", end="")
         console.print(result.stop_reason, markup=False, highlight=False)
 
@@ -154,6 +160,9 @@ def _run_with_display(
         _fail("--quiet and --json exclude each other: --json prints events on stdout; pick one")
     start = time.perf_counter()
     sink = JsonLines() if json_lines else None
+    reviewed = kwargs.pop("reviewed", False)
+    if reviewed:
+        _check_can_review(json_lines)
     try:
         with LiveDisplay(
             shown, total, console=console, enabled=not (quiet or json_lines), done=done
@@ -166,6 +175,8 @@ def _run_with_display(
                     console.print(pending.pop(0), markup=False, highlight=False)
                 target(event)
 
+            if reviewed:
+                kwargs["review"] = lambda payload: _review_on_terminal(payload, display)
             result = fn(on_event=forward, **kwargs)
     except _user_errors() as exc:
         _fail(str(exc))
@@ -184,11 +195,84 @@ def _run_with_display(
     _exit_for_stop(result)
 
 
+def _needs_review(cfg: Any) -> bool:
+    return bool(cfg.retrieval.review_queries or cfg.gate.review)
+
+
+def _check_can_review(json_lines: bool) -> None:
+    """Refuse human review where nobody can answer on this terminal."""
+    if json_lines:
+        _fail(
+            "retrieval.review_queries / gate.review ask on the terminal, which --json cannot "
+            "do; drop --json, or review in Studio (see the README's Studio section)"
+        )
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        _fail(
+            "retrieval.review_queries / gate.review ask on the terminal, but stdin/stderr is "
+            "not one; run in a terminal, set them to false, or review in Studio"
+        )
+
+
+def _review_on_terminal(payload: dict[str, Any], display: Any) -> Any:
+    """Ask the person at the terminal to answer one review pause (`evoduet_graph.review`).
+
+    Queries: Enter keeps the proposal; otherwise type the queries, separated by ``;``
+    (``-`` alone skips this round's search). Gate: Enter keeps the decision; otherwise type
+    ``no-op``, ``retrieve`` or ``look-up doc_000001 doc_000002``.
+    """
+    live = getattr(display, "live", None)
+    if getattr(display, "enabled", False) and live is not None:
+        live.stop()
+    try:
+        console.print()
+        if payload.get("error"):
+            console.print("[bold red]refused:[/] ", end="")
+            console.print(payload["error"], markup=False, highlight=False)
+        where = f"iteration {payload.get('iteration')}"
+        if payload.get("kind") == "review_queries":
+            console.print(
+                f"[bold]review the queries[/] ({where}, round {payload.get('round')})",
+                highlight=False,
+            )
+            if payload.get("knowledge_gap"):
+                console.print(f"  gap: {payload['knowledge_gap']}", markup=False)
+            for i, query in enumerate(payload.get("queries") or [], 1):
+                console.print(f"  {i}. {query}", markup=False, highlight=False)
+            answer = console.input(Text("queries (Enter: keep; a; b; c: replace; -: skip): "))
+            answer = answer.strip()
+            if not answer:
+                return True
+            if answer == "-":
+                return []
+            return [q.strip() for q in answer.split(";") if q.strip()]
+        console.print(f"[bold]review the gate decision[/] ({where})", highlight=False)
+        console.print(f"  decision: {payload.get('decision')}", markup=False)
+        if payload.get("reason"):
+            console.print(f"  reason: {payload['reason']}", markup=False, highlight=False)
+        answer = console.input(Text("decision (Enter: keep; no-op | retrieve | look-up ID ...): "))
+        words = answer.split()
+        if not words:
+            return True
+        return {"decision": words[0], "document_ids": words[1:]}
+    finally:
+        if getattr(display, "enabled", False) and live is not None:
+            live.start()
+
+
 def _exit_for_stop(result: RunResult) -> None:
     """Exit 1 when the run stopped on failures (e.g. ``max_consecutive_failures``): the
-    checkpoint is resumable, but the run did not do its work. A budget stop is a clean end."""
+    checkpoint is resumable, but the run did not do its work. A budget stop and a reached
+    ``stop_at_score`` are clean ends."""
     if _failed_stop(result):
         _fail(f"the run stopped: {result.stop_reason}", code=1)
+
+
+def _backend_option(value: str | None) -> str | list[str] | None:
+    """``--backend a,b`` → ``["a", "b"]`` (one name stays a string)."""
+    if value is None:
+        return None
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    return names[0] if len(names) == 1 else names
 
 
 @app.command("run")
@@ -217,7 +301,19 @@ def run_cmd(
         )
     ] = None,
     backend: Annotated[
-        str | None, typer.Option(help="Search backend: offline|tavily|none.")
+        str | None,
+        typer.Option(
+            help="Search backend(s), comma-separated: offline|tavily|arxiv|wikipedia|"
+            "duckduckgo|searxng|exa|brave|langchain:<module>:<factory>|none."
+        ),
+    ] = None,
+    stop_at_score: Annotated[
+        float | None,
+        typer.Option(help="End the run once the best program's metric reaches this value."),
+    ] = None,
+    memory: Annotated[
+        Path | None,
+        typer.Option(help="Long-term memory across runs of the task (a SQLite store file)."),
     ] = None,
     scaffold: Annotated[
         str | None,
@@ -262,7 +358,9 @@ def run_cmd(
                 "llm.model": model,
                 "seed": seed,
                 "gate.mode": gate,
-                "retrieval.backend": backend,
+                "retrieval.backend": _backend_option(backend),
+                "stop_at_score": stop_at_score,
+                "memory": str(memory.expanduser().resolve()) if memory else None,
                 "scaffold": scaffold,
                 "retrieval.corpus": [str(p.resolve()) for p in corpus] if corpus else None,
                 "allow_invalid_initial": True if allow_invalid_initial else None,
@@ -321,6 +419,7 @@ def run_cmd(
         config=cfg,
         run_dir=out,
         preamble=preamble,
+        reviewed=_needs_review(cfg),
     )
 
 
@@ -340,7 +439,10 @@ def resume_cmd(
 
     try:
         task, total, done = _resume_target(run_dir, iterations)
+        reviewed = _needs_review(load_config(run_dir / "config.yaml"))
     except _CliError as exc:
+        _fail(f"cannot resume {run_dir}: {exc}")
+    except _USER_ERRORS as exc:
         _fail(f"cannot resume {run_dir}: {exc}")
     _run_with_display(
         resume,
@@ -351,6 +453,7 @@ def resume_cmd(
         done=done,
         run_dir=run_dir,
         iterations=iterations,
+        reviewed=reviewed,
     )
 
 

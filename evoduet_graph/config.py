@@ -19,6 +19,7 @@ from pydantic import (
     PrivateAttr,
     Strict,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -90,6 +91,38 @@ class LLMConfig(_Section):
         description="Folder of the assembled GGUF; default $EVODUET_CACHE_DIR, else "
         "~/.cache/evoduet_graph/models.",
     )
+    roles: dict[str, str | dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Model per node: `gate`, `construct_query`, `hypothetical_score`, "
+        "`rerank`, `generate`, `revise_strategy` → a model string (`openai:<m>`, `local`) or "
+        "a mapping of `model`, `base_url`, `api_key_env`, `temperature`, `max_tokens`, "
+        "`timeout_s`, `max_retries` laid over this section. Unmapped nodes use `model` (the "
+        "paper's one-model setting). Usage and cost are reported per model.",
+    )
+
+    @model_validator(mode="after")
+    def _check_roles(self) -> LLMConfig:
+        from evoduet_graph.llm.factory import LLMConfigError, parse_model_string
+        from evoduet_graph.llm.roles import ROLE_FIELDS, ROLE_NODES, role_config
+
+        for role, spec in self.roles.items():
+            if role not in ROLE_NODES:
+                raise ValueError(f"unknown role {role!r}; roles: {', '.join(ROLE_NODES)}")
+            unknown = sorted(set(spec) - set(ROLE_FIELDS)) if isinstance(spec, dict) else []
+            if unknown:
+                raise ValueError(
+                    f"role {role!r}: unknown key(s) {', '.join(unknown)}; allowed: "
+                    f"{', '.join(ROLE_FIELDS)}"
+                )
+            try:
+                parse_model_string(role_config(self, role).model)
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                where = ".".join(str(p) for p in err["loc"])
+                raise ValueError(f"role {role!r}: {where}: {err['msg']}") from None
+            except LLMConfigError as exc:
+                raise ValueError(f"role {role!r}: {exc}") from None
+        return self
 
 
 class GateConfig(_Section):
@@ -116,6 +149,11 @@ class GateConfig(_Section):
         3,
         ge=1,
         description="`stagnation` gate: retrieve after this many iterations without a new best.",
+    )
+    review: bool = Field(
+        False,
+        description="Pause at every gate decision for a person to keep or change it "
+        "(LangGraph interrupt: Studio shows it, the CLI asks on the terminal).",
     )
 
 
@@ -286,11 +324,42 @@ class EvaluationConfig(_Section):
 class RetrievalConfig(_Section):
     """World-knowledge layer (DESIGN.md §1); used when the gate can retrieve."""
 
-    backend: Literal["none", "tavily", "offline"] = Field(
+    backend: str | list[str] = Field(
         "offline",
-        description="Search backend: `offline` (BM25 over the task's docs/, --corpus folders "
-        "and numpy/scipy API docs), `tavily` (needs TAVILY_API_KEY), `none`.",
+        description="Search backend, or a list of them searched together (results merged, "
+        "de-duplicated by normalised URL): `offline` (BM25 over the task's docs/, --corpus "
+        "folders and numpy/scipy API docs), `tavily`, `arxiv`, `wikipedia`, `duckduckgo`, "
+        "`searxng`, `exa`, `brave` (see the README's table of search sources), "
+        "`langchain:<module>:<factory>` for a LangChain retriever or search tool of yours, "
+        "or `none`.",
     )
+    exclude_domains: list[str] = Field(
+        default_factory=list,
+        description="Domains never used as evidence (a task's published answer, say): passed "
+        "to the backends that support it (Tavily, Exa) and filtered out of every backend's "
+        "results; subdomains included.",
+    )
+    review_queries: bool = Field(
+        False,
+        description="Pause before every search with the proposed queries for a person to "
+        "approve or edit them (LangGraph interrupt: Studio shows them, the CLI asks on the "
+        "terminal); the edited queries are the ones searched and recorded.",
+    )
+    cache: bool = Field(
+        True,
+        description="Answer a query already sent to the same backend (same options) in this "
+        "run from the search cache (`<run_dir>/search_cache.sqlite`), with the original "
+        "timestamp; false: always search.",
+    )
+    cache_dir: str | None = Field(
+        None,
+        description="Keep the search cache in this folder instead, shared by every run that "
+        "names it (a repeated run or bench pays for no query twice and sees the same results).",
+    )
+    searxng_url: str | None = Field(
+        None, description="`searxng`: the instance URL; default $SEARX_HOST."
+    )
+    wikipedia_lang: str = Field("en", description="`wikipedia`: language edition (en, de, ...).")
     corpus: list[str] = Field(default_factory=list, description="Extra offline corpus folders.")
     inner_rounds: int = Field(3, ge=1, description="R: query-evolution rounds.")
     queries_per_round: int = Field(1, ge=1, description="Q: queries per round.")
@@ -370,6 +439,15 @@ class RetrievalConfig(_Section):
     tavily_include_raw_content: bool = Field(
         False, description="Ask Tavily for the full page text and use it as the content."
     )
+    tavily_topic: Literal["general", "news", "finance"] = Field(
+        "general", description="Tavily `topic`: the search category."
+    )
+    tavily_time_range: Literal["day", "week", "month", "year"] | None = Field(
+        None, description="Tavily `time_range`: only pages from this last period; null: any."
+    )
+    tavily_include_domains: list[str] = Field(
+        default_factory=list, description="Tavily `include_domains`: search only these domains."
+    )
     offline_include_pydoc: list[str] = Field(
         default_factory=lambda: ["numpy", "scipy"],
         description="Installed packages whose docstrings join the offline corpus.",
@@ -377,6 +455,22 @@ class RetrievalConfig(_Section):
     index_cache_dir: str | None = Field(
         None, description="Offline index cache; default $EVODUET_CACHE_DIR/index."
     )
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backends(cls, value: str | list[str]) -> str | list[str]:
+        from evoduet_graph.search.registry import check_backend_names
+
+        names = [value] if isinstance(value, str) else value
+        check_backend_names([n.strip() for n in names])
+        if isinstance(value, str):
+            return value.strip()
+        return [n.strip() for n in value] if len(value) > 1 else value[0].strip()
+
+    @property
+    def backend_names(self) -> list[str]:
+        """``backend`` as a list of names."""
+        return [self.backend] if isinstance(self.backend, str) else list(self.backend)
 
 
 ScaffoldName = Literal["openevolve", "top_k", "best_of_n", "evox"]
@@ -621,6 +715,19 @@ class EvoDuetConfig(_Section):
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     joint_search: JointSearchConfig = Field(default_factory=JointSearchConfig)
     novelty: NoveltyConfig = Field(default_factory=NoveltyConfig)
+    memory: str | None = Field(
+        None,
+        description="Long-term memory: a SQLite LangGraph store (file path) shared by the runs "
+        "of a task. This run starts with the documents and realised outcomes earlier runs "
+        "wrote there (as D_search records `mem_…`) and adds its own; null (default): runs "
+        "stay independent.",
+    )
+    stop_at_score: float | None = Field(
+        None,
+        description="End the run (cleanly, resumably) once the best program's metric reaches "
+        "this value on the task's own scale (`metric`, e.g. sum of radii): at least it for "
+        "`direction: max`, at most it for `min`; null: run every iteration.",
+    )
     allow_invalid_initial: bool = Field(
         False,
         description="Start even when the initial program fails its own evaluation (by "

@@ -48,6 +48,11 @@ class Context:
         novelty: the near-duplicate check ``generate`` runs on every child before evaluation
             (`evoduet_graph.novelty.NoveltyFilter`; `build_context` builds it from
             ``config.novelty``); None: no check, every child is evaluated.
+        search_cache: answers of earlier searches (`evoduet_graph.search.cache.SearchCache`);
+            None: every query is searched.
+        role_llms: the chat model of each node that ``llm.roles`` maps
+            (`evoduet_graph.llm.roles`); unmapped nodes use ``llm``.
+        memory: the task's long-term memory (`evoduet_graph.memory.TaskMemory`); None: off.
     """
 
     task: Task
@@ -65,18 +70,53 @@ class Context:
     budget: Any | None = None
     scaffold: Any | None = None
     novelty: Any | None = None
+    search_cache: Any | None = None
+    role_llms: dict[str, BaseChatModel] = field(default_factory=dict)
+    memory: Any | None = None
 
-    def llm_config(self, node: str) -> RunnableConfig:
-        """RunnableConfig for an LLM call made by ``node`` (callbacks + tags)."""
-        return RunnableConfig(callbacks=list(self.callbacks), tags=[f"node:{node}"])
+    def model_for(self, role: str) -> BaseChatModel:
+        """The chat model of node ``role`` (``llm.roles``), else the run's model."""
+        return self.role_llms.get(role, self.llm)
 
-    def llm_retry(self) -> Any:
+    def llm_config(self, node: str, **metadata: Any) -> RunnableConfig:
+        """RunnableConfig for an LLM call made by ``node``.
+
+        The call runs as a child of the node's run: the handlers LangGraph passed to the node
+        (a LangSmith tracer enabled by ``LANGSMITH_TRACING``, or any tracer given at
+        invocation) see it, plus the run's own `callbacks` (usage accounting). Its run name is
+        ``<node>.llm`` and its metadata ``node`` plus the non-None ``metadata`` given (e.g.
+        ``iteration``, ``candidate``, ``decision``), so a trace reads like the graph.
+        """
+        from langchain_core.callbacks import BaseCallbackManager
+
+        callbacks: Any = list(self.callbacks)
+        try:
+            from langgraph.config import get_config
+
+            inherited = get_config().get("callbacks")
+        except (RuntimeError, ImportError):
+            inherited = None
+        if isinstance(inherited, BaseCallbackManager):
+            manager = inherited.copy()
+            for handler in self.callbacks:
+                manager.add_handler(handler, inherit=True)
+            callbacks = manager
+        elif isinstance(inherited, list):
+            callbacks = [*inherited, *[h for h in self.callbacks if h not in inherited]]
+        meta = {"node": node, **{k: v for k, v in metadata.items() if v is not None}}
+        return RunnableConfig(
+            callbacks=callbacks, tags=[f"node:{node}"], run_name=f"{node}.llm", metadata=meta
+        )
+
+    def llm_retry(self, role: str | None = None) -> Any:
         """The `RetryPolicy` of LLM calls: ``llm.max_retries`` retries of retryable failures
-        for models without retries of their own, none started after ``llm.call_deadline_s``."""
+        for models without retries of their own, none started after ``llm.call_deadline_s``;
+        ``role``: the model of that node."""
         from evoduet_graph.llm.structured import RetryPolicy
 
         llm = self.config.llm
-        return RetryPolicy.for_model(self.llm, llm.max_retries, deadline_s=llm.call_deadline_s)
+        model = self.llm if role is None else self.model_for(role)
+        return RetryPolicy.for_model(model, llm.max_retries, deadline_s=llm.call_deadline_s)
 
 
 def resolve_context(value: Any) -> Context | None:

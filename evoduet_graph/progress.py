@@ -79,6 +79,7 @@ class RunStatus:
         self.rounds: int | None = None
         self.query: str | None = None
         self.results: int | None = None
+        self.cached = False
         self.best: float | None = None
         self.best_iteration: int | None = None
         self.metric_value: float | None = None
@@ -151,6 +152,7 @@ class RunStatus:
     def _on_search(self, ev: dict[str, Any]) -> None:
         self.query = str(ev.get("query"))
         self.results = int(_num(ev.get("results")))
+        self.cached = bool(ev.get("cached"))
 
     def _on_new_best(self, ev: dict[str, Any]) -> None:
         self.best = ev.get("score", self.best)
@@ -209,7 +211,7 @@ class RunStatus:
             if self.query:
                 inner += f" · query: “{_short(self.query, 80)}”"
             if self.results is not None:
-                inner += f" · {self.results} results"
+                inner += f" · {self.results} results" + (" (cached)" if self.cached else "")
             lines.append(inner)
         best = "best: " + (f"{self.best:.6g}" if isinstance(self.best, int | float) else "n/a")
         if self.best_iteration is not None:

@@ -233,6 +233,45 @@ def _node_figures(events: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[st
     )
 
 
+def _model_figures(
+    events: list[dict[str, Any]], rdir: Path, model: str | None
+) -> dict[str, dict[str, float | None]]:
+    """Calls, tokens and estimated USD per model (``llm_by_model`` of the node events; with
+    ``llm.roles`` each role's calls count on its model), priced as the budget prices them
+    (`evoduet_graph.budget.usage_cost`: `evoduet_graph.pricing`, the run's ``budget.prices``
+    first); ``usd`` is None for an unpriced model."""
+    from evoduet_graph.budget import usage_from_events
+
+    totals = usage_from_events(events)
+    _, usd = _llm_cost(rdir, totals, model)
+    return {
+        m: {**{k: float(v) for k, v in c.items()}, "usd": usd.get(m)}
+        for m, c in sorted(totals.by_model.items())
+    }
+
+
+def _llm_cost(rdir: Path, totals: Any, model: str | None) -> tuple[float, dict[str, float | None]]:
+    """`evoduet_graph.budget.usage_cost` of ``totals`` with the run's ``llm`` and ``budget``
+    settings (``config.yaml``); ``model`` when the config names none."""
+    from evoduet_graph.budget import other_models, usage_cost
+
+    cfg = _run_config(rdir)
+    llm_cfg = cfg.get("llm") if isinstance(cfg.get("llm"), dict) else {}
+    budget = cfg.get("budget") if isinstance(cfg.get("budget"), dict) else {}
+    prices = {
+        str(k): (float(v[0]), float(v[1]))
+        for k, v in (budget.get("prices") or {}).items()
+        if isinstance(v, list | tuple) and len(v) == 2
+    }
+    return usage_cost(
+        totals,
+        str(llm_cfg.get("model") or model or ""),
+        prices,
+        llm_cfg.get("base_url"),
+        other_models(llm_cfg),
+    )
+
+
 def _search_figures(events: list[dict[str, Any]], db: SearchDatabase | None) -> dict[str, Any]:
     searches = [e for e in events if e.get("event") == "search"]
     queries = [str(e.get("query", "")) for e in searches]
@@ -468,6 +507,13 @@ def _cost_figures(
     }
     price = price_for(str(model), prices, llm_cfg.get("base_url")) if model else None
     inp, out = int(llm_total.get("input_tokens", 0)), int(llm_total.get("output_tokens", 0))
+    llm_usd = price.cost(inp, out) if price is not None else None
+    from evoduet_graph.budget import usage_from_events
+
+    totals = usage_from_events(events)
+    if totals.by_model:  # per model (``llm.roles``, ``llm.models``): each at its own price
+        total, per_model = _llm_cost(rdir, totals, model)
+        llm_usd = None if all(v is None for v in per_model.values()) else total
     searches = [e for e in events if e.get("event") == "search"]
     failed = sum(1 for e in events if e.get("event") == "search_error" and e.get("query"))
     backend = retrieval.get("backend")
@@ -477,7 +523,7 @@ def _cost_figures(
         "price_source": price.source if price is not None else None,
         "usd_per_mtok_input": price.input_per_mtok if price is not None else None,
         "usd_per_mtok_output": price.output_per_mtok if price is not None else None,
-        "llm_usd": price.cost(inp, out) if price is not None else None,
+        "llm_usd": llm_usd,
         "search_backend": backend,
         "search_calls": calls,
         "search_failed": failed,
@@ -729,6 +775,7 @@ def run_summary(run_dir: str | Path) -> dict[str, Any]:
             rdir, events, starts[-1].get("model") if starts else None, llm["total"]
         ),
         "llm": llm,
+        "llm_models": _model_figures(events, rdir, starts[-1].get("model") if starts else None),
         "wall_time": wall_time,
         "failures": _failure_figures(programs, events),
         "novelty": _novelty_figures(events, programs),
@@ -781,6 +828,23 @@ def _images(plots: dict[str, str] | None, *names: str) -> list[str]:
         if link:
             out += [f"![{PLOT_TITLES.get(name, name)}]({link})", ""]
     return out
+
+
+def _model_section(models: dict[str, dict[str, float]]) -> list[str]:
+    """``## LLM usage per model`` (calls, tokens, estimated USD), when the events have it."""
+    if not models:
+        return []
+    rows = [
+        [m, int(u["calls"]), int(u["input_tokens"]), int(u["output_tokens"]),
+         "n/a" if u["usd"] is None else round(u["usd"], 6)]
+        for m, u in models.items()
+    ]
+    return [
+        "## LLM usage per model",
+        "",
+        _table(["model", "calls", "input tokens", "output tokens", "USD (estimated)"], rows),
+        "",
+    ]
 
 
 def _gate_can_retrieve(run_dir: Path) -> bool:
@@ -961,6 +1025,7 @@ def report_markdown(
         ),
         "",
         *_images(plots, "llm"),
+        *_model_section(s.get("llm_models") or {}),
         *_cost_section(s["cost"], llm["total"]),
         "## Wall time per node",
         "",

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context, resolve_context
@@ -69,7 +70,9 @@ def instrument(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap node ``fn`` so each call emits ``{"event": "node", "node": name, ...}``.
 
     The event has ``elapsed_s`` (wall seconds), ``llm_calls``, ``input_tokens``,
-    ``output_tokens``, ``llm_latency_s`` and, on failure, ``error`` (the exception is re-raised
+    ``output_tokens``, ``llm_latency_s``, ``llm_by_model`` (per model name: ``calls``,
+    ``input_tokens``, ``output_tokens``; when the node called a model) and, on failure,
+    ``error`` (the exception is re-raised
     so LangGraph keeps the checkpoint before the failing step). Both events are also written to
     the custom stream (see the module docstring).
     """
@@ -86,6 +89,8 @@ def instrument(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         with track_node(name) as usage:
             try:
                 update = fn(state, runtime)
+            except GraphBubbleUp:
+                raise  # a pause for human review (interrupt), not a failure of the node
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"[:1000]
                 elapsed = round(time.perf_counter() - start, 4)
@@ -109,6 +114,7 @@ def instrument(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
                 llm_latency_s=round(usage.latency_s, 3),
+                **({"llm_by_model": usage.by_model} if usage.by_model else {}),
                 **summary,
             )
         fields = {k: v for k, v in record.items() if k not in ("event", "time")}

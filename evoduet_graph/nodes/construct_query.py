@@ -71,12 +71,17 @@ def construct_query(state: InnerState, runtime: Runtime[Context]) -> dict[str, A
     raw: list[str] = []
     try:
         result = structured_call(
-            ctx.llm,
+            ctx.model_for("construct_query"),
             prompt,
             QueryPlan,
             default=QueryPlan,
-            config=ctx.llm_config("construct_query"),
-            retry=ctx.llm_retry(),
+            config=ctx.llm_config(
+                "construct_query",
+                iteration=state.get("iteration"),
+                round=state.get("round", 0),
+                decision="retrieve",
+            ),
+            retry=ctx.llm_retry("construct_query"),
         )
         raw = result.value.queries
     except LLMCallError as exc:

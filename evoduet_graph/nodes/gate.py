@@ -32,6 +32,7 @@ from evoduet_graph.llm import LLMCallError, structured_call
 from evoduet_graph.nodes._common import context_of
 from evoduet_graph.nodes.gate_stateless import stateless_decision
 from evoduet_graph.nodes.oracle import oracle_update
+from evoduet_graph.review import review_gate
 from evoduet_graph.state import GateDecision, OuterState
 
 
@@ -85,12 +86,12 @@ def llm_decision(state: OuterState, ctx: Context) -> dict[str, Any]:
     iteration = state.get("iteration", 0)
     try:
         result = structured_call(
-            ctx.llm,
+            ctx.model_for("gate"),
             gate_prompt(state, ctx),
             GateOutput,
             default=lambda: GateOutput(reasoning="fallback: the gate's reply was unusable"),
-            config=ctx.llm_config("gate"),
-            retry=ctx.llm_retry(),
+            config=ctx.llm_config("gate", iteration=iteration, parent=state.get("parent_id")),
+            retry=ctx.llm_retry("gate"),
         )
     except LLMCallError as exc:
         ctx.events.emit("gate_error", iteration=iteration, error=str(exc)[:500])
@@ -135,6 +136,13 @@ def llm_decision(state: OuterState, ctx: Context) -> dict[str, Any]:
 def gate(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Decide this iteration's knowledge action.
 
+    With ``gate.review`` the decision is shown to a person first (LangGraph ``interrupt``,
+    `evoduet_graph.review.review_gate`), who may keep or change it; this covers the rule-based
+    modes, the ``llm`` gate and its stateless variant (``retrieval.use_search_database:
+    false``, where a reviewer's ``look-up`` is refused: there is no search database). The
+    ``oracle`` mode is never reviewed: it makes no decision (every iteration is a no-op with
+    the fixed oracle documents), so there is nothing to approve.
+
     Returns:
         ``gate_decision`` and ``gate_reason``; in ``llm`` mode also ``knowledge_state`` and
         ``gate_document_ids``.
@@ -143,11 +151,15 @@ def gate(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
         LLMCallError: the model endpoint failed (transport), not for bad output.
     """
     ctx = context_of(runtime)
-    if ctx.config.gate.mode == "llm":
-        if not ctx.config.retrieval.use_search_database:
-            return stateless_decision(state, ctx)
-        return llm_decision(state, ctx)
     if ctx.config.gate.mode == "oracle":
-        return oracle_update(state, ctx)
-    decision, reason = rule_decision(state, ctx)
-    return {"gate_decision": decision, "gate_reason": reason}
+        return oracle_update(state, ctx)  # no decision to review: fixed documents, no-op
+
+    def decide() -> dict[str, Any]:
+        if ctx.config.gate.mode == "llm":
+            if not ctx.config.retrieval.use_search_database:
+                return stateless_decision(state, ctx)
+            return llm_decision(state, ctx)
+        decision, reason = rule_decision(state, ctx)
+        return {"gate_decision": decision, "gate_reason": reason}
+
+    return review_gate(ctx, dict(state), decide)

@@ -62,12 +62,12 @@ def stateless_decision(state: OuterState, ctx: Context) -> dict[str, Any]:
     iteration = state.get("iteration", 0)
     try:
         result = structured_call(
-            ctx.llm,
+            ctx.model_for("gate"),  # llm.roles: the gate role's model
             stateless_gate_prompt(state, ctx),
             StatelessGateOutput,
             default=lambda: StatelessGateOutput(reasoning="fallback: the gate's reply was unusable"),
-            config=ctx.llm_config("gate"),
-            retry=ctx.llm_retry(),
+            config=ctx.llm_config("gate", iteration=iteration, parent=state.get("parent_id")),
+            retry=ctx.llm_retry("gate"),
         )
     except LLMCallError as exc:
         ctx.events.emit("gate_error", iteration=iteration, error=str(exc)[:500])

@@ -123,7 +123,7 @@ def uses_diffs(ctx: Context) -> bool:
     """Resolve ``prompt.diff_based`` (None = auto: rewrites for the embedded local model)."""
     if ctx.config.prompt.diff_based is not None:
         return ctx.config.prompt.diff_based
-    return not isinstance(ctx.llm, LocalChatModel)
+    return not isinstance(ctx.model_for("generate"), LocalChatModel)
 
 
 def compile_error(language: str, code: str) -> str | None:
@@ -155,28 +155,35 @@ def draft(
     diff_based: bool,
     index: int,
     attempt: int,
+    evidence: int = 0,
     answer: Any | None = None,
 ) -> None:
     """Ask the model for candidate ``row`` and fill in its code, kind, status and error.
 
     ``status`` becomes ``generated`` (code ready), ``invalid`` (no applicable code, or Python
-    code that does not compile: `compile_error`) or ``failed`` (the model call raised). ``index`` (the candidate slot) and ``attempt`` (0, or
-    1 for the novelty resample) go into the call's metadata. ``answer`` replaces the plain
-    model call: ``(messages, config) -> text`` (joint-level in-loop search,
-    `evoduet_graph.nodes.joint_search`).
+    code that does not compile: `compile_error`) or ``failed`` (the model call raised).
+    ``index`` (the candidate slot), ``attempt`` (0, or 1 for the novelty resample) and
+    ``evidence`` (documents in the prompt) go into the call's metadata, with the iteration,
+    candidate id and parent id. ``answer`` replaces the plain call of the ``generate`` role's
+    model: ``(messages, config) -> text`` (joint-level in-loop search,
+    `evoduet_graph.nodes.joint_search`, which calls that same model).
     """
     row.code, row.kind, row.status, row.error, row.artifacts = None, "none", "failed", None, {}
     try:
-        config = ctx.llm_config("generate")
-        config["metadata"] = {
-            "iteration": row.iteration,
-            "candidate_index": index,
-            "attempt": attempt,
-        }
+        config = ctx.llm_config(
+            "generate",
+            iteration=row.iteration,
+            candidate=row.id,
+            candidate_index=index,
+            attempt=attempt,
+            parent=row.parent_id,
+            evidence=evidence,
+        )
         if answer is not None:
             text = answer(messages, config)
         else:
-            text, _ = invoke_text(ctx.llm, messages, config=config, retry=ctx.llm_retry())
+            model = ctx.model_for("generate")
+            text, _ = invoke_text(model, messages, config=config, retry=ctx.llm_retry("generate"))
     except Exception as exc:  # noqa: BLE001 - a model fault fails this candidate only
         row.error = f"LLM call failed: {type(exc).__name__}: {exc}"[:500]
         return
@@ -320,14 +327,15 @@ def generate(payload: GenerateInput, runtime: Runtime[Context]) -> dict[str, Any
     answer = joint_answer(ctx, iteration, index, parent.id) if ctx.config.joint_search.enabled else None
     draft(
         ctx, row, messages, parent_code, diff_based=diff_based, index=index, attempt=0,
-        answer=answer,
+        evidence=len(payload["documents"]), answer=answer,
     )
     if row.status == "generated" and ctx.novelty is not None:
         shown = [*top_ids, *inspiration_ids]
         resample = bool(getattr(ctx.novelty, "resample", False))
         verdict = check_novelty(ctx, runtime, row, shown, attempt=1, resampling=resample)
         if not verdict.novel and resample:
-            draft(ctx, row, messages, parent_code, diff_based=diff_based, index=index, attempt=1)
+            draft(ctx, row, messages, parent_code, diff_based=diff_based, index=index, attempt=1,
+                  evidence=len(payload["documents"]))
             if row.status == "generated":
                 verdict = check_novelty(ctx, runtime, row, shown, attempt=2, resampling=False)
         if row.status == "generated" and not verdict.novel:

@@ -5,7 +5,8 @@ lists the seeded documents and ``look-up`` can name them from the first iteratio
 
 * ``offline`` — the documents of ``retrieval.grounding_documents`` (a JSONL file or a folder;
   default the task's ``docs/`` folder; `evoduet_graph.search.fixed`);
-* ``online`` — one search on the task instruction's first line with the run's backend.
+* ``online`` — one search on the task instruction's first line with the run's backend
+  (``Context.searcher``, behind the search cache when ``retrieval.cache``).
 
 At most ``retrieval.grounding_max_documents`` documents are seeded, as one D_search record
 ``grd_000000`` (decision ``grounding``; an online grounding logs its query and results as
@@ -16,7 +17,7 @@ Idempotent: a resumed run finds the record and does nothing.
 from __future__ import annotations
 
 from evoduet_graph.context import Context
-from evoduet_graph.search import robust_search
+from evoduet_graph.search.cache import cached_search
 from evoduet_graph.search.database import RoundLog, RoundResult, SearchRecord
 from evoduet_graph.search.fixed import grounding_source, load_documents
 
@@ -50,13 +51,15 @@ def ground(ctx: Context) -> str | None:
         stored = ctx.search_db.add_documents(load_documents(path, source="grounding")[:limit], 0)
     else:
         query = grounding_query(ctx)
-        docs, error = robust_search(
+        outcome = cached_search(
             ctx.searcher,
+            ctx.search_cache if retrieval.cache else None,
             query,
             limit,
             retries=retrieval.search_retries,
             timeout_s=retrieval.search_timeout_s,
         )
+        docs, error = outcome.documents, outcome.error
         if error:
             ctx.events.emit("search_error", iteration=0, query=query, error=error[:500])
         stored = ctx.search_db.add_documents(docs[:limit], 0)
@@ -67,6 +70,8 @@ def ground(ctx: Context) -> str | None:
             query=query,
             urls=[d.url for d in stored],
             doc_ids=[d.doc_id for d in stored],
+            cached=outcome.cached,
+            fetched_at=round(outcome.fetched_at, 3),
         )
         rounds.append(
             RoundLog(

@@ -76,12 +76,17 @@ def hypothetical_score(state: InnerState, runtime: Runtime[Context]) -> dict[str
     try:
         schema = scores_schema(ids)
         result = structured_call(
-            ctx.llm,
+            ctx.model_for("hypothetical_score"),
             prompt,
             schema,
             default=lambda: schema(scores={}),
-            config=ctx.llm_config("hypothetical_score"),
-            retry=ctx.llm_retry(),
+            config=ctx.llm_config(
+                "hypothetical_score",
+                iteration=state.get("iteration"),
+                round=state.get("round", 0),
+                decision="retrieve",
+            ),
+            retry=ctx.llm_retry("hypothetical_score"),
         )
         predicted = {
             k: v for k, v in result.value.predicted().items() if k in ids and math.isfinite(v)

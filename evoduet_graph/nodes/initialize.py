@@ -21,6 +21,7 @@ from evoduet_graph.context import Context
 from evoduet_graph.evaluation import EvaluationOutcome
 from evoduet_graph.nodes._common import context_of, emit_progress
 from evoduet_graph.nodes.grounding import ground
+from evoduet_graph.nodes.stop_rules import target_reached
 from evoduet_graph.population import ProgramEntry
 from evoduet_graph.results import write_best
 from evoduet_graph.state import OuterState
@@ -86,8 +87,8 @@ def initialize(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
     Returns:
         ``max_iterations`` (input or config), the ``run_dir`` (when the run has one) and a
         cleared ``stop_reason`` (a stopped run that is resumed starts counting failures
-        again), or the budget's stop reason when the
-        run has already reached a ``budget:`` limit; on a new thread also ``iteration=0``,
+        again), or the budget's stop reason when the run has already reached a ``budget:``
+        limit or its best program meets ``stop_at_score``; on a new thread also ``iteration=0``,
         ``best_id``/``best_score``/``initial_score`` of the initial program and zeroed counters.
     """
     ctx = context_of(runtime)
@@ -114,6 +115,11 @@ def initialize(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
                 **totals.as_dict(),
             )
     if state.get("best_id") is not None:
+        # a resumed run whose best already meets the target
+        if ctx.config.stop_at_score is not None and not update.get("stop_reason"):
+            reason = target_reached(ctx, ctx.store.get_program(state["best_id"]).metrics)
+            if reason:
+                update["stop_reason"] = reason
         return update
     ground(ctx)  # retrieval.grounding: seed D_search before iteration 1
     write_best(ctx, INITIAL_ID)
@@ -127,6 +133,10 @@ def initialize(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
         metric_value=metric_value,
         ndg=ctx.task.ndg(metric_value) if metric_value is not None else None,
     )
+    if not update.get("stop_reason"):
+        reason = target_reached(ctx, row.metrics)  # the initial program already meets it
+        if reason:
+            update["stop_reason"] = reason
     update.update(
         iteration=0,
         best_id=INITIAL_ID,

@@ -1,8 +1,10 @@
 """Joint-level in-loop search (paper §2.3 baseline): the mutation call itself may search.
 
 With ``joint_search.enabled`` (configs/joint_search.yaml: no gate, no inner loop) the
-``generate`` node lets the model search the run's backend (``Context.searcher``, whatever
-`Searcher` the run configured) up to ``joint_search.max_calls`` times before it writes the
+``generate`` node lets the model (the ``generate`` role's model, ``llm.roles``) search the
+run's backend (``Context.searcher``: whatever the backend registry built for
+``retrieval.backend``, behind the run's search cache ``Context.search_cache`` when
+``retrieval.cache``) up to ``joint_search.max_calls`` times before it writes the
 candidate. Two protocols, the same loop:
 
 * ``tools`` — native tool calling: a LangChain tool ``search(query)`` is bound to the chat
@@ -45,7 +47,7 @@ from pydantic import BaseModel, Field, field_validator
 from evoduet_graph.context import Context
 from evoduet_graph.knowledge import neutralize, render
 from evoduet_graph.llm import LocalChatModel, invoke_text, structured_call
-from evoduet_graph.search import robust_search
+from evoduet_graph.search.cache import cached_search
 from evoduet_graph.search.database import RoundLog, RoundResult, SearchRecord, StoredDocument
 
 Protocol = Literal["tools", "structured"]
@@ -85,7 +87,7 @@ def choose_protocol(ctx: Context) -> Protocol:
     protocol = ctx.config.joint_search.protocol
     if protocol != "auto":
         return protocol
-    return "tools" if native_tool_calling(ctx.llm) else "structured"
+    return "tools" if native_tool_calling(ctx.model_for("generate")) else "structured"
 
 
 @dataclass
@@ -111,14 +113,17 @@ def run_search(ctx: Context, log: JointSearchLog, query: str, iteration: int) ->
     if ctx.searcher is None:
         error = "no search backend in the runtime context"
         docs: list[Any] = []
+        cached = False
     else:
-        docs, error = robust_search(
+        outcome = cached_search(
             ctx.searcher,
+            ctx.search_cache if retrieval.cache else None,
             query,
             retrieval.results_per_query,
             retries=retrieval.search_retries,
             timeout_s=retrieval.search_timeout_s,
         )
+        docs, error, cached = outcome.documents, outcome.error, outcome.cached
     if error:
         log.errors.append(f"{query!r}: {error}")
         ctx.events.emit("search_error", iteration=iteration, query=query, error=error[:500])
@@ -131,6 +136,7 @@ def run_search(ctx: Context, log: JointSearchLog, query: str, iteration: int) ->
         urls=[d.url for d in stored],
         doc_ids=[d.doc_id for d in stored],
         joint=True,
+        cached=cached,
     )
     log.queries.append(query)
     log.results.append(stored)
@@ -155,10 +161,10 @@ def _tools_answer(
         return run_search(ctx, log, query, iteration)
 
     tool = StructuredTool.from_function(search, name="search")
-    bound = ctx.llm.bind_tools([tool])
+    bound = ctx.model_for("generate").bind_tools([tool])
     msgs = [*messages, HumanMessage(render("joint_search_tools", max_calls=max_calls))]
     while len(log.queries) < max_calls:
-        text, reply = invoke_text(bound, msgs, config=config, retry=ctx.llm_retry())
+        text, reply = invoke_text(bound, msgs, config=config, retry=ctx.llm_retry("generate"))
         calls = list(getattr(reply, "tool_calls", None) or [])
         if not calls:
             return text
@@ -170,7 +176,7 @@ def _tools_answer(
                 output = "(search limit reached: write the program now)"
             msgs.append(ToolMessage(content=output, tool_call_id=call.get("id") or "call"))
     msgs.append(HumanMessage(render("joint_search_answer", results="(see the tool results above)")))
-    text, _ = invoke_text(ctx.llm, msgs, config=config, retry=ctx.llm_retry())
+    text, _ = invoke_text(ctx.model_for("generate"), msgs, config=config, retry=ctx.llm_retry("generate"))
     return text
 
 
@@ -195,12 +201,12 @@ def _structured_answer(
             ),
         ]
         result = structured_call(
-            ctx.llm,
+            ctx.model_for("generate"),
             prompt,
             JointSearchStep,
             default=JointSearchStep,
             config=config,
-            retry=ctx.llm_retry(),
+            retry=ctx.llm_retry("generate"),
         )
         step = result.value
         if step.action != "search" or not step.query:
@@ -209,7 +215,7 @@ def _structured_answer(
     msgs = list(messages)
     if texts:
         msgs.append(HumanMessage(render("joint_search_answer", results="\n\n".join(texts))))
-    text, _ = invoke_text(ctx.llm, msgs, config=config, retry=ctx.llm_retry())
+    text, _ = invoke_text(ctx.model_for("generate"), msgs, config=config, retry=ctx.llm_retry("generate"))
     return text
 
 

@@ -19,6 +19,7 @@ from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
 from evoduet_graph.nodes._common import context_of, emit_progress
+from evoduet_graph.nodes.stop_rules import target_reached
 from evoduet_graph.population import ProgramEntry, add_op, apply_op, next_island_op
 from evoduet_graph.results import write_best
 from evoduet_graph.search.database import Impact
@@ -61,6 +62,8 @@ def credit_evidence(ctx: Context, state: OuterState, valid: list[CandidateRecord
         )
     if not ctx.search_db.add_impact(record_id, impact):
         return  # already credited by the run this one resumes
+    if ctx.memory is not None:  # long-term memory across runs (`evoduet_graph.memory`)
+        ctx.memory.remember(ctx.search_db, record_id, impact)
     ctx.events.emit(
         "impact",
         iteration=iteration,
@@ -188,6 +191,9 @@ def record(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
                 last_improvement_iteration=iteration,
             )
             write_best(ctx, best["id"])
+            target = target_reached(ctx, row.metrics)
+            if target:
+                update["stop_reason"] = target
             metric_value = ctx.task.metric_value(row.metrics)
             emit_progress(
                 runtime,

@@ -60,12 +60,17 @@ def rerank(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
     schema = ratings_schema([d["id"] for d in pool])
     try:
         result = structured_call(
-            ctx.llm,
+            ctx.model_for("rerank"),  # llm.roles: the rerank role's model
             prompt,
             schema,
             default=lambda: schema(ratings={}),
-            config=ctx.llm_config("rerank"),
-            retry=ctx.llm_retry(),
+            config=ctx.llm_config(
+                "rerank",
+                iteration=state.get("iteration"),
+                round=state.get("round", 0),
+                decision="retrieve",
+            ),
+            retry=ctx.llm_retry("rerank"),
         )
         rated = result.value.rated()
         if not result.used_default:

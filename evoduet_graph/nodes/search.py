@@ -3,7 +3,13 @@
 Results are stored in the search database (documents get stable ids; the same normalised URL
 always maps to the same id), de-duplicated, and merged with the retained pool. A document
 enters the pool with the score *this inner loop* predicted for it, if any (paper §3.4: a
-prediction made by an earlier loop, for another parent, is not carried over). A backend error
+prediction made by an earlier loop, for another parent, is not carried over). A query already
+answered by the same backend in this run (or, with ``retrieval.cache_dir``, in an earlier one)
+is answered from the search cache (`evoduet_graph.search.cache`); the ``search`` event then
+says ``cached: true`` with the original retrieval time ``fetched_at``. With
+``retrieval.review_queries`` the node first pauses for a person to approve or edit the
+queries (`evoduet_graph.review.review_queries`); the edited ones are searched and recorded.
+A backend error
 or timeout (after the retries of ``robust_search``) leaves that query without results; the
 event ``search_error`` records it and the retrieval goes on.
 """
@@ -17,7 +23,8 @@ from langgraph.runtime import Runtime
 from evoduet_graph.context import Context
 from evoduet_graph.nodes._common import context_of, emit_progress
 from evoduet_graph.nodes.hypothetical_score import loop_record_id
-from evoduet_graph.search import robust_search
+from evoduet_graph.review import review_queries
+from evoduet_graph.search.cache import cached_search
 from evoduet_graph.state import DocumentRef, InnerState
 
 
@@ -35,16 +42,24 @@ def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
         )
         ctx.events.emit("search_error", iteration=state.get("iteration"), error=message)
         return {"pool": list(pool.values()), "errors": [*errors, message], "returned": []}
+    proposed = list(dict.fromkeys(state.get("queries", [])))
+    queries = review_queries(ctx, dict(state), proposed)
+    reviewed: dict[str, Any] = {}
+    if queries != proposed:  # the reviewer's queries replace the proposal in the chain
+        history = [q for q in state.get("query_history", []) if q not in proposed]
+        reviewed = {"queries": queries, "query_history": history + queries}
     returned: dict[str, None] = {}
     scored = ctx.search_db.loop_scores(loop_record_id(state))
-    for query in dict.fromkeys(state.get("queries", [])):
-        docs, error = robust_search(
+    for query in queries:
+        outcome = cached_search(
             ctx.searcher,
+            ctx.search_cache if retrieval.cache else None,
             query,
             retrieval.results_per_query,
             retries=retrieval.search_retries,
             timeout_s=retrieval.search_timeout_s,
         )
+        docs, error = outcome.documents, outcome.error
         if error:
             errors.append(f"{query!r}: {error}")
             ctx.events.emit(
@@ -59,6 +74,7 @@ def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
             query=query,
             results=len(stored),
             error=error[:300] if error else None,
+            cached=outcome.cached,
         )
         ctx.events.emit(
             "search",
@@ -67,6 +83,8 @@ def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
             query=query,
             urls=[d.url for d in stored],
             doc_ids=[d.doc_id for d in stored],
+            cached=outcome.cached,
+            fetched_at=round(outcome.fetched_at, 3),
         )
         for doc in stored:
             returned.setdefault(doc.doc_id)
@@ -77,4 +95,9 @@ def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
                     predicted_score=scored.get(doc.doc_id),
                 ),
             )
-    return {"pool": list(pool.values()), "returned": list(returned), "errors": errors}
+    return {
+        "pool": list(pool.values()),
+        "returned": list(returned),
+        "errors": errors,
+        **reviewed,
+    }

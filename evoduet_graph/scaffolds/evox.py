@@ -364,12 +364,12 @@ def _revise(
         return kept, history
     try:
         result = structured_call(
-            ctx.llm,
+            ctx.model_for("revise_strategy"),
             strategy_prompt(state, ctx, iteration, current, history, stale),
             StrategyOutput,
             default=lambda: StrategyOutput(parent_rule=current["parent_rule"]),  # type: ignore[arg-type]
-            config=ctx.llm_config("select"),
-            retry=ctx.llm_retry(),
+            config=ctx.llm_config("select", iteration=iteration, role="revise_strategy"),
+            retry=ctx.llm_retry("revise_strategy"),
         )
     except LLMCallError as exc:
         _record(

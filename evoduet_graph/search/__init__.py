@@ -1,7 +1,7 @@
 """World-knowledge layer: search backends and the search database D_search (DESIGN.md §1, §4).
 
-Backends share one `Document` shape and the `Searcher` protocol; `make_searcher` builds the one
-a run configures, and `robust_search` is how nodes call it. `SearchDatabase` persists every
+Backends share one `Document` shape and the `Searcher` protocol; `make_searcher` builds the ones
+a run configures (from the backend registry, `evoduet_graph.search.registry`), and `robust_search` is how nodes call it. `SearchDatabase` persists every
 committed retrieval and its realised impact. The heavier backends (`TavilySearcher`,
 `OfflineSearcher`) are imported lazily on first access.
 """
@@ -19,7 +19,6 @@ from evoduet_graph.search.base import (
     SearchTimeoutError,
     SearchUnavailableError,
     clean_text,
-    make_searcher,
     normalize_url,
     robust_search,
 )
@@ -32,6 +31,12 @@ from evoduet_graph.search.database import (
     SearchRecord,
     StoredDocument,
 )
+from evoduet_graph.search.registry import (
+    BackendSpec,
+    backend_names,
+    make_searcher,
+    register_backend,
+)
 
 if TYPE_CHECKING:
     from evoduet_graph.search.offline import OfflineSearcher, OfflineSources
@@ -39,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_CONTENT_CHARS",
+    "BackendSpec",
     "Document",
     "Impact",
     "NoneSearcher",
@@ -55,9 +61,11 @@ __all__ = [
     "Searcher",
     "StoredDocument",
     "TavilySearcher",
+    "backend_names",
     "clean_text",
     "make_searcher",
     "normalize_url",
+    "register_backend",
     "robust_search",
 ]
 

@@ -17,8 +17,7 @@ import threading
 from collections.abc import Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, computed_field, field_validator
@@ -29,9 +28,6 @@ from tenacity import (
     stop_after_attempt,
     wait_exponential,
 )
-
-if TYPE_CHECKING:
-    from evoduet_graph.config import RetrievalConfig
 
 logger = logging.getLogger(__name__)
 
@@ -207,42 +203,9 @@ class NoneSearcher:
     def preflight(self) -> None:
         raise SearchUnavailableError(
             "retrieval.backend is none: this run cannot retrieve. Set retrieval.backend to "
-            "'tavily' (needs TAVILY_API_KEY) or 'offline' (local BM25 corpus), or use "
-            "gate.mode=never"
+            "'offline' (local BM25 corpus), a web source such as 'tavily' or 'arxiv' (see "
+            "`evoduet_graph.search.registry`), or use gate.mode=never"
         )
-
-
-def make_searcher(cfg: RetrievalConfig, *, task_dir: Path | None = None) -> Searcher:
-    """Build the backend named by ``cfg.backend`` (no network or index work happens here).
-
-    Args:
-        cfg: the run's retrieval settings.
-        task_dir: the task folder; its ``docs/`` joins the offline corpus when present.
-
-    Returns:
-        A `NoneSearcher`, `TavilySearcher` or `OfflineSearcher`. Call ``preflight()`` before a
-        run that can retrieve.
-
-    Raises:
-        ValueError: an unknown backend name.
-    """
-    if cfg.backend == "none":
-        return NoneSearcher()
-    if cfg.backend == "tavily":
-        from evoduet_graph.search.tavily import TavilySearcher
-
-        return TavilySearcher(
-            search_depth=cfg.tavily_search_depth,
-            include_raw_content=cfg.tavily_include_raw_content,
-            timeout_s=cfg.search_timeout_s,
-        )
-    if cfg.backend == "offline":
-        from evoduet_graph.search.offline import OfflineSearcher, OfflineSources
-
-        return OfflineSearcher(
-            OfflineSources.from_config(cfg, task_dir=task_dir), cache_dir=cfg.index_cache_dir
-        )
-    raise ValueError(f"unknown retrieval.backend {cfg.backend!r}")
 
 
 def _call_with_deadline(searcher: Searcher, query: str, max_results: int, timeout_s: float):
@@ -379,7 +342,9 @@ def robust_search(
         logger.warning("%s (query %r)", message, query[:120])
         return [], message
     try:
-        docs = _postprocess(raw, name, max_results, max_content_chars)
+        # a combined backend returns up to max_results hits per backend (`fan_out` of them)
+        limit = max_results * max(1, int(getattr(searcher, "fan_out", 1) or 1))
+        docs = _postprocess(raw, name, limit, max_content_chars)
     except Exception as exc:  # noqa: BLE001 - a malformed response is a backend fault
         return [], f"{name} search returned a malformed response: {type(exc).__name__}: {exc}"
     return docs, None

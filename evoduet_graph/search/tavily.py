@@ -8,10 +8,15 @@ cleaned page text, possibly null).
 
 from __future__ import annotations
 
+import json
 import os
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from evoduet_graph.search.base import Document, SearchUnavailableError
+
+if TYPE_CHECKING:
+    from evoduet_graph.config import RetrievalConfig
 
 _KEY_ENV = "TAVILY_API_KEY"
 _MAX_RESULTS_LIMIT = 20  # the API accepts 0..20 results per query
@@ -37,6 +42,11 @@ class TavilySearcher:
         client: an object with a ``search(query=..., **kwargs) -> dict`` method, used instead of
             ``tavily.TavilyClient`` (tests inject a fake).
         timeout_s: HTTP timeout passed to the client, seconds.
+        topic: ``general``, ``news`` or ``finance`` (Tavily's search category).
+        time_range: ``day``, ``week``, ``month`` or ``year`` (only pages published in it);
+            None: any time.
+        include_domains: only these domains (empty: all).
+        exclude_domains: never these domains (``retrieval.exclude_domains``).
     """
 
     name = "tavily"
@@ -49,12 +59,53 @@ class TavilySearcher:
         include_raw_content: bool = False,
         client: Any | None = None,
         timeout_s: float = 30,
+        topic: Literal["general", "news", "finance"] = "general",
+        time_range: Literal["day", "week", "month", "year"] | None = None,
+        include_domains: Sequence[str] = (),
+        exclude_domains: Sequence[str] = (),
     ) -> None:
         self._api_key = api_key or os.environ.get(_KEY_ENV) or None
         self.search_depth = search_depth
         self.include_raw_content = include_raw_content
         self.timeout_s = timeout_s
+        self.topic = topic
+        self.time_range = time_range
+        self.include_domains = list(include_domains)
+        self.exclude_domains = list(exclude_domains)
         self._client = client
+
+    @classmethod
+    def from_config(cls, cfg: RetrievalConfig, *, client: Any | None = None) -> TavilySearcher:
+        """The searcher ``retrieval.tavily_*`` and ``retrieval.exclude_domains`` describe."""
+        return cls(
+            search_depth=cfg.tavily_search_depth,
+            include_raw_content=cfg.tavily_include_raw_content,
+            timeout_s=cfg.search_timeout_s,
+            topic=cfg.tavily_topic,
+            time_range=cfg.tavily_time_range,
+            include_domains=cfg.tavily_include_domains,
+            exclude_domains=cfg.exclude_domains,
+            client=client,
+        )
+
+    def _options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {
+            "search_depth": self.search_depth,
+            "include_raw_content": self.include_raw_content,
+            "topic": self.topic,
+        }
+        if self.time_range:
+            options["time_range"] = self.time_range
+        if self.include_domains:
+            options["include_domains"] = self.include_domains
+        if self.exclude_domains:
+            options["exclude_domains"] = self.exclude_domains
+        return options
+
+    @property
+    def cache_key(self) -> str:
+        """Backend and every option that changes the results."""
+        return json.dumps({"backend": self.name, **self._options()}, sort_keys=True)
 
     def preflight(self) -> None:
         """Fail fast when no key (and no injected client) is available.
@@ -104,11 +155,7 @@ class TavilySearcher:
         n = max(1, min(int(max_results), _MAX_RESULTS_LIMIT))
         try:
             response = client.search(
-                query=query,
-                max_results=n,
-                search_depth=self.search_depth,
-                include_raw_content=self.include_raw_content,
-                timeout=self.timeout_s,
+                query=query, max_results=n, timeout=self.timeout_s, **self._options()
             )
         except Exception as exc:
             if type(exc).__name__ in _FATAL_ERRORS:

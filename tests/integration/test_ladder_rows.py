@@ -62,7 +62,8 @@ def test_joint_search_with_native_tool_calling_binds_a_search_tool(tmp_path):
                  run_dir=tmp_path / "run")
     assert result.iterations == 2
     assert [t.name for t in llm.bound_tools] == ["search", "search"]  # bound per mutation call
-    assert searcher.queries == ["hull area 0", "hull area 1"] * 2
+    # iteration 2 repeats both queries: the run's search cache answers them (retrieval.cache)
+    assert searcher.queries == ["hull area 0", "hull area 1"]
     db = SearchDatabase(tmp_path / "run" / "search_database.jsonl")
     records = db.records()
     assert [(r.record_id, r.decision) for r in records] == [
@@ -73,6 +74,10 @@ def test_joint_search_with_native_tool_calling_binds_a_search_tool(tmp_path):
     assert db.url_stats()["seen_before_share"] == pytest.approx(0.5)  # iteration 2 repeats
     events = read_events(tmp_path / "run" / "events.jsonl")
     assert [e["protocol"] for e in events if e["event"] == "joint_search"] == ["tools", "tools"]
+    searches = [e for e in read_events(tmp_path / "run" / "events.jsonl") if e["event"] == "search"]
+    assert [(e["query"], e["cached"]) for e in searches] == [
+        ("hull area 0", False), ("hull area 1", False), ("hull area 0", True), ("hull area 1", True)
+    ]
 
 
 def test_joint_search_stops_at_max_calls_and_asks_for_the_program(tmp_path):
@@ -85,9 +90,10 @@ def test_joint_search_stops_at_max_calls_and_asks_for_the_program(tmp_path):
         seen[:] = [str(m.content) for m in messages if isinstance(m, ToolMessage)]
         if any("Now write the new program" in str(m.content) for m in messages[-1:]):
             return RADIUS_UP
-        calls["tool"] += 1
+        calls["tool"] += 1  # a new query each time (a repeated one is answered by the cache)
         return AIMessage(
-            content="", tool_calls=[{"name": "search", "args": {"query": "q"}, "id": "x"}]
+            content="",
+            tool_calls=[{"name": "search", "args": {"query": f"q{calls['tool']}"}, "id": "x"}],
         )
 
     from evoduet_graph.search import Document

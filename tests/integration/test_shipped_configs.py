@@ -230,7 +230,10 @@ def check_behaviour(
     assert len(inner_searches) == len(retrieves) * rounds * r.queries_per_round
     joint_searches = [e for e in searches if e.get("joint")]
     grounding_searches = [e for e in searches if e["iteration"] == 0]
-    assert searcher.calls == len(inner_searches) + len(joint_searches) + len(grounding_searches)
+    backend_searches = [  # a repeated query is answered by the search cache, not the backend
+        e for e in [*inner_searches, *joint_searches, *grounding_searches] if not e.get("cached")
+    ]
+    assert searcher.calls == len(backend_searches)
     assert searcher.preflights == (1 if can_retrieve(cfg) else 0)
     assert kinds["construct_query"] == len(retrieves) * rounds
     assert kinds[ranking] == len(retrieves) * rounds
@@ -341,7 +344,9 @@ def check_row(
             ["decreased"],
             ["not_evaluated"],
         ]
-        assert searcher.queries == [JOINT_QUERY] * ITERATIONS
+        assert searcher.queries == [JOINT_QUERY]  # iteration 2's repeat: the search cache
+        joint = [e for e in events if e["event"] == "search" and e.get("joint")]
+        assert [e["cached"] for e in joint] == [False] + [True] * (ITERATIONS - 1)
         urls = [u for e in events if e["event"] == "search" and e.get("joint") for u in e["urls"]]
         assert len(urls) == ITERATIONS * r.results_per_query
         stats = db.url_stats()  # iteration 2 returned iteration 1's URLs again

@@ -219,3 +219,50 @@ def test_a_studio_thread_with_only_the_task_as_input_survives_the_file_watcher(t
                  if e.get("node") == "gate"]
     assert decisions == ["retrieve", "no-op", "no-op"]  # the LLM gate: the method, by default
     assert not (ROOT / "runs" / "studio" / thread["thread_id"]).exists()
+
+
+def _interrupts(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """The thread's pending interrupts (listed once, by id)."""
+    found = list(state.get("interrupts") or [])
+    for task in state.get("tasks") or []:
+        found += list(task.get("interrupts") or [])
+    return list({i.get("id") or json.dumps(i, sort_keys=True): i for i in found}.values())
+
+
+def test_studio_review_queries_stops_and_resumes_with_an_edited_query(tmp_path):
+    """``retrieval.review_queries`` in Studio: the thread stops at the interrupt with the
+    proposed queries, is resumed with an edited query, and that query is the one searched."""
+    rdir = tmp_path / "run"
+    context = _context(rdir)
+    context["config"] = {
+        **context["config"],
+        "gate": {"mode": "always"},
+        "retrieval": {
+            "backend": "langchain:tests.search_plugins:make_retriever",
+            "inner_rounds": 1,
+            "review_queries": True,
+        },
+    }
+    with _dev_server(tmp_path, "--no-reload") as (client, _server):
+        thread = client.threads.create()["thread_id"]
+        client.runs.wait(thread, "evoduet", input={"max_iterations": 1}, context=context)
+        state = client.threads.get_state(thread)
+        assert state["next"], state  # stopped, not finished
+        [pause] = _interrupts(state)
+        assert pause["value"]["kind"] == "review_queries"
+        assert pause["value"]["queries"] == ["query 0"]
+        result = client.runs.wait(
+            thread,
+            "evoduet",
+            command={"resume": ["points on the unit circle"]},
+            context=context,
+        )
+        assert isinstance(result, dict) and "__error__" not in result, result
+        state = client.threads.get_state(thread)
+        assert state["next"] == [] and state["values"]["iteration"] == 1
+    events = [json.loads(line) for line in (rdir / "events.jsonl").read_text().splitlines()]
+    assert [e["query"] for e in events if e["event"] == "search"] == ["points on the unit circle"]
+    [search] = [e for e in events if e["event"] == "search"]
+    assert "papers/polygons.md" in search["urls"]
+    [review] = [e for e in events if e["event"] == "review"]
+    assert review["edited"] is True and review["proposal"] == ["query 0"]

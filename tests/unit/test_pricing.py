@@ -113,3 +113,32 @@ def test_report_of_an_unpriced_model_says_so(tmp_path: Path) -> None:
     rdir = _run(tmp_path, "openai:my-fake-model")
     assert run_summary(rdir)["cost"]["llm_usd"] is None
     assert "n/a (unpriced model)" in report_markdown(rdir)
+
+
+def test_usage_cost_prices_each_model_on_its_own() -> None:
+    """`budget.usage_cost`: every answered model at its own price through `price_for`; a name
+    only a configured model string knows takes that string's price; an unpriced role model is
+    None (0 in the total); usage without a model name and injected names at the run's model."""
+    from evoduet_graph.budget import UsageTotals, usage_cost
+
+    prices = {"strong": (10.0, 20.0), "cheap": (1.0, 2.0)}
+    totals = UsageTotals(
+        input_tokens=4000,
+        output_tokens=400,
+        by_model={
+            "cheap": {"calls": 1, "input_tokens": 1000, "output_tokens": 100},
+            "free": {"calls": 1, "input_tokens": 1000, "output_tokens": 100},
+            "ScriptedChatModel": {"calls": 1, "input_tokens": 1000, "output_tokens": 100},
+        },
+    )
+    total, per_model = usage_cost(
+        totals, "openai:strong", prices, "http://127.0.0.1:9/v1", ["openai:cheap", "openai:free"]
+    )
+    assert per_model["cheap"] == pytest.approx((1000 * 1.0 + 100 * 2.0) / 1e6)
+    assert per_model["free"] is None  # a role model nobody prices
+    assert per_model["ScriptedChatModel"] == pytest.approx((1000 * 10.0 + 100 * 20.0) / 1e6)
+    # the 1000 / 100 tokens no event attributed to a model: the run's model
+    assert per_model["openai:strong"] == pytest.approx((1000 * 10.0 + 100 * 20.0) / 1e6)
+    assert total == pytest.approx(
+        per_model["cheap"] + per_model["ScriptedChatModel"] + per_model["openai:strong"]
+    )

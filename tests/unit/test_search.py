@@ -248,6 +248,7 @@ def test_tavily_maps_results_and_passes_options() -> None:
             "max_results": 20,  # clamped to the API's limit
             "search_depth": "advanced",
             "include_raw_content": False,
+            "topic": "general",
             "timeout": 12,
         }
     ]

@@ -1,0 +1,36 @@
+"""arXiv through langchain-community's ``ArxivRetriever`` (extra ``arxiv``; no key).
+
+Each hit is one paper: content = the abstract, url = its ``Entry ID``
+(``http://arxiv.org/abs/<id>``), title = ``Title``. Good for methods and algorithms.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from evoduet_graph.search.backends.langchain import LangChainSearcher
+from evoduet_graph.search.preflight import require_package, require_reachable
+
+if TYPE_CHECKING:
+    from evoduet_graph.config import RetrievalConfig
+
+PROBE_URL = "https://export.arxiv.org/api/query"
+
+
+def make_arxiv(cfg: RetrievalConfig, *, client: Any | None = None) -> LangChainSearcher:
+    """The ``arxiv`` backend; ``client`` replaces the retriever (tests)."""
+
+    def build(n: int) -> Any:
+        from langchain_community.retrievers import ArxivRetriever
+
+        return ArxivRetriever(top_k_results=n, load_max_docs=n, get_full_documents=False)
+
+    return LangChainSearcher(
+        "arxiv",
+        client=client,
+        build=build,
+        checks=[
+            lambda: require_package("arxiv", backend="arxiv", extra="arxiv"),
+            lambda: require_reachable(PROBE_URL, backend="arxiv"),
+        ],
+    )

@@ -1,0 +1,48 @@
+"""Exa neural web search through the partner package's ``ExaSearchRetriever`` (extra ``exa``;
+key ``EXA_API_KEY``).
+
+Each hit: content = the page text (capped), url / title / score from the metadata.
+``retrieval.exclude_domains`` is passed to Exa itself. Good for finding papers and blog posts
+by meaning rather than keywords.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from evoduet_graph.search.backends.langchain import LangChainSearcher
+from evoduet_graph.search.base import MAX_CONTENT_CHARS
+from evoduet_graph.search.preflight import require_key, require_package, require_reachable
+
+if TYPE_CHECKING:
+    from evoduet_graph.config import RetrievalConfig
+
+KEY_ENV = "EXA_API_KEY"
+PROBE_URL = "https://api.exa.ai"
+
+
+def make_exa(cfg: RetrievalConfig, *, client: Any | None = None) -> LangChainSearcher:
+    """The ``exa`` backend; ``client`` replaces the retriever (tests)."""
+    exclude = list(cfg.exclude_domains) or None
+
+    def build(n: int) -> Any:
+        from langchain_exa import ExaSearchRetriever
+
+        return ExaSearchRetriever(
+            k=n,
+            exclude_domains=exclude,
+            text_contents_options={"max_characters": MAX_CONTENT_CHARS},
+            exa_api_key=require_key(KEY_ENV, backend="exa"),
+        )
+
+    return LangChainSearcher(
+        "exa",
+        client=client,
+        build=build,
+        checks=[
+            lambda: require_package("langchain_exa", backend="exa", extra="exa"),
+            lambda: require_key(KEY_ENV, backend="exa"),
+            lambda: require_reachable(PROBE_URL, backend="exa"),
+        ],
+        options={"exclude_domains": exclude},
+    )
