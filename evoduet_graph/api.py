@@ -36,7 +36,7 @@ from evoduet_graph.budget import budget_for
 from evoduet_graph.config import ConfigError, EvoDuetConfig, load_config
 from evoduet_graph.context import Context
 from evoduet_graph.evaluation import Evaluator, make_evaluator
-from evoduet_graph.evaluation.integrity import folder_digest
+from evoduet_graph.evaluation.integrity import changed_files, file_digests, folder_digest
 from evoduet_graph.events import EventLog, read_events
 from evoduet_graph.graphs.outer import NodeFn, build_outer_graph
 from evoduet_graph.graphs.registry import split_nodes
@@ -595,6 +595,16 @@ def _stored_task_sha(rdir: Path) -> str | None:
     return sha if isinstance(sha, str) else None
 
 
+def _stored_task_files(rdir: Path) -> dict[str, str]:
+    """``run.json``'s ``task_files`` (per-file sha256 at run start; empty for older runs)."""
+    try:
+        meta = json.loads((rdir / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    files = meta.get("task_files") if isinstance(meta, dict) else None
+    return {str(k): str(v) for k, v in files.items()} if isinstance(files, dict) else {}
+
+
 def check_continuation(rdir: Path, cfg: EvoDuetConfig, task: Task | None = None) -> list[str]:
     """Check that an existing run may continue with ``cfg`` — every check before anything in
     the run directory is written — and say what changes.
@@ -680,10 +690,16 @@ def check_continuation(rdir: Path, cfg: EvoDuetConfig, task: Task | None = None)
         except TaskError as exc:
             raise RunError(f"{exc}; the run in {rdir} cannot be continued") from None
         if current != recorded:
+            files = _stored_task_files(rdir)
+            what = (
+                ", ".join(changed_files(files, file_digests(Path(task.path)))[:6]) + "; "
+                if files
+                else ""
+            )
             raise RunError(
-                f"the task folder {task.path} changed since the run in {rdir} started (sha256 "
-                f"{current[:12]}…, run.json has {recorded[:12]}…): its evaluator must stay the "
-                "same for the whole run; restore the folder, or start a new run"
+                f"the task folder {task.path} changed since the run in {rdir} started ({what}"
+                f"sha256 {current[:12]}…, run.json has {recorded[:12]}…): its files (evaluator, "
+                "docs, ...) must stay the same for the whole run; restore them, or start a new run"
             )
     return notes
 
@@ -826,6 +842,7 @@ def run(
             {
                 "task_dir": str(task.path),
                 "task_sha256": task_sha if isinstance(task_sha, str) else folder_digest(task.path),
+                "task_files": file_digests(task.path),
                 "thread_id": THREAD_ID,
                 **program_entry(task),
                 "config": cfg.model_dump(mode="json"),
