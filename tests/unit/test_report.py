@@ -318,3 +318,21 @@ def test_a_prediction_equal_to_the_shown_parent_score_does_not_beat_it(tmp_path)
     groups = run_summary(tmp_path)["improvement"]["by_evidence"]
     assert groups["evidence predicted to beat the parent"]["iterations"] == 1  # iteration 2
     assert groups["documents, none predicted to beat the parent"]["iterations"] == 1
+
+
+def test_a_failed_gate_call_is_a_fallback_row_not_the_models_no_op():
+    from evoduet_graph.report import _gate_by_iteration
+
+    events = [
+        {"event": "gate_error", "iteration": 1, "error": "connection refused"},
+        {"event": "node", "node": "gate", "iteration": 1, "gate_decision": "no-op"},
+        {"event": "node", "node": "gate", "iteration": 2, "gate_decision": "no-op"},
+        {"event": "gate_fallback", "iteration": 3, "fallbacks": ["unusable"]},
+        {"event": "node", "node": "gate", "iteration": 3, "gate_decision": "no-op"},
+        # iteration 3 again after a resume: the model answered this time
+        {"event": "node", "node": "gate", "iteration": 3, "gate_decision": "retrieve"},
+    ]
+    gates = _gate_by_iteration(events)
+    assert {it: e["gate_decision"] for it, e in gates.items()} == {
+        1: "fallback", 2: "no-op", 3: "retrieve",
+    }
