@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack, nullcontext
@@ -36,7 +37,7 @@ from evoduet_graph.budget import budget_for
 from evoduet_graph.config import ConfigError, EvoDuetConfig, load_config
 from evoduet_graph.context import Context
 from evoduet_graph.evaluation import Evaluator, make_evaluator
-from evoduet_graph.evaluation.integrity import folder_digest
+from evoduet_graph.evaluation.integrity import changed_files, file_digests, folder_digest
 from evoduet_graph.events import EventLog, read_events
 from evoduet_graph.graphs.outer import NodeFn, build_outer_graph
 from evoduet_graph.graphs.registry import split_nodes
@@ -383,9 +384,13 @@ def check_initial_program(task: Task, config: EvoDuetConfig, evaluator: Evaluato
     outcome = evaluator.evaluate(task.initial_program, program_id="initial")
     if not outcome.valid and not config.allow_invalid_initial:
         error = " ".join(str(outcome.error or "no valid score").split())[:500]
+        try:  # the task's actual evaluator: evaluator.py, evaluator/evaluate.sh, ...
+            evaluator_name = Path(task.evaluator_path).relative_to(task.path).as_posix()
+        except ValueError:
+            evaluator_name = Path(task.evaluator_path).name
         raise TaskError(
             f"task {task.name!r}: {task.program_label} fails its own evaluation "
-            f"({error}); fix the initial program or evaluator.py, or start anyway with "
+            f"({error}); fix the initial program or {evaluator_name}, or start anyway with "
             "--allow-invalid-initial (allow_invalid_initial: true)"
         )
     return outcome
@@ -397,6 +402,32 @@ def _acquire(lock: RunDirLock) -> None:
         lock.acquire()
     except RunDirLockedError as exc:
         raise RunError(str(exc)) from None
+
+
+_HELD_RUN_DIRS: dict[str, RunDirLock] = {}
+_HELD_RUN_DIRS_GUARD = threading.Lock()
+
+
+def hold_run_dir(rdir: Path) -> Path:
+    """Create ``rdir`` and take its lock for the rest of this process (graph-input runs: the
+    graph may be invoked again on the same thread, so the lock outlives one invocation).
+
+    Returns:
+        The resolved run directory.
+
+    Raises:
+        RunError: another process holds the lock.
+    """
+    key = os.path.realpath(rdir)
+    with _HELD_RUN_DIRS_GUARD:
+        if key not in _HELD_RUN_DIRS:
+            lock = RunDirLock(rdir)
+            if rdir.is_dir():  # refuse before creating anything
+                _acquire(lock)
+            rdir.mkdir(parents=True, exist_ok=True)
+            _acquire(lock)
+            _HELD_RUN_DIRS[key] = lock
+    return rdir.resolve()
 
 
 def _report_task(ctx: Context, settings: TaskSettings) -> None:
@@ -461,6 +492,49 @@ def check_run_dir(rdir: Path, task: Task) -> None:
             f"{rdir} holds a run of another task ({previous}); choose a new --out, or "
             f"`evoduet resume {rdir}` to continue that run"
         )
+
+
+def check_graph_input_run_dir(
+    rdir: Path, task: Task, cfg: EvoDuetConfig, thread_id: str | None
+) -> list[str]:
+    """The run-directory rules of a graph-input run (``evoduet_graph.graph``, LangGraph
+    Studio, the SDK): `check_run_dir`, then what only such a run can get wrong.
+
+    A graph-input run keeps its place in its LangGraph thread, not in the run directory, so it
+    may continue only the run its own thread started there (``run.json``'s ``studio`` and
+    ``thread_id``), under the resume table (`check_continuation`); anything else would restart
+    at iteration 0 and overwrite the candidates and ``run.json`` of the run already there.
+
+    Returns:
+        One line per applied `RESUME_NOTED` change (as `check_continuation`).
+
+    Raises:
+        RunError: every refusal of `check_run_dir` and `check_continuation`; the directory holds
+            a run started with ``evoduet run`` / `run` (continue it with ``evoduet resume``), or
+            a graph-input run of another (or no) thread.
+    """
+    check_run_dir(rdir, task)
+    meta_path = rdir / RUN_FILE
+    if not meta_path.is_file():
+        return []
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))  # readable: check_run_dir
+    if not meta.get("studio"):
+        raise RunError(
+            f"{rdir} holds a run started with `evoduet run` (or evoduet_graph.run); the graph "
+            f"input cannot continue it: `evoduet resume {rdir}` continues it, or choose a new "
+            "run_dir"
+        )
+    if not (rdir / "programs.sqlite").exists():
+        return []  # started, killed before its first write
+    if thread_id is None or meta.get("thread_id") != thread_id:
+        raise RunError(
+            f"{rdir} holds an earlier graph-input run (thread {meta.get('thread_id')}); a new "
+            "run there would overwrite its candidates: continue it on its own thread, or "
+            "choose a new run_dir"
+        )
+    # the graph input's max_iterations, not cfg.iterations, says how long the run goes
+    done = completed_iterations(rdir)
+    return check_continuation(rdir, cfg.with_overrides({"iterations": max(cfg.iterations, done)}), task)
 
 
 def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -555,6 +629,16 @@ def _stored_task_sha(rdir: Path) -> str | None:
     return sha if isinstance(sha, str) else None
 
 
+def _stored_task_files(rdir: Path) -> dict[str, str]:
+    """``run.json``'s ``task_files`` (per-file sha256 at run start; empty for older runs)."""
+    try:
+        meta = json.loads((rdir / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    files = meta.get("task_files") if isinstance(meta, dict) else None
+    return {str(k): str(v) for k, v in files.items()} if isinstance(files, dict) else {}
+
+
 def check_continuation(rdir: Path, cfg: EvoDuetConfig, task: Task | None = None) -> list[str]:
     """Check that an existing run may continue with ``cfg`` — every check before anything in
     the run directory is written — and say what changes.
@@ -640,10 +724,16 @@ def check_continuation(rdir: Path, cfg: EvoDuetConfig, task: Task | None = None)
         except TaskError as exc:
             raise RunError(f"{exc}; the run in {rdir} cannot be continued") from None
         if current != recorded:
+            files = _stored_task_files(rdir)
+            what = (
+                ", ".join(changed_files(files, file_digests(Path(task.path)))[:6]) + "; "
+                if files
+                else ""
+            )
             raise RunError(
-                f"the task folder {task.path} changed since the run in {rdir} started (sha256 "
-                f"{current[:12]}…, run.json has {recorded[:12]}…): its evaluator must stay the "
-                "same for the whole run; restore the folder, or start a new run"
+                f"the task folder {task.path} changed since the run in {rdir} started ({what}"
+                f"sha256 {current[:12]}…, run.json has {recorded[:12]}…): its files (evaluator, "
+                "docs, ...) must stay the same for the whole run; restore them, or start a new run"
             )
     return notes
 
@@ -802,6 +892,7 @@ def run(
             {
                 "task_dir": str(task.path),
                 "task_sha256": task_sha if isinstance(task_sha, str) else folder_digest(task.path),
+                "task_files": file_digests(task.path),
                 "thread_id": THREAD_ID,
                 **program_entry(task),
                 "config": cfg.model_dump(mode="json"),

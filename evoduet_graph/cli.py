@@ -54,7 +54,7 @@ def _summary(result: RunResult, elapsed: float, *, write_report: bool = False) -
     ``write_report``)."""
     from evoduet_graph.budget import STOP_PREFIX
     from evoduet_graph.nodes.stop_rules import TARGET_PREFIX
-    from evoduet_graph.report import GATE_DECISIONS, run_summary
+    from evoduet_graph.report import GATE_DECISIONS, GATE_FALLBACK, run_summary
 
     rdir = result.run_dir
     figures = run_summary(rdir) if rdir is not None else {}
@@ -75,6 +75,8 @@ def _summary(result: RunResult, elapsed: float, *, write_report: bool = False) -
     decisions = figures.get("gate_decisions") or {}
     if decisions:
         shown = "  ".join(f"{d} {decisions.get(d, 0)}" for d in GATE_DECISIONS)
+        if decisions.get(GATE_FALLBACK):  # the gate call failed / its reply was unusable
+            shown += f"  {GATE_FALLBACK} (no decision) {decisions[GATE_FALLBACK]}"
         say(f"  gate decisions:  {shown}")
     search = figures.get("search") or {}
     task_docs = _task_documents(rdir) if rdir is not None else 0
@@ -528,9 +530,12 @@ def _resume_target(run_dir: Path, iterations: int | None) -> tuple[Task, int, in
         raise _CliError(f"{exc}; fix {run_dir / 'config.yaml'}") from None
     done = completed_iterations(run_dir)
     if total < done:
+        given = (
+            f"--iterations {total}" if iterations else f"iterations: {total} in config.yaml"
+        )
         raise _CliError(
-            f"--iterations {total} is below the {done} iterations the run has already "
-            f"completed; pass a total of at least {done}"
+            f"{given} is below the {done} iterations the run has already "
+            f"completed; pass a total of at least {done} (--iterations)"
         )
     return task, total, done
 

@@ -16,9 +16,11 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     StringConstraints,
     create_model,
     field_validator,
+    model_validator,
 )
 
 from evoduet_graph.prompts import load_prompt
@@ -123,7 +125,24 @@ class QueryPlan(BaseModel):
             raise ValueError(  # noqa: TRY004 - a TypeError would escape pydantic and crash the run
                 f"queries must be a list of strings, got {type(value).__name__}"
             )
-        return [str(v)[:300] for v in value if str(v).strip()][:8]
+        # a number or null in the list is no query: searching "123" / "None" finds noise
+        return [v[:300] for v in value if isinstance(v, str) and v.strip()][:8]
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _count_dropped(cls, data: Any, handler: Any) -> QueryPlan:
+        plan = handler(data)
+        raw = data.get("queries") if isinstance(data, dict) else None
+        if isinstance(raw, list | tuple):
+            plan._dropped = [repr(v)[:40] for v in raw if not isinstance(v, str)]
+        return plan
+
+    _dropped: list[str] = PrivateAttr(default_factory=list)
+
+    @property
+    def dropped(self) -> list[str]:
+        """The reply's list entries that were no string (dropped), as ``repr``."""
+        return list(self._dropped)
 
 
 class DocumentScore(BaseModel):

@@ -174,6 +174,29 @@ def _latest_by_iteration(events: list[dict[str, Any]], node: str) -> dict[int, d
     return out
 
 
+GATE_FALLBACK = "fallback"
+"""The gate row of an iteration whose gate call failed or whose reply was unusable
+(``gate_error`` / ``gate_fallback``): the run went on as a no-op, but the model decided
+nothing, so it is not counted as the model's no-op."""
+
+
+def _gate_by_iteration(events: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """The last ``gate`` node event per iteration (`_latest_by_iteration`), its
+    ``gate_decision`` replaced by `GATE_FALLBACK` when that gate call emitted a
+    ``gate_error`` / ``gate_fallback`` (both come before the node's own event)."""
+    out: dict[int, dict[str, Any]] = {}
+    fell_back: set[Any] = set()
+    for ev in events:
+        if ev.get("event") in ("gate_error", "gate_fallback"):
+            fell_back.add(ev.get("iteration"))
+        elif ev.get("event") == "node" and ev.get("node") == "gate":
+            it = ev.get("iteration")
+            if isinstance(it, int) and "error" not in ev:
+                out[it] = {**ev, "gate_decision": GATE_FALLBACK} if it in fell_back else ev
+            fell_back.discard(it)
+    return out
+
+
 def _sessions(events: list[dict[str, Any]]) -> tuple[int, int, float]:
     """``(sessions, resumed sessions, wall seconds)`` from run_start / run_end and the last
     event of a session that was killed."""
@@ -393,7 +416,7 @@ def _iteration_outcomes(
     without one) and ``group`` (one of `EVIDENCE_GROUPS`)."""
     rows = {p.id: p for p in programs or []}
     selects = _latest_by_iteration(events, "select")
-    gates = _latest_by_iteration(events, "gate")
+    gates = _gate_by_iteration(events)
     records = _latest_by_iteration(events, "record")
     cands = _candidates_by_iteration(events)
     children: dict[int, list[Any]] = defaultdict(list)
@@ -643,7 +666,7 @@ def _novelty_figures(events: list[dict[str, Any]], programs: list[Any] | None) -
 
 
 def _history(events: list[dict[str, Any]], initial: float | None) -> list[dict[str, Any]]:
-    gates = _latest_by_iteration(events, "gate")
+    gates = _gate_by_iteration(events)
     evaluated = _latest_by_iteration(events, "evaluate")
     generated: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for ev in events:
@@ -735,7 +758,7 @@ def run_summary(run_dir: str | Path) -> dict[str, Any]:
         ),
     )
     records = _latest_by_iteration(events, "record")
-    gates = _latest_by_iteration(events, "gate")
+    gates = _gate_by_iteration(events)
     decisions = Counter(str(e.get("gate_decision")) for e in gates.values())
     llm, wall_time = _node_figures(events)
     task = starts[-1].get("task") if starts else None
@@ -1423,7 +1446,7 @@ def run_series(run_dir: str | Path, *, summary: dict[str, Any] | None = None) ->
     programs = _load_programs(rdir / "programs.sqlite")
     task = _load_task_of(rdir)
     rows = {p.id: p for p in programs or []}
-    gates = {it: ev.get("gate_decision") for it, ev in _latest_by_iteration(events, "gate").items()}
+    gates = {it: ev.get("gate_decision") for it, ev in _gate_by_iteration(events).items()}
 
     best_series: list[list[Any]] = []
     if summary["initial_score"] is not None:

@@ -77,6 +77,26 @@ def _digest(files: Mapping[str, bytes]) -> str:
     return digest.hexdigest()
 
 
+def file_digests(root: Path, *, max_bytes: int = MAX_SNAPSHOT_BYTES) -> dict[str, str]:
+    """sha256 (hex) of each file `folder_digest` covers, by relative POSIX path (run.json's
+    ``task_files``: a refused resume names the files that changed).
+
+    Raises:
+        TaskError: the folder cannot be read or is too large.
+    """
+    files = TaskSnapshot.take(root, max_bytes=max_bytes).files
+    return {rel: hashlib.sha256(data).hexdigest() for rel, data in sorted(files.items())}
+
+
+def changed_files(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
+    """``modified x``, ``added y``, ``removed z`` between two `file_digests`."""
+    return [
+        f"{'added' if rel not in before else 'removed' if rel not in after else 'modified'} {rel}"
+        for rel in sorted(before.keys() | after.keys())
+        if before.get(rel) != after.get(rel)
+    ]
+
+
 def folder_digest(root: Path, *, max_bytes: int = MAX_SNAPSHOT_BYTES) -> str:
     """sha256 (hex) of a folder's paths and contents, as `TaskSnapshot.digest` computes it.
 

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, NonNegativeInt, ValidationError
+
 from evoduet_graph.context import Context, resolve_context
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "StudioContext",
     "StudioContextError",
     "bind_context",
+    "graph_max_iterations",
     "input_settings",
     "load_model_spec",
     "resolve_for_state",
@@ -234,8 +237,14 @@ class StudioContext:
         return ctx
 
     def _build(self, run_dir: Path) -> Context:
-        from evoduet_graph.api import RUN_FILE, build_context
+        from evoduet_graph.api import (
+            RUN_FILE,
+            build_context,
+            check_graph_input_run_dir,
+            hold_run_dir,
+        )
         from evoduet_graph.config import EvoDuetConfig, load_config, merge_config
+        from evoduet_graph.evaluation.integrity import folder_digest
         from evoduet_graph.task import load_task
 
         task = load_task(self.task_dir)
@@ -246,10 +255,17 @@ class StudioContext:
             llm = load_model_spec(self.model)
         elif self.model:
             cfg = cfg.with_overrides({"llm.model": self.model})
-        run_dir.mkdir(parents=True, exist_ok=True)
-        run_dir = run_dir.resolve()
+        # the run-directory rules of `evoduet run --out`, before anything is written
+        notes = check_graph_input_run_dir(run_dir, task, cfg, _thread_id())
+        run_dir = hold_run_dir(run_dir)  # created, locked for the life of this process
         (run_dir / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
-        meta = {"task_dir": str(task.path), "thread_id": _thread_id(), "studio": True}
+        meta = {
+            "task_dir": str(task.path),
+            "task_sha256": folder_digest(task.path),
+            "thread_id": _thread_id(),
+            "studio": True,
+            "config": cfg.model_dump(mode="json"),
+        }
         (run_dir / RUN_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
         ctx = build_context(task, cfg, run_dir, llm=llm)
         ctx.events.emit(
@@ -257,10 +273,37 @@ class StudioContext:
             task=task.name,
             iterations=cfg.iterations,
             model=cfg.llm.model if llm is None else type(llm).__name__,
-            resumed=False,
+            resumed=bool(notes) or ctx.store.has_program("initial"),
             studio=True,
         )
+        for note in notes:
+            ctx.events.emit("config_change", message=note)
         return ctx
+
+
+class _IterationsInput(BaseModel):
+    """The graph input's ``max_iterations``, validated like ``--iterations``."""
+
+    max_iterations: NonNegativeInt
+
+
+def graph_max_iterations(state: Any, default: int) -> int:
+    """The run's total iterations: the graph input's ``max_iterations`` (a whole number ≥ 0;
+    a JSON client's ``"3"`` is taken as 3), else ``default``.
+
+    Raises:
+        StudioContextError: ``max_iterations`` is not a whole number ≥ 0.
+    """
+    value = state.get("max_iterations") if isinstance(state, Mapping) else None
+    if value is None:
+        return default
+    try:
+        return _IterationsInput(max_iterations=value).max_iterations
+    except ValidationError:
+        raise StudioContextError(
+            "graph input 'max_iterations' must be a whole number ≥ 0 (the run's total "
+            f"iterations), got {value!r}"
+        ) from None
 
 
 def input_settings(state: Any) -> dict[str, Any]:
@@ -287,6 +330,7 @@ def resolve_for_state(value: Any, state: Any) -> Context | None:
     """
     if isinstance(value, Context):
         return value
+    graph_max_iterations(state, 0)  # a bad input fails before anything is written
     settings = input_settings(state)
     if isinstance(value, StudioContext):
         return value.with_input(settings).resolve()

@@ -16,7 +16,9 @@ it again would return the same documents (the offline backend is deterministic) 
 search credit on nearly the same list, and add nothing the next round could use. A new inner
 loop (a later iteration, possibly another parent) may issue the same query again: its
 documents are then scored afresh for that loop's parent. If the model gives nothing new, the
-unresolved gap itself becomes the query (event ``query_fallback``).
+unresolved gap itself becomes the query (event ``query_fallback``). A list entry that is no
+string (``123``, ``null``) is dropped, never searched as ``"123"`` / ``"None"``; the
+``query_fallback`` event names it (``dropped``) also when other queries remain.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ def construct_query(state: InnerState, runtime: Runtime[Context]) -> dict[str, A
         num_queries=retrieval.queries_per_round,
     )
     raw: list[str] = []
+    dropped: list[str] = []
     try:
         result = structured_call(
             ctx.model_for("construct_query"),
@@ -84,6 +87,7 @@ def construct_query(state: InnerState, runtime: Runtime[Context]) -> dict[str, A
             retry=ctx.llm_retry("construct_query"),
         )
         raw = result.value.queries
+        dropped = result.value.dropped
     except LLMCallError as exc:
         ctx.events.emit("query_error", iteration=state.get("iteration"), error=str(exc)[:500])
     queries = clean_queries(raw, issued, retrieval.queries_per_round, retrieval.max_query_chars)
@@ -94,7 +98,13 @@ def construct_query(state: InnerState, runtime: Runtime[Context]) -> dict[str, A
             1,
             retrieval.max_query_chars,
         )
-        ctx.events.emit("query_fallback", iteration=state.get("iteration"), queries=queries)
+        ctx.events.emit(
+            "query_fallback", iteration=state.get("iteration"), queries=queries, dropped=dropped
+        )
+    elif dropped:  # the usable queries are searched; the rest of the reply was no query
+        ctx.events.emit(
+            "query_fallback", iteration=state.get("iteration"), queries=queries, dropped=dropped
+        )
     emit_progress(
         runtime,
         "queries",

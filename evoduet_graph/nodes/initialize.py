@@ -19,6 +19,7 @@ from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
 from evoduet_graph.evaluation import EvaluationOutcome
+from evoduet_graph.graphs.studio_context import graph_max_iterations
 from evoduet_graph.nodes._common import context_of, emit_progress
 from evoduet_graph.nodes.grounding import ground
 from evoduet_graph.nodes.stop_rules import target_reached
@@ -93,12 +94,21 @@ def initialize(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
     """
     ctx = context_of(runtime)
     update: dict[str, Any] = {
-        "max_iterations": state.get("max_iterations", ctx.config.iterations),
+        "max_iterations": graph_max_iterations(state, ctx.config.iterations),
         "stop_reason": None,
         "consecutive_failures": 0,
         "model_failures": 0,
         "model_answered": False,
     }
+    if state.get("best_id") is None and any(r.iteration > 0 for r in ctx.store.all_programs()):
+        # a new thread on a store that already holds iterations would reuse their candidate ids
+        from evoduet_graph.api import RunError  # api imports the graph
+
+        raise RunError(
+            f"the run directory {ctx.run_dir} already holds the iterations of another run (or "
+            "of an earlier invocation without a thread); a new run there would overwrite its "
+            "candidates: continue that run on its own thread, or choose a new run directory"
+        )
     if ctx.run_dir is not None:  # where the run writes (a graph-input run's default is new)
         update["run_dir"] = str(ctx.run_dir)
     row = _seed_population(ctx)

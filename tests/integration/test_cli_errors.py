@@ -103,6 +103,19 @@ def test_initial_program_failing_its_evaluation_is_an_error_unless_allowed(
     assert any("initial program fails" in str(w.get("message")) for w in warnings)
 
 
+def test_a_failing_initial_program_names_the_tasks_actual_evaluator(tmp_path: Path) -> None:
+    folder = tmp_path / "shg"
+    (folder / "evaluator").mkdir(parents=True)
+    shutil.copy(SMOKE_TASK / "initial_program.py", folder)
+    script = folder / "evaluator" / "evaluate.sh"
+    script.write_text("#!/bin/bash\necho not json at all\n")
+    script.chmod(0o755)
+    code, lines = _start(folder, tmp_path / "run")
+    _assert_clear_error(
+        code, lines, tmp_path / "run", "fix the initial program or evaluator/evaluate.sh"
+    )
+
+
 def test_empty_evolve_block(task_copy: Path, tmp_path: Path) -> None:
     (task_copy / "initial_program.py").write_text(
         "def run():\n    return None\n\n# EVOLVE-BLOCK-START\n\n# EVOLVE-BLOCK-END\n"
@@ -367,3 +380,27 @@ def test_resume_refuses_emptied_files_of_a_run_with_iterations(tmp_path: Path) -
     (out / "config.yaml").write_bytes(bytes(range(128, 256)) * 10)
     code, lines = _run("resume", str(out), "--quiet")
     assert code == 2 and len(lines) == 1 and "is not UTF-8 text" in lines[0], lines
+
+
+def test_resume_below_the_completed_iterations_names_where_the_total_came_from(
+    finished_run: Path,
+) -> None:
+    with (finished_run / "events.jsonl").open("a") as f:  # as if 2 iterations had completed
+        f.write('{"event": "node", "node": "record", "iteration": 2, "time": 0}\n')
+    code, lines = _run("resume", str(finished_run), "--quiet")
+    assert code == 2 and len(lines) == 1, lines
+    assert "iterations: 0 in config.yaml is below the 2 iterations" in lines[0], lines
+    assert "--iterations 0" not in lines[0]
+    code, lines = _run("resume", str(finished_run), "--iterations", "1", "--quiet")
+    assert code == 2 and "--iterations 1 is below the 2 iterations" in lines[0], lines
+
+
+def test_resume_of_a_changed_task_folder_names_the_changed_files(
+    task_copy: Path, finished_run: Path
+) -> None:
+    doc = next(p for p in sorted((task_copy / "docs").iterdir()) if p.is_file())
+    doc.write_text(doc.read_text() + "\n# note\n")
+    (task_copy / "docs" / "new.md").write_text("new")
+    code, lines = _run("resume", str(finished_run), "--iterations", "1", "--quiet")
+    assert code == 2 and len(lines) == 1, lines
+    assert f"modified docs/{doc.name}" in lines[0] and "added docs/new.md" in lines[0], lines

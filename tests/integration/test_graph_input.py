@@ -254,3 +254,102 @@ def test_cli_run_defaults_to_the_method_and_prints_the_summary(tmp_path: Path) -
         f"({len(docs)} from the task's docs/)" in text
     report = out / "report" / "report.md"
     assert report.is_file() and f"report: {report}" in text
+
+
+# ------------------------------------------------------------------------------------------
+# The graph input applies the run-directory rules of `evoduet run --out` (findings 1-3)
+# ------------------------------------------------------------------------------------------
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_graph_input_refuses_a_task_folder_as_run_dir(runs_root: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from evoduet_graph import RunError
+
+    folder = tmp_path / "task-copy"
+    shutil.copytree(SMOKE_TASK, folder)
+    before = _tree(folder)
+    with pytest.raises(RunError, match="is not empty and is not an evoduet run directory"):
+        evoduet_graph.graph.invoke(
+            {"task_dir": str(SMOKE_TASK), "max_iterations": 1, "run_dir": str(folder),
+             "config": {"llm": {"model": "openai:scripted", "base_url": "http://127.0.0.1:9/v1"}}}
+        )
+    assert _tree(folder) == before  # the task's config.yaml is intact, nothing added
+
+
+def test_graph_input_refuses_a_cli_run_and_leaves_it_intact(
+    runs_root: Path, tmp_path: Path
+) -> None:
+    from evoduet_graph import RunError
+
+    rdir = tmp_path / "cli-run"
+    responder = KnowledgeResponder(gate="no-op", generate=growing_radius())
+    with FaultyServer(["ok"], content=responder_content(responder)) as server:
+        run(SMOKE_TASK, {**_model(server), "iterations": 1}, run_dir=rdir)
+        before = _tree(rdir)
+        with pytest.raises(RunError, match="started with `evoduet run`.*evoduet resume"):
+            evoduet_graph.graph.invoke(
+                {"task_dir": str(SMOKE_TASK), "max_iterations": 3, "run_dir": str(rdir),
+                 "config": {**_model(server), "gate": {"mode": "never"}}}
+            )
+    after = _tree(rdir)
+    for name in ("run.json", "config.yaml", "programs.sqlite", "events.jsonl"):
+        assert after[name] == before[name], name
+
+
+def test_graph_input_respects_the_run_dir_lock(runs_root: Path, tmp_path: Path) -> None:
+    from evoduet_graph import RunError
+    from evoduet_graph.locking import RunDirLock
+
+    rdir = tmp_path / "locked"
+    rdir.mkdir()
+    with RunDirLock(rdir), pytest.raises(RunError, match="in use"):
+        evoduet_graph.graph.invoke(
+            {"task_dir": str(SMOKE_TASK), "max_iterations": 1, "run_dir": str(rdir),
+             "config": {"llm": {"model": "openai:scripted", "base_url": "http://127.0.0.1:9/v1"}}}
+        )
+    assert sorted(p.name for p in rdir.iterdir()) == [".lock"]
+
+
+def test_graph_input_never_restarts_an_earlier_run_over_its_rows(
+    runs_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evoduet_graph import RunError
+    from evoduet_graph.graphs import studio_context
+
+    rdir = tmp_path / "graph-run"
+    responder = KnowledgeResponder(gate="no-op", generate=growing_radius())
+    with FaultyServer(["ok"], content=responder_content(responder)) as server:
+        graph_input = {"task_dir": str(SMOKE_TASK), "max_iterations": "1",  # a JSON client's
+                       "run_dir": str(rdir), "config": _model(server)}
+        state = evoduet_graph.graph.invoke(graph_input)
+        assert state["iteration"] == 1 and state["max_iterations"] == 1
+        before = _tree(rdir)
+        # again in this process (the context is cached): no thread to continue
+        with pytest.raises(RunError, match="already holds the iterations"):
+            evoduet_graph.graph.invoke(graph_input)
+        # again in a new process (nothing cached)
+        monkeypatch.setattr(studio_context, "_CACHE", {})
+        with pytest.raises(RunError, match="earlier graph-input run"):
+            evoduet_graph.graph.invoke(graph_input)
+    after = _tree(rdir)
+    for name in ("run.json", "config.yaml", "programs.sqlite"):
+        assert after[name] == before[name], name
+
+
+@pytest.mark.parametrize("value", ["abc", -1, "-1", 1.5, [3]])
+def test_bad_max_iterations_is_one_clear_error_before_anything_is_written(
+    runs_root: Path, tmp_path: Path, value: Any
+) -> None:
+    rdir = tmp_path / "nonempty"
+    rdir.mkdir()
+    (rdir / "x").write_text("mine")
+    with pytest.raises(StudioContextError, match="'max_iterations' must be a whole number ≥ 0"):
+        evoduet_graph.graph.invoke(
+            {"task_dir": str(SMOKE_TASK), "max_iterations": value, "run_dir": str(rdir)}
+        )
+    assert sorted(p.name for p in rdir.iterdir()) == ["x"]

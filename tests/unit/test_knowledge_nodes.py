@@ -320,6 +320,18 @@ def test_construct_query_falls_back_to_the_gap(smoke_task_dir):
     assert env.events("query_fallback")[0]["queries"] == ["u0"]
 
 
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [([123, None, ""], ["u0"]), ([None, "polygon area", 7], ["polygon area"])],
+)
+def test_construct_query_drops_entries_that_are_no_string(smoke_task_dir, reply, expected):
+    env = make_env(smoke_task_dir, responder=KnowledgeResponder(queries=lambda n, t: reply))
+    update = construct_query(inner_input(env), env.runtime)
+    assert update["queries"] == expected  # never "123" / "None"
+    [event] = env.events("query_fallback")
+    assert event["queries"] == expected and "None" in event["dropped"]
+
+
 def test_construct_query_later_round_sees_retained_documents(smoke_task_dir):
     responder = KnowledgeResponder()
     env = make_env(smoke_task_dir, responder=responder)

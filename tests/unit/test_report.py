@@ -98,10 +98,13 @@ def test_summary_matches_the_raw_files(fake_run):
     assert s["improvements"] == improvements >= 1
     assert [h["best_score"] for h in s["history"]][-1] == best_so_far
 
-    assert s["gate_decisions"] == {"no-op": 2, "look-up": 1, "retrieve": 2}
+    # the garbage reply of iteration 3 is a fallback, not the model's no-op
+    assert s["gate_decisions"] == {"no-op": 1, "look-up": 1, "retrieve": 2, "fallback": 1}
     assert [h["gate_decision"] for h in s["history"]] == [
-        "retrieve", "look-up", "no-op", "no-op", "retrieve",
+        "retrieve", "look-up", "fallback", "no-op", "retrieve",
     ]
+    assert s["improvement"]["by_decision"]["fallback"]["iterations"] == 1
+    assert s["improvement"]["by_decision"]["no-op"]["iterations"] == 1
     assert [h["candidates"] for h in s["history"]] == [2, 2, 1, 1, 2]
     assert s["fallbacks"]["gate_fallback"] == 1 and s["fallbacks"]["gate_invalid_ids"] == 1
     assert s["fallbacks"]["search_error"] == 0
@@ -182,6 +185,9 @@ def test_improvement_rates_by_evidence_and_decision_match_the_raw_files(fake_run
                if e["event"] == "node" and e["node"] == "select"}
     gates = {e["iteration"]: e["gate_decision"] for e in events
              if e["event"] == "node" and e["node"] == "gate"}
+    for e in events:  # a gate whose reply was unusable decided nothing: its own row
+        if e["event"] == "gate_fallback":
+            gates[e["iteration"]] = "fallback"
     groups: dict[str, list[bool]] = {}
     decisions: dict[str, list[bool]] = {}
     for it in range(1, 6):
@@ -312,3 +318,21 @@ def test_a_prediction_equal_to_the_shown_parent_score_does_not_beat_it(tmp_path)
     groups = run_summary(tmp_path)["improvement"]["by_evidence"]
     assert groups["evidence predicted to beat the parent"]["iterations"] == 1  # iteration 2
     assert groups["documents, none predicted to beat the parent"]["iterations"] == 1
+
+
+def test_a_failed_gate_call_is_a_fallback_row_not_the_models_no_op():
+    from evoduet_graph.report import _gate_by_iteration
+
+    events = [
+        {"event": "gate_error", "iteration": 1, "error": "connection refused"},
+        {"event": "node", "node": "gate", "iteration": 1, "gate_decision": "no-op"},
+        {"event": "node", "node": "gate", "iteration": 2, "gate_decision": "no-op"},
+        {"event": "gate_fallback", "iteration": 3, "fallbacks": ["unusable"]},
+        {"event": "node", "node": "gate", "iteration": 3, "gate_decision": "no-op"},
+        # iteration 3 again after a resume: the model answered this time
+        {"event": "node", "node": "gate", "iteration": 3, "gate_decision": "retrieve"},
+    ]
+    gates = _gate_by_iteration(events)
+    assert {it: e["gate_decision"] for it, e in gates.items()} == {
+        1: "fallback", 2: "no-op", 3: "retrieve",
+    }
