@@ -223,8 +223,12 @@ class DocumentRatings(KnowledgeFields):
     """``rerank`` output: a rating per document id + the knowledge state."""
 
     def rated(self) -> dict[str, DocumentRating]:
-        """The ratings given, by document id (missing ids left out)."""
-        raise NotImplementedError  # defined by the variant `ratings_schema` builds
+        """The ratings given, by document id (missing ids left out).
+
+        The base schema carries no ratings, so it rates nothing; the variant `ratings_schema`
+        builds (the one the model is asked for) overrides this with its keyed ``ratings``.
+        """
+        return {}
 
 
 def ratings_schema(doc_ids: list[str]) -> type[DocumentRatings]:

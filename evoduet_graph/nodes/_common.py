@@ -35,3 +35,34 @@ def emit_progress(runtime: Any, event: str, **fields: Any) -> None:
     writer = getattr(runtime, "stream_writer", None)
     if writer is not None:
         writer({"event": event, "time": round(time.time(), 3), **fields})
+
+
+def ask_gate(
+    state: Any, ctx: Context, prompt: str, schema: type[Any], default: Any
+) -> tuple[Any, dict[str, Any] | None]:
+    """One structured gate call on the ``gate`` role's model, shared by the knowledge-gap
+    gate and the stateless gate (paper §3.2).
+
+    Returns:
+        ``(result, None)``: the structured-call result (its value is ``default()`` when the
+        reply was unusable, with a ``gate_fallback`` event); or ``(None, update)`` when the call failed (``gate_error``
+        event): the no-op state update the node returns as is.
+    """
+    from evoduet_graph.llm import LLMCallError, structured_call
+
+    iteration = state.get("iteration", 0)
+    try:
+        result = structured_call(
+            ctx.model_for("gate"),  # llm.roles: the gate role's model
+            prompt,
+            schema,
+            default=default,
+            config=ctx.llm_config("gate", iteration=iteration, parent=state.get("parent_id")),
+            retry=ctx.llm_retry("gate"),
+        )
+    except LLMCallError as exc:
+        ctx.events.emit("gate_error", iteration=iteration, error=str(exc)[:500])
+        return None, {"gate_decision": "no-op", "gate_reason": f"gate call failed: {exc}"[:300]}
+    if result.used_default:
+        ctx.events.emit("gate_fallback", iteration=iteration, fallbacks=result.fallbacks)
+    return result, None

@@ -28,8 +28,7 @@ from langgraph.runtime import Runtime
 from evoduet_graph.context import Context
 from evoduet_graph.descriptor import context_text, database_text, recent_documents_text
 from evoduet_graph.knowledge import GateOutput, knowledge_text, render
-from evoduet_graph.llm import LLMCallError, structured_call
-from evoduet_graph.nodes._common import context_of
+from evoduet_graph.nodes._common import ask_gate, context_of
 from evoduet_graph.nodes.gate_stateless import stateless_decision
 from evoduet_graph.nodes.oracle import oracle_update
 from evoduet_graph.review import review_gate
@@ -84,21 +83,16 @@ def gate_prompt(state: OuterState, ctx: Context) -> str:
 def llm_decision(state: OuterState, ctx: Context) -> dict[str, Any]:
     """Run the knowledge-gap gate (``gate.mode == "llm"``) and validate its look-up ids."""
     iteration = state.get("iteration", 0)
-    try:
-        result = structured_call(
-            ctx.model_for("gate"),
-            gate_prompt(state, ctx),
-            GateOutput,
-            default=lambda: GateOutput(reasoning="fallback: the gate's reply was unusable"),
-            config=ctx.llm_config("gate", iteration=iteration, parent=state.get("parent_id")),
-            retry=ctx.llm_retry("gate"),
-        )
-    except LLMCallError as exc:
-        ctx.events.emit("gate_error", iteration=iteration, error=str(exc)[:500])
-        return {"gate_decision": "no-op", "gate_reason": f"gate call failed: {exc}"[:300]}
+    result, failed = ask_gate(
+        state,
+        ctx,
+        gate_prompt(state, ctx),
+        GateOutput,
+        default=lambda: GateOutput(reasoning="fallback: the gate's reply was unusable"),
+    )
+    if failed is not None:
+        return failed
     out = result.value
-    if result.used_default:
-        ctx.events.emit("gate_fallback", iteration=iteration, fallbacks=result.fallbacks)
     decision: GateDecision = out.decision
     ids: list[str] = []
     if decision == "look-up":

@@ -17,7 +17,7 @@ from pydantic import Field, field_validator
 from evoduet_graph.context import Context
 from evoduet_graph.descriptor import history_text
 from evoduet_graph.knowledge import _DECISIONS, KnowledgeFields, _text, knowledge_text, render
-from evoduet_graph.llm import LLMCallError, structured_call
+from evoduet_graph.nodes._common import ask_gate
 from evoduet_graph.state import GateDecision, OuterState
 
 
@@ -60,21 +60,16 @@ def stateless_decision(state: OuterState, ctx: Context) -> dict[str, Any]:
     """Run the stateless gate: ``gate_decision`` (no-op / retrieve), ``gate_reason`` and
     ``knowledge_state``; never ``gate_document_ids``."""
     iteration = state.get("iteration", 0)
-    try:
-        result = structured_call(
-            ctx.model_for("gate"),  # llm.roles: the gate role's model
-            stateless_gate_prompt(state, ctx),
-            StatelessGateOutput,
-            default=lambda: StatelessGateOutput(reasoning="fallback: the gate's reply was unusable"),
-            config=ctx.llm_config("gate", iteration=iteration, parent=state.get("parent_id")),
-            retry=ctx.llm_retry("gate"),
-        )
-    except LLMCallError as exc:
-        ctx.events.emit("gate_error", iteration=iteration, error=str(exc)[:500])
-        return {"gate_decision": "no-op", "gate_reason": f"gate call failed: {exc}"[:300]}
+    result, failed = ask_gate(
+        state,
+        ctx,
+        stateless_gate_prompt(state, ctx),
+        StatelessGateOutput,
+        default=lambda: StatelessGateOutput(reasoning="fallback: the gate's reply was unusable"),
+    )
+    if failed is not None:
+        return failed
     out = result.value
-    if result.used_default:
-        ctx.events.emit("gate_fallback", iteration=iteration, fallbacks=result.fallbacks)
     decision: GateDecision = out.decision
     knowledge = out.as_state()
     ctx.events.emit(
