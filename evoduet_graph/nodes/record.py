@@ -29,6 +29,19 @@ MODEL_DOWN_PREFIX = "the model did not answer"
 """Every ``stop_reason`` set because the model endpoint failed starts with this."""
 
 
+
+def measured_impact(iteration: int, parent_score: float, child: float) -> Impact:
+    """The realised outcome of a valid child: Δ = child − parent and its sign (D_search)."""
+    delta = child - parent_score
+    outcome = "improved" if delta > 0 else "decreased" if delta < 0 else "unchanged"
+    return Impact(
+        iteration=iteration,
+        parent_score=parent_score,
+        child_score=child,
+        delta=delta,
+        outcome=outcome,
+    )
+
 def credit_evidence(ctx: Context, state: OuterState, valid: list[CandidateRecord]) -> None:
     """Write the realised Δ = best valid child score − parent score onto the search-database
     record that fed this iteration (``impacts``; idempotent per (record, iteration))."""
@@ -41,16 +54,7 @@ def credit_evidence(ctx: Context, state: OuterState, valid: list[CandidateRecord
     parent_score = ctx.store.get_program(state["parent_id"] or "").score
     parent_score = float(parent_score or 0.0)
     if valid:
-        child = max(c["score"] or 0.0 for c in valid)
-        delta = child - parent_score
-        outcome = "improved" if delta > 0 else "decreased" if delta < 0 else "unchanged"
-        impact = Impact(
-            iteration=iteration,
-            parent_score=parent_score,
-            child_score=child,
-            delta=delta,
-            outcome=outcome,
-        )
+        impact = measured_impact(iteration, parent_score, max(c["score"] or 0.0 for c in valid))
     else:
         evaluated = any(c["status"] == "evaluated" for c in state.get("candidates", []))
         impact = Impact(
@@ -89,16 +93,7 @@ def credit_joint_searches(ctx: Context, state: OuterState) -> None:
         if ctx.search_db.get_record(record_id) is None:
             continue
         if cand["status"] == "evaluated" and cand["valid"]:
-            child = float(cand["score"] or 0.0)
-            delta = child - parent_score
-            outcome = "improved" if delta > 0 else "decreased" if delta < 0 else "unchanged"
-            impact = Impact(
-                iteration=iteration,
-                parent_score=parent_score,
-                child_score=child,
-                delta=delta,
-                outcome=outcome,
-            )
+            impact = measured_impact(iteration, parent_score, float(cand["score"] or 0.0))
         else:
             impact = Impact(
                 iteration=iteration,
