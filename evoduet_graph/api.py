@@ -205,8 +205,19 @@ def validate_setup(config: EvoDuetConfig) -> None:
     """Fail at startup for configurations this build cannot run.
 
     Raises:
-        ConfigError: a gate mode that can retrieve while no search backend is configured.
+        ConfigError: a gate mode that can retrieve while no search backend is configured;
+            a human review pause (``gate.review``, ``retrieval.review_queries``) with
+            iterations in flight (an in-flight iteration runs outside the checkpointed
+            graph, where an ``interrupt()`` cannot wait).
     """
+    if config.max_iterations_in_flight > 1 and (
+        config.gate.review or config.retrieval.review_queries
+    ):
+        raise ConfigError(
+            f"max_iterations_in_flight={config.max_iterations_in_flight} runs iterations "
+            "outside the checkpointed graph, where a review pause cannot wait: set "
+            "max_iterations_in_flight: 1, or turn off gate.review / retrieval.review_queries"
+        )
     if can_retrieve(config) and config.retrieval.backend == "none":
         who = (
             f"gate.mode={config.gate.mode!r} can decide to retrieve"
@@ -547,17 +558,27 @@ def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def completed_iterations(rdir: Path) -> int:
-    """The last iteration whose ``record`` node finished, from ``events.jsonl`` (0 if none)."""
-    return max(
-        (
+    """The number of iterations whose ``record`` node finished, from ``events.jsonl`` (0 if
+    none). With ``max_iterations_in_flight`` > 1 iterations finish out of order, so this is
+    the count of distinct recorded iterations, not the highest number."""
+    return len(
+        {
             ev["iteration"]
             for ev in read_events(rdir / "events.jsonl")
             if ev.get("event") == "node"
             and ev.get("node") == "record"
             and isinstance(ev.get("iteration"), int)
-        ),
-        default=0,
+            and ev["iteration"] > 0
+        }
     )
+
+
+def iterations_of(values: dict[str, Any]) -> int:
+    """Iterations a run's graph state has recorded: ``iteration`` (sequential loop), or
+    ``iterations_done`` when iterations ran in flight (they finish out of order)."""
+    if "iterations_done" in values:
+        return int(values["iterations_done"])
+    return int(values.get("iteration", 0))
 
 
 RESUME_APPLIED: tuple[str, ...] = (
@@ -913,6 +934,7 @@ def run(
             role_llms=role_llms,
         )
         stack.callback(ctx.store.close)
+        stack.callback(lambda: ctx.inflight is not None and ctx.inflight.close())
         if ctx.search_cache is not None:
             stack.callback(ctx.search_cache.close)
         if initial is not None:
@@ -959,7 +981,7 @@ def run(
             if review is None:
                 # paused for a person: the checkpoint waits; Studio or a resume with a
                 # ``review`` callback answers it
-                ctx.events.emit("run_end", iterations=snapshot.values.get("iteration", 0),
+                ctx.events.emit("run_end", iterations=iterations_of(snapshot.values),
                                 waiting_for_review=pending[0])
                 result = _result(ctx, snapshot.values, rdir)
                 result.stop_reason = f"{REVIEW_PREFIX} ({pending[0].get('kind')})"
@@ -969,7 +991,7 @@ def run(
         final = snapshot.values
         ctx.events.emit(
             "run_end",
-            iterations=final.get("iteration", 0),
+            iterations=iterations_of(final),
             best_score=final.get("best_score"),
             stop_reason=final.get("stop_reason"),
         )
@@ -1111,7 +1133,7 @@ def _result(ctx: Context, final: dict[str, Any], rdir: Path) -> RunResult:
         best_metrics=row.metrics if row else {},
         metric_value=metric_value,
         ndg=ctx.task.ndg(metric_value) if metric_value is not None else None,
-        iterations=final.get("iteration", 0),
+        iterations=iterations_of(final),
         stop_reason=final.get("stop_reason"),
         history=history,
         run_dir=rdir,

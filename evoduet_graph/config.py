@@ -674,6 +674,47 @@ class EvoDuetConfig(_Section):
         "least LangGraph's own default of min(32, cores + 4)). Evaluations are limited "
         "separately by `evaluation.workers`.",
     )
+    max_iterations_in_flight: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="k: iterations run at once, each with its own parent, gate decision, "
+        "inner loop, candidates and evaluation, each recorded when it finishes (for hosted "
+        "models, whose calls take seconds while the endpoint serves many at once). 1 = one "
+        "iteration after the other. With k > 1 a parent is chosen from a population that does "
+        "not yet hold the children of the iterations still in flight, and a gate sees only "
+        "the D_search outcomes recorded before its iteration started (as OpenEvolve's "
+        "parallel iterations); a kill loses only the iterations in flight.",
+    )
+    """Iterations in flight (issue 17; `evoduet_graph.graphs.inflight`).
+
+    ``1`` (the default) keeps the loop strictly sequential: select → gate → … → record, then the
+    next select; the events and records are exactly those of a run without the key.
+
+    ``k > 1`` mirrors OpenEvolve's process-parallel controller
+    (``openevolve/process_parallel.py``, ``ProcessParallelController``): the controller chooses
+    each iteration's parent and inspirations itself (``_submit_iteration`` samples them, then
+    hands the worker a snapshot of the program database), keeps a fixed number of iterations
+    submitted, adds each child to the database with its own iteration number as its future
+    completes, submits the next iteration after each completion, and on an early stop stops
+    submitting. Here the ``dispatch`` node runs ``select`` for up to k iterations and starts
+    each (gate → look-up / inner loop → generate → evaluate) on a snapshot of the population;
+    ``collect`` takes the first one that finishes and the unchanged ``record`` node commits it,
+    one checkpoint per finished iteration. What changes with k > 1:
+
+    * parents and inspirations come from a population that does not yet hold the children of
+      the iterations in flight (up to k − 1 results behind a sequential run);
+    * a gate, query and scoring prompt sees the D_search records and realised Δ of the
+      iterations recorded before its own iteration started, not those still in flight;
+    * iterations finish out of order: ``record`` runs in completion order, so "consecutive"
+      failure counts, the knowledge state carried to the next dispatch (the last finished
+      iteration's) and the population's island bookkeeping follow completion order;
+    * a stop rule (target, failures, budget) stops dispatching; the iterations already in
+      flight still finish and are recorded (OpenEvolve drains them the same way), so a budget
+      may be overrun by up to k − 1 iterations;
+    * resume after a kill re-runs the iterations that were in flight under the same numbers;
+      everything recorded before the kill stays recorded once.
+    """
     seed: int = Field(42, description="Seed of parent selection and sampling.")
     max_code_length: int | None = Field(
         None,

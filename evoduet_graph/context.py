@@ -53,6 +53,9 @@ class Context:
         role_llms: the chat model of each node that ``llm.roles`` maps
             (`evoduet_graph.llm.roles`); unmapped nodes use ``llm``.
         memory: the task's long-term memory (`evoduet_graph.memory.TaskMemory`); None: off.
+        inflight: the iterations running in the background when ``max_iterations_in_flight``
+            > 1 (`evoduet_graph.graphs.inflight.IterationPool`, made by ``dispatch``); None
+            until the first dispatch.
     """
 
     task: Task
@@ -73,6 +76,7 @@ class Context:
     search_cache: Any | None = None
     role_llms: dict[str, BaseChatModel] = field(default_factory=dict)
     memory: Any | None = None
+    inflight: Any | None = None
 
     def model_for(self, role: str) -> BaseChatModel:
         """The chat model of node ``role`` (``llm.roles``), else the run's model."""

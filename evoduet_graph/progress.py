@@ -72,6 +72,7 @@ class RunStatus:
         self.task = task
         self.iteration = 0
         self.completed = 0
+        self._collected_done: int | None = None
         self.node = "starting"
         self.decision: str | None = None
         self.gap: str | None = None
@@ -124,8 +125,13 @@ class RunStatus:
         if node == "initialize" and ev.get("best_score") is not None:
             self.best = ev["best_score"]
             self.best_iteration = 0
+        if node == "collect" and isinstance(ev.get("iterations_done"), int):
+            self._collected_done = ev["iterations_done"]  # iterations in flight (k > 1)
         if node == "record":
-            self.completed = max(self.completed, int(_num(ev.get("iteration"))))
+            done = self._collected_done
+            if done is None:  # sequential loop: iteration n is the n-th recorded
+                done = int(_num(ev.get("iteration")))
+            self.completed = max(self.completed, done)
             self.consecutive_failures = int(_num(ev.get("consecutive_failures")))
             if ev.get("best_score") is not None:
                 self.best = ev["best_score"]

@@ -156,6 +156,16 @@ class OuterState(TypedDict, total=False):
         task_dir / config: the run settings of a graph input (`OuterInput`), kept so a
             continued thread rebuilds the same context.
         run_dir: the run directory (written by ``initialize``; a graph input may set it).
+        in_flight: iterations started and not yet collected (``max_iterations_in_flight`` >
+            1 only; `evoduet_graph.graphs.inflight`). With k > 1 the per-iteration keys above
+            (``iteration``, ``parent_id``, ``gate_decision``, ``documents``, ``candidates``,
+            ...) hold the iteration ``collect`` just took, for ``record``; each in-flight
+            iteration keeps its own copy in its own run of the iteration graph.
+        issued: the highest iteration number started (k > 1).
+        reissue: iteration numbers lost in flight (a kill) and not restarted yet (k > 1).
+        collected: the iteration ``collect`` took in this step, None when it took none.
+        iterations_done: iterations recorded (k > 1: they finish out of order, so
+            ``iteration`` is not their count).
     """
 
     max_iterations: int
@@ -184,6 +194,11 @@ class OuterState(TypedDict, total=False):
     mutation_instruction: str
     strategy: SearchStrategy | None
     strategy_history: list[StrategyOutcome]
+    in_flight: list[int]
+    issued: int
+    reissue: list[int]
+    collected: int | None
+    iterations_done: int
 
 
 class OuterInput(TypedDict, total=False):

@@ -13,6 +13,10 @@ body, so a test decides exactly what the client sees:
 * ``"empty"`` — a completion whose text is empty;
 * any other string starting with ``"text:"`` — a completion with exactly that text.
 
+``delay_s`` (default 0) delays every answer by that many seconds, each request on its own
+thread, so concurrent requests overlap as they do on a hosted endpoint (a slow model for
+timing benchmarks and in-flight tests).
+
 Requests are recorded (``requests``: the parsed JSON bodies) with the fault they got, and so
 are their times: ``arrived_at`` / ``answered_at``, `time.monotonic` seconds when the request's
 headers were read and when its answer was written, in the order of ``requests``
@@ -64,10 +68,12 @@ class FaultyServer:
         *,
         sleep_s: float = 5.0,
         retry_after_s: float = 0.05,
+        delay_s: float = 0.0,
     ) -> None:
         self.script = script
         self.content = content
         self.sleep_s = sleep_s
+        self.delay_s = delay_s
         self.retry_after_s = retry_after_s
         self.requests: list[tuple[str, dict[str, Any]]] = []
         self.arrived_at: list[float] = []
@@ -150,6 +156,8 @@ class FaultyServer:
 
     def _answer(self, handler: BaseHTTPRequestHandler, fault: Fault, body: dict[str, Any]) -> None:
         model = str(body.get("model") or "fake-model")
+        if self.delay_s > 0 and self._stop.wait(self.delay_s):
+            return
         if fault in ("429", "500", "503"):
             error = {"error": {"message": f"injected {fault}", "type": "server_error",
                                "code": fault}}
@@ -199,3 +207,13 @@ def message_text(message: dict[str, Any]) -> str:
 def all_text(body: dict[str, Any]) -> str:
     """All message texts of a request joined by newlines."""
     return "\n".join(message_text(m) for m in body.get("messages") or [])
+
+
+def messages_of(body: dict[str, Any]) -> list[Any]:
+    """The request's messages as LangChain messages (to answer with a `tests.fakes` responder
+    such as ``KnowledgeResponder``, which reads prompts the way the product sends them)."""
+    from langchain_core.messages import convert_to_messages
+
+    return convert_to_messages(
+        [{"role": m.get("role", "user"), "content": message_text(m)} for m in body.get("messages") or []]
+    )

@@ -40,6 +40,8 @@ _SUMMARY_KEYS = (
     "consecutive_failures",
     "model_failures",
     "stop_reason",
+    "in_flight",
+    "iterations_done",
 )
 
 

@@ -8,6 +8,12 @@
                                                                             ↓
                                               (iteration < max and no stop) ? select : END
 
+With ``max_iterations_in_flight`` = k > 1, ``initialize`` and ``record`` lead to ``dispatch``
+instead of ``select``: ``dispatch`` runs ``select`` for up to k iterations and starts each one's
+gate → … → evaluate (the *iteration graph*, `build_iteration_graph`, made of the same nodes) in
+the background; ``collect`` takes the first that finishes and ``record`` commits it
+(`evoduet_graph.graphs.inflight` says why this shape).
+
 The gate's three conditional edges carry the paper's decision names (§3.2) as labels through
 a path map (`GATE_EDGES`), so Studio and ``evoduet graph`` draw them. Every node of both
 loops is looked up in one registry (`evoduet_graph.graphs.registry`) so ablations swap any of
@@ -34,6 +40,8 @@ from evoduet_graph.graphs.inner import build_inner_graph
 from evoduet_graph.graphs.instrument import instrument
 from evoduet_graph.graphs.registry import NodeFn, split_nodes
 from evoduet_graph.graphs.studio_context import bind_context, input_settings, resolve_for_state
+from evoduet_graph.nodes.collect import collect
+from evoduet_graph.nodes.dispatch import make_dispatch
 from evoduet_graph.nodes.evaluate import evaluate
 from evoduet_graph.nodes.gate import gate
 from evoduet_graph.nodes.generate import generate
@@ -49,6 +57,7 @@ __all__ = [
     "NodeFn",
     "OuterGraph",
     "OuterStateGraph",
+    "build_iteration_graph",
     "build_outer_graph",
     "default_nodes",
     "fan_out",
@@ -165,8 +174,18 @@ def route_after_gate(state: OuterState, runtime: Runtime[Context]) -> Any:
     return fan_out(state, runtime)
 
 
-def route_after_record(state: OuterState) -> str:
-    """Continue with ``select`` until ``max_iterations`` or a ``stop_reason``."""
+def in_flight_limit(state: OuterState, runtime: Runtime[Context] | None) -> int:
+    """k, the run's ``max_iterations_in_flight`` (1 without a resolvable context)."""
+    ctx = resolve_for_state(runtime.context, state) if runtime is not None else None
+    return ctx.config.max_iterations_in_flight if ctx is not None else 1
+
+
+def route_after_record(state: OuterState, runtime: Runtime[Context]) -> str:
+    """Continue with ``select`` until ``max_iterations`` or a ``stop_reason``; with
+    ``max_iterations_in_flight`` > 1 always ``dispatch`` (which ends the run when nothing is
+    left in flight or to start)."""
+    if in_flight_limit(state, runtime) > 1:
+        return "dispatch"
     if state.get("stop_reason"):
         return END
     if state.get("iteration", 0) >= state.get("max_iterations", 0):
@@ -174,9 +193,48 @@ def route_after_record(state: OuterState) -> str:
     return "select"
 
 
-def route_after_initialize(state: OuterState) -> str:
+def route_after_initialize(state: OuterState, runtime: Runtime[Context]) -> str:
     """Skip the loop when nothing is left to do (e.g. ``iterations: 0``)."""
-    return route_after_record(state)
+    return route_after_record(state, runtime)
+
+
+def route_after_dispatch(state: OuterState) -> str:
+    """``collect`` while an iteration is in flight, else the run ends."""
+    return "collect" if state.get("in_flight") else END
+
+
+def route_after_collect(state: OuterState) -> str:
+    """``record`` the iteration ``collect`` took; none (a resumed run whose iterations in
+    flight were lost): back to ``dispatch``, which starts them again."""
+    return "record" if state.get("collected") is not None else "dispatch"
+
+
+def _add_iteration_edges(graph: StateGraph) -> None:
+    """gate → look_up | retrieve | generate ×N → evaluate: the body both graphs share."""
+    graph.add_conditional_edges("gate", route_after_gate, dict(GATE_EDGES))
+    graph.add_conditional_edges("look_up", fan_out, ["generate"])
+    graph.add_conditional_edges("retrieve", fan_out, ["generate"])
+    graph.add_edge("generate", "evaluate")
+
+
+def build_iteration_graph(
+    nodes: Mapping[str, NodeFn], *, context_schema: type[Any] = Context
+) -> StateGraph:
+    """The body of one iteration after ``select``: gate → look_up | retrieve → generate ×N →
+    evaluate → END, over `OuterState`; what each in-flight iteration runs when
+    ``max_iterations_in_flight`` > 1.
+
+    Args:
+        nodes: the outer graph's nodes as it runs them (wrapped), by name.
+        context_schema: as in `build_outer_graph`.
+    """
+    graph = OuterStateGraph(OuterState, context_schema=context_schema)
+    for name in ("gate", "look_up", "retrieve", "generate", "evaluate"):
+        graph.add_node(name, nodes[name])
+    graph.add_edge(START, "gate")
+    _add_iteration_edges(graph)
+    graph.add_edge("evaluate", END)
+    return graph
 
 
 def build_outer_graph(
@@ -207,15 +265,22 @@ def build_outer_graph(
     registry.update(outer)
     wrap = instrument if instrumented else (lambda _name, fn: fn)
     graph = OuterStateGraph(OuterState, context_schema=context_schema, input_schema=OuterInput)
-    for name, fn in registry.items():
-        graph.add_node(name, bind_context(wrap(name, fn)))
+    wrapped = {name: bind_context(wrap(name, fn)) for name, fn in registry.items()}
+    # checkpointer=False: an in-flight iteration keeps no checkpoint of its own (a kill
+    # restarts it) and LangGraph does not take it for a subgraph of ``dispatch``
+    iteration = build_iteration_graph(wrapped, context_schema=context_schema).compile(
+        checkpointer=False, name="iteration"
+    )
+    wrapped["dispatch"] = bind_context(wrap("dispatch", make_dispatch(iteration, wrapped["select"])))
+    wrapped["collect"] = bind_context(wrap("collect", collect))
+    for name, fn in wrapped.items():
+        graph.add_node(name, fn)
     graph.add_edge(START, "initialize")
-    graph.add_conditional_edges("initialize", route_after_initialize, ["select", END])
+    graph.add_conditional_edges("initialize", route_after_initialize, ["select", "dispatch", END])
     graph.add_edge("select", "gate")
-    graph.add_conditional_edges("gate", route_after_gate, dict(GATE_EDGES))
-    graph.add_conditional_edges("look_up", fan_out, ["generate"])
-    graph.add_conditional_edges("retrieve", fan_out, ["generate"])
-    graph.add_edge("generate", "evaluate")
+    _add_iteration_edges(graph)
     graph.add_edge("evaluate", "record")
-    graph.add_conditional_edges("record", route_after_record, ["select", END])
+    graph.add_conditional_edges("record", route_after_record, ["select", "dispatch", END])
+    graph.add_conditional_edges("dispatch", route_after_dispatch, ["collect", END])
+    graph.add_conditional_edges("collect", route_after_collect, ["record", "dispatch"])
     return graph
