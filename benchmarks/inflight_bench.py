@@ -10,9 +10,10 @@ Setup (one process, the two cases back to back, same seed):
   (`tests.fake_openai_server.FaultyServer` with ``delay_s``) that answers each request after
   ``--delay`` seconds (default 2), every request on its own thread as a hosted endpoint
   would; the answers come from `tests.fakes.KnowledgeResponder` by prompt kind: the gate
-  decides ``retrieve``, ``no-op``, ``look-up``, ``no-op`` in turn (by gate-call order, so both
-  cases make the same decisions in total), the inner loop asks one query per round and scores
-  the documents, ``generate`` returns a full rewrite with a new radius;
+  decides ``retrieve`` at every fourth gate call and ``no-op`` otherwise (by gate-call order,
+  so both cases make the same decisions in total), the inner loop asks one query per round and
+  scores the documents not scored yet in that loop, ``generate`` returns a full rewrite with a
+  new radius;
 * the task is ``tasks/smoke_polygon_area`` with the real sandboxed evaluator, held to at least
   ``--eval-seconds`` (default 1) per evaluation;
 * the search backend is the real offline one (BM25 over the task's documents);
@@ -48,16 +49,16 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from evoduet_graph import EvoDuetConfig, load_task, run  # noqa: E402
-from evoduet_graph.evaluation import EvaluationOutcome, SandboxEvaluator  # noqa: E402
-from evoduet_graph.events import read_events  # noqa: E402
-from evoduet_graph.search.database import SearchDatabase  # noqa: E402
-from tests.fake_openai_server import FaultyServer, messages_of  # noqa: E402
-from tests.fakes import KnowledgeResponder  # noqa: E402
+from evoduet_graph import EvoDuetConfig, load_task, run
+from evoduet_graph.evaluation import EvaluationOutcome, SandboxEvaluator
+from evoduet_graph.events import read_events
+from evoduet_graph.search.database import SearchDatabase
+from tests.fake_openai_server import FaultyServer, messages_of
+from tests.fakes import KnowledgeResponder
 
 TASK = ROOT / "tasks" / "smoke_polygon_area"
 TARGET_RATIO = 0.35
-GATE_PATTERN = ("retrieve", "no-op", "look-up", "no-op")
+GATE_PATTERN = ("retrieve", "no-op", "no-op", "no-op")
 
 
 class MinimumTimeEvaluator:
@@ -106,6 +107,10 @@ def check_records(run_dir: Path, iterations: int) -> dict[str, Any]:
         (e["record_id"], e["iteration"]) for e in events if e.get("event") == "impact"
     )
     recorded = set(records)
+    calls_by_node: Counter[str] = Counter()
+    for e in events:
+        if e.get("event") == "node" and e.get("llm_calls") and e.get("node") != "retrieve":
+            calls_by_node[str(e["node"])] += int(e["llm_calls"])
     db = SearchDatabase(run_dir / "search_database.jsonl")
     db_impacts = Counter((r.record_id, i.iteration) for r in db.records() for i in r.impacts)
     misplaced = [
@@ -124,9 +129,14 @@ def check_records(run_dir: Path, iterations: int) -> dict[str, Any]:
         ),
         "impacts_of_unrecorded": sorted(k for k in db_impacts if k[1] not in recorded),
         "impacts_misplaced": misplaced,
-        "model_calls": sum(
-            int(e.get("llm_calls") or 0) for e in events if e.get("event") == "node"
+        "decisions": dict(
+            Counter(
+                e["gate_decision"]
+                for e in events
+                if e.get("event") == "node" and e.get("node") == "gate" and "gate_decision" in e
+            )
         ),
+        "calls_by_node": dict(calls_by_node),
     }
 
 
@@ -190,6 +200,8 @@ def main() -> int:
                 f"iterations {case['impacts_of_unrecorded']}), best {case['best_score']}",
                 flush=True,
             )
+            print(f"  gate decisions {case['decisions']}; model calls by node "
+                  f"{case['calls_by_node']}", flush=True)
     one, many = cases
     ratio = many["wall_s"] / one["wall_s"]
     ok = (

@@ -45,8 +45,12 @@ __all__ = [
 STOP_PREFIX = "budget reached"
 """Every budget ``stop_reason`` starts with this."""
 
-INCLUSIVE_NODES = frozenset({"retrieve"})
-"""Nodes whose LLM usage already includes their subgraph's nodes (not counted twice)."""
+INCLUSIVE_NODES = frozenset({"retrieve", "dispatch", "collect"})
+"""Nodes whose ``node`` events include other nodes' usage and time: the inner loop runs
+inside ``retrieve``, ``select`` inside ``dispatch``, and ``collect`` waits while the
+iterations in flight run (``max_iterations_in_flight``). The one list budgets, the report and
+the live display leave out of their totals."""
+
 
 @dataclass
 class UsageTotals:

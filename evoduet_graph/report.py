@@ -28,6 +28,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from evoduet_graph.budget import INCLUSIVE_NODES
 from evoduet_graph.search.database import SearchDatabase
 from evoduet_graph.store import ProgramStore
 
@@ -61,10 +62,6 @@ FALLBACK_EVENTS = (
     "novelty_error",
 )
 """Events counted in the report's fallback table (degraded, never fatal, paths)."""
-
-INCLUSIVE_NODES = frozenset({"retrieve"})
-"""Nodes whose wall time and LLM usage include other nodes' (the inner loop runs inside
-``retrieve``); they are listed per node but left out of the totals."""
 
 GATE_DECISIONS = ("no-op", "look-up", "retrieve")
 

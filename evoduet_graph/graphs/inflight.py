@@ -155,7 +155,8 @@ class IterationPool:
                     self._results.put(("event", None, chunk))
                 elif mode == "values" and not namespace:
                     values = chunk
-        except BaseException as exc:  # handed to `collect`, which raises it in the graph
+        except BaseException as exc:  # noqa: BLE001 - whatever ends a worker must reach `collect`,
+            # which raises it in the graph (else it would wait for this iteration forever)
             self._results.put(("error", iteration, exc))
             return
         self._results.put(("done", iteration, values))
