@@ -53,8 +53,9 @@ from evoduet_graph import EvoDuetConfig, load_task, run
 from evoduet_graph.evaluation import EvaluationOutcome, SandboxEvaluator
 from evoduet_graph.events import read_events
 from evoduet_graph.search.database import SearchDatabase
-from tests.fake_openai_server import FaultyServer, messages_of
+from tests.fake_openai_server import FaultyServer
 from tests.fakes import KnowledgeResponder
+from tests.studio_fakes import responder_content
 
 TASK = ROOT / "tasks" / "smoke_polygon_area"
 TARGET_RATIO = 0.35
@@ -185,7 +186,7 @@ def main() -> int:
     responder = responder_for(task)
     cases = []
     with (
-        FaultyServer(["ok"], content=lambda body: responder(messages_of(body)), delay_s=args.delay)
+        FaultyServer(["ok"], content=responder_content(responder), delay_s=args.delay)
         as server,
         tempfile.TemporaryDirectory(prefix="inflight_bench_") as tmp,
     ):

@@ -284,6 +284,13 @@ def run_cmd(
     ],
     iterations: Annotated[int | None, typer.Option(help="Outer-loop iterations.")] = None,
     candidates: Annotated[int | None, typer.Option(help="Candidates per iteration (N).")] = None,
+    iterations_in_flight: Annotated[
+        int | None,
+        typer.Option(
+            help="Iterations run at once, each recorded when it finishes "
+            "(max_iterations_in_flight; for hosted models)."
+        ),
+    ] = None,
     model: Annotated[
         str | None,
         typer.Option(
@@ -357,6 +364,7 @@ def run_cmd(
             {
                 "iterations": iterations,
                 "candidates": candidates,
+                "max_iterations_in_flight": iterations_in_flight,
                 "llm.model": model,
                 "seed": seed,
                 "gate.mode": gate,

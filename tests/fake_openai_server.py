@@ -207,13 +207,3 @@ def message_text(message: dict[str, Any]) -> str:
 def all_text(body: dict[str, Any]) -> str:
     """All message texts of a request joined by newlines."""
     return "\n".join(message_text(m) for m in body.get("messages") or [])
-
-
-def messages_of(body: dict[str, Any]) -> list[Any]:
-    """The request's messages as LangChain messages (to answer with a `tests.fakes` responder
-    such as ``KnowledgeResponder``, which reads prompts the way the product sends them)."""
-    from langchain_core.messages import convert_to_messages
-
-    return convert_to_messages(
-        [{"role": m.get("role", "user"), "content": message_text(m)} for m in body.get("messages") or []]
-    )

@@ -237,3 +237,49 @@ def test_sigkill_mid_flight_then_resume_loses_only_the_iterations_in_flight(tmp_
         if pid.startswith("it") and int(pid[2:7]) in recorded_before:
             assert n == 1, (pid, n)
     assert completed_iterations(run_dir) == total
+
+
+def test_cli_option_runs_iterations_in_flight_against_an_endpoint(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from evoduet_graph.cli import app
+    from tests.fake_openai_server import FaultyServer
+    from tests.studio_fakes import responder_content
+
+    llm = _llm(0)
+    rdir = tmp_path / "run"
+    with FaultyServer(["ok"], content=responder_content(llm.default), delay_s=0.05) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test")
+        result = CliRunner().invoke(
+            app,
+            ["run", str(SMOKE_TASK), "--iterations", "4", "--iterations-in-flight", "2",
+             "--gate", "never", "--model", "openai:scripted", "--out", str(rdir), "--quiet"],
+        )
+    assert result.exit_code == 0, result.output
+    assert "max_iterations_in_flight: 2" in (rdir / "config.yaml").read_text()
+    nodes = _nodes(rdir)
+    assert {"dispatch", "collect"} <= {e["node"] for e in nodes}
+    assert Counter(e["iteration"] for e in nodes if e["node"] == "record") == Counter(range(1, 5))
+
+
+def test_an_iteration_that_raises_stops_the_run_resumably(tmp_path):
+    from evoduet_graph import resume
+    from evoduet_graph.nodes.evaluate import evaluate
+
+    def flaky_evaluate(state, runtime):
+        if state["iteration"] == 3:
+            raise RuntimeError("evaluator host went away")
+        return evaluate(state, runtime)
+
+    run_dir = tmp_path / "run"
+    task = load_task(SMOKE_TASK)
+    with pytest.raises(RuntimeError, match="evaluator host went away"):
+        run(task, _config(3, 6), llm=_llm(0.02), run_dir=run_dir, searcher=FakeSearcher(),
+            nodes={"evaluate": flaky_evaluate})
+    recorded_before = {e["iteration"] for e in _nodes(run_dir) if e["node"] == "record"}
+    assert 3 not in recorded_before
+    result = resume(run_dir, llm=_llm(0.02), searcher=FakeSearcher())
+    assert result.iterations == 6
+    records = Counter(e["iteration"] for e in _nodes(run_dir) if e["node"] == "record")
+    assert set(records) == set(range(1, 7)) and all(n == 1 for n in records.values()), records
