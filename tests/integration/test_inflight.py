@@ -283,3 +283,26 @@ def test_an_iteration_that_raises_stops_the_run_resumably(tmp_path):
     assert result.iterations == 6
     records = Counter(e["iteration"] for e in _nodes(run_dir) if e["node"] == "record")
     assert set(records) == set(range(1, 7)) and all(n == 1 for n in records.values()), records
+
+
+def test_graph_input_runs_iterations_in_flight(tmp_path, monkeypatch):
+    """The graph ``langgraph.json`` serves (Studio) takes k in its input config."""
+    import evoduet_graph
+    from tests.fake_openai_server import FaultyServer
+    from tests.studio_fakes import responder_content
+
+    monkeypatch.setenv("EVODUET_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.delenv("EVODUET_CONFIG", raising=False)
+    llm = _llm(0)
+    with FaultyServer(["ok"], content=responder_content(llm.default), delay_s=0.05) as server:
+        config = {
+            "llm": {"model": "openai:scripted", "base_url": server.base_url, "max_retries": 0},
+            "retrieval": {"offline_include_pydoc": [], "inner_rounds": 1},
+            "max_iterations_in_flight": 3,
+        }
+        state = evoduet_graph.graph.invoke(
+            {"task_dir": str(SMOKE_TASK), "max_iterations": 5, "config": config}
+        )
+    assert state["iterations_done"] == 5 and state["in_flight"] == []
+    nodes = _nodes(Path(state["run_dir"]))
+    assert Counter(e["iteration"] for e in nodes if e["node"] == "record") == Counter(range(1, 6))
