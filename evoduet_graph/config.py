@@ -704,8 +704,9 @@ class EvoDuetConfig(_Section):
 
     * parents and inspirations come from a population that does not yet hold the children of
       the iterations in flight (up to k − 1 results behind a sequential run);
-    * a gate, query and scoring prompt sees the D_search records and realised Δ of the
-      iterations recorded before its own iteration started, not those still in flight;
+    * a gate, query and scoring prompt sees the realised Δ of the iterations recorded before
+      its own iteration started; the retrieval of an iteration still in flight may already be
+      in D_search (queries, documents), without its Δ until that iteration is recorded;
     * iterations finish out of order: ``record`` runs in completion order, so "consecutive"
       failure counts, the knowledge state carried to the next dispatch (the last finished
       iteration's) and the population's island bookkeeping follow completion order;
