@@ -714,7 +714,11 @@ class EvoDuetConfig(_Section):
       flight still finish and are recorded (OpenEvolve drains them the same way), so a budget
       may be overrun by up to k − 1 iterations;
     * resume after a kill re-runs the iterations that were in flight under the same numbers;
-      everything recorded before the kill stays recorded once.
+      everything recorded before the kill stays recorded once;
+    * deliberate deviation: OpenEvolve spreads the iterations in flight over its islands
+      (round-robin with a per-island quota); here each iteration samples the island current
+      when it starts, which advances at every ``record``, so the first k iterations of a run
+      share one island.
     """
     seed: int = Field(42, description="Seed of parent selection and sampling.")
     max_code_length: int | None = Field(
