@@ -40,7 +40,7 @@ from evoduet_graph.api import make_checked_searcher
 from evoduet_graph.bench.common import Session, floored_ndg
 from evoduet_graph.bench.runner import graph_outcome, resolve_tasks
 from evoduet_graph.config import EvoDuetConfig, load_config
-from evoduet_graph.events import read_events
+from evoduet_graph.rundir.events import read_events
 from evoduet_graph.scaffolds.evox import StrategyLog
 
 CONFIGS = {

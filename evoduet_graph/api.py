@@ -33,27 +33,27 @@ from langgraph.graph import StateGraph
 from langgraph.types import Command
 from pydantic import ValidationError
 
-from evoduet_graph.budget import budget_for
+from evoduet_graph.rundir.budget import budget_for
 from evoduet_graph.config import ConfigError, EvoDuetConfig, load_config
 from evoduet_graph.context import Context
 from evoduet_graph.evaluation import Evaluator, make_evaluator
 from evoduet_graph.evaluation.integrity import changed_files, file_digests, folder_digest
-from evoduet_graph.events import EventLog, read_events
+from evoduet_graph.rundir.events import EventLog, read_events
 from evoduet_graph.graphs.outer import NodeFn, build_outer_graph
 from evoduet_graph.graphs.registry import split_nodes
-from evoduet_graph.languages import ToolchainError
+from evoduet_graph.tasks.languages import ToolchainError
 from evoduet_graph.llm.roles import make_role_models, role_config
 from evoduet_graph.llm.usage import UsageTracker
-from evoduet_graph.locking import RunDirLock, RunDirLockedError
-from evoduet_graph.novelty import NoveltyFilter, make_novelty_checker
+from evoduet_graph.rundir.lock import RunDirLock, RunDirLockedError
+from evoduet_graph.candidates.novelty import NoveltyFilter, make_novelty_checker
 from evoduet_graph.population import Population, restore_population
 from evoduet_graph.search import Searcher, SearchUnavailableError, make_searcher
 from evoduet_graph.search.cache import SearchCache
 from evoduet_graph.search.database import SearchDatabase
-from evoduet_graph.store import ProgramStore
+from evoduet_graph.rundir.store import ProgramStore
 from evoduet_graph.task import Task, TaskError, load_task
-from evoduet_graph.task_environment import check_toolchain, requirements_warning
-from evoduet_graph.task_settings import TaskSettings, apply_task_settings
+from evoduet_graph.tasks.environment import check_toolchain, requirements_warning
+from evoduet_graph.tasks.settings import TaskSettings, apply_task_settings
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ RUN_FILE = "run.json"
 THREAD_ID = "evoduet"
 
 ReviewFn = Callable[[dict[str, Any]], Any]
-"""Answers a pause for human review: payload in, resume value out (`evoduet_graph.review`)."""
+"""Answers a pause for human review: payload in, resume value out (`evoduet_graph.nodes.review`)."""
 
 REVIEW_PREFIX = "waiting for review"
 """``stop_reason`` of a run that paused for a review nobody answered in this call."""
@@ -337,7 +337,7 @@ def build_context(
     )
     task_memory = None
     if config.memory and stateful:  # stateless retrieval neither recalls nor remembers
-        from evoduet_graph.memory import TaskMemory, open_store, run_tag
+        from evoduet_graph.search.memory import TaskMemory, open_store, run_tag
 
         task_memory = TaskMemory(open_store(config.memory), task.name, run_tag(run_dir))
         recalled = task_memory.recall_into(search_db)
@@ -798,7 +798,7 @@ def run(
             retrieve (its preflight runs before the first iteration).
         on_event: callback for every live progress event (see `EventFn`).
         review: answers the graph's pauses for human review (``retrieval.review_queries``,
-            ``gate.review``; see `evoduet_graph.review`): called with the pause's payload,
+            ``gate.review``; see `evoduet_graph.nodes.review`): called with the pause's payload,
             returns the resume value (None keeps the proposal). None: a pause ends the call with ``stop_reason``
             starting with `REVIEW_PREFIX`; the run waits in its checkpoint (answer it with
             `resume` and a ``review``, or in Studio).
@@ -807,14 +807,14 @@ def run(
         `RunResult` with the best program and the per-iteration history.
 
     The task config's own settings are folded into ``config`` first
-    (`evoduet_graph.task_settings.apply_task_settings`; idempotent) and reported in the
+    (`evoduet_graph.tasks.settings.apply_task_settings`; idempotent) and reported in the
     ``task_settings`` event; a missing compiler/interpreter the evaluator calls is a
     `TaskError` (`check_toolchain`).
 
     Every check that can fail on a bad task, configuration or model (task folder, config
     values, model string and key, search backend preflight, the initial program's own
     evaluation) runs before the run directory is created. The run directory is locked for
-    the run's lifetime (`evoduet_graph.locking`); the sandbox's isolation is written to the
+    the run's lifetime (`evoduet_graph.rundir.lock`); the sandbox's isolation is written to the
     events (``sandbox``, plus a ``warning`` for each limit this machine cannot enforce).
 
     Raises:
@@ -879,7 +879,7 @@ def run(
     # loads embeddings: may fail on a bad config
     novelty = make_novelty_checker(cfg.novelty, python=task.lang.is_python)
     if cfg.memory:  # a memory path that is not a store fails here, not mid-run
-        from evoduet_graph.memory import open_store
+        from evoduet_graph.search.memory import open_store
 
         open_store(cfg.memory).conn.close()
     rdir.mkdir(parents=True, exist_ok=True)

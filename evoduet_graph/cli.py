@@ -18,7 +18,7 @@ from rich.text import Text
 
 from evoduet_graph.api import RunError, RunResult, can_retrieve
 from evoduet_graph.config import ConfigError, load_config
-from evoduet_graph.languages import ToolchainError
+from evoduet_graph.tasks.languages import ToolchainError
 from evoduet_graph.task import Task, TaskError, load_task
 
 app = typer.Typer(
@@ -40,7 +40,7 @@ def _user_errors() -> tuple[type[Exception], ...]:
 def _failed_stop(result: RunResult) -> bool:
     """Whether the run stopped on failures (not a budget stop or a reached ``stop_at_score``):
     `_exit_for_stop` exits 1."""
-    from evoduet_graph.budget import STOP_PREFIX
+    from evoduet_graph.rundir.budget import STOP_PREFIX
     from evoduet_graph.nodes.stop_rules import TARGET_PREFIX
 
     return bool(result.stop_reason) and not str(result.stop_reason).startswith(
@@ -52,9 +52,9 @@ def _summary(result: RunResult, elapsed: float, *, write_report: bool = False) -
     """The end-of-run summary a newcomer reads: iterations, best score and NDG, gate decisions
     by kind, queries issued, distinct documents, and where the report is (written first when
     ``write_report``)."""
-    from evoduet_graph.budget import STOP_PREFIX
+    from evoduet_graph.rundir.budget import STOP_PREFIX
     from evoduet_graph.nodes.stop_rules import TARGET_PREFIX
-    from evoduet_graph.report import GATE_DECISIONS, GATE_FALLBACK, run_summary
+    from evoduet_graph.report.summary import GATE_DECISIONS, GATE_FALLBACK, run_summary
 
     rdir = result.run_dir
     figures = run_summary(rdir) if rdir is not None else {}
@@ -87,7 +87,7 @@ def _summary(result: RunResult, elapsed: float, *, write_report: bool = False) -
     )
     if rdir is not None:
         if write_report:
-            from evoduet_graph.report import write_report as write
+            from evoduet_graph.report.summary import write_report as write
 
             try:
                 path = write(rdir)["markdown_path"]
@@ -156,7 +156,7 @@ def _run_with_display(
     when the run has started (its first progress event), with the live display only: a run
     refused at startup prints its one error line alone.
     """
-    from evoduet_graph.progress import JsonLines, LiveDisplay
+    from evoduet_graph.report.live import JsonLines, LiveDisplay
 
     if quiet and json_lines:
         _fail("--quiet and --json exclude each other: --json prints events on stdout; pick one")
@@ -188,7 +188,7 @@ def _run_with_display(
         raise typer.Exit(130) from None
     if sink is not None:
         if write_report and result.run_dir is not None:
-            from evoduet_graph.report import write_report as write
+            from evoduet_graph.report.summary import write_report as write
 
             write(result.run_dir)
         sink.write(_result_json(result, time.perf_counter() - start))
@@ -216,7 +216,7 @@ def _check_can_review(json_lines: bool) -> None:
 
 
 def _review_on_terminal(payload: dict[str, Any], display: Any) -> Any:
-    """Ask the person at the terminal to answer one review pause (`evoduet_graph.review`).
+    """Ask the person at the terminal to answer one review pause (`evoduet_graph.nodes.review`).
 
     Queries: Enter keeps the proposal; otherwise type the queries, separated by ``;``
     (``-`` alone skips this round's search). Gate: Enter keeps the decision; otherwise type
@@ -370,8 +370,8 @@ def run_cmd(
             source=f"{config} with the command-line options" if config else "the command line",
         )
         from evoduet_graph.api import validate_model
-        from evoduet_graph.task_environment import check_toolchain
-        from evoduet_graph.task_settings import apply_task_settings
+        from evoduet_graph.tasks.environment import check_toolchain
+        from evoduet_graph.tasks.settings import apply_task_settings
 
         settings = apply_task_settings(task, cfg)
         cfg = settings.config
@@ -389,7 +389,7 @@ def run_cmd(
             f"{out} already holds a run; continue it with `evoduet resume {out}` (it keeps that "
             "run's configuration; --iterations N raises the total), or choose a new --out"
         )
-    from evoduet_graph.task_environment import requirements_warning
+    from evoduet_graph.tasks.environment import requirements_warning
 
     warnings = list(task.warnings)
     requirements = requirements_warning(task)
@@ -552,7 +552,7 @@ def eval_cmd(
 ) -> None:
     """Evaluate PROGRAM through the sandbox; print its metrics as one JSON object on stdout."""
     from evoduet_graph.evaluation import SandboxEvaluator
-    from evoduet_graph.task_environment import check_toolchain, requirements_warning
+    from evoduet_graph.tasks.environment import check_toolchain, requirements_warning
 
     try:
         task = (
@@ -596,7 +596,7 @@ def report_cmd(
 ) -> None:
     """Report a run: PNG plots, report.md (and report.html) in RUN_DIR/report/; print the
     markdown (scores, gate decisions, queries by Δ, URLs, lineage of the best, LLM usage)."""
-    from evoduet_graph.report import report_markdown, write_report
+    from evoduet_graph.report.summary import report_markdown, write_report
 
     try:
         _check_run_dir(run_dir)
@@ -621,7 +621,7 @@ def report_cmd(
         )
     if out is not None:
         if written:
-            from evoduet_graph.report import relink
+            from evoduet_graph.report.summary import relink
 
             text_out = relink(text, written["plots"], out.parent)
         else:
@@ -648,7 +648,7 @@ def compare_cmd(
 ) -> None:
     """Compare runs: print a table (task, gate, best score, NDG, LLM usage) and write overlaid
     best-so-far / NDG vs iteration plots."""
-    from evoduet_graph.report import compare_runs
+    from evoduet_graph.report.summary import compare_runs
 
     for run_dir in run_dirs:
         try:

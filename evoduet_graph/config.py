@@ -522,7 +522,7 @@ class EvoXConfig(_Section):
 
 
 class NoveltyConfig(_Section):
-    """Novelty rejection before evaluation (`evoduet_graph.novelty`): a child that is a
+    """Novelty rejection before evaluation (`evoduet_graph.candidates.novelty`): a child that is a
     near-duplicate of its parent or of a population program is recorded as ``duplicate``
     with the reason and never evaluated; ``generate`` may ask the model once more.
 
@@ -630,7 +630,7 @@ class BudgetConfig(_Section):
         None,
         gt=0,
         description="Most estimated spend in USD for priced models (the genai-prices "
-        "catalogue, overridden/extended by `prices`: `evoduet_graph.pricing`); `local` costs "
+        "catalogue, overridden/extended by `prices`: `evoduet_graph.rundir.pricing`); `local` costs "
         "0, and a model neither prices cannot be stopped by this limit.",
     )
     max_wall_s: float | None = Field(

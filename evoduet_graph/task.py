@@ -4,7 +4,7 @@ A task folder holds (DESIGN.md §5):
 
 - the program to evolve (optional): ``initial_program.<ext>`` in any language, or the file
   named by ``--program``; the language comes from the config's ``language:`` (else
-  ``file_suffix:``, else the file's suffix) (`evoduet_graph.languages`). Code between
+  ``file_suffix:``, else the file's suffix) (`evoduet_graph.tasks.languages`). Code between
   ``EVOLVE-BLOCK-START`` / ``EVOLVE-BLOCK-END`` marker lines (any comment syntax: ``#``,
   ``//``, ``--``, ``/* */``) is what the model may change; without markers the whole file may
   change (SkyDiscover's rule). Without a program, the first iteration asks the model for one
@@ -17,7 +17,7 @@ A task folder holds (DESIGN.md §5):
 - ``config.yaml`` (optional): an OpenEvolve or SkyDiscover configuration. We read
   ``prompt.system_message`` (also ``llm.system_message``), ``evaluator.timeout``,
   ``evaluator.cascade_evaluation``, ``evaluator.cascade_thresholds``, ``language`` and
-  ``file_suffix`` here; `evoduet_graph.task_settings` reads the rest that is the task's business
+  ``file_suffix`` here; `evoduet_graph.tasks.settings` reads the rest that is the task's business
   (``diff_based_*``, ``max_code_length`` / ``max_solution_length``, ``random_seed``, the model
   settings). Every key is kept verbatim in `Task.openevolve_config`; keys neither framework
   knows are reported as warnings;
@@ -40,7 +40,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from evoduet_graph.languages import Language, language_by_name, language_for_suffix
+from evoduet_graph.tasks.languages import Language, language_by_name, language_for_suffix
 
 logger = logging.getLogger(__name__)
 
@@ -328,7 +328,7 @@ class Task(BaseModel):
 
     @property
     def lang(self) -> Language:
-        """The program language (`evoduet_graph.languages.Language`)."""
+        """The program language (`evoduet_graph.tasks.languages.Language`)."""
         lang = language_by_name(self.language)
         if lang.suffix != self.file_suffix and self.file_suffix:
             return Language(
@@ -677,7 +677,7 @@ def _container_path_warnings(script: Path) -> list[str]:
 
 def _has_markers(source: str) -> bool:
     """Whether ``source`` has a well-formed EVOLVE-BLOCK region (any comment syntax)."""
-    from evoduet_graph.diffs import has_evolve_blocks
+    from evoduet_graph.candidates.diffs import has_evolve_blocks
 
     return has_evolve_blocks(source)
 
@@ -817,7 +817,7 @@ def _check_python(source: str, path: Path, folder: Path) -> None:
 def _check_evolve_blocks(source: str, path: Path) -> None:
     """An EVOLVE-BLOCK with nothing (or only blank lines) between its markers leaves the model
     nothing to edit: a SEARCH cannot anchor in it and a rewrite has nowhere to go."""
-    from evoduet_graph.diffs import evolve_regions
+    from evoduet_graph.candidates.diffs import evolve_regions
 
     lines = source.split("\n")
     for first, stop in evolve_regions(source):

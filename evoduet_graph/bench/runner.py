@@ -84,12 +84,12 @@ from evoduet_graph.bench.common import (
 )
 from evoduet_graph.config import ConfigError, EvoDuetConfig, LLMConfig, merge_config
 from evoduet_graph.evaluation import Evaluator, make_evaluator
-from evoduet_graph.events import read_events
+from evoduet_graph.rundir.events import read_events
 from evoduet_graph.llm.factory import parse_model_string
 from evoduet_graph.nodes.record import MODEL_DOWN_PREFIX
-from evoduet_graph.report import INCLUSIVE_NODES, paper_metrics, run_summary
+from evoduet_graph.report.summary import INCLUSIVE_NODES, paper_metrics, run_summary
 from evoduet_graph.search import Searcher
-from evoduet_graph.store import ProgramStore
+from evoduet_graph.rundir.store import ProgramStore
 from evoduet_graph.task import Task, TaskError, load_task
 
 __all__ = [
@@ -680,9 +680,9 @@ def knowledge_figures(run_dir: Path, rows: list[Any], iterations: int) -> dict[s
         ``improved_without_documents`` (an iteration improved when its best valid child beats
         its parent; it had documents when its prompt carried evidence: gate / look-up /
         retrieve documents, or a joint-search call that returned results). USD comes from
-        `evoduet_graph.report.paper_metrics` (``llm_usd``), merged beside these.
+        `evoduet_graph.report.summary.paper_metrics` (``llm_usd``), merged beside these.
     """
-    from evoduet_graph.report import run_summary
+    from evoduet_graph.report.summary import run_summary
     from evoduet_graph.search.base import normalize_url
 
     events = list(read_events(run_dir / "events.jsonl"))

@@ -24,8 +24,8 @@ from evoduet_graph.cli import app
 from evoduet_graph.config import load_config
 from evoduet_graph.evaluation import make_evaluator
 from evoduet_graph.evaluation.ray_executor import RayEvaluator, RayUnavailableError
-from evoduet_graph.events import read_events
-from evoduet_graph.store import ProgramStore
+from evoduet_graph.rundir.events import read_events
+from evoduet_graph.rundir.store import ProgramStore
 from tests.conftest import RADIUS_UP, ROOT, SMOKE_TASK, SPREAD_UP, diff
 from tests.fakes import ScriptedChatModel
 

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from evoduet_graph.api import RESUME_APPLIED, RESUME_NOTED, _matches
 from evoduet_graph.cli import app
 from evoduet_graph.config import EvoDuetConfig
-from evoduet_graph.events import read_events
+from evoduet_graph.rundir.events import read_events
 from tests.conftest import SMOKE_TASK
 
 runner = CliRunner()

@@ -9,7 +9,7 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from evoduet_graph.config import PromptConfig
-from evoduet_graph.prompting import (
+from evoduet_graph.prompts.generate import (
     AttemptView,
     DocumentView,
     ProgramView,

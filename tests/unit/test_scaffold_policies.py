@@ -18,7 +18,7 @@ from evoduet_graph.population import (
     ProgramEntry,
     TopKPopulation,
 )
-from evoduet_graph.prompting import ProgramView, build_generation_messages
+from evoduet_graph.prompts.generate import ProgramView, build_generation_messages
 from evoduet_graph.scaffolds import (
     SCAFFOLDS,
     BestOfNScaffold,

@@ -103,7 +103,7 @@ def context_text(ctx: Context, parent_id: str, iteration: int) -> str:
     prompts: equal within one iteration, so a model server that caches the evaluated prefix
     (llama.cpp) only reads each node's own part.
     """
-    from evoduet_graph.knowledge import render
+    from evoduet_graph.prompts.knowledge import render
 
     parent = ctx.store.get_program(parent_id)
     metrics = ", ".join(f"{k}={_fmt_metric(v)}" for k, v in sorted((parent.metrics or {}).items()))
@@ -151,7 +151,7 @@ def recent_documents_text(ctx: Context, parent_id: str) -> str:
     title, URL, the child score predicted for *this* parent when a loop made one, and a
     neutralised excerpt of `RECENT_EXCERPT_CHARS` characters. The section is at most
     `RECENT_DOCUMENTS_MAX_CHARS` characters (documents that do not fit are counted)."""
-    from evoduet_graph.knowledge import neutralize
+    from evoduet_graph.prompts.knowledge import neutralize
 
     if ctx.search_db is None:
         return "(none)"

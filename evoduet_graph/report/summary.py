@@ -3,7 +3,7 @@
 Reads, never writes, the run directory:
 
 * ``events.jsonl`` — node executions (wall time, LLM usage), gate decisions, searches,
-  fallbacks (`evoduet_graph.events`);
+  fallbacks (`evoduet_graph.rundir.events`);
 * ``search_database.jsonl`` — D_search (`SearchDatabase`; loaded from a temporary copy,
   because loading cuts a torn last line and a report must not touch a run's files);
 * ``programs.sqlite`` — every candidate with its status and error (`ProgramStore`);
@@ -12,7 +12,7 @@ Reads, never writes, the run directory:
 Every file may be missing (a run killed early) and torn or unreadable lines are skipped and
 counted, so a report is always produced. ``evoduet report RUN_DIR`` prints `report_markdown`.
 
-`write_report` is the one writer: it puts PNG plots (`evoduet_graph.plots`), ``report.md`` and,
+`write_report` is the one writer: it puts PNG plots (`evoduet_graph.report.plots`), ``report.md`` and,
 on request, a self-contained ``report.html`` into ``<run_dir>/report/`` (nothing else in the
 run directory changes). `compare_runs` overlays several runs (``evoduet compare``).
 """
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from evoduet_graph.search.database import SearchDatabase
-from evoduet_graph.store import ProgramStore
+from evoduet_graph.rundir.store import ProgramStore
 
 __all__ = [
     "FALLBACK_EVENTS",
@@ -261,9 +261,9 @@ def _model_figures(
 ) -> dict[str, dict[str, float | None]]:
     """Calls, tokens and estimated USD per model (``llm_by_model`` of the node events; with
     ``llm.roles`` each role's calls count on its model), priced as the budget prices them
-    (`evoduet_graph.budget.usage_cost`: `evoduet_graph.pricing`, the run's ``budget.prices``
+    (`evoduet_graph.rundir.budget.usage_cost`: `evoduet_graph.rundir.pricing`, the run's ``budget.prices``
     first); ``usd`` is None for an unpriced model."""
-    from evoduet_graph.budget import usage_from_events
+    from evoduet_graph.rundir.budget import usage_from_events
 
     totals = usage_from_events(events)
     _, usd = _llm_cost(rdir, totals, model)
@@ -274,9 +274,9 @@ def _model_figures(
 
 
 def _llm_cost(rdir: Path, totals: Any, model: str | None) -> tuple[float, dict[str, float | None]]:
-    """`evoduet_graph.budget.usage_cost` of ``totals`` with the run's ``llm`` and ``budget``
+    """`evoduet_graph.rundir.budget.usage_cost` of ``totals`` with the run's ``llm`` and ``budget``
     settings (``config.yaml``); ``model`` when the config names none."""
-    from evoduet_graph.budget import other_models, usage_cost
+    from evoduet_graph.rundir.budget import other_models, usage_cost
 
     cfg = _run_config(rdir)
     llm_cfg = cfg.get("llm") if isinstance(cfg.get("llm"), dict) else {}
@@ -511,10 +511,10 @@ def _improvement_figures(outcomes: list[dict[str, Any]]) -> dict[str, Any]:
 def _cost_figures(
     rdir: Path, events: list[dict[str, Any]], model: str | None, llm_total: dict[str, Any]
 ) -> dict[str, Any]:
-    """USD of the run's LLM tokens (`evoduet_graph.pricing`: catalogue, ``budget.prices``,
+    """USD of the run's LLM tokens (`evoduet_graph.rundir.pricing`: catalogue, ``budget.prices``,
     0 for ``local``, None when unpriced) and its search calls (Tavily credits), whatever the
     ``budget:`` section says."""
-    from evoduet_graph.pricing import price_for, search_credits
+    from evoduet_graph.rundir.pricing import price_for, search_credits
 
     cfg = _run_config(rdir)
     llm_cfg = cfg.get("llm") if isinstance(cfg.get("llm"), dict) else {}
@@ -531,7 +531,7 @@ def _cost_figures(
     price = price_for(str(model), prices, llm_cfg.get("base_url")) if model else None
     inp, out = int(llm_total.get("input_tokens", 0)), int(llm_total.get("output_tokens", 0))
     llm_usd = price.cost(inp, out) if price is not None else None
-    from evoduet_graph.budget import usage_from_events
+    from evoduet_graph.rundir.budget import usage_from_events
 
     totals = usage_from_events(events)
     if totals.by_model:  # per model (``llm.roles``, ``llm.models``): each at its own price
@@ -628,7 +628,7 @@ def _failure_figures(programs: list[Any] | None, events: list[dict[str, Any]]) -
 
 
 def _novelty_figures(events: list[dict[str, Any]], programs: list[Any] | None) -> dict[str, Any]:
-    """Candidates rejected before evaluation as near-duplicates (`evoduet_graph.novelty`).
+    """Candidates rejected before evaluation as near-duplicates (`evoduet_graph.candidates.novelty`).
 
     Counts the ``novelty_rejected`` events, one per (candidate, attempt) — a resumed run that
     re-ran a ``generate`` node logs its rejections again, the latest counts. ``rejections``:
@@ -1382,11 +1382,11 @@ def query_deltas(db: SearchDatabase | None) -> list[dict[str, Any]]:
 def lineage_steps(
     programs: list[Any] | None, best_id: str | None, task: Any | None = None, max_lines: int = 40
 ) -> list[dict[str, Any]]:
-    """The parent chain of ``best_id`` (oldest first, as `evoduet_graph.results.lineage`):
+    """The parent chain of ``best_id`` (oldest first, as `evoduet_graph.rundir.best.lineage`):
     ``id``, ``iteration``, ``score``, ``metric_value`` (with ``task``), ``delta`` (score change
-    from the parent) and ``diff`` (`evoduet_graph.diffs.code_diff_summary` from the parent;
+    from the parent) and ``diff`` (`evoduet_graph.candidates.diffs.code_diff_summary` from the parent;
     None for the first program)."""
-    from evoduet_graph.diffs import code_diff_summary
+    from evoduet_graph.candidates.diffs import code_diff_summary
 
     rows = {p.id: p for p in programs or []}
     chain: list[Any] = []
@@ -1516,7 +1516,7 @@ REPORT_DIR = "report"
 def write_plots(series: dict[str, Any], out_dir: Path) -> dict[str, Path]:
     """Write the report's PNG plots into ``out_dir``; returns name → path of those drawn
     (a plot without data, e.g. NDG without a reference score, is skipped)."""
-    from evoduet_graph import plots as P
+    from evoduet_graph.report import plots as P
 
     makers = {
         "scores": P.plot_scores,
@@ -1758,7 +1758,7 @@ def compare_runs(
     Raises:
         FileNotFoundError: a run directory does not exist.
     """
-    from evoduet_graph import plots as P
+    from evoduet_graph.report import plots as P
 
     rows: list[dict[str, Any]] = []
     runs: list[tuple[str, dict[str, Any]]] = []

@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 from evoduet_graph.context import Context
-from evoduet_graph.store import ProgramStore
+from evoduet_graph.rundir.store import ProgramStore
 from evoduet_graph.task import Task
 
 

@@ -9,7 +9,7 @@ last event. The current session adds the events it emitted since (`EventLog.memo
 own elapsed time. Work lost in a killed node (a call whose node never finished) is not counted.
 
 Cost is an estimate: each model's tokens (``llm_by_model`` of the node events, so ``llm.roles``
-models are priced on their own) × that model's price (`evoduet_graph.pricing`: the genai-prices
+models are priced on their own) × that model's price (`evoduet_graph.rundir.pricing`: the genai-prices
 catalogue, overridden by ``budget.prices``); see `usage_cost`. The embedded ``local`` model
 costs 0; an unpriced model (one neither knows) counts as 0 here, so ``max_cost_usd`` cannot
 stop it (reports show its cost as n/a).
@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evoduet_graph.config import BudgetConfig
-from evoduet_graph.events import EventLog, read_events
-from evoduet_graph.pricing import model_name, price_for
+from evoduet_graph.rundir.events import EventLog, read_events
+from evoduet_graph.rundir.pricing import model_name, price_for
 
 __all__ = [
     "INCLUSIVE_NODES",
@@ -118,7 +118,7 @@ def usage_cost(
     role_models: Iterable[str] = (),
 ) -> tuple[float, dict[str, float | None]]:
     """Estimated spend of ``totals``: each model of ``by_model`` at its own price
-    (`evoduet_graph.pricing.price_for`), the rest (usage without a model name) at
+    (`evoduet_graph.rundir.pricing.price_for`), the rest (usage without a model name) at
     ``default_model``'s.
 
     ``by_model`` holds the names the answers reported. A name the pricing does not know is

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from evoduet_graph.diffs import code_diff_summary, evolve_marker_lines
-from evoduet_graph.languages import Language, language_by_name
+from evoduet_graph.candidates.diffs import code_diff_summary, evolve_marker_lines
+from evoduet_graph.tasks.languages import Language, language_by_name
 from evoduet_graph.prompts import load_prompt
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ class AttemptView:
         score: Its score (higher is better), ``None`` when not evaluated.
         error: Why it failed (diff that did not apply, exception, timeout), else ``None``.
         artifacts: Evaluator artifacts (name → text), e.g. ``stderr``, ``traceback``.
-        diff_summary: `evoduet_graph.diffs.code_diff_summary` of parent → attempt, or ``""``.
+        diff_summary: `evoduet_graph.candidates.diffs.code_diff_summary` of parent → attempt, or ``""``.
     """
 
     iteration: int

@@ -30,7 +30,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from evoduet_graph.events import _jsonable
+from evoduet_graph.rundir.events import _jsonable
 from evoduet_graph.task import Task
 
 __all__ = ["JsonLines", "LiveDisplay", "RunStatus"]
