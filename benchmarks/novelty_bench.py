@@ -39,13 +39,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evoduet_graph.config import NoveltyConfig
 from evoduet_graph.candidates.novelty import (
     NoveltyChecker,
     load_embeddings,
     normalise,
     token_similarity,
 )
+from evoduet_graph.config import NoveltyConfig
 
 THRESHOLDS = (0.9, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999, 1.0)
 

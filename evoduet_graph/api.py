@@ -33,26 +33,26 @@ from langgraph.graph import StateGraph
 from langgraph.types import Command
 from pydantic import ValidationError
 
-from evoduet_graph.rundir.budget import budget_for
+from evoduet_graph.candidates.novelty import NoveltyFilter, make_novelty_checker
 from evoduet_graph.config import ConfigError, EvoDuetConfig, load_config
 from evoduet_graph.context import Context
 from evoduet_graph.evaluation import Evaluator, make_evaluator
 from evoduet_graph.evaluation.integrity import changed_files, file_digests, folder_digest
-from evoduet_graph.rundir.events import EventLog, read_events
 from evoduet_graph.graphs.outer import NodeFn, build_outer_graph
 from evoduet_graph.graphs.registry import split_nodes
-from evoduet_graph.tasks.languages import ToolchainError
 from evoduet_graph.llm.roles import make_role_models, role_config
 from evoduet_graph.llm.usage import UsageTracker
-from evoduet_graph.rundir.lock import RunDirLock, RunDirLockedError
-from evoduet_graph.candidates.novelty import NoveltyFilter, make_novelty_checker
 from evoduet_graph.population import Population, restore_population
+from evoduet_graph.rundir.budget import budget_for
+from evoduet_graph.rundir.events import EventLog, read_events
+from evoduet_graph.rundir.lock import RunDirLock, RunDirLockedError
+from evoduet_graph.rundir.store import ProgramStore
 from evoduet_graph.search import Searcher, SearchUnavailableError, make_searcher
 from evoduet_graph.search.cache import SearchCache
 from evoduet_graph.search.database import SearchDatabase
-from evoduet_graph.rundir.store import ProgramStore
 from evoduet_graph.task import Task, TaskError, load_task
 from evoduet_graph.tasks.environment import check_toolchain, requirements_warning
+from evoduet_graph.tasks.languages import ToolchainError
 from evoduet_graph.tasks.settings import TaskSettings, apply_task_settings
 
 logger = logging.getLogger(__name__)

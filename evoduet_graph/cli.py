@@ -18,8 +18,8 @@ from rich.text import Text
 
 from evoduet_graph.api import RunError, RunResult, can_retrieve
 from evoduet_graph.config import ConfigError, load_config
-from evoduet_graph.tasks.languages import ToolchainError
 from evoduet_graph.task import Task, TaskError, load_task
+from evoduet_graph.tasks.languages import ToolchainError
 
 app = typer.Typer(
     add_completion=False,
@@ -40,8 +40,8 @@ def _user_errors() -> tuple[type[Exception], ...]:
 def _failed_stop(result: RunResult) -> bool:
     """Whether the run stopped on failures (not a budget stop or a reached ``stop_at_score``):
     `_exit_for_stop` exits 1."""
-    from evoduet_graph.rundir.budget import STOP_PREFIX
     from evoduet_graph.nodes.stop_rules import TARGET_PREFIX
+    from evoduet_graph.rundir.budget import STOP_PREFIX
 
     return bool(result.stop_reason) and not str(result.stop_reason).startswith(
         (STOP_PREFIX, TARGET_PREFIX)
@@ -52,9 +52,9 @@ def _summary(result: RunResult, elapsed: float, *, write_report: bool = False) -
     """The end-of-run summary a newcomer reads: iterations, best score and NDG, gate decisions
     by kind, queries issued, distinct documents, and where the report is (written first when
     ``write_report``)."""
-    from evoduet_graph.rundir.budget import STOP_PREFIX
     from evoduet_graph.nodes.stop_rules import TARGET_PREFIX
     from evoduet_graph.report.summary import GATE_DECISIONS, GATE_FALLBACK, run_summary
+    from evoduet_graph.rundir.budget import STOP_PREFIX
 
     rdir = result.run_dir
     figures = run_summary(rdir) if rdir is not None else {}
@@ -87,7 +87,7 @@ def _summary(result: RunResult, elapsed: float, *, write_report: bool = False) -
     )
     if rdir is not None:
         if write_report:
-            from evoduet_graph.report.summary import write_report as write
+            from evoduet_graph.report.markdown import write_report as write
 
             try:
                 path = write(rdir)["markdown_path"]
@@ -188,7 +188,7 @@ def _run_with_display(
         raise typer.Exit(130) from None
     if sink is not None:
         if write_report and result.run_dir is not None:
-            from evoduet_graph.report.summary import write_report as write
+            from evoduet_graph.report.markdown import write_report as write
 
             write(result.run_dir)
         sink.write(_result_json(result, time.perf_counter() - start))
@@ -596,7 +596,7 @@ def report_cmd(
 ) -> None:
     """Report a run: PNG plots, report.md (and report.html) in RUN_DIR/report/; print the
     markdown (scores, gate decisions, queries by Δ, URLs, lineage of the best, LLM usage)."""
-    from evoduet_graph.report.summary import report_markdown, write_report
+    from evoduet_graph.report.markdown import report_markdown, write_report
 
     try:
         _check_run_dir(run_dir)
@@ -621,7 +621,7 @@ def report_cmd(
         )
     if out is not None:
         if written:
-            from evoduet_graph.report.summary import relink
+            from evoduet_graph.report.markdown import relink
 
             text_out = relink(text, written["plots"], out.parent)
         else:
@@ -648,7 +648,7 @@ def compare_cmd(
 ) -> None:
     """Compare runs: print a table (task, gate, best score, NDG, LLM usage) and write overlaid
     best-so-far / NDG vs iteration plots."""
-    from evoduet_graph.report.summary import compare_runs
+    from evoduet_graph.report.compare import compare_runs
 
     for run_dir in run_dirs:
         try:

@@ -16,8 +16,8 @@ from langchain_core.runnables import RunnableConfig
 
 from evoduet_graph.config import EvoDuetConfig
 from evoduet_graph.evaluation import Evaluator
-from evoduet_graph.rundir.events import EventLog
 from evoduet_graph.population import Population
+from evoduet_graph.rundir.events import EventLog
 from evoduet_graph.rundir.store import ProgramStore
 from evoduet_graph.task import Task
 

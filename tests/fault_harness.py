@@ -149,8 +149,8 @@ def install_hooks() -> None:
     import evoduet_graph.graphs.inner as inner_mod
     import evoduet_graph.graphs.outer as outer_mod
     from evoduet_graph.rundir.events import EventLog
-    from evoduet_graph.search.database import SearchDatabase
     from evoduet_graph.rundir.store import ProgramStore
+    from evoduet_graph.search.database import SearchDatabase
 
     original_instrument = outer_mod.instrument
 

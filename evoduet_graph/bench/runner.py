@@ -84,12 +84,13 @@ from evoduet_graph.bench.common import (
 )
 from evoduet_graph.config import ConfigError, EvoDuetConfig, LLMConfig, merge_config
 from evoduet_graph.evaluation import Evaluator, make_evaluator
-from evoduet_graph.rundir.events import read_events
 from evoduet_graph.llm.factory import parse_model_string
 from evoduet_graph.nodes.record import MODEL_DOWN_PREFIX
-from evoduet_graph.report.summary import INCLUSIVE_NODES, paper_metrics, run_summary
-from evoduet_graph.search import Searcher
+from evoduet_graph.report.summary import paper_metrics, run_summary
+from evoduet_graph.rundir.events import read_events
 from evoduet_graph.rundir.store import ProgramStore
+from evoduet_graph.rundir.usage import INCLUSIVE_NODES
+from evoduet_graph.search import Searcher
 from evoduet_graph.task import Task, TaskError, load_task
 
 __all__ = [

@@ -26,12 +26,12 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
-from evoduet_graph.prompts.descriptor import context_text, database_text, recent_documents_text
-from evoduet_graph.prompts.knowledge import GateOutput, knowledge_text, render
 from evoduet_graph.nodes._common import ask_gate, context_of
 from evoduet_graph.nodes.gate_stateless import stateless_decision
 from evoduet_graph.nodes.oracle import oracle_update
 from evoduet_graph.nodes.review import review_gate
+from evoduet_graph.prompts.descriptor import context_text, database_text, recent_documents_text
+from evoduet_graph.prompts.knowledge import GateOutput, knowledge_text, render
 from evoduet_graph.state import GateDecision, OuterState
 
 

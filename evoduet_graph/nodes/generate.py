@@ -32,12 +32,12 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from evoduet_graph.context import Context
 from evoduet_graph.candidates.diffs import candidate_from_response, code_diff_summary
+from evoduet_graph.candidates.novelty import NoveltyVerdict, population_references
+from evoduet_graph.context import Context
 from evoduet_graph.llm import LocalChatModel, invoke_text
 from evoduet_graph.nodes._common import context_of, emit_progress
 from evoduet_graph.nodes.joint_search import joint_answer
-from evoduet_graph.candidates.novelty import NoveltyVerdict, population_references
 from evoduet_graph.prompts.generate import (
     AttemptView,
     DocumentView,
@@ -45,8 +45,8 @@ from evoduet_graph.prompts.generate import (
     build_generation_messages,
     build_initial_messages,
 )
-from evoduet_graph.state import CandidateRecord, GenerateInput
 from evoduet_graph.rundir.store import ProgramRow, ProgramStore, code_sha
+from evoduet_graph.state import CandidateRecord, GenerateInput
 
 
 def candidate_id(iteration: int, index: int) -> str:

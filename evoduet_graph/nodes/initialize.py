@@ -25,8 +25,8 @@ from evoduet_graph.nodes.grounding import ground
 from evoduet_graph.nodes.stop_rules import target_reached
 from evoduet_graph.population import ProgramEntry
 from evoduet_graph.rundir.best import write_best
-from evoduet_graph.state import OuterState
 from evoduet_graph.rundir.store import ProgramRow
+from evoduet_graph.state import OuterState
 
 INITIAL_ID = "initial"
 NO_INITIAL_PROGRAM = "no initial program: the first iteration asks the model to write one"

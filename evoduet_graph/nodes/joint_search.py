@@ -45,8 +45,8 @@ from langchain_core.tools import StructuredTool
 from pydantic import BaseModel, Field, field_validator
 
 from evoduet_graph.context import Context
-from evoduet_graph.prompts.knowledge import neutralize, render
 from evoduet_graph.llm import LocalChatModel, invoke_text, structured_call
+from evoduet_graph.prompts.knowledge import neutralize, render
 from evoduet_graph.search.cache import cached_search
 from evoduet_graph.search.database import RoundLog, RoundResult, SearchRecord, StoredDocument
 

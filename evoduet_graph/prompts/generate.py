@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from evoduet_graph.candidates.diffs import code_diff_summary, evolve_marker_lines
-from evoduet_graph.tasks.languages import Language, language_by_name
 from evoduet_graph.prompts import load_prompt
+from evoduet_graph.tasks.languages import Language, language_by_name
 
 if TYPE_CHECKING:
     from evoduet_graph.config import PromptConfig

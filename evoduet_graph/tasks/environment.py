@@ -21,8 +21,8 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from evoduet_graph.tasks.languages import ToolchainError, missing_toolchain
 from evoduet_graph.task import EVALUATOR_DIR, Task
+from evoduet_graph.tasks.languages import ToolchainError, missing_toolchain
 
 __all__ = ["check_toolchain", "missing_requirements", "requirements_warning"]
 

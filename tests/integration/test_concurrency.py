@@ -19,9 +19,9 @@ from evoduet_graph import EvoDuetConfig, load_task, run
 from evoduet_graph.api import RunError
 from evoduet_graph.evaluation import EvaluationOutcome
 from evoduet_graph.rundir.lock import RunDirLock
+from evoduet_graph.rundir.store import ProgramRow, ProgramStore
 from evoduet_graph.search import Document
 from evoduet_graph.search.database import Prediction, SearchDatabase
-from evoduet_graph.rundir.store import ProgramRow, ProgramStore
 from tests.conftest import SMOKE_TASK
 from tests.fakes import CountingEvaluator, FakeSearcher, KnowledgeResponder, ScriptedChatModel
 from tests.fault_harness import InProcessEvaluator, parent_parameters, smoke_program

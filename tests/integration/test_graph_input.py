@@ -17,9 +17,9 @@ import yaml
 
 import evoduet_graph
 from evoduet_graph import ConfigError, EvoDuetConfig, build_graph, run
-from evoduet_graph.rundir.events import read_events
 from evoduet_graph.graphs.registry import UnknownNodeError
 from evoduet_graph.graphs.studio_context import StudioContextError
+from evoduet_graph.rundir.events import read_events
 from evoduet_graph.task import TaskError
 from tests.conftest import ROOT, SMOKE_TASK
 from tests.fake_openai_server import FaultyServer

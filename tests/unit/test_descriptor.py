@@ -3,8 +3,8 @@ small hand-made population whose figures are worked out by hand below."""
 
 from __future__ import annotations
 
-from evoduet_graph.prompts.descriptor import population_descriptor
 from evoduet_graph.population import ProgramEntry
+from evoduet_graph.prompts.descriptor import population_descriptor
 from evoduet_graph.rundir.store import ProgramRow
 from tests.conftest import SMOKE_TASK
 from tests.node_env import Env, make_env

@@ -7,7 +7,6 @@ import types
 
 import pytest
 
-from evoduet_graph.config import ConfigError, EvoDuetConfig, NoveltyConfig, PopulationConfig
 from evoduet_graph.candidates.novelty import (
     NoveltyChecker,
     chunk_lines,
@@ -18,6 +17,7 @@ from evoduet_graph.candidates.novelty import (
     population_references,
     token_similarity,
 )
+from evoduet_graph.config import ConfigError, EvoDuetConfig, NoveltyConfig, PopulationConfig
 from evoduet_graph.population import ProgramEntry, make_population
 from evoduet_graph.rundir.store import ProgramRow, ProgramStore
 from tests.conftest import SMOKE_TASK

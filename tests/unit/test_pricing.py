@@ -9,8 +9,9 @@ import pytest
 from genai_prices import Usage, calc_price
 
 from evoduet_graph import EvoDuetConfig, run
+from evoduet_graph.report.markdown import report_markdown
+from evoduet_graph.report.summary import run_summary
 from evoduet_graph.rundir.pricing import cost_usd, price_for, search_credits
-from evoduet_graph.report.summary import report_markdown, run_summary
 from tests.conftest import RADIUS_UP, SMOKE_TASK
 from tests.fakes import FakeSearcher, KnowledgeResponder, ScriptedChatModel
 

@@ -9,6 +9,7 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from evoduet_graph.config import PromptConfig
+from evoduet_graph.prompts import UnknownPromptError, available_prompts, load_prompt
 from evoduet_graph.prompts.generate import (
     AttemptView,
     DocumentView,
@@ -16,7 +17,6 @@ from evoduet_graph.prompts.generate import (
     build_generation_messages,
     neutralise_document_text,
 )
-from evoduet_graph.prompts import UnknownPromptError, available_prompts, load_prompt
 
 PARENT_CODE = """\
 import numpy as np

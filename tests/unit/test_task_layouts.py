@@ -17,12 +17,12 @@ import pytest
 
 from evoduet_graph import EvoDuetConfig, run
 from evoduet_graph.evaluation import SandboxEvaluator
-from evoduet_graph.tasks.languages import ToolchainError, language_by_name
 from evoduet_graph.llm import make_chat_model
 from evoduet_graph.llm.ensemble import EnsembleChatModel, WeightedChoice
 from evoduet_graph.rundir.store import ProgramStore
 from evoduet_graph.task import TaskError, load_task
 from evoduet_graph.tasks.environment import check_toolchain, requirements_warning
+from evoduet_graph.tasks.languages import ToolchainError, language_by_name
 from evoduet_graph.tasks.settings import apply_task_settings
 from tests.fakes import ScriptedChatModel
 
