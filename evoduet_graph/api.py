@@ -43,10 +43,12 @@ from evoduet_graph.graphs.registry import split_nodes
 from evoduet_graph.llm.roles import make_role_models, role_config
 from evoduet_graph.llm.usage import UsageTracker
 from evoduet_graph.population import Population, restore_population
+from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.budget import budget_for
 from evoduet_graph.rundir.events import EventLog, read_events
 from evoduet_graph.rundir.lock import RunDirLock, RunDirLockedError
 from evoduet_graph.rundir.store import ProgramStore
+from evoduet_graph.rundir.usage import completed_iterations
 from evoduet_graph.search import Searcher, SearchUnavailableError, make_searcher
 from evoduet_graph.search.cache import SearchCache
 from evoduet_graph.search.database import SearchDatabase
@@ -57,7 +59,6 @@ from evoduet_graph.tasks.settings import TaskSettings, apply_task_settings
 
 logger = logging.getLogger(__name__)
 
-RUN_FILE = "run.json"
 THREAD_ID = "evoduet"
 
 ReviewFn = Callable[[dict[str, Any]], Any]
@@ -312,7 +313,7 @@ def build_context(
     check_document_sets(task, config)
     if searcher is None:
         searcher = make_checked_searcher(task, config)
-    store = ProgramStore(run_dir / "programs.sqlite" if run_dir else ":memory:")
+    store = ProgramStore(run_dir / layout.PROGRAMS if run_dir else ":memory:")
     population: Population
     population, _ = restore_population(store, config.population, seed=config.seed)
     if llm is None:
@@ -328,10 +329,10 @@ def build_context(
         protect(run_dir)
     if novelty is None:
         novelty = make_novelty_checker(config.novelty, python=task.lang.is_python)
-    events = EventLog(run_dir / "events.jsonl" if run_dir else None)
+    events = EventLog(run_dir / layout.EVENTS if run_dir else None)
     stateful = config.retrieval.use_search_database
     search_db = SearchDatabase(
-        run_dir / "search_database.jsonl"
+        run_dir / layout.SEARCH_DB
         if run_dir and stateful
         else None  # stateless retrieval (ablation): documents live in memory only
     )
@@ -477,10 +478,10 @@ def check_run_dir(rdir: Path, task: Task) -> None:
         raise RunError(f"run directory {rdir} is a file; choose another --out")
     if not rdir.is_dir() or all(p.name == ".lock" for p in rdir.iterdir()):
         return  # new, empty, or only the lock file of a run that is starting
-    meta_path = rdir / RUN_FILE
+    meta_path = rdir / layout.RUN_META
     if not meta_path.is_file():
         raise RunError(
-            f"{rdir} is not empty and is not an evoduet run directory (no {RUN_FILE}); "
+            f"{rdir} is not empty and is not an evoduet run directory (no {layout.RUN_META}); "
             "choose a new or empty --out"
         )
     try:
@@ -514,7 +515,7 @@ def check_graph_input_run_dir(
             a graph-input run of another (or no) thread.
     """
     check_run_dir(rdir, task)
-    meta_path = rdir / RUN_FILE
+    meta_path = rdir / layout.RUN_META
     if not meta_path.is_file():
         return []
     meta = json.loads(meta_path.read_text(encoding="utf-8"))  # readable: check_run_dir
@@ -524,7 +525,7 @@ def check_graph_input_run_dir(
             f"input cannot continue it: `evoduet resume {rdir}` continues it, or choose a new "
             "run_dir"
         )
-    if not (rdir / "programs.sqlite").exists():
+    if not (rdir / layout.PROGRAMS).exists():
         return []  # started, killed before its first write
     if thread_id is None or meta.get("thread_id") != thread_id:
         raise RunError(
@@ -545,19 +546,6 @@ def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
         out.update(_flat(value, name + ".") if isinstance(value, dict) else {name: value})
     return out
 
-
-def completed_iterations(rdir: Path) -> int:
-    """The last iteration whose ``record`` node finished, from ``events.jsonl`` (0 if none)."""
-    return max(
-        (
-            ev["iteration"]
-            for ev in read_events(rdir / "events.jsonl")
-            if ev.get("event") == "node"
-            and ev.get("node") == "record"
-            and isinstance(ev.get("iteration"), int)
-        ),
-        default=0,
-    )
 
 
 RESUME_APPLIED: tuple[str, ...] = (
@@ -613,7 +601,7 @@ def _baseline(rdir: Path) -> dict[str, Any] | None:
     """The configuration the run last started with (``run.json``'s ``config``), flattened;
     None for run directories written before it was recorded."""
     try:
-        meta = json.loads((rdir / RUN_FILE).read_text(encoding="utf-8"))
+        meta = json.loads((rdir / layout.RUN_META).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     config = meta.get("config") if isinstance(meta, dict) else None
@@ -622,7 +610,7 @@ def _baseline(rdir: Path) -> dict[str, Any] | None:
 
 def _stored_task_sha(rdir: Path) -> str | None:
     try:
-        meta = json.loads((rdir / RUN_FILE).read_text(encoding="utf-8"))
+        meta = json.loads((rdir / layout.RUN_META).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     sha = meta.get("task_sha256") if isinstance(meta, dict) else None
@@ -632,7 +620,7 @@ def _stored_task_sha(rdir: Path) -> str | None:
 def _stored_task_files(rdir: Path) -> dict[str, str]:
     """``run.json``'s ``task_files`` (per-file sha256 at run start; empty for older runs)."""
     try:
-        meta = json.loads((rdir / RUN_FILE).read_text(encoding="utf-8"))
+        meta = json.loads((rdir / layout.RUN_META).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     files = meta.get("task_files") if isinstance(meta, dict) else None
@@ -658,7 +646,7 @@ def check_continuation(rdir: Path, cfg: EvoDuetConfig, task: Task | None = None)
             keys are named, with both values); ``cfg.iterations`` is below the iterations
             already completed; or the task folder changed.
     """
-    if not (rdir / "programs.sqlite").exists():
+    if not (rdir / layout.PROGRAMS).exists():
         return []  # a new run, or one killed before its first write
     done = completed_iterations(rdir)
     if cfg.iterations < done:
@@ -666,7 +654,7 @@ def check_continuation(rdir: Path, cfg: EvoDuetConfig, task: Task | None = None)
             f"{rdir} has already completed {done} iterations, more than the {cfg.iterations} "
             f"asked for; pass a total of at least {done} iterations"
         )
-    for name in ("programs.sqlite", "checkpoints.sqlite"):
+    for name in (layout.PROGRAMS, layout.CHECKPOINTS):
         path = rdir / name
         if not path.exists():
             continue
@@ -690,7 +678,7 @@ def check_continuation(rdir: Path, cfg: EvoDuetConfig, task: Task | None = None)
                 "a copy, or start a new run with a new --out"
             ) from None
     stored = _baseline(rdir)
-    path = rdir / "config.yaml"
+    path = rdir / layout.CONFIG
     if stored is None and path.is_file():
         try:
             stored = _flat(load_config(path).model_dump(mode="json"))
@@ -851,7 +839,7 @@ def run(
     check_run_dir(rdir, task)
     if llm is None:
         cfg = _pin_base_url(cfg)
-    existing = (rdir / "programs.sqlite").exists()
+    existing = (rdir / layout.PROGRAMS).exists()
     notes = check_continuation(rdir, cfg, task)
     for note in notes:
         logger.warning("resume: %s", note)
@@ -868,7 +856,7 @@ def run(
     if callable(protect):  # candidates must not write the run directory (DESIGN.md §5)
         protect(rdir)
     initial = None
-    if not (rdir / "programs.sqlite").exists():  # a new run: check the initial program
+    if not (rdir / layout.PROGRAMS).exists():  # a new run: check the initial program
         initial = check_initial_program(task, cfg, evaluator)
     if llm is None:
         from evoduet_graph.llm import make_chat_model
@@ -885,9 +873,9 @@ def run(
     rdir.mkdir(parents=True, exist_ok=True)
     rdir = rdir.resolve()
     _acquire(lock)
-    (rdir / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
+    (rdir / layout.CONFIG).write_text(cfg.to_yaml(), encoding="utf-8")
     task_sha = getattr(evaluator, "task_sha256", None)
-    (rdir / RUN_FILE).write_text(
+    (rdir / layout.RUN_META).write_text(
         json.dumps(
             {
                 "task_dir": str(task.path),
@@ -918,7 +906,7 @@ def run(
         if initial is not None:
             ctx.store.put_evaluation(task.initial_program, initial)
         if checkpointer is None:
-            checkpointer = open_checkpointer(rdir / "checkpoints.sqlite")
+            checkpointer = open_checkpointer(rdir / layout.CHECKPOINTS)
             stack.callback(checkpointer.conn.close)
         graph = build_outer_graph(nodes).compile(checkpointer=checkpointer)
         thread = {
@@ -1037,17 +1025,17 @@ def resume(
         RunError: ``run_dir`` is not a run directory (no ``run.json`` / ``config.yaml``).
     """
     rdir = Path(run_dir)
-    if not (rdir / RUN_FILE).is_file() or not (rdir / "config.yaml").is_file():
-        raise RunError(f"{rdir} is not an evoduet run directory (no {RUN_FILE} / config.yaml)")
-    if not (rdir / "config.yaml").read_text(encoding="utf-8", errors="replace").strip():
+    if not (rdir / layout.RUN_META).is_file() or not (rdir / layout.CONFIG).is_file():
+        raise RunError(f"{rdir} is not an evoduet run directory (no {layout.RUN_META} / config.yaml)")
+    if not (rdir / layout.CONFIG).read_text(encoding="utf-8", errors="replace").strip():
         raise RunError(
             f"{rdir / 'config.yaml'} is empty, so the run's configuration is lost; restore it "
             "from a copy (the defaults would silently change the run)"
         )
-    meta = json.loads((rdir / RUN_FILE).read_text(encoding="utf-8"))
+    meta = json.loads((rdir / layout.RUN_META).read_text(encoding="utf-8"))
     return run(
         load_task(meta["task_dir"], meta.get("program")),
-        rdir / "config.yaml",
+        rdir / layout.CONFIG,
         llm=llm,
         evaluator=evaluator,
         run_dir=rdir,
@@ -1099,7 +1087,7 @@ def _result(ctx: Context, final: dict[str, Any], rdir: Path) -> RunResult:
     best_id = final.get("best_id")
     row = ctx.store.get_program(best_id) if best_id else None
     metric_value = ctx.task.metric_value(row.metrics) if row else None
-    history = history_from_events(rdir / "events.jsonl")
+    history = history_from_events(rdir / layout.EVENTS)
     initial = final.get("initial_score")
     for entry in history:
         if entry.get("best_score") is None:

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from evoduet_graph.api import RunError, RunResult, can_retrieve
 from evoduet_graph.config import ConfigError, load_config
+from evoduet_graph.rundir import layout
 from evoduet_graph.task import Task, TaskError, load_task
 from evoduet_graph.tasks.languages import ToolchainError
 
@@ -115,7 +116,7 @@ def _num(value: Any) -> str:
 def _task_documents(rdir: Path) -> int:
     """Distinct documents of the run's search database that come from the task's ``docs/``
     folder (offline backend ids ``file:docs/...``)."""
-    path = rdir / "search_database.jsonl"
+    path = rdir / layout.SEARCH_DB
     if not path.is_file():
         return 0
     from evoduet_graph.search.database import SearchDatabase
@@ -381,10 +382,11 @@ def run_cmd(
         _fail(str(exc))
     except ToolchainError as exc:
         _fail(str(exc))
-    from evoduet_graph.api import RUN_FILE, default_run_dir
+    from evoduet_graph.api import default_run_dir
+    from evoduet_graph.rundir import layout
 
     out = out if out is not None else default_run_dir(task)
-    if (out / RUN_FILE).is_file():
+    if (out / layout.RUN_META).is_file():
         _fail(
             f"{out} already holds a run; continue it with `evoduet resume {out}` (it keeps that "
             "run's configuration; --iterations N raises the total), or choose a new --out"
@@ -441,7 +443,7 @@ def resume_cmd(
 
     try:
         task, total, done = _resume_target(run_dir, iterations)
-        reviewed = _needs_review(load_config(run_dir / "config.yaml"))
+        reviewed = _needs_review(load_config(run_dir / layout.CONFIG))
     except _CliError as exc:
         _fail(f"cannot resume {run_dir}: {exc}")
     except _USER_ERRORS as exc:
@@ -480,7 +482,7 @@ def _check_run_dir(run_dir: Path) -> None:
     if not run_dir.is_dir():
         raise _CliError(f"not a directory; {_RUN_HINT}")
     # config.yaml alone is not enough: an OpenEvolve task folder has one too
-    markers = ("run.json", "events.jsonl")
+    markers = (layout.RUN_META, layout.EVENTS)
     if not any((run_dir / name).is_file() for name in markers):
         raise _CliError(
             f"not an evoduet run directory (neither {' nor '.join(markers)} is there); "
@@ -494,21 +496,22 @@ def _resume_target(run_dir: Path, iterations: int | None) -> tuple[Task, int, in
     Raises:
         _CliError: with a one-line reason and what to do.
     """
-    from evoduet_graph.api import RUN_FILE, completed_iterations
+    from evoduet_graph.rundir import layout
+    from evoduet_graph.rundir.usage import completed_iterations
 
     _check_run_dir(run_dir)
-    for name in (RUN_FILE, "config.yaml"):
+    for name in (layout.RUN_META, layout.CONFIG):
         if not (run_dir / name).is_file():
             raise _CliError(
                 f"{name} is missing, so the run cannot be rebuilt; {_RUN_HINT}, or start a new "
                 "run with `evoduet run`"
             )
     try:
-        meta = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8"))
+        meta = json.loads((run_dir / layout.RUN_META).read_text(encoding="utf-8"))
         task_dir = meta["task_dir"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise _CliError(
-            f"{run_dir / RUN_FILE} is damaged ({type(exc).__name__}: {exc}); it must be JSON "
+            f"{run_dir / layout.RUN_META} is damaged ({type(exc).__name__}: {exc}); it must be JSON "
             'with "task_dir"'
         ) from None
     if meta.get("studio"):
@@ -521,11 +524,11 @@ def _resume_target(run_dir: Path, iterations: int | None) -> tuple[Task, int, in
         task = load_task(task_dir, meta.get("program"))
     except TaskError as exc:
         raise _CliError(
-            f"its task folder {task_dir} (from {RUN_FILE}) cannot be loaded: {exc}; restore the "
-            f"folder or correct task_dir in {run_dir / RUN_FILE}"
+            f"its task folder {task_dir} (from {layout.RUN_META}) cannot be loaded: {exc}; restore the "
+            f"folder or correct task_dir in {run_dir / layout.RUN_META}"
         ) from None
     try:
-        total = iterations or load_config(run_dir / "config.yaml").iterations
+        total = iterations or load_config(run_dir / layout.CONFIG).iterations
     except ConfigError as exc:
         raise _CliError(f"{exc}; fix {run_dir / 'config.yaml'}") from None
     done = completed_iterations(run_dir)

@@ -59,6 +59,7 @@ from evoduet_graph.bench.common import (
 from evoduet_graph.bench.server import die_with_parent, kill_process_group
 from evoduet_graph.evaluation import Evaluator, score_from_metrics
 from evoduet_graph.llm.factory import PLACEHOLDER_API_KEY
+from evoduet_graph.rundir.read import iter_jsonl
 from evoduet_graph.task import EVALUATOR, INITIAL_PROGRAM, Task
 
 __all__ = [
@@ -470,22 +471,6 @@ def _reported_error(metrics: dict[str, Any]) -> bool:
     return isinstance(error, str) and bool(error.strip())
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line torn by a kill
-        if isinstance(obj, dict):
-            out.append(obj)
-    return out
-
 
 def _tokens(usage: Any) -> int | None:
     if not isinstance(usage, dict):
@@ -510,7 +495,7 @@ def read_trace(trace_path: str | Path) -> list[OpenEvolveRecord]:
     failures_path = trace_path.with_name(f"{trace_path.stem}_failures.jsonl")
     latest: dict[int, OpenEvolveRecord] = {}
     records: list[OpenEvolveRecord] = []
-    for obj in _read_jsonl(trace_path):
+    for obj in iter_jsonl(trace_path):
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
         records.append(
             OpenEvolveRecord(
@@ -521,7 +506,7 @@ def read_trace(trace_path: str | Path) -> list[OpenEvolveRecord]:
                 code=obj.get("child_code") if isinstance(obj.get("child_code"), str) else "",
             )
         )
-    for obj in _read_jsonl(failures_path):
+    for obj in iter_jsonl(failures_path):
         records.append(
             OpenEvolveRecord(
                 iteration=int(obj.get("iteration", 0)),

@@ -87,9 +87,11 @@ from evoduet_graph.evaluation import Evaluator, make_evaluator
 from evoduet_graph.llm.factory import parse_model_string
 from evoduet_graph.nodes.record import MODEL_DOWN_PREFIX
 from evoduet_graph.report.summary import paper_metrics, run_summary
+from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.events import read_events
+from evoduet_graph.rundir.read import read_json
 from evoduet_graph.rundir.store import ProgramStore
-from evoduet_graph.rundir.usage import INCLUSIVE_NODES
+from evoduet_graph.rundir.usage import usage_by_iteration
 from evoduet_graph.search import Searcher
 from evoduet_graph.task import Task, TaskError, load_task
 
@@ -329,7 +331,7 @@ class _RunState:
     def __init__(self, job: Job) -> None:
         self.job = job
         self.path = job.dir / BENCH_RUN
-        data = _read_json(self.path) or {}
+        data = read_json(self.path) or {}
         self.data: dict[str, Any] = data
         self.sessions = [Session(**s) for s in data.get("sessions") or []]
 
@@ -365,13 +367,6 @@ class _RunState:
             self.sessions[-1].end = time.time()
         self.save()
 
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -608,7 +603,7 @@ def graph_outcome(
         iterations: iterations completed.
         sessions: the run's sessions.
     """
-    store = ProgramStore(run_dir / "programs.sqlite")
+    store = ProgramStore(run_dir / layout.PROGRAMS)
     try:
         rows = store.all_programs()
     finally:
@@ -628,23 +623,16 @@ def graph_outcome(
             best, best_code = value, row.code
     curve = running_best(task, by_iteration, iterations)
 
-    calls_by_it: dict[int, int] = {}
-    tokens_by_it: dict[int, int] = {}
+    events = list(read_events(run_dir / layout.EVENTS))
     stamps: dict[int, float] = {}
-    for ev in read_events(run_dir / "events.jsonl"):
-        if ev.get("event") != "node":
-            continue
+    for ev in events:
         it = ev.get("iteration") if isinstance(ev.get("iteration"), int) else 0
-        if ev.get("node") == "record" and isinstance(ev.get("time"), int | float):
+        is_record = ev.get("event") == "node" and ev.get("node") == "record"
+        if is_record and isinstance(ev.get("time"), int | float):
             stamps[it] = float(ev["time"])
-        if ev.get("node") in INCLUSIVE_NODES:
-            continue
-        calls_by_it[it] = calls_by_it.get(it, 0) + int(ev.get("llm_calls") or 0)
-        tokens_by_it[it] = (
-            tokens_by_it.get(it, 0)
-            + int(ev.get("input_tokens") or 0)
-            + int(ev.get("output_tokens") or 0)
-        )
+    usage = usage_by_iteration(events)
+    calls_by_it = {it: u.llm_calls for it, u in usage.items()}
+    tokens_by_it = {it: u.tokens for it, u in usage.items()}
     points = iteration_points(curve, calls_by_it, tokens_by_it, sessions, stamps, iterations)
     calls = points[-1].llm_calls if points else 0
     tokens = points[-1].tokens if points else 0
@@ -686,7 +674,7 @@ def knowledge_figures(run_dir: Path, rows: list[Any], iterations: int) -> dict[s
     from evoduet_graph.report.summary import run_summary
     from evoduet_graph.search.base import normalize_url
 
-    events = list(read_events(run_dir / "events.jsonl"))
+    events = list(read_events(run_dir / layout.EVENTS))
     search = run_summary(run_dir)["search"]
     searches = [e for e in events if e.get("event") == "search"]
     returned = int(search.get("returned_urls") or 0)
@@ -1130,7 +1118,7 @@ def run_bench(
     from evoduet_graph.bench.tables import write_plots, write_summary
 
     records = collect_runs(out)
-    result.summary_md = write_summary(out, records, _read_json(out / "manifest.json") or {})
+    result.summary_md = write_summary(out, records, read_json(out / "manifest.json") or {})
     result.plots = write_plots(out, records)
     return result
 
@@ -1143,7 +1131,7 @@ def _write_manifest(
     out: Path, settings: BenchSettings, model_info: dict[str, Any], versions: dict[str, Any]
 ) -> None:
     path = out / "manifest.json"
-    manifest = _read_json(path) or {}
+    manifest = read_json(path) or {}
     invocations = list(manifest.get("invocations") or [])
     invocations.append(
         {
@@ -1206,7 +1194,7 @@ def collect_runs(out: Path) -> list[RunRecord]:
     records = []
     tasks: dict[str, Task | None] = {}
     for path in sorted((out / "runs").glob(f"*/*/seed*/{BENCH_RUN}")):
-        data = _read_json(path)
+        data = read_json(path)
         if not data:
             continue
         task_dir = str(data.get("task_dir") or "")

@@ -9,6 +9,7 @@ from typing import Any
 from evoduet_graph.report.markdown import md_pct, md_share, md_table, md_usd
 from evoduet_graph.report.series import run_series
 from evoduet_graph.report.summary import paper_metrics, run_summary
+from evoduet_graph.rundir import layout
 
 # -- comparisons -------------------------------------------------------------------------------
 
@@ -27,7 +28,7 @@ def _gate_mode(rdir: Path) -> str | None:
     import yaml
 
     try:
-        data = yaml.safe_load((rdir / "config.yaml").read_text(encoding="utf-8")) or {}
+        data = yaml.safe_load((rdir / layout.CONFIG).read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError):
         return None
     gate = data.get("gate") if isinstance(data, dict) else None

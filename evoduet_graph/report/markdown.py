@@ -11,6 +11,7 @@ from typing import Any
 from evoduet_graph.report.html import markdown_to_html
 from evoduet_graph.report.series import run_series
 from evoduet_graph.report.summary import MAX_HISTORY_ROWS, run_summary
+from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.usage import INCLUSIVE_NODES
 
 PLOT_TITLES = {
@@ -90,7 +91,7 @@ def _gate_can_retrieve(run_dir: Path) -> bool:
     try:
         import yaml
 
-        data = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8")) or {}
+        data = yaml.safe_load((run_dir / layout.CONFIG).read_text(encoding="utf-8")) or {}
         gate = (data.get("gate") or {}).get("mode", "never")
         retrieval = data.get("retrieval") or {}
         searches = (
@@ -127,7 +128,7 @@ def report_markdown(
     out: list[str] = [f"# EvoDuet run report: {s['task'] or Path(s['run_dir']).name}", ""]
     missing = [name for name, ok in s["files"].items() if not ok]
     if not _gate_can_retrieve(Path(s["run_dir"])):
-        missing = [m for m in missing if m != "search_database.jsonl"]  # never written then
+        missing = [m for m in missing if m != layout.SEARCH_DB]  # never written then
     notes = []
     if missing:
         notes.append("missing files: " + ", ".join(f"`{m}`" for m in missing))
@@ -488,8 +489,6 @@ def _lineage_section(steps: list[dict[str, Any]]) -> list[str]:
 # Report files: PNG plots, Markdown, self-contained HTML; comparisons of several runs
 # ------------------------------------------------------------------------------------------
 
-REPORT_DIR = "report"
-"""Folder of a run directory that `write_report` writes (plots, report.md, report.html)."""
 
 
 def write_plots(series: dict[str, Any], out_dir: Path) -> dict[str, Path]:
@@ -533,7 +532,7 @@ def write_report(
     rdir = Path(run_dir)
     summary = run_summary(rdir)
     series = run_series(rdir, summary=summary)
-    out = Path(out_dir) if out_dir is not None else rdir / REPORT_DIR
+    out = Path(out_dir) if out_dir is not None else rdir / layout.REPORT_DIR
     out.mkdir(parents=True, exist_ok=True)
     plots = write_plots(series, out)
     md_path = out / "report.md"

@@ -14,6 +14,7 @@ from evoduet_graph.report.summary import (
     record_predictions,
     run_summary,
 )
+from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.read import load_programs, load_search_db, read_json, read_jsonl
 from evoduet_graph.search.database import SearchDatabase
 
@@ -26,7 +27,7 @@ def _load_task_of(rdir: Path) -> Any | None:
     """The run's task (from ``run.json``), or None when its folder cannot be loaded."""
     from evoduet_graph.task import TaskError, load_task
 
-    meta = read_json(rdir / "run.json") or {}
+    meta = read_json(rdir / layout.RUN_META) or {}
     task_dir = meta.get("task_dir")
     if not task_dir:
         return None
@@ -173,9 +174,9 @@ def run_series(run_dir: str | Path, *, summary: dict[str, Any] | None = None) ->
     """
     rdir = Path(run_dir)
     summary = summary if summary is not None else run_summary(rdir)
-    events, _ = read_jsonl(rdir / "events.jsonl")
-    db = load_search_db(rdir / "search_database.jsonl")
-    programs = load_programs(rdir / "programs.sqlite")
+    events, _ = read_jsonl(rdir / layout.EVENTS)
+    db = load_search_db(rdir / layout.SEARCH_DB)
+    programs = load_programs(rdir / layout.PROGRAMS)
     task = _load_task_of(rdir)
     rows = {p.id: p for p in programs or []}
     gates = {it: ev.get("gate_decision") for it, ev in gate_by_iteration(events).items()}

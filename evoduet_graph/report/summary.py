@@ -22,6 +22,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.read import load_programs, load_search_db, read_json, read_jsonl
 from evoduet_graph.rundir.usage import INCLUSIVE_NODES, session_figures
 from evoduet_graph.search.database import SearchDatabase
@@ -146,7 +147,7 @@ def _model_figures(
     ``llm.roles`` each role's calls count on its model), priced as the budget prices them
     (`evoduet_graph.rundir.budget.usage_cost`: `evoduet_graph.rundir.pricing`, the run's ``budget.prices``
     first); ``usd`` is None for an unpriced model."""
-    from evoduet_graph.rundir.budget import usage_from_events
+    from evoduet_graph.rundir.usage import usage_from_events
 
     totals = usage_from_events(events)
     _, usd = _llm_cost(rdir, totals, model)
@@ -272,7 +273,7 @@ def _run_config(rdir: Path) -> dict[str, Any]:
     import yaml
 
     try:
-        data = yaml.safe_load((rdir / "config.yaml").read_text(encoding="utf-8")) or {}
+        data = yaml.safe_load((rdir / layout.CONFIG).read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -414,7 +415,7 @@ def _cost_figures(
     price = price_for(str(model), prices, llm_cfg.get("base_url")) if model else None
     inp, out = int(llm_total.get("input_tokens", 0)), int(llm_total.get("output_tokens", 0))
     llm_usd = price.cost(inp, out) if price is not None else None
-    from evoduet_graph.rundir.budget import usage_from_events
+    from evoduet_graph.rundir.usage import usage_from_events
 
     totals = usage_from_events(events)
     if totals.by_model:  # per model (``llm.roles``, ``llm.models``): each at its own price
@@ -471,11 +472,11 @@ def _failure_figures(programs: list[Any] | None, events: list[dict[str, Any]]) -
     Uses the program store; without it, the candidates logged by ``evaluate`` / ``generate``.
     """
     rows: list[tuple[str, bool, str | None]] = []
-    source = "programs.sqlite"
+    source = layout.PROGRAMS
     if programs is not None:
         rows = [(p.status, bool(p.valid), p.error) for p in programs if p.kind != "initial"]
     else:
-        source = "events.jsonl"
+        source = layout.EVENTS
         latest: dict[str, dict[str, Any]] = {}
         for ev in events:
             if ev.get("event") == "node" and ev.get("node") in ("generate", "evaluate"):
@@ -637,13 +638,13 @@ def run_summary(run_dir: str | Path) -> dict[str, Any]:
     rdir = Path(run_dir)
     if not rdir.is_dir():
         raise FileNotFoundError(f"run directory not found: {rdir}")
-    names = ("events.jsonl", "search_database.jsonl", "programs.sqlite", "best_program.json")
+    names = (layout.EVENTS, layout.SEARCH_DB, layout.PROGRAMS, layout.BEST_META)
     files = {name: (rdir / name).is_file() for name in names}
-    events, bad_events = read_jsonl(rdir / "events.jsonl")
-    db = load_search_db(rdir / "search_database.jsonl")
-    programs = load_programs(rdir / "programs.sqlite")
-    best = read_json(rdir / "best_program.json")
-    meta = read_json(rdir / "run.json") or {}
+    events, bad_events = read_jsonl(rdir / layout.EVENTS)
+    db = load_search_db(rdir / layout.SEARCH_DB)
+    programs = load_programs(rdir / layout.PROGRAMS)
+    best = read_json(rdir / layout.BEST_META)
+    meta = read_json(rdir / layout.RUN_META) or {}
 
     starts = [e for e in events if e.get("event") == "run_start"]
     ends = [e for e in events if e.get("event") == "run_end"]

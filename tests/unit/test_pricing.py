@@ -120,7 +120,8 @@ def test_usage_cost_prices_each_model_on_its_own() -> None:
     """`budget.usage_cost`: every answered model at its own price through `price_for`; a name
     only a configured model string knows takes that string's price; an unpriced role model is
     None (0 in the total); usage without a model name and injected names at the run's model."""
-    from evoduet_graph.rundir.budget import UsageTotals, usage_cost
+    from evoduet_graph.rundir.budget import usage_cost
+    from evoduet_graph.rundir.usage import UsageTotals
 
     prices = {"strong": (10.0, 20.0), "cheap": (1.0, 2.0)}
     totals = UsageTotals(
