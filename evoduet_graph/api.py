@@ -47,6 +47,7 @@ from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.budget import budget_for
 from evoduet_graph.rundir.events import EventLog, read_events
 from evoduet_graph.rundir.lock import RunDirLock, RunDirLockedError
+from evoduet_graph.rundir.rundir import RunDir, RunDirError
 from evoduet_graph.rundir.store import ProgramStore
 from evoduet_graph.rundir.usage import completed_iterations
 from evoduet_graph.search import Searcher, SearchUnavailableError, make_searcher
@@ -1022,19 +1023,15 @@ def resume(
     pauses again at the same review (``review`` answers it).
 
     Raises:
-        RunError: ``run_dir`` is not a run directory (no ``run.json`` / ``config.yaml``).
+        RunError: ``run_dir`` is not a run directory that can be rebuilt (`RunDir.open`).
     """
-    rdir = Path(run_dir)
-    if not (rdir / layout.RUN_META).is_file() or not (rdir / layout.CONFIG).is_file():
-        raise RunError(f"{rdir} is not an evoduet run directory (no {layout.RUN_META} / config.yaml)")
-    if not (rdir / layout.CONFIG).read_text(encoding="utf-8", errors="replace").strip():
-        raise RunError(
-            f"{rdir / 'config.yaml'} is empty, so the run's configuration is lost; restore it "
-            "from a copy (the defaults would silently change the run)"
-        )
-    meta = json.loads((rdir / layout.RUN_META).read_text(encoding="utf-8"))
+    try:
+        opened = RunDir.open(run_dir, resumable=True)
+    except RunDirError as exc:
+        raise RunError(f"{run_dir}: {exc}") from None
+    rdir = opened.path
     return run(
-        load_task(meta["task_dir"], meta.get("program")),
+        opened.load_task(),
         rdir / layout.CONFIG,
         llm=llm,
         evaluator=evaluator,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import sys
 import time
@@ -19,6 +18,7 @@ from rich.text import Text
 from evoduet_graph.api import RunError, RunResult, can_retrieve
 from evoduet_graph.config import ConfigError, load_config
 from evoduet_graph.rundir import layout
+from evoduet_graph.rundir.rundir import RunDir, RunDirError
 from evoduet_graph.task import Task, TaskError, load_task
 from evoduet_graph.tasks.languages import ToolchainError
 
@@ -472,22 +472,14 @@ def _fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
-_RUN_HINT = "pass the run directory that `evoduet run` printed (runs/<task>-<timestamp>)"
 
 
-def _check_run_dir(run_dir: Path) -> None:
-    """Raise `_CliError` unless ``run_dir`` is a directory written by ``evoduet run``."""
-    if not run_dir.exists():
-        raise _CliError(f"no such directory; {_RUN_HINT}")
-    if not run_dir.is_dir():
-        raise _CliError(f"not a directory; {_RUN_HINT}")
-    # config.yaml alone is not enough: an OpenEvolve task folder has one too
-    markers = (layout.RUN_META, layout.EVENTS)
-    if not any((run_dir / name).is_file() for name in markers):
-        raise _CliError(
-            f"not an evoduet run directory (neither {' nor '.join(markers)} is there); "
-            f"{_RUN_HINT}"
-        )
+def _check_run_dir(run_dir: Path, *, resumable: bool = False) -> RunDir:
+    """`RunDir.open`, its refusal raised as `_CliError`."""
+    try:
+        return RunDir.open(run_dir, resumable=resumable)
+    except RunDirError as exc:
+        raise _CliError(str(exc)) from None
 
 
 def _resume_target(run_dir: Path, iterations: int | None) -> tuple[Task, int, int]:
@@ -496,42 +488,26 @@ def _resume_target(run_dir: Path, iterations: int | None) -> tuple[Task, int, in
     Raises:
         _CliError: with a one-line reason and what to do.
     """
-    from evoduet_graph.rundir import layout
-    from evoduet_graph.rundir.usage import completed_iterations
-
-    _check_run_dir(run_dir)
-    for name in (layout.RUN_META, layout.CONFIG):
-        if not (run_dir / name).is_file():
-            raise _CliError(
-                f"{name} is missing, so the run cannot be rebuilt; {_RUN_HINT}, or start a new "
-                "run with `evoduet run`"
-            )
-    try:
-        meta = json.loads((run_dir / layout.RUN_META).read_text(encoding="utf-8"))
-        task_dir = meta["task_dir"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise _CliError(
-            f"{run_dir / layout.RUN_META} is damaged ({type(exc).__name__}: {exc}); it must be JSON "
-            'with "task_dir"'
-        ) from None
-    if meta.get("studio"):
+    rdir = _check_run_dir(run_dir, resumable=True)
+    if rdir.studio:
         raise _CliError(
             "this run was started through the graph input (LangGraph Studio, the SDK or "
             "evoduet_graph.graph) and its checkpoints live with that caller (the dev server's "
             "thread); continue the thread there, or start a new run with `evoduet run`"
         )
     try:
-        task = load_task(task_dir, meta.get("program"))
+        task = rdir.load_task()
     except TaskError as exc:
+        task_dir = rdir.meta["task_dir"]
         raise _CliError(
-            f"its task folder {task_dir} (from {layout.RUN_META}) cannot be loaded: {exc}; restore the "
-            f"folder or correct task_dir in {run_dir / layout.RUN_META}"
+            f"its task folder {task_dir} (from {layout.RUN_META}) cannot be loaded: {exc}; "
+            f"restore the folder or correct task_dir in {run_dir / layout.RUN_META}"
         ) from None
     try:
         total = iterations or load_config(run_dir / layout.CONFIG).iterations
     except ConfigError as exc:
         raise _CliError(f"{exc}; fix {run_dir / 'config.yaml'}") from None
-    done = completed_iterations(run_dir)
+    done = rdir.completed_iterations()
     if total < done:
         given = (
             f"--iterations {total}" if iterations else f"iterations: {total} in config.yaml"
