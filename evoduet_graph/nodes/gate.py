@@ -31,7 +31,8 @@ from evoduet_graph.nodes.gate_stateless import stateless_decision
 from evoduet_graph.nodes.oracle import oracle_update
 from evoduet_graph.nodes.review import review_gate
 from evoduet_graph.prompts.descriptor import context_text, database_text, recent_documents_text
-from evoduet_graph.prompts.knowledge import GateOutput, knowledge_text, render
+from evoduet_graph.prompts.knowledge import GateOutput, knowledge_text
+from evoduet_graph.prompts.render import render
 from evoduet_graph.state import GateDecision, OuterState
 
 

@@ -22,8 +22,8 @@ from evoduet_graph.prompts.knowledge import (
     KnowledgeFields,
     _text,
     knowledge_text,
-    render,
 )
+from evoduet_graph.prompts.render import render
 from evoduet_graph.state import GateDecision, OuterState
 
 

@@ -54,9 +54,7 @@ def _diff_highlight(code: str, lang: str, _attrs: str) -> str:
 def _image_rule(base: Path | None) -> Any:
     """A markdown-it image rule that inlines the PNG at the link as a ``data:`` URI."""
 
-    def render(
-        _renderer: Any, tokens: Sequence[Token], idx: int, _options: Any, _env: Any
-    ) -> str:
+    def render(_renderer: Any, tokens: Sequence[Token], idx: int, _options: Any, _env: Any) -> str:
         token = tokens[idx]
         link = str(token.attrGet("src") or "")
         alt = "".join(child.content for child in token.children or [])
@@ -85,7 +83,7 @@ def markdown_to_html(markdown: str, *, base: Path | None = None, title: str = "R
     md.add_render_rule("image", _image_rule(base))
     body = md.render(markdown)
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{_html.escape(title)}</title><style>{_HTML_STYLE}</style></head>"
         f"<body>\n{body}\n</body></html>\n"
     )

@@ -86,9 +86,7 @@ class RunDir:
             )
         meta = read_json(meta_path)
         if meta is None or not isinstance(meta.get("task_dir"), str):
-            raise RunDirError(
-                f"{meta_path} is damaged; it must be a JSON object with \"task_dir\""
-            )
+            raise RunDirError(f'{meta_path} is damaged; it must be a JSON object with "task_dir"')
         return cls(rdir, meta)
 
     @property

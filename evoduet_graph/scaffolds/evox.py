@@ -39,7 +39,7 @@ from evoduet_graph.config import EvoXConfig, StrategyRule
 from evoduet_graph.context import Context
 from evoduet_graph.llm import LLMCallError, structured_call
 from evoduet_graph.prompts.descriptor import population_descriptor
-from evoduet_graph.prompts.knowledge import render
+from evoduet_graph.prompts.render import render
 from evoduet_graph.scaffolds.base import Selection, ranked_programs
 from evoduet_graph.scaffolds.best_of_n import select_best
 from evoduet_graph.scaffolds.openevolve import sample_population
