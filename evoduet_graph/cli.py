@@ -19,6 +19,7 @@ from evoduet_graph.api import RunError, RunResult, can_retrieve
 from evoduet_graph.config import ConfigError, load_config
 from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.rundir import RunDir, RunDirError
+from evoduet_graph.search.registry import backend_choices
 from evoduet_graph.task import Task, TaskError, load_task
 from evoduet_graph.tasks.languages import ToolchainError
 
@@ -306,8 +307,7 @@ def run_cmd(
     backend: Annotated[
         str | None,
         typer.Option(
-            help="Search backend(s), comma-separated: offline|tavily|arxiv|wikipedia|"
-            "duckduckgo|searxng|exa|brave|langchain:<module>:<factory>|none."
+            help=f"Search backend(s), comma-separated: {backend_choices()}."
         ),
     ] = None,
     stop_at_score: Annotated[

@@ -61,9 +61,9 @@ from evoduet_graph.evaluation import Evaluator, score_from_metrics
 from evoduet_graph.llm.factory import PLACEHOLDER_API_KEY
 from evoduet_graph.rundir.read import iter_jsonl
 from evoduet_graph.task import EVALUATOR, INITIAL_PROGRAM, Task
+from evoduet_graph.tasks.openevolve_config import unknown_keys
 
 __all__ = [
-    "CONFIG_KEYS",
     "OPENEVOLVE_VERSION",
     "OpenEvolveEnv",
     "OpenEvolveError",
@@ -95,44 +95,6 @@ LOG_FILE = "openevolve.log"
 _MARKER = ".evoduet-openevolve.json"
 _LOG_TAIL_CHARS = 4000
 
-# Keys the bench writes, by section, as fields of OpenEvolve 0.4.1's config dataclasses
-# (openevolve/config.py: Config, LLMConfig/LLMModelConfig, DatabaseConfig, EvaluatorConfig,
-# EvolutionTraceConfig). OpenEvolve loads YAML with dacite, which silently DROPS unknown keys,
-# so a misspelt key would be ignored without a word; `unknown_config_keys` guards against that.
-CONFIG_KEYS: dict[str, frozenset[str]] = {
-    "": frozenset(
-        {
-            "max_iterations",
-            "checkpoint_interval",
-            "log_level",
-            "random_seed",
-            "language",
-            "diff_based_evolution",
-            "llm",
-            "prompt",
-            "database",
-            "evaluator",
-            "evolution_trace",
-        }
-    ),
-    "llm": frozenset(
-        {"api_base", "api_key", "models", "temperature", "max_tokens", "timeout", "retries"}
-    ),
-    "llm.models": frozenset({"name", "weight"}),
-    "database": frozenset({"random_seed"}),
-    "evaluator": frozenset({"timeout"}),
-    "evolution_trace": frozenset(
-        {
-            "enabled",
-            "format",
-            "include_code",
-            "include_prompts",
-            "include_failures",
-            "buffer_size",
-            "output_path",
-        }
-    ),
-}
 
 
 class OpenEvolveError(RuntimeError):
@@ -386,16 +348,11 @@ def openevolve_config(
 
 
 def unknown_config_keys(cfg: dict[str, Any]) -> list[str]:
-    """Keys the bench sets that are not fields of OpenEvolve's config (see `CONFIG_KEYS`).
-
-    Only the keys the bench writes are checked; the task's own keys pass through unchanged.
+    """Keys of a config the bench wrote that are no field of OpenEvolve 0.4.1's config
+    (`evoduet_graph.tasks.openevolve_config.OPENEVOLVE_FIELDS`; OpenEvolve's loader would
+    drop them without a word). The task's own keys are checked when the task is loaded.
     """
-    bad = [f"llm.{k}" for k in cfg.get("llm", {}) if k not in CONFIG_KEYS["llm"]]
-    for i, model in enumerate(cfg.get("llm", {}).get("models", [])):
-        bad += [f"llm.models[{i}].{k}" for k in model if k not in CONFIG_KEYS["llm.models"]]
-    for section in ("evolution_trace",):
-        bad += [f"{section}.{k}" for k in cfg.get(section, {}) if k not in CONFIG_KEYS[section]]
-    return bad
+    return unknown_keys(cfg, skydiscover=False)
 
 
 def write_openevolve_config(

@@ -31,7 +31,7 @@ import json
 import random
 import time
 from pathlib import Path
-from typing import Any, cast, get_args
+from typing import Any, ClassVar, cast, get_args
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -445,6 +445,8 @@ class EvoXScaffold:
     """The EvoX strategy loop (module docstring)."""
 
     name = "evox"
+    populations: ClassVar[tuple[str, ...]] = ("islands",)
+    """Population kinds it runs over; the first is its choice when none is configured."""
 
     def select(
         self, state: OuterState, ctx: Context, rng: random.Random, iteration: int

@@ -806,3 +806,19 @@ def _write_config(root: Path) -> Path:
     path = root / "run.yaml"
     path.write_text("population: {num_islands: 1}\nnovelty: {enabled: false}\ngate: {mode: never}\n")
     return path
+
+
+def test_the_openevolve_schema_is_shared_by_the_loader_and_the_bench():
+    from evoduet_graph.bench.openevolve_method import unknown_config_keys
+    from evoduet_graph.tasks.openevolve_config import unknown_keys
+
+    cfg = {
+        "max_iterations": 3,
+        "diff_based_generation": True,  # SkyDiscover's
+        "llm": {"models": [{"name": "m", "wieght": 1}], "temperature": 0.2},
+        "evolution_trace": {"include_failures": True, "colour": "red"},
+        "typo_key": 1,
+        "early_stopping_whatever": 2,
+    }
+    assert set(unknown_keys(cfg)) == {"typo_key", "evolution_trace.colour", "llm.models[0].wieght"}
+    assert "diff_based_generation" in unknown_config_keys(cfg)
