@@ -10,7 +10,7 @@ sandbox). Each subclass keeps the built-in base it had before (``ValueError``,
 
 from __future__ import annotations
 
-__all__ = ["EvoDuetError", "UserError"]
+__all__ = ["EvoDuetError", "RunError", "UserError"]
 
 
 class EvoDuetError(Exception):
@@ -19,3 +19,7 @@ class EvoDuetError(Exception):
 
 class UserError(EvoDuetError):
     """Something the user can fix; the CLI prints the message and exits with code 2."""
+
+
+class RunError(UserError, RuntimeError):
+    """A run cannot start or resume (bad run directory, unavailable backend, ...)."""

@@ -238,9 +238,10 @@ class StudioContext:
         return ctx
 
     def _build(self, run_dir: Path) -> Context:
-        from evoduet_graph.api import build_context, check_graph_input_run_dir, hold_run_dir
+        from evoduet_graph.api import build_context
         from evoduet_graph.config import EvoDuetConfig, load_config, merge_config
         from evoduet_graph.evaluation.integrity import folder_digest
+        from evoduet_graph.rundir.continuation import check_graph_input_run_dir, hold_run_dir
         from evoduet_graph.task import load_task
 
         task = load_task(self.task_dir)

@@ -102,7 +102,7 @@ def initialize(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
     }
     if state.get("best_id") is None and any(r.iteration > 0 for r in ctx.store.all_programs()):
         # a new thread on a store that already holds iterations would reuse their candidate ids
-        from evoduet_graph.api import RunError  # api imports the graph
+        from evoduet_graph.errors import RunError
 
         raise RunError(
             f"the run directory {ctx.run_dir} already holds the iterations of another run (or "

@@ -23,6 +23,7 @@ __all__ = [
     "SessionClock",
     "UsageTotals",
     "completed_iterations",
+    "history_from_events",
     "session_figures",
     "usage_by_iteration",
     "usage_from_events",
@@ -201,3 +202,29 @@ def completed_iterations(run_dir: str | Path) -> int:
         ),
         default=0,
     )
+
+
+def history_from_events(events_path: Path) -> list[dict[str, Any]]:
+    """Per-iteration history rebuilt from ``events.jsonl`` (latest record per iteration)."""
+    by_iter: dict[int, dict[str, Any]] = {}
+    for ev in iter_jsonl(events_path):
+        if ev.get("event") != "node" or not isinstance(ev.get("iteration"), int):
+            continue
+        entry = by_iter.setdefault(ev["iteration"], {"iteration": ev["iteration"]})
+        if ev.get("node") == "gate" and "gate_decision" in ev:
+            entry["gate_decision"] = ev["gate_decision"]
+        if ev.get("node") == "evaluate" and "candidates" in ev:
+            entry["candidates"] = ev["candidates"]
+        if ev.get("node") == "record":
+            entry["recorded"] = True
+            if "best_score" in ev:
+                entry["new_best"] = ev["best_score"]
+    history, best = [], None
+    for it in sorted(by_iter):
+        entry = by_iter[it]
+        if it == 0 or not entry.pop("recorded", False):
+            continue
+        best = entry.pop("new_best", best)
+        entry["best_score"] = best
+        history.append(entry)
+    return history
