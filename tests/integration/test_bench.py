@@ -947,7 +947,7 @@ def test_llama_cpp_chat_model_sends_max_tokens_and_schema_as_json_object(fake_op
     server accepts), in one request."""
     from pydantic import BaseModel
 
-    from evoduet_graph.bench.runner import LlamaCppChatOpenAI, endpoint_chat_model
+    from evoduet_graph.bench.endpoint import LlamaCppChatOpenAI, endpoint_chat_model
     from evoduet_graph.config import LLMConfig
     from evoduet_graph.llm.structured import structured_call
 
