@@ -51,7 +51,7 @@ if str(ROOT) not in sys.path:
 
 from evoduet_graph import EvoDuetConfig, load_task, run
 from evoduet_graph.evaluation import EvaluationOutcome, SandboxEvaluator
-from evoduet_graph.events import read_events
+from evoduet_graph.rundir.events import read_events
 from evoduet_graph.search.database import SearchDatabase
 from tests.fake_openai_server import FaultyServer
 from tests.fakes import KnowledgeResponder

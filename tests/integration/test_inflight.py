@@ -18,12 +18,13 @@ from typing import Any
 import pytest
 
 from evoduet_graph import EvoDuetConfig, load_task, run
-from evoduet_graph.api import RunError, completed_iterations
 from evoduet_graph.config import ConfigError
-from evoduet_graph.events import read_events
-from evoduet_graph.progress import RunStatus
+from evoduet_graph.errors import RunError
+from evoduet_graph.report.live import RunStatus
+from evoduet_graph.rundir.events import read_events
+from evoduet_graph.rundir.store import ProgramStore
+from evoduet_graph.rundir.usage import completed_iterations
 from evoduet_graph.search import SearchDatabase
-from evoduet_graph.store import ProgramStore
 from tests.conftest import ROOT, SMOKE_TASK
 from tests.fakes import FakeSearcher, KnowledgeResponder, ScriptedChatModel
 

@@ -30,8 +30,8 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from evoduet_graph.budget import INCLUSIVE_NODES
-from evoduet_graph.events import _jsonable
+from evoduet_graph.rundir.events import _jsonable
+from evoduet_graph.rundir.usage import INCLUSIVE_NODES
 from evoduet_graph.task import Task
 
 __all__ = ["JsonLines", "LiveDisplay", "RunStatus"]
