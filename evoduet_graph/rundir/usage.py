@@ -194,18 +194,22 @@ def usage_by_iteration(events: Iterable[dict[str, Any]]) -> dict[int, UsageTotal
 
 
 def completed_iterations(run_dir: str | Path) -> int:
-    """The number of iterations whose ``record`` node finished, from ``events.jsonl`` (0 if
-    none). With ``max_iterations_in_flight`` > 1 iterations finish out of order, so this is
-    the count of distinct recorded iterations, not the highest number."""
-    return len(
-        {
+    """The last iteration whose ``record`` node finished, from ``events.jsonl`` (0 if none).
+
+    With ``max_iterations_in_flight`` > 1 iterations finish out of order, so after a kill this
+    can exceed the number recorded by the iterations lost in flight (at most k − 1); it is
+    still the least total a continued run may ask for (no recorded iteration's number may
+    exceed the total).
+    """
+    return max(
+        (
             ev["iteration"]
             for ev in iter_jsonl(Path(run_dir) / layout.EVENTS)
             if ev.get("event") == "node"
             and ev.get("node") == "record"
             and isinstance(ev.get("iteration"), int)
-            and ev["iteration"] > 0
-        }
+        ),
+        default=0,
     )
 
 
