@@ -237,7 +237,8 @@ def run_ours(method: str, n: int, points: list[int], width: int, server: Server,
 def store_sizes(run_dir: Path) -> dict[str, int]:
     """Logical bytes held by the checkpoint database and the program store (the sum of the
     stored values' lengths: file sizes move in pages and WAL checkpoints, too coarse for a
-    per-iteration figure)."""
+    per-iteration figure).
+    """
     import sqlite3
 
     queries = {
@@ -265,7 +266,8 @@ def store_sizes(run_dir: Path) -> dict[str, int]:
 
 def growth(sizes: dict[int, dict[str, int]], points: list[int], width: int) -> list[dict]:
     """Bytes added per iteration over the window ending at each point (10: iterations 11-20,
-    the start of the run, when the population is small)."""
+    the start of the run, when the population is small).
+    """
     rows = []
     for n in points:
         lo, hi = (10, 20) if n == 10 else (n - width, n)

@@ -80,7 +80,8 @@ class ScriptedChatModel(BaseChatModel):
 
 class ToolCallingScriptedChatModel(ScriptedChatModel):
     """`ScriptedChatModel` with native tool calling: ``bind_tools`` records the tools and
-    returns the model itself; an answer may be an `AIMessage` with ``tool_calls``."""
+    returns the model itself; an answer may be an `AIMessage` with ``tool_calls``.
+    """
 
     _tools: list[Any] = PrivateAttr(default_factory=list)
 
@@ -244,7 +245,8 @@ def prompt_kind(messages: Sequence[BaseMessage]) -> str:
     else).
 
     The knowledge-layer prompts start with the shared context prefix (task, parent program),
-    so the node's own marker is looked for anywhere in the first message."""
+    so the node's own marker is looked for anywhere in the first message.
+    """
     for kind, marker in APPENDED_MARKERS.items():  # a turn appended to a prompt
         if any(str(m.content).startswith(marker) for m in messages[1:]):
             return kind

@@ -30,7 +30,8 @@ BASE: dict[str, Any] = {
 @dataclass
 class Env:
     """A context and the outer state: after ``initialize`` + ``select`` when seeded, else
-    ``{"max_iterations": ...}`` only."""
+    ``{"max_iterations": ...}`` only.
+    """
 
     ctx: Context
     runtime: Runtime[Context]

@@ -97,7 +97,8 @@ def knowledge_section(records: Sequence[RunRecord], methods: list[str]) -> list[
     """"Knowledge figures per method": the paper's improvement rates (pooled over the finished
     runs of a method: improved / iterations), the mean repeated-URL share, the mean LLM cost in
     USD (n/a when a run's model is unpriced) and the mean search calls per run. Methods that
-    are not our graph (OpenEvolve) have no such figures."""
+    are not our graph (OpenEvolve) have no such figures.
+    """
     rows = []
     for m in methods:
         figs = [
@@ -287,7 +288,8 @@ def _rate(improved: int, total: int) -> str:
 def _knowledge_table(methods: list[str], records: Sequence[RunRecord]) -> str:
     """Per method: NDG mean ± sd, improvement rate with / without documents, queries,
     distinct URLs, repeated-URL share, LLM calls, tokens, USD and wall seconds (means per
-    finished run; rates and the URL share pooled)."""
+    finished run; rates and the URL share pooled).
+    """
     rows = []
     for m in methods:
         done = [r for r in records if r.key[1] == m and r.outcome is not None]

@@ -329,7 +329,8 @@ def evolve_regions(code: str) -> list[tuple[int, int]]:
 
 def evolve_marker_lines(code: str) -> tuple[str, str] | None:
     """The first region's START and END marker lines as written (stripped), e.g.
-    ``("// EVOLVE-BLOCK-START", "// EVOLVE-BLOCK-END")``; None without a region."""
+    ``("// EVOLVE-BLOCK-START", "// EVOLVE-BLOCK-END")``; None without a region.
+    """
     lines = code.split("\n")
     regions = _regions_of_lines(lines)
     if not regions:
@@ -768,7 +769,8 @@ def _strip_fixed_code(
     code_lines: list[str], prefix: list[str], suffix: list[str]
 ) -> list[str] | None:
     """If ``code_lines`` starts with ``prefix`` and ends with ``suffix`` (comparing non-blank
-    lines without trailing whitespace), return the lines in between, else ``None``."""
+    lines without trailing whitespace), return the lines in between, else ``None``.
+    """
 
     def norm(lines: list[str]) -> list[str]:
         return [line.rstrip() for line in lines if line.strip()]
@@ -822,7 +824,8 @@ _TOP_LEVEL_IMPORT = re.compile(r"^(import\s+\w|from\s+[\w.]+\s+import\s)")
 
 def _added_imports(lines: list[str], parent_outside: set[str]) -> list[str]:
     """Top-level ``import`` / ``from ... import`` lines of a rewrite that the parent's fixed
-    code does not have (``from __future__`` excluded: it must stay first in the file)."""
+    code does not have (``from __future__`` excluded: it must stay first in the file).
+    """
     return [
         line
         for line in lines

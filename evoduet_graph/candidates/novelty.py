@@ -124,7 +124,8 @@ def _is_plain_string(tok: tokenize.TokenInfo) -> bool:
 
 def _drop_string_statements(toks: list[tokenize.TokenInfo]) -> list[tokenize.TokenInfo]:
     """Remove statements made only of plain string literals (docstrings, string comments):
-    a run of STRING tokens at the start of a logical line that ends the line."""
+    a run of STRING tokens at the start of a logical line that ends the line.
+    """
     out: list[tokenize.TokenInfo] = []
     i, n = 0, len(toks)
     while i < n:
@@ -203,7 +204,8 @@ def normalise(code: str, *, python: bool = True) -> NormalisedCode:
 
 def _whitespace_normalised(code: str) -> NormalisedCode:
     """Language-neutral: words and single punctuation characters as tokens, each non-blank
-    line's whitespace collapsed to single spaces."""
+    line's whitespace collapsed to single spaces.
+    """
     lines = [" ".join(line.split()) for line in code.splitlines() if line.strip()]
     text = "\n".join(lines)
     tokens = tuple(_FALLBACK_TOKEN.findall(code))
@@ -216,7 +218,8 @@ def _sha(text: str) -> str:
 
 def chunk_lines(text: str, max_chars: int) -> list[str]:
     """Split ``text`` at line ends into chunks of at most ``max_chars`` characters (a longer
-    single line is a chunk of its own); ``[""]`` for empty text."""
+    single line is a chunk of its own); ``[""]`` for empty text.
+    """
     chunks: list[str] = []
     current: list[str] = []
     size = 0
@@ -291,7 +294,8 @@ class NoveltyFilter(Protocol):
 
     def check(self, code: str, references: Sequence[tuple[str, str]]) -> NoveltyVerdict:
         """Judge ``code`` against ``references`` (``(program id, code)``, most relevant
-        first). Must be deterministic for equal inputs."""
+        first). Must be deterministic for equal inputs.
+        """
         ...
 
 
@@ -329,7 +333,8 @@ class NoveltyChecker:
     def normalised(self, code: str) -> NormalisedCode:
         """`normalise` with an LRU cache keyed by the raw code itself (a dict lookup uses the
         string's cached hash and identity first, so the population programs the check
-        sees every iteration cost O(1) each, not a sha256 of their text)."""
+        sees every iteration cost O(1) each, not a sha256 of their text).
+        """
         key = code
         with self._lock:
             hit = self._norm.get(key)
@@ -348,7 +353,8 @@ class NoveltyChecker:
         the embeddings of the program's chunks (`chunk_lines`, ``novelty.
         embedding_chunk_chars``), so no part of a long program is cut off by the model's input
         window. Chunks are embedded once (cached by their sha; a child shares most chunks with
-        its parent), in one batched call for the misses; program vectors are cached too."""
+        its parent), in one batched call for the misses; program vectors are cached too.
+        """
         assert self.embeddings is not None
         size = self.config.embedding_chunk_chars
         with self._lock:  # local copies: another thread may evict cache entries meanwhile

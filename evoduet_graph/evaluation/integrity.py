@@ -160,7 +160,8 @@ class TaskSnapshot:
     def changes(self, folder: Path) -> list[str]:
         """How ``folder`` differs from the snapshot: ``modified X``, ``deleted X``,
         ``added X`` (sorted by path; empty when identical). An unreadable folder is reported
-        as ``unreadable (...)``."""
+        as ``unreadable (...)``.
+        """
         try:
             now = read_folder(folder, max_bytes=max(2 * self.size, MAX_SNAPSHOT_BYTES))
         except (OSError, TaskError) as exc:

@@ -108,7 +108,8 @@ TCP reachability check before it waits `CONNECT_TIMEOUT_S`)."""
 
 class RayUnavailableError(ConfigError):
     """Ray cannot be used: the package is missing, the cluster is unreachable, or its workers
-    cannot run the evaluation task. The message names the address and what to do."""
+    cannot run the evaluation task. The message names the address and what to do.
+    """
 
 
 def import_ray() -> ModuleType:
@@ -229,7 +230,8 @@ def _evaluate_task(
     bundle: TaskBundle, settings: dict[str, Any], code: str, program_id: str
 ) -> EvaluationOutcome:
     """Body of the Ray task: unpack the task folder into a fresh temp folder (so no candidate
-    sees files an earlier one changed), evaluate the candidate in the sandbox, remove it."""
+    sees files an earlier one changed), evaluate the candidate in the sandbox, remove it.
+    """
     root = Path(tempfile.mkdtemp(prefix="evoduet_ray_task_"))
     sandbox: SandboxEvaluator | None = None
     try:
@@ -463,12 +465,14 @@ class RayEvaluator:
     @property
     def isolation(self) -> Isolation:
         """What the sandbox enforces on the Ray worker that ran the probe task (other nodes
-        of a heterogeneous cluster may differ); the details name that worker's host."""
+        of a heterogeneous cluster may differ); the details name that worker's host.
+        """
         return self._isolation
 
     def protect(self, *paths: str | Path) -> None:
         """Also protect ``paths`` (the driver's run directory) on the workers, as
-        `SandboxEvaluator.protect` does locally (tasks submitted later carry them)."""
+        `SandboxEvaluator.protect` does locally (tasks submitted later carry them).
+        """
         for path in paths:
             resolved = str(Path(path).resolve())
             if resolved not in self.settings["protected"]:

@@ -90,7 +90,8 @@ def add_op(entry: ProgramEntry, island: int | None) -> dict[str, Any]:
 
 def next_island_op() -> dict[str, Any]:
     """The journal operation of an iteration that added no program (OpenEvolve still moves
-    to the next island)."""
+    to the next island).
+    """
     return {"next_island": True}
 
 

@@ -87,7 +87,8 @@ def _model_section(models: dict[str, dict[str, float]]) -> list[str]:
 
 def _gate_can_retrieve(run_dir: Path) -> bool:
     """Whether the run's config writes a D_search file: it searches (`can_retrieve`) or
-    reads oracle documents, and keeps a search database (else no file is written)."""
+    reads oracle documents, and keeps a search database (else no file is written).
+    """
     try:
         import yaml
 
@@ -339,7 +340,8 @@ def report_markdown(
 
 def _improvement_section(imp: dict[str, Any], predictions: int) -> list[str]:
     """"Improvement rate by evidence": the paper's comparison of iterations whose evidence held
-    a document predicted to beat the parent with iterations without documents."""
+    a document predicted to beat the parent with iterations without documents.
+    """
     rows = [
         [group, r["iterations"], r["improved"], md_pct(r["rate"])]
         for group, r in imp["by_evidence"].items()
@@ -428,7 +430,8 @@ def _novelty_section(nov: dict[str, Any]) -> list[str]:
 
 def _query_delta_section(rows: list[dict[str, Any]]) -> list[str]:
     """"Queries by realised Δ": the records whose evidence gave the largest positive and
-    negative score change."""
+    negative score change.
+    """
     out = ["## Queries by realised Δ", ""]
     if not rows:
         return [*out, "No D_search record has a realised Δ yet.", ""]
@@ -493,7 +496,8 @@ def _lineage_section(steps: list[dict[str, Any]]) -> list[str]:
 
 def write_plots(series: dict[str, Any], out_dir: Path) -> dict[str, Path]:
     """Write the report's PNG plots into ``out_dir``; returns name → path of those drawn
-    (a plot without data, e.g. NDG without a reference score, is skipped)."""
+    (a plot without data, e.g. NDG without a reference score, is skipped).
+    """
     from evoduet_graph.report import plots as P
 
     makers = {
@@ -554,7 +558,8 @@ def write_report(
 
 def relink(markdown: str, plots: dict[str, Path], where: Path) -> str:
     """``markdown`` with its plot links made relative to the folder ``where`` (for a copy of
-    the report written elsewhere, e.g. ``evoduet report --out FILE``)."""
+    the report written elsewhere, e.g. ``evoduet report --out FILE``).
+    """
     import os
 
     for path in plots.values():

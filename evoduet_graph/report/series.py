@@ -39,7 +39,8 @@ def _load_task_of(rdir: Path) -> Any | None:
 
 def _url_series(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per iteration with searches: URLs returned, new distinct and repeated ones (cumulative
-    totals too); a URL is *repeated* when its normalised form was returned before."""
+    totals too); a URL is *repeated* when its normalised form was returned before.
+    """
     from evoduet_graph.search.base import normalize_url
 
     seen: set[str] = set()
@@ -67,7 +68,8 @@ def _url_series(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _prediction_points(db: SearchDatabase | None) -> list[dict[str, Any]]:
     """One point per D_search record with a realised child score: the mean score predicted
     for its final documents *for the parent that was mutated* (`record_predictions`) against
-    the realised child score (and the parent's score)."""
+    the realised child score (and the parent's score).
+    """
     points: list[dict[str, Any]] = []
     if db is None:
         return points
@@ -92,7 +94,8 @@ def _prediction_points(db: SearchDatabase | None) -> list[dict[str, Any]]:
 def query_deltas(db: SearchDatabase | None) -> list[dict[str, Any]]:
     """D_search records with a realised Δ, highest Δ first: ``record_id``, ``iteration``,
     ``decision``, ``queries`` (the query chain; a look-up has none), ``documents`` (final doc
-    ids), ``delta`` (mean realised Δ) and ``outcomes``."""
+    ids), ``delta`` (mean realised Δ) and ``outcomes``.
+    """
     rows = []
     for record in db.records() if db is not None else []:
         delta = record.realised_delta
@@ -118,7 +121,8 @@ def lineage_steps(
     """The parent chain of ``best_id`` (oldest first, as `evoduet_graph.rundir.best.lineage`):
     ``id``, ``iteration``, ``score``, ``metric_value`` (with ``task``), ``delta`` (score change
     from the parent) and ``diff`` (`evoduet_graph.candidates.diffs.code_diff_summary` from the parent;
-    None for the first program)."""
+    None for the first program).
+    """
     from evoduet_graph.candidates.diffs import code_diff_summary
 
     rows = {p.id: p for p in programs or []}

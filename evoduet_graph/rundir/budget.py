@@ -177,7 +177,8 @@ class Budget:
 
 def other_models(llm: Any) -> list[str]:
     """The model strings of an ``llm`` section (object or dict) besides ``llm.model``: the
-    ``llm.models`` ensemble members and the ``llm.roles`` models (for `usage_cost`)."""
+    ``llm.models`` ensemble members and the ``llm.roles`` models (for `usage_cost`).
+    """
     data = llm.model_dump() if hasattr(llm, "model_dump") else dict(llm or {})
     out: list[str] = []
     for member in data.get("models") or []:

@@ -193,7 +193,8 @@ def _matches(key: str, names: tuple[str, ...]) -> bool:
 
 def _baseline(rdir: Path) -> dict[str, Any] | None:
     """The configuration the run last started with (``run.json``'s ``config``), flattened;
-    None for run directories written before it was recorded."""
+    None for run directories written before it was recorded.
+    """
     try:
         meta = json.loads((rdir / layout.RUN_META).read_text(encoding="utf-8"))
     except (OSError, ValueError):

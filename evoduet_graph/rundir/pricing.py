@@ -59,7 +59,8 @@ class ModelPrice:
 
 def model_name(model: str) -> str:
     """The bare model name: ``openai:gpt-4o-mini`` and ``openai:openai/gpt-4o-mini``
-    (OpenRouter style) both give ``gpt-4o-mini``."""
+    (OpenRouter style) both give ``gpt-4o-mini``.
+    """
     name = model.strip()
     if ":" in name:
         name = name.split(":", 1)[1]
@@ -129,7 +130,8 @@ def cost_usd(
     base_url: str | None = None,
 ) -> float | None:
     """USD for ``input_tokens`` / ``output_tokens`` of ``model`` (0 for ``local``; None when
-    the model is unpriced: see `price_for`)."""
+    the model is unpriced: see `price_for`).
+    """
     price = price_for(model, overrides, base_url)
     return price.cost(input_tokens, output_tokens) if price is not None else None
 

@@ -242,7 +242,8 @@ class ProgramStore:
         """Count one more started evaluation of this code and return the count (1 = first).
 
         A count above 1 without a cached outcome means an earlier process died while
-        evaluating it (possibly killed by the candidate itself)."""
+        evaluating it (possibly killed by the candidate itself).
+        """
         sha = code_sha(code)
         with self._lock:
             self._conn.execute(
@@ -259,7 +260,8 @@ class ProgramStore:
     def save_population(self, iteration: int, data: dict[str, Any]) -> None:
         """Replace the population snapshot with the one produced at ``iteration`` and drop the
         journal up to it (one transaction: a kill leaves the old snapshot and journal, or
-        the new ones)."""
+        the new ones).
+        """
         with self._lock, self._conn:
             self._conn.execute("BEGIN IMMEDIATE")
             self._conn.execute(
@@ -270,7 +272,8 @@ class ProgramStore:
 
     def log_population_op(self, iteration: int, op: dict[str, Any]) -> None:
         """Journal the population operation of ``iteration`` (idempotent: replaces any earlier
-        record of the same iteration, which a resumed ``record`` node writes identically)."""
+        record of the same iteration, which a resumed ``record`` node writes identically).
+        """
         with self._lock:
             self._conn.execute(
                 "INSERT OR REPLACE INTO population_ops (iteration, op) VALUES (?, ?)",

@@ -50,7 +50,8 @@ class MultiSearcher:
 
     def pop_errors(self, query: str) -> list[str]:
         """Faults of the backends that failed in the last `search` of ``query`` (forgotten
-        once read; `search` runs in a worker thread, the caller reads them afterwards)."""
+        once read; `search` runs in a worker thread, the caller reads them afterwards).
+        """
         with self._lock:
             return self._errors.pop(query, [])
 
@@ -87,7 +88,8 @@ class MultiSearcher:
 
 def merge(lists: Iterable[Sequence[Document]]) -> list[Document]:
     """Interleave ranked lists (first of each, then second of each, ...), keeping the first
-    document of each normalised URL."""
+    document of each normalised URL.
+    """
     lists = [list(x) for x in lists]
     out: list[Document] = []
     seen: set[str] = set()
@@ -109,7 +111,8 @@ def normalize_domain(domain: str) -> str:
 
 def excluded(url: str, domains: Iterable[str]) -> bool:
     """True when ``url``'s host is one of ``domains`` or a subdomain of one (offline ids such
-    as ``pydoc:...`` have no host and are never excluded)."""
+    as ``pydoc:...`` have no host and are never excluded).
+    """
     try:
         host = (urlsplit(url).hostname or "").lower().removeprefix("www.")
     except ValueError:

@@ -47,7 +47,8 @@ Outcome = Literal["improved", "decreased", "unchanged", "invalid", "not_evaluate
 
 def _rerank_assessment(record: SearchRecord) -> tuple[float, float] | None:
     """Mean (relevance, novelty) of the record's final documents as the listwise reranker
-    rated them (the latest round that rated each), or None when none was rated."""
+    rated them (the latest round that rated each), or None when none was rated.
+    """
     ratings: dict[str, tuple[float, float]] = {}
     for rnd in record.rounds:
         for result in rnd.results:
@@ -383,7 +384,7 @@ class SearchDatabase:
             ]
 
     def loop_scores(self, record_id: str) -> dict[str, float]:
-        """doc id → predicted score of every document the inner loop ``record_id`` scored."""
+        """Doc id → predicted score of every document the inner loop ``record_id`` scored."""
         return {p.doc_id: p.predicted_score for p in self.predictions(record_id=record_id)}
 
     def prediction_for(
@@ -614,7 +615,8 @@ class SearchDatabase:
 
     def _predicted_gain(self, record: SearchRecord) -> float | None:
         """Mean predicted gain (predicted child − parent score) of the record's final
-        documents: its own inner loop's predictions, else those in its round results."""
+        documents: its own inner loop's predictions, else those in its round results.
+        """
         scores = self.loop_scores(record.record_id)
         for rnd in record.rounds:
             for result in rnd.results:

@@ -67,7 +67,8 @@ def register_backend(spec: BackendSpec) -> None:
 
 def backend_choices() -> str:
     """Every value ``retrieval.backend`` accepts, for the CLI help and the config schema:
-    the registered names, then ``langchain:<module>:<factory>``, ``|``-separated."""
+    the registered names, then ``langchain:<module>:<factory>``, ``|``-separated.
+    """
     names = [n for n in _REGISTRY if n != "none"]
     tail = ["none"] if "none" in _REGISTRY else []
     return "|".join([*names, f"{LANGCHAIN_PREFIX}<module>:<factory>", *tail])

@@ -53,7 +53,8 @@ def test_kill_after_a_step_whose_tasks_all_finished_is_resumed_not_restarted(
 ) -> None:
     """All parallel ``generate`` tasks saved their writes, the step's checkpoint was not
     written: ``StateSnapshot.next`` is empty although the step is not committed. The run must
-    resume it (a regression: it used to start a new invocation and skip the iteration)."""
+    resume it (a regression: it used to start a new invocation and skip the iteration).
+    """
     code = f"""
 import json
 from pathlib import Path

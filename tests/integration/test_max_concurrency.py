@@ -1,5 +1,6 @@
 """``max_concurrency``: the knob reaches LangGraph's run config and bounds the parallel
-``generate`` nodes of an iteration (benchmarks/parallel_bench.py measures the wall time)."""
+``generate`` nodes of an iteration (benchmarks/parallel_bench.py measures the wall time).
+"""
 
 from __future__ import annotations
 
@@ -63,7 +64,8 @@ def _config(**kw: Any) -> EvoDuetConfig:
 
 def test_default_runs_every_candidate_of_an_iteration_at_once(smoke_task_dir, tmp_path):
     """N=8 on any machine: all eight generate nodes are in flight together (LangGraph's own
-    default pool, min(32, cores + 4), holds only six on a 2-core machine)."""
+    default pool, min(32, cores + 4), holds only six on a 2-core machine).
+    """
     probe = GenerateProbe(barrier_parties=8)
     cfg = _config(candidates=8)
     llm = ScriptedChatModel(responses=[], default=RADIUS_UP)

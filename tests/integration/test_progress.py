@@ -1,5 +1,6 @@
 """Live progress: the custom-stream events of a run, the rich display, ``--json`` / ``--quiet``,
-and the offline index build's progress."""
+and the offline index build's progress.
+"""
 
 from __future__ import annotations
 

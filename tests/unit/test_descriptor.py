@@ -1,5 +1,6 @@
 """The population-state descriptor (`evoduet_graph.prompts.descriptor.population_descriptor`) on a
-small hand-made population whose figures are worked out by hand below."""
+small hand-made population whose figures are worked out by hand below.
+"""
 
 from __future__ import annotations
 

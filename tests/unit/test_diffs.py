@@ -473,7 +473,8 @@ def _rewrite_with_import(markers: bool, imports: str = "from math import sqrt, f
 @pytest.mark.parametrize("markers", [True, False])
 def test_rewrite_keeps_an_import_added_outside_the_evolve_block(markers: bool) -> None:
     """The import is moved to the top of the block (the fixed code stays verbatim) instead of
-    being dropped, which would make the child fail with a NameError."""
+    being dropped, which would make the child fail with a NameError.
+    """
     cand = candidate_from_response(
         PARENT, _rewrite_with_import(markers), diff_based=False, restrict_to_evolve_blocks=True
     )

@@ -1,5 +1,6 @@
 """`evoduet_graph.rundir.pricing`: USD per model from the genai-prices catalogue or ``budget.prices``,
-0 for the embedded model; the report's cost lines for a priced fake model and the local one."""
+0 for the embedded model; the report's cost lines for a priced fake model and the local one.
+"""
 
 from __future__ import annotations
 
@@ -119,7 +120,8 @@ def test_report_of_an_unpriced_model_says_so(tmp_path: Path) -> None:
 def test_usage_cost_prices_each_model_on_its_own() -> None:
     """`budget.usage_cost`: every answered model at its own price through `price_for`; a name
     only a configured model string knows takes that string's price; an unpriced role model is
-    None (0 in the total); usage without a model name and injected names at the run's model."""
+    None (0 in the total); usage without a model name and injected names at the run's model.
+    """
     from evoduet_graph.rundir.budget import usage_cost
     from evoduet_graph.rundir.usage import UsageTotals
 

@@ -1,5 +1,6 @@
 """`evoduet report` files (PNG plots, report.md, self-contained HTML), `evoduet compare`,
-`evoduet graph`, and the one-line errors of report / compare / graph / resume."""
+`evoduet graph`, and the one-line errors of report / compare / graph / resume.
+"""
 
 from __future__ import annotations
 

@@ -162,7 +162,8 @@ def task(tmp_path: Path) -> Task:
 @pytest.fixture
 def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A run directory whose store and event log this (parent) process holds open, as a run
-    does, and which is also the parent's working directory (the /proc route)."""
+    does, and which is also the parent's working directory (the /proc route).
+    """
     rdir = tmp_path / "run"
     rdir.mkdir()
     monkeypatch.chdir(rdir)
@@ -221,7 +222,8 @@ def test_no_route_lets_a_candidate_change_evaluator_task_run_dir_or_store(
 
 def test_the_evaluator_runs_from_the_run_start_snapshot(task: Task) -> None:
     """Edits (or deletions) of the task folder after the sandbox was built do not change what
-    the evaluator is: it is imported from the snapshot."""
+    the evaluator is: it is imported from the snapshot.
+    """
     sandbox = SandboxEvaluator(task, timeout_s=30)
     try:
         (task.path / "helper.py").write_text("def clip(v):\n    return 1e9\n")
@@ -276,7 +278,8 @@ def test_run_records_the_task_hash_and_a_tampering_candidate_never_enters_the_po
 ) -> None:
     """End to end: a model proposes the issue's exploit (append a 1e9 wrapper to evaluator.py
     through sys.path[0]); the run reports it, keeps it out of the population and leaves the
-    task folder exactly as it was."""
+    task folder exactly as it was.
+    """
     from evoduet_graph import EvoDuetConfig, run
     from evoduet_graph.rundir.events import read_events
     from tests.conftest import SMOKE_TASK, diff
@@ -346,7 +349,8 @@ def _processes_with(marker: str) -> list[int]:
 def test_no_process_of_a_timed_out_candidate_survives(task: Task, isolate_filesystem: bool) -> None:
     """Background children, one that left the group with setsid, and the busy candidate itself
     are all gone after a timeout (seen from the host's /proc: inside bwrap's PID namespace the
-    candidate cannot report host pids)."""
+    candidate cannot report host pids).
+    """
     import time
     import uuid
 

@@ -36,7 +36,8 @@ def _isolation() -> Isolation:
 def _cgroup_or_reported() -> bool:
     """True when a pids cgroup limits candidates here. Otherwise the sandbox must say why, and
     say it as a run warning (the issue's "when it cannot, the run says so once"); the calling
-    test then checks only that report — it is not skipped."""
+    test then checks only that report — it is not skipped.
+    """
     iso = _isolation()
     if iso.processes == "cgroup":
         return True
@@ -47,7 +48,8 @@ def _cgroup_or_reported() -> bool:
 
 def _netns_or_reported() -> bool:
     """True when candidates can run in a fresh network namespace here; otherwise the missing
-    isolation must be reported as a run warning (checked here)."""
+    isolation must be reported as a run warning (checked here).
+    """
     iso = _isolation()
     if iso.network:
         return True

@@ -641,7 +641,8 @@ def test_r_and_rust_programs_evaluate_where_installed_else_one_line_error(
     tmp_path: Path, tool: str, suffix: str, program: str, compile_: bool
 ) -> None:
     """With the toolchain installed (R: apt-get install r-base-core; Rust: rustc/cargo) the
-    program is evaluated through the CLI; without it, `evoduet eval` names it in one line."""
+    program is evaluated through the CLI; without it, `evoduet eval` names it in one line.
+    """
     import shutil
 
     from typer.testing import CliRunner
@@ -747,7 +748,8 @@ def test_cli_model_task_sends_each_call_to_a_task_model_by_weight(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`evoduet run --model task`: the task config's two models (weights 0.75 / 0.25) on its
-    api_base (a scripted OpenAI-compatible server); the requests name both models."""
+    api_base (a scripted OpenAI-compatible server); the requests name both models.
+    """
     from typer.testing import CliRunner
 
     from evoduet_graph.cli import app

@@ -3,7 +3,8 @@ hadamard_29.
 
 Each evaluator checks the construction itself: invalid constructions are rejected with a clear
 error (through the real sandbox), and small hand-made constructions get the value computed here
-by hand. The initial programs are covered by test_tasks_bundled.py (initial_score)."""
+by hand. The initial programs are covered by test_tasks_bundled.py (initial_score).
+"""
 
 from __future__ import annotations
 

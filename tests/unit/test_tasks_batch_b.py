@@ -368,7 +368,8 @@ def _circle_points(radius: float) -> list[list[float]]:
 
 def test_heilbronn_incircle_closed_form() -> None:
     """11 evenly spaced points on a circle of radius r: the smallest triangle joins three
-    consecutive points, area r^2 sin(t) (1 - cos(t)) with t = 2 pi / 11."""
+    consecutive points, area r^2 sin(t) (1 - cos(t)) with t = 2 pi / 11.
+    """
     task = _load("heilbronn_triangle_11")
     r = math.sqrt(3) / 6  # the inscribed circle
     t = 2 * math.pi / 11
