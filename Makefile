@@ -32,8 +32,8 @@ test: $(VENV)/.installed-dev
 
 # Quality gates (pyproject.toml: [tool.ruff], [tool.mypy]); `.ci/run` runs them before the tests.
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check evoduet_graph tests benchmarks
-	$(BIN)/ruff format --check evoduet_graph tests benchmarks
+	$(BIN)/ruff check evoduet_graph tests benchmarks docs/examples
+	$(BIN)/ruff format --check evoduet_graph tests benchmarks docs/examples
 	$(BIN)/mypy
 
 dev: $(VENV)/.installed-dev
