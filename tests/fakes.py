@@ -79,8 +79,10 @@ class ScriptedChatModel(BaseChatModel):
 
 
 class ToolCallingScriptedChatModel(ScriptedChatModel):
-    """`ScriptedChatModel` with native tool calling: ``bind_tools`` records the tools and
-    returns the model itself; an answer may be an `AIMessage` with ``tool_calls``.
+    """`ScriptedChatModel` with native tool calling.
+
+    ``bind_tools`` records the tools and returns the model itself; an answer may be an `AIMessage`
+    with ``tool_calls``.
     """
 
     _tools: list[Any] = PrivateAttr(default_factory=list)

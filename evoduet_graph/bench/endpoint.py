@@ -1,6 +1,7 @@
-"""The model endpoint every bench method talks to: a LangChain chat model on the
-OpenAI-compatible endpoint (llama.cpp's server for ``--model local``) and the probe that checks
-it answers before any run starts.
+"""The model endpoint every bench method talks to.
+
+A LangChain chat model on the OpenAI-compatible endpoint (llama.cpp's server for ``--model local``)
+and the probe that checks it answers before any run starts.
 """
 
 from __future__ import annotations

@@ -94,10 +94,12 @@ def _pooled(figs: list[dict[str, Any]], key: str) -> str:
 
 
 def knowledge_section(records: Sequence[RunRecord], methods: list[str]) -> list[str]:
-    """"Knowledge figures per method": the paper's improvement rates (pooled over the finished
-    runs of a method: improved / iterations), the mean repeated-URL share, the mean LLM cost in
-    USD (n/a when a run's model is unpriced) and the mean search calls per run. Methods that
-    are not our graph (OpenEvolve) have no such figures.
+    """"Knowledge figures per method".
+
+    The paper's improvement rates (pooled over the finished runs of a method: improved /
+    iterations), the mean repeated-URL share, the mean LLM cost in USD (n/a when a run's model is
+    unpriced) and the mean search calls per run. Methods that are not our graph (OpenEvolve) have no
+    such figures.
     """
     rows = []
     for m in methods:

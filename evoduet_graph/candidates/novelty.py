@@ -123,8 +123,9 @@ def _is_plain_string(tok: tokenize.TokenInfo) -> bool:
 
 
 def _drop_string_statements(toks: list[tokenize.TokenInfo]) -> list[tokenize.TokenInfo]:
-    """Remove statements made only of plain string literals (docstrings, string comments):
-    a run of STRING tokens at the start of a logical line that ends the line.
+    """Remove statements made only of plain string literals (docstrings, string comments).
+
+    A run of STRING tokens at the start of a logical line that ends the line.
     """
     out: list[tokenize.TokenInfo] = []
     i, n = 0, len(toks)
@@ -293,8 +294,9 @@ class NoveltyFilter(Protocol):
     resample: bool
 
     def check(self, code: str, references: Sequence[tuple[str, str]]) -> NoveltyVerdict:
-        """Judge ``code`` against ``references`` (``(program id, code)``, most relevant
-        first). Must be deterministic for equal inputs.
+        """Judge ``code`` against ``references`` (``(program id, code)``, most relevant first).
+
+        Must be deterministic for equal inputs.
         """
         ...
 
@@ -349,11 +351,12 @@ class NoveltyChecker:
         return norm
 
     def _embed(self, norms: Sequence[NormalisedCode]) -> np.ndarray:
-        """Unit-length program embeddings, one row per ``norms`` entry: the normalised mean of
-        the embeddings of the program's chunks (`chunk_lines`, ``novelty.
+        """Unit-length program embeddings, one row per ``norms`` entry.
+
+        The normalised mean of the embeddings of the program's chunks (`chunk_lines`, ``novelty.
         embedding_chunk_chars``), so no part of a long program is cut off by the model's input
-        window. Chunks are embedded once (cached by their sha; a child shares most chunks with
-        its parent), in one batched call for the misses; program vectors are cached too.
+        window. Chunks are embedded once (cached by their sha; a child shares most chunks with its
+        parent), in one batched call for the misses; program vectors are cached too.
         """
         assert self.embeddings is not None
         size = self.config.embedding_chunk_chars
@@ -611,9 +614,10 @@ def load_embeddings(spec: str) -> Embeddings:
 
 
 def make_novelty_checker(config: NoveltyConfig, *, python: bool = True) -> NoveltyChecker | None:
-    """The checker a run uses: None when ``novelty.enabled`` is false; embeddings are loaded
-    (`load_embeddings`) when ``novelty.embeddings`` is set. ``python``: the task's programs are
-    Python (else the language-neutral normalisation is used).
+    """The checker a run uses: None when ``novelty.enabled`` is false.
+
+    Embeddings are loaded (`load_embeddings`) when ``novelty.embeddings`` is set. ``python``: the
+    task's programs are Python (else the language-neutral normalisation is used).
 
     Raises:
         ConfigError: the embeddings cannot be built.

@@ -158,9 +158,10 @@ class TaskSnapshot:
         return target
 
     def changes(self, folder: Path) -> list[str]:
-        """How ``folder`` differs from the snapshot: ``modified X``, ``deleted X``,
-        ``added X`` (sorted by path; empty when identical). An unreadable folder is reported
-        as ``unreadable (...)``.
+        """How ``folder`` differs from the snapshot.
+
+        ``modified X``, ``deleted X``, ``added X`` (sorted by path; empty when identical). An
+        unreadable folder is reported as ``unreadable (...)``.
         """
         try:
             now = read_folder(folder, max_bytes=max(2 * self.size, MAX_SNAPSHOT_BYTES))
@@ -179,8 +180,9 @@ class TaskSnapshot:
         return [text for _, text in sorted(out)]
 
     def restore(self, folder: Path) -> list[str]:
-        """Make ``folder`` equal to the snapshot again: rewrite modified and deleted files,
-        remove added ones (and folders left empty by that).
+        """Make ``folder`` equal to the snapshot again.
+
+        Rewrite modified and deleted files, remove added ones (and folders left empty by that).
 
         Returns:
             The differences found before restoring (`changes`).

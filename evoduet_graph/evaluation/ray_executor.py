@@ -495,8 +495,7 @@ class RayEvaluator:
     def evaluate_many(
         self, codes: Sequence[str], ids: Sequence[str] | None = None
     ) -> list[EvaluationOutcome]:
-        """Evaluate several candidates, ``workers`` Ray tasks in flight; results in input
-        order.
+        """Evaluate several candidates, ``workers`` Ray tasks in flight; results in input order.
 
         Raises:
             ValueError: ``ids`` and ``codes`` differ in length.

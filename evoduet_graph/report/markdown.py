@@ -86,8 +86,10 @@ def _model_section(models: dict[str, dict[str, float]]) -> list[str]:
 
 
 def _gate_can_retrieve(run_dir: Path) -> bool:
-    """Whether the run's config writes a D_search file: it searches (`can_retrieve`) or
-    reads oracle documents, and keeps a search database (else no file is written).
+    """Whether the run's config writes a D_search file.
+
+    It searches (`can_retrieve`) or reads oracle documents, and keeps a search database (else no
+    file is written).
     """
     try:
         import yaml
@@ -339,8 +341,10 @@ def report_markdown(
 
 
 def _improvement_section(imp: dict[str, Any], predictions: int) -> list[str]:
-    """"Improvement rate by evidence": the paper's comparison of iterations whose evidence held
-    a document predicted to beat the parent with iterations without documents.
+    """"Improvement rate by evidence".
+
+    The paper's comparison of iterations whose evidence held a document predicted to beat the parent
+    with iterations without documents.
     """
     rows = [
         [group, r["iterations"], r["improved"], md_pct(r["rate"])]
@@ -495,8 +499,10 @@ def _lineage_section(steps: list[dict[str, Any]]) -> list[str]:
 
 
 def write_plots(series: dict[str, Any], out_dir: Path) -> dict[str, Path]:
-    """Write the report's PNG plots into ``out_dir``; returns name → path of those drawn
-    (a plot without data, e.g. NDG without a reference score, is skipped).
+    """Write the report's PNG plots into ``out_dir``.
+
+    Returns name → path of those drawn (a plot without data, e.g. NDG without a reference score, is
+    skipped).
     """
     from evoduet_graph.report import plots as P
 

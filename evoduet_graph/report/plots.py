@@ -50,8 +50,10 @@ def _save(fig: Any, path: Path) -> Path:
 
 
 def plot_scores(series: dict[str, Any], path: Path) -> Path | None:
-    """Best score so far (step line) and every candidate's score vs iteration; candidates are
-    coloured by their iteration's gate decision, invalid ones are ticks under the axis.
+    """Best score so far (step line) and every candidate's score vs iteration.
+
+    Candidates are coloured by their iteration's gate decision, invalid ones are ticks under the
+    axis.
     """
     best = [p for p in series["best"] if p[1] is not None]
     cands = series["candidates"]

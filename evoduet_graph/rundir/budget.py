@@ -52,9 +52,10 @@ def usage_cost(
     base_url: str | None = None,
     role_models: Iterable[str] = (),
 ) -> tuple[float, dict[str, float | None]]:
-    """Estimated spend of ``totals``: each model of ``by_model`` at its own price
-    (`evoduet_graph.rundir.pricing.price_for`), the rest (usage without a model name) at
-    ``default_model``'s.
+    """Estimated spend of ``totals``.
+
+    Each model of ``by_model`` at its own price (`evoduet_graph.rundir.pricing.price_for`), the rest
+    (usage without a model name) at ``default_model``'s.
 
     ``by_model`` holds the names the answers reported. A name the pricing does not know is
     priced as the configured model string it is the bare name of (``default_model`` or one of
@@ -176,8 +177,9 @@ class Budget:
 
 
 def other_models(llm: Any) -> list[str]:
-    """The model strings of an ``llm`` section (object or dict) besides ``llm.model``: the
-    ``llm.models`` ensemble members and the ``llm.roles`` models (for `usage_cost`).
+    """The model strings of an ``llm`` section (object or dict) besides ``llm.model``.
+
+    The ``llm.models`` ensemble members and the ``llm.roles`` models (for `usage_cost`).
     """
     data = llm.model_dump() if hasattr(llm, "model_dump") else dict(llm or {})
     out: list[str] = []

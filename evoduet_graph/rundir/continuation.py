@@ -192,7 +192,8 @@ def _matches(key: str, names: tuple[str, ...]) -> bool:
 
 
 def _baseline(rdir: Path) -> dict[str, Any] | None:
-    """The configuration the run last started with (``run.json``'s ``config``), flattened;
+    """The configuration the run last started with (``run.json``'s ``config``), flattened.
+
     None for run directories written before it was recorded.
     """
     try:
@@ -223,8 +224,9 @@ def _stored_task_files(rdir: Path) -> dict[str, str]:
 
 
 def check_continuation(rdir: Path, cfg: EvoDuetConfig, task: Task | None = None) -> list[str]:
-    """Check that an existing run may continue with ``cfg`` — every check before anything in
-    the run directory is written — and say what changes.
+    """Check that an existing run may continue with ``cfg``.
+
+    Every check before anything in the run directory is written — and say what changes.
 
     The run's configuration when it last started is kept in ``run.json`` (``config``; older run
     directories: their ``config.yaml``). ``cfg`` (for ``evoduet resume``: the run's possibly

@@ -152,8 +152,9 @@ class SearchRecord(_Model):
 
 
 class Prediction(_Model):
-    """One hypothetical evidence score (paper §3.4): the child score predicted for a document
-    by one inner loop, for that loop's parent.
+    """One hypothetical evidence score (paper §3.4).
+
+    The child score predicted for a document by one inner loop, for that loop's parent.
 
     Attributes:
         record_id: the retrieval record of the inner loop (``ret_000012``).
@@ -343,8 +344,10 @@ class SearchDatabase:
     # -- predictions (per inner loop and parent) ----------------------------------------------
 
     def add_prediction(self, prediction: Prediction) -> bool:
-        """Store one inner loop's prediction for one document; a known ``(record_id,
-        doc_id)`` does nothing (a loop scores a document once; a resumed loop keeps it).
+        """Store one inner loop's prediction for one document.
+
+        A known ``(record_id, doc_id)`` does nothing (a loop scores a document once; a resumed loop
+        keeps it).
 
         Returns:
             True when added, False when that loop already had a prediction for the document.
@@ -614,8 +617,9 @@ class SearchDatabase:
         return chosen
 
     def _predicted_gain(self, record: SearchRecord) -> float | None:
-        """Mean predicted gain (predicted child − parent score) of the record's final
-        documents: its own inner loop's predictions, else those in its round results.
+        """Mean predicted gain (predicted child − parent score) of the record's final documents.
+
+        Its own inner loop's predictions, else those in its round results.
         """
         scores = self.loop_scores(record.record_id)
         for rnd in record.rounds:

@@ -66,8 +66,9 @@ def register_backend(spec: BackendSpec) -> None:
 
 
 def backend_choices() -> str:
-    """Every value ``retrieval.backend`` accepts, for the CLI help and the config schema:
-    the registered names, then ``langchain:<module>:<factory>``, ``|``-separated.
+    """Every value ``retrieval.backend`` accepts, for the CLI help and the config schema.
+
+    The registered names, then ``langchain:<module>:<factory>``, ``|``-separated.
     """
     names = [n for n in _REGISTRY if n != "none"]
     tail = ["none"] if "none" in _REGISTRY else []

@@ -842,8 +842,10 @@ def fake_openai():
 def test_bench_drives_real_openevolve_and_our_graph_through_one_endpoint(
     tmp_path, fake_openai, monkeypatch, openevolve_python
 ):
-    """Both methods call the same OpenAI-compatible endpoint; OpenEvolve resumes from its
-    checkpoint when asked for more iterations; its best is re-scored by our sandbox.
+    """Both methods call the same OpenAI-compatible endpoint.
+
+    OpenEvolve resumes from its checkpoint when asked for more iterations; its best is re-scored by
+    our sandbox.
     """
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     out = tmp_path / "bench"
@@ -943,9 +945,10 @@ def test_children_die_with_a_killed_parent(tmp_path):
 
 
 def test_llama_cpp_chat_model_sends_max_tokens_and_schema_as_json_object(fake_openai):
-    """Against the bench's llama.cpp server: the token limit goes out as ``max_tokens`` and a
-    json_schema structured call as ``{"type": "json_object", "schema": ...}`` (what the
-    server accepts), in one request.
+    """Against the bench's llama.cpp server.
+
+    The token limit goes out as ``max_tokens`` and a json_schema structured call as ``{"type":
+    "json_object", "schema": ...}`` (what the server accepts), in one request.
     """
     from pydantic import BaseModel
 

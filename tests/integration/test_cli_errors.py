@@ -357,8 +357,9 @@ def test_eval_of_a_missing_program_file(task_copy: Path, tmp_path: Path) -> None
 
 
 def test_resume_refuses_emptied_files_of_a_run_with_iterations(tmp_path: Path) -> None:
-    """A 0-byte SQLite file opens as a new database and an empty config.yaml loads as the
-    defaults: either would silently restart or change the run, so both are refused.
+    """A 0-byte SQLite file opens as a new database and an empty config.yaml loads as the defaults.
+
+    Either would silently restart or change the run, so both are refused.
     """
     base = tmp_path / "base"
     proc = subprocess.run(

@@ -29,8 +29,10 @@ from tests.studio_fakes import growing_radius, responder_content
 
 
 def _model(server: FaultyServer) -> dict[str, Any]:
-    """Config overrides that point the run at the scripted server; the offline backend over
-    the task's docs only (no package docs: a small index) — everything else the defaults.
+    """Config overrides that point the run at the scripted server.
+
+    The offline backend over the task's docs only (no package docs: a small index) — everything else
+    the defaults.
     """
     return {
         "llm": {"model": "openai:scripted", "base_url": server.base_url, "max_retries": 0},

@@ -40,8 +40,9 @@ def _cfg(name: str, **overrides: Any) -> EvoDuetConfig:
 
 
 def test_joint_search_with_native_tool_calling_binds_a_search_tool(tmp_path):
-    """The tools protocol: the model calls ``search`` twice, then writes the program; each
-    call runs one search, its results come back as a ToolMessage, and D_search records the
+    """The tools protocol: the model calls ``search`` twice, then writes the program.
+
+    Each call runs one search, its results come back as a ToolMessage, and D_search records the
     queries and URLs as one joint-search record per candidate.
     """
 
@@ -83,8 +84,9 @@ def test_joint_search_with_native_tool_calling_binds_a_search_tool(tmp_path):
 
 
 def test_joint_search_stops_at_max_calls_and_asks_for_the_program(tmp_path):
-    """A model that keeps calling the tool gets max_calls searches, then one plain call; the
-    results it sees are capped (joint_search.max_result_chars over max_calls × results).
+    """A model that keeps calling the tool gets max_calls searches, then one plain call.
+
+    The results it sees are capped (joint_search.max_result_chars over max_calls × results).
     """
     calls = {"tool": 0}
     seen: list[str] = []

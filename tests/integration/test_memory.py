@@ -1,5 +1,7 @@
-"""Long-term memory in a LangGraph store (``memory`` / ``--memory``): a second run on the same
-task starts with what the first one learned; runs without it stay independent.
+"""Long-term memory in a LangGraph store (``memory`` / ``--memory``).
+
+A second run on the same task starts with what the first one learned; runs without it stay
+independent.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""A run with ``llm.roles`` on two models of an OpenAI-compatible endpoint: the world-knowledge
-layer on ``cheap``, mutation on ``strong``; each role's calls reach its model, and the
-report prices each model on its own.
+"""A run with ``llm.roles`` on two models of an OpenAI-compatible endpoint.
+
+The world-knowledge layer on ``cheap``, mutation on ``strong``; each role's calls reach its model,
+and the report prices each model on its own.
 """
 
 from __future__ import annotations
@@ -91,8 +92,10 @@ def test_each_role_calls_its_model_and_cost_is_per_model(smoke_task_dir, tmp_pat
 
 
 def test_joint_search_runs_on_the_generate_role_model(smoke_task_dir, tmp_path, monkeypatch):
-    """Joint-level search (issue 15) is part of the mutation call: its search turns and the
-    final answer go to the ``generate`` role's model, never to the run's default model.
+    """Joint-level search (issue 15) is part of the mutation call.
+
+    Its search turns and the final answer go to the ``generate`` role's model, never to the run's
+    default model.
     """
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     responder = KnowledgeResponder(

@@ -1,6 +1,8 @@
-"""Human review with ``interrupt()``: ``retrieval.review_queries`` and ``gate.review`` through
-the Python API (the CLI's pty test and Studio's SDK test are in test_cli_review.py and
-test_studio.py). The pause is checkpointed: a run left waiting resumes waiting.
+"""Human review with ``interrupt()``.
+
+``retrieval.review_queries`` and ``gate.review`` through the Python API (the CLI's pty test and
+Studio's SDK test are in test_cli_review.py and test_studio.py). The pause is checkpointed: a run
+left waiting resumes waiting.
 """
 
 from __future__ import annotations

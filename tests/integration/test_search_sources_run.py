@@ -1,6 +1,7 @@
-"""Runs over the search-backend registry: several backends at once (``[offline, arxiv-fake]``),
-a user's ``langchain:`` retriever, ``exclude_domains``, the search cache within a run and
-across a resume, and ``stop_at_score``.
+"""Runs over the search-backend registry.
+
+Several backends at once (``[offline, arxiv-fake]``), a user's ``langchain:`` retriever,
+``exclude_domains``, the search cache within a run and across a resume, and ``stop_at_score``.
 
 The real sandboxed evaluator on the smoke task, a scripted model (`KnowledgeResponder`), the
 real offline BM25 backend over a small corpus and fakes of the web backends' clients.

@@ -118,8 +118,9 @@ def test_report_of_an_unpriced_model_says_so(tmp_path: Path) -> None:
 
 
 def test_usage_cost_prices_each_model_on_its_own() -> None:
-    """`budget.usage_cost`: every answered model at its own price through `price_for`; a name
-    only a configured model string knows takes that string's price; an unpriced role model is
+    """`budget.usage_cost`: every answered model at its own price through `price_for`.
+
+    A name only a configured model string knows takes that string's price; an unpriced role model is
     None (0 in the total); usage without a model name and injected names at the run's model.
     """
     from evoduet_graph.rundir.budget import usage_cost

@@ -34,9 +34,10 @@ def _isolation() -> Isolation:
 
 
 def _cgroup_or_reported() -> bool:
-    """True when a pids cgroup limits candidates here. Otherwise the sandbox must say why, and
-    say it as a run warning (the issue's "when it cannot, the run says so once"); the calling
-    test then checks only that report — it is not skipped.
+    """True when a pids cgroup limits candidates here.
+
+    Otherwise the sandbox must say why, and say it as a run warning (the issue's "when it cannot,
+    the run says so once"); the calling test then checks only that report — it is not skipped.
     """
     iso = _isolation()
     if iso.processes == "cgroup":
@@ -47,8 +48,9 @@ def _cgroup_or_reported() -> bool:
 
 
 def _netns_or_reported() -> bool:
-    """True when candidates can run in a fresh network namespace here; otherwise the missing
-    isolation must be reported as a run warning (checked here).
+    """True when candidates can run in a fresh network namespace here.
+
+    Otherwise the missing isolation must be reported as a run warning (checked here).
     """
     iso = _isolation()
     if iso.network:

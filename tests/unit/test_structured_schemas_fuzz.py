@@ -1,6 +1,8 @@
-"""No structured reply can crash a run (issue 13, item 2): every structured-output schema,
-fed arbitrary JSON values for every field, validates or raises a pydantic validation error
-only, and `structured_call` always returns a typed value (parsed, or the typed default).
+"""No structured reply can crash a run (issue 13, item 2).
+
+Every structured-output schema, fed arbitrary JSON values for every field, validates or raises a
+pydantic validation error only, and `structured_call` always returns a typed value (parsed, or the
+typed default).
 """
 
 from __future__ import annotations

@@ -175,9 +175,10 @@ class LangChainSearcher:
 
 
 def load_user_searcher(spec: str) -> LangChainSearcher:
-    """The backend ``langchain:<module>:<factory>`` names: a user's ``BaseRetriever`` or
-    ``BaseTool`` (or a factory with no arguments returning one), imported by its preflight
-    (or its first search), once.
+    """The backend ``langchain:<module>:<factory>`` names.
+
+    A user's ``BaseRetriever`` or ``BaseTool`` (or a factory with no arguments returning one),
+    imported by its preflight (or its first search), once.
 
     The preflight raises `SearchUnavailableError` (one line) for a malformed spec, an import
     failure, a failing factory, or an object that is not a retriever or tool.
