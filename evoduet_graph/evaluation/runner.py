@@ -84,15 +84,19 @@ class EvaluationResult:
 
     @classmethod
     def from_dict(cls, metrics: dict[str, Any]) -> EvaluationResult:
+        """A result holding ``metrics`` and no artifacts (OpenEvolve's API)."""
         return cls(metrics=metrics)
 
     def to_dict(self) -> dict[str, Any]:
+        """The metrics (OpenEvolve's API)."""
         return self.metrics
 
     def has_artifacts(self) -> bool:
+        """True when the evaluator attached artifacts."""
         return bool(self.artifacts)
 
     def get_artifact_keys(self) -> list[str]:
+        """The names of the attached artifacts."""
         return list(self.artifacts)
 
 

@@ -46,6 +46,7 @@ def _cell(value: Any) -> str:
 
 
 def md_table(headers: list[str], rows: list[list[Any]]) -> str:
+    """A Markdown table of ``rows`` under ``headers`` (cells formatted, pipes escaped)."""
     lines = [
         "| " + " | ".join(headers) + " |",
         "|" + "|".join("---" for _ in headers) + "|",
@@ -55,6 +56,7 @@ def md_table(headers: list[str], rows: list[list[Any]]) -> str:
 
 
 def md_pct(share: float | None) -> str:
+    """A share (0-1) as a percentage with one decimal, ``n/a`` for None."""
     return "n/a" if share is None else f"{100 * share:.1f}%"
 
 
@@ -373,6 +375,7 @@ def md_share(won: int, n: int) -> str:
 
 
 def md_usd(value: float | None) -> str:
+    """A cost in USD, or why there is none (an unpriced model)."""
     return "n/a (unpriced model)" if value is None else f"${value:.6f}"
 
 

@@ -180,6 +180,7 @@ class ProgramStore:
             return row.model_copy()
 
     def has_program(self, program_id: str) -> bool:
+        """True when the store holds ``program_id``."""
         with self._lock:
             cur = self._conn.execute("SELECT 1 FROM programs WHERE id = ?", (program_id,))
             return cur.fetchone() is not None

@@ -46,6 +46,7 @@ class MultiSearcher:
 
     @property
     def cache_key(self) -> str:
+        """The cache keys of every backend, in order."""
         return json.dumps([cache_key_of(s) for s in self.searchers])
 
     def pop_errors(self, query: str) -> list[str]:
@@ -133,16 +134,20 @@ class ExcludeDomains:
 
     @property
     def cache_key(self) -> str:
+        """The inner backend's cache key and the excluded domains."""
         return json.dumps({"inner": cache_key_of(self.inner), "exclude": self.domains})
 
     def pop_errors(self, query: str) -> list[str]:
+        """The inner backend's faults in the last `search` of ``query`` (if it keeps any)."""
         pop = getattr(self.inner, "pop_errors", None)
         return list(pop(query)) if callable(pop) else []
 
     def preflight(self) -> None:
+        """Preflight the inner backend."""
         self.inner.preflight()
 
     def search(self, query: str, max_results: int) -> list[Document]:
+        """The inner backend's hits, without those of the excluded domains."""
         return [
             d for d in self.inner.search(query, max_results) if not excluded(d.url, self.domains)
         ]

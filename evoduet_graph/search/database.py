@@ -192,6 +192,7 @@ class StoredDocument(_Model):
 
     @property
     def normalized_url(self) -> str:
+        """`normalize_url` of the document's URL (the de-duplication key)."""
         return normalize_url(self.url)
 
 
@@ -432,6 +433,7 @@ class SearchDatabase:
             return self._docs[doc_id].content
 
     def has_document(self, doc_id: str) -> bool:
+        """True when the database holds document ``doc_id``."""
         with self._lock:
             return doc_id in self._docs
 
@@ -494,6 +496,7 @@ class SearchDatabase:
             return True
 
     def get_record(self, record_id: str) -> SearchRecord | None:
+        """A copy of record ``record_id``, or None."""
         with self._lock:
             rec = self._records.get(record_id)
             return rec.model_copy(deep=True) if rec is not None else None

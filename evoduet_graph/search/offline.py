@@ -591,6 +591,7 @@ class OfflineSearcher:
 
     @property
     def index_info(self) -> dict[str, Any]:
+        """What the loaded index holds (files, modules, skipped ones); empty before it is built."""
         return dict(self._index.info) if self._index is not None else {}
 
     # -- protocol ------------------------------------------------------------------------

@@ -13,9 +13,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
-hypothesis = pytest.importorskip("hypothesis")
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
