@@ -359,7 +359,7 @@ def run_sandbox_check(n: int, server: Server, work: Path) -> dict[str, Any]:
 
 
 def reference_figures(server: Server, work: Path, n: int = 300) -> dict[str, float]:
-    """What a framework built on LangGraph and LangChain cannot go below, measured here:
+    """What a framework built on LangGraph and LangChain cannot go below, measured here.
 
     * ``langgraph_loop_ms`` — one iteration of a bare 5-node LangGraph loop (select → gate →
       generate → evaluate → record doing nothing) with the same SqliteSaver settings as ours

@@ -95,10 +95,10 @@ _CLOSEST_CANDIDATES = 12
 
 @dataclass(frozen=True)
 class DiffBlock:
-    """One SEARCH/REPLACE block.
+    r"""One SEARCH/REPLACE block.
 
     Attributes:
-        search: Lines to find, joined with ``\\n``, without a trailing newline; leading and
+        search: Lines to find, joined with ``\n``, without a trailing newline; leading and
             trailing blank lines removed.
         replace: Lines that replace them, same normalisation; ``""`` deletes the matched lines.
     """
@@ -180,10 +180,8 @@ def _clean_response(text: str) -> str:
             break
         pos = closed.end()
     text = "".join(kept)
-    orphan = None
-    for orphan in _THINK_CLOSE_RE.finditer(text):
-        pass
-    return text[orphan.end() :] if orphan is not None else text
+    orphans = list(_THINK_CLOSE_RE.finditer(text))
+    return text[orphans[-1].end() :] if orphans else text
 
 
 def _trim_section(lines: list[str]) -> list[str]:
@@ -308,7 +306,7 @@ def _regions_of_lines(lines: list[str]) -> list[tuple[int, int]]:
 
 
 def evolve_regions(code: str) -> list[tuple[int, int]]:
-    """Line ranges of the editable regions between EVOLVE-BLOCK markers.
+    r"""Line ranges of the editable regions between EVOLVE-BLOCK markers.
 
     A marker is a line whose first word is ``EVOLVE-BLOCK-START`` or ``EVOLVE-BLOCK-END``,
     after indentation and comment syntax of any language (``#``, ``//``, ``--``, ``/*``, ...), as
@@ -317,11 +315,11 @@ def evolve_regions(code: str) -> list[tuple[int, int]]:
     re-opens the region at the later marker.
 
     Args:
-        code: Program source (lines split on ``\\n``).
+        code: Program source (lines split on ``\n``).
 
     Returns:
         ``[(first, stop), ...]``: 0-based, half-open ranges of the *content* lines, i.e.
-        ``code.split("\\n")[first:stop]``; the START marker is line ``first - 1`` and the END
+        ``code.split("\n")[first:stop]``; the START marker is line ``first - 1`` and the END
         marker line ``stop``.
     """
     return _regions_of_lines(code.split("\n"))

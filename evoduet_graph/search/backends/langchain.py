@@ -167,10 +167,7 @@ class LangChainSearcher:
     def search(self, query: str, max_results: int) -> list[Document]:
         """One call of the client, mapped to documents (at most ``max_results``)."""
         client = self._client_for(max_results)
-        if hasattr(client, "invoke"):
-            raw = client.invoke(query)
-        else:
-            raw = client(query, max_results)
+        raw = client.invoke(query) if hasattr(client, "invoke") else client(query, max_results)
         return to_documents(raw, self.name)[: max(0, max_results)]
 
 
