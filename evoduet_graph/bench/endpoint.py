@@ -6,10 +6,11 @@ and the probe that checks it answers before any run starts.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_openai import ChatOpenAI
+from pydantic import SecretStr
 
 from evoduet_graph.bench.common import (
     BenchError,
@@ -33,11 +34,11 @@ class LlamaCppChatOpenAI(ChatOpenAI):
     """llama-cpp-python's server calls tools only with a function-calling chat format, which
     the embedded model is not served with: joint-level search takes its structured path."""
 
-    def with_structured_output(  # type: ignore[override]
+    def with_structured_output(
         self,
         schema: Any = None,
         *,
-        method: str = "json_schema",
+        method: Literal["function_calling", "json_mode", "json_schema"] = "json_schema",
         include_raw: bool = False,
         strict: bool | None = None,
         **kwargs: Any,
@@ -117,7 +118,7 @@ def _chat_openai_init(model: ChatOpenAI) -> dict[str, Any]:
     return {
         "model": model.model_name,
         "base_url": model.openai_api_base,
-        "api_key": key.get_secret_value() if key is not None else None,
+        "api_key": key.get_secret_value() if isinstance(key, SecretStr) else None,
         "temperature": model.temperature,
         "max_tokens": model.max_tokens,
         "timeout": model.request_timeout,

@@ -440,7 +440,7 @@ def _setup_model(
         provider, name = parse_model_string(settings.model)
     except ValueError as exc:
         raise BenchError(str(exc)) from None
-    common = {
+    common: dict[str, Any] = {
         "temperature": llm.temperature,
         "max_tokens": llm.max_tokens,
         "timeout_s": llm.timeout_s,
@@ -451,14 +451,18 @@ def _setup_model(
         base_url = llm.base_url or os.environ.get("OPENAI_BASE_URL") or None
         endpoint = Endpoint(model=name, base_url=base_url, api_key_env=llm.api_key_env, **common)
         cfg = base.with_overrides({"llm.model": settings.model, "llm.base_url": base_url})
-        info = {"model": settings.model, "base_url": base_url, "model_sha256": None}
+        info: dict[str, Any] = {
+            "model": settings.model,
+            "base_url": base_url,
+            "model_sha256": None,
+        }
         if needs_endpoint:
             probe_endpoint(cfg.llm, log)
         return _Model(endpoint, cfg, info)
 
     from evoduet_graph.llm.local import EXPECTED_SHA256, MODEL_NAME
 
-    info: dict[str, Any] = {"model": f"local ({MODEL_NAME}.gguf)", "model_sha256": EXPECTED_SHA256}
+    info = {"model": f"local ({MODEL_NAME}.gguf)", "model_sha256": EXPECTED_SHA256}
     if not needs_endpoint:
         return _Model(None, base, info)
     from evoduet_graph.bench.server import LlamaCppServer, ServerError

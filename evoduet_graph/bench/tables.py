@@ -436,8 +436,8 @@ def write_plots(out: Path, records: Sequence[RunRecord]) -> list[Path]:
                 mean, sd = mean_sd(table[g][m])
                 means.append(mean if mean is not None else math.nan)
                 sds.append(sd if sd is not None else 0.0)
-            xs = [i + (j - (len(methods) - 1) / 2) * width for i in range(len(groups))]
-            ax.bar(xs, means, width, yerr=sds, capsize=3, color=_color(m, methods), label=m)
+            bars = [i + (j - (len(methods) - 1) / 2) * width for i in range(len(groups))]
+            ax.bar(bars, means, width, yerr=sds, capsize=3, color=_color(m, methods), label=m)
         ax.set_xticks(range(len(groups)))
         ax.set_xticklabels(groups, rotation=15, ha="right")
         ax.set_ylabel("NDG (%), mean ± sd over seeds")

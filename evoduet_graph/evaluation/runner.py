@@ -171,6 +171,7 @@ def normalise_result(result: Any) -> tuple[dict[str, float], dict[str, str], dic
     Raises:
         BadResultError: the result is neither a dict nor has a ``metrics`` dict.
     """
+    raw_artifacts: dict[str, Any]
     if isinstance(result, dict):
         raw_metrics, raw_artifacts = result, {}
     elif isinstance(getattr(result, "metrics", None), dict):
@@ -373,7 +374,8 @@ def evaluate_script(spec: dict[str, Any], out: dict[str, Any]) -> None:
             timeout=max(1.0, float(spec.get("timeout_s") or 3600) - 2) if name else None,
         )
     except subprocess.TimeoutExpired:
-        subprocess.run([container["runtime"], "kill", name], capture_output=True, check=False)
+        if container is not None and name:
+            subprocess.run([container["runtime"], "kill", name], capture_output=True, check=False)
         out["error"] = f"evaluate.sh in the container ran past the {spec.get('timeout_s')} s limit"
         return
     stdout = proc.stdout.decode("utf-8", errors="replace")[-SCRIPT_OUTPUT_LIMIT:]
@@ -390,13 +392,15 @@ def evaluate_script(spec: dict[str, Any], out: dict[str, Any]) -> None:
         out["artifacts"]["evaluate_sh_stdout"] = stdout
         out["error"] = "evaluate.sh printed no JSON object on stdout"
         return
-    raw_metrics = data.get("metrics") if isinstance(data.get("metrics"), dict) else {}
+    raw_metrics = data.get("metrics")
+    raw_metrics = raw_metrics if isinstance(raw_metrics, dict) else {}
     metrics, text_metrics, _ = normalise_result(dict(raw_metrics))
     if "combined_score" in data and "combined_score" not in metrics:
         score = _as_float(data["combined_score"])
         if score is not None:
             metrics["combined_score"] = score
-    artifacts = data.get("artifacts") if isinstance(data.get("artifacts"), dict) else {}
+    artifacts = data.get("artifacts")
+    artifacts = artifacts if isinstance(artifacts, dict) else {}
     out["artifacts"].update({str(k): _as_text(v) for k, v in artifacts.items()})
     out["metrics"], out["text_metrics"] = metrics, text_metrics
     status = data.get("status", "success")

@@ -228,7 +228,7 @@ def run_series(run_dir: str | Path, *, summary: dict[str, Any] | None = None) ->
     best_id_final = (summary["best"] or {}).get("id")
     if best_id_final is None and rows:
         valid = [p for p in rows.values() if p.valid and p.score is not None]
-        best_id_final = max(valid, key=lambda p: p.score).id if valid else None
+        best_id_final = max(valid, key=lambda p: p.score or 0.0).id if valid else None
     return {
         "task": summary["task"],
         "metric": task.metric if task is not None else None,

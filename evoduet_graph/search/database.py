@@ -281,12 +281,12 @@ class SearchDatabase:
             record = SearchRecord.model_validate(body)
             self._records.setdefault(record.record_id, record)
         elif kind == "impact":
-            record = self._records.get(body["record_id"])
+            credited = self._records.get(body["record_id"])
             impact = Impact.model_validate(body)
-            if record is not None and not any(
-                i.iteration == impact.iteration for i in record.impacts
+            if credited is not None and not any(
+                i.iteration == impact.iteration for i in credited.impacts
             ):
-                record.impacts.append(impact)
+                credited.impacts.append(impact)
         else:
             raise ValueError(f"unknown line type {kind!r}")
 

@@ -733,6 +733,8 @@ class OfflineSearcher:
         return _Index(entries, retriever, info)
 
     def _save(self, index: _Index, path: Path, key: str) -> None:
+        if index.retriever is None:  # no documents: nothing worth caching
+            return
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:12]}-", dir=self.cache_dir))
         try:

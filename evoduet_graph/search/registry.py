@@ -172,7 +172,8 @@ def _lazy(module: str, factory: str) -> Builder:
     def build(cfg: RetrievalConfig, task_dir: Path | None) -> Searcher:
         import importlib
 
-        return getattr(importlib.import_module(module), factory)(cfg)
+        searcher: Searcher = getattr(importlib.import_module(module), factory)(cfg)
+        return searcher
 
     return build
 

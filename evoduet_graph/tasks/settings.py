@@ -118,9 +118,9 @@ def task_models(task: Task) -> list[dict[str, Any]]:
         if isinstance(base_url, str) and base_url:
             entry["base_url"] = base_url
         for ours, theirs in (("temperature", "temperature"), ("max_tokens", "max_tokens")):
-            value = model.get(theirs, llm.get(theirs))
-            if _number(value) is not None:
-                entry[ours] = int(value) if ours == "max_tokens" else float(value)
+            number = _number(model.get(theirs, llm.get(theirs)))
+            if number is not None:
+                entry[ours] = int(number) if ours == "max_tokens" else number
         key = model.get("api_key", llm.get("api_key"))
         if isinstance(key, str) and (ref := _ENV_REF.match(key.strip())):
             entry["api_key_env"] = ref.group(1)
