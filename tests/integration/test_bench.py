@@ -1,9 +1,10 @@
 """`evoduet bench`: orchestration, CSV/table/plots, resumability, failure recording, NDG floor,
 the OpenEvolve config writer and trace reader, and the local model server wrapper.
 
-Fast: our two graph methods run on the smoke task with a scripted model and a fake search
-backend (no real model); the server wrapper is tested against a tiny fake HTTP server. The
-tests that need the real OpenEvolve create its venv on first use (pip); the real-server test needs the [local,bench] extras, which `make test` installs.
+Fast: our two graph methods run on the smoke task with a scripted model and a fake search backend
+(no real model); the server wrapper is tested against a tiny fake HTTP server. The tests that need
+the real OpenEvolve create its venv on first use (pip); the real-server test needs the [local,bench]
+extras, which `make test` installs.
 """
 
 from __future__ import annotations

@@ -526,7 +526,10 @@ def test_a_tab_indented_search_block_applies_to_a_space_indented_program() -> No
 
 def test_a_space_indented_search_block_applies_to_a_tab_indented_program() -> None:
     tabbed = SPACED.replace("        ", "\t\t").replace("    ", "\t")
-    text = "<<<<<<< SEARCH\n    if x:\n        y = 1\n=======\n    if x:\n        y = 3\n>>>>>>> REPLACE\n"
+    text = (
+        "<<<<<<< SEARCH\n    if x:\n        y = 1\n=======\n    if x:\n        y = 3\n"
+        ">>>>>>> REPLACE\n"
+    )
     result = apply_diff(tabbed, text, restrict_to_evolve_blocks=False)
     assert not result.failed, result.failed
     assert result.code == "def f(x):\n\tif x:\n\t\ty = 3\n\treturn x\n"

@@ -105,7 +105,10 @@ def test_c_task_with_slash_markers_runs_two_iterations_and_evaluator_sees_c_file
     assert (task.language, task.file_suffix, task.program_file) == ("c", ".c", "initial_program.c")
     assert task.has_evolve_blocks
     # iteration 1: a SEARCH/REPLACE diff; iteration 2: a full rewrite in a ```c block
-    diff = "<<<<<<< SEARCH\nstatic double value = 1.0;\n=======\nstatic double value = 2.0;\n>>>>>>> REPLACE\n"
+    diff = (
+        "<<<<<<< SEARCH\nstatic double value = 1.0;\n=======\nstatic double value = 2.0;\n"
+        ">>>>>>> REPLACE\n"
+    )
     rewrite = "```c\n" + C_PROGRAM.replace("1.0", "3.5") + "```\n"
     llm = ScriptedChatModel(responses=[diff, rewrite])
     result = run(folder, _cfg(), llm=llm, run_dir=tmp_path / "run")
@@ -171,7 +174,10 @@ def test_python_only_steps_fall_back_for_other_languages() -> None:
     from evoduet_graph.candidates.novelty import normalise
 
     parent = "#include <stdio.h>\n// EVOLVE-BLOCK-START\nint v = 1;\n// EVOLVE-BLOCK-END\n"
-    answer = "```c\n#include <math.h>\n#include <stdio.h>\n// EVOLVE-BLOCK-START\nint v = 2;\n// EVOLVE-BLOCK-END\n```"
+    answer = (
+        "```c\n#include <math.h>\n#include <stdio.h>\n// EVOLVE-BLOCK-START\nint v = 2;\n"
+        "// EVOLVE-BLOCK-END\n```"
+    )
     c = candidate_from_response(
         parent, answer, diff_based=False, restrict_to_evolve_blocks=True, language="c"
     )
@@ -509,7 +515,10 @@ def test_missing_toolchain_is_one_line_naming_it(
         "r_tool",
         {
             "initial_program.r": "value <- 1\n",
-            "evaluator.py": 'import subprocess\n\ndef evaluate(p):\n    subprocess.run(["Rscript", p])\n    return {"score": 1.0}\n',
+            "evaluator.py": (
+                'import subprocess\n\ndef evaluate(p):\n    subprocess.run(["Rscript", p])\n'
+                '    return {"score": 1.0}\n'
+            ),
         },
     )
     task = load_task(folder)
