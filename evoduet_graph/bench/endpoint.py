@@ -90,7 +90,9 @@ def endpoint_chat_model(cfg: LLMConfig, *, llama_cpp_server: bool = False) -> Ba
 
 
 def probe_endpoint(cfg: LLMConfig, log: LogFn) -> None:
-    """Ask the bench's ``openai:<model>`` endpoint for a few tokens before any job runs, so a dead
+    """Check that the bench's endpoint answers before any job runs.
+
+    Ask the bench's ``openai:<model>`` endpoint for a few tokens before any job runs, so a dead
     URL, a wrong model name or a rejected key stops the bench at once instead of failing every
     iteration of every job.
 

@@ -1,4 +1,6 @@
-"""The bench's output folder: ``manifest.json``, ``results.csv`` / ``runs.csv`` and the run
+"""The bench's output folder: manifest, CSV files and run records.
+
+The bench's output folder: ``manifest.json``, ``results.csv`` / ``runs.csv`` and the run
 records read back from ``runs/<task>/<method>/seed<k>/bench_run.json``.
 """
 

@@ -288,7 +288,9 @@ def _rate(improved: int, total: int) -> str:
 
 
 def _knowledge_table(methods: list[str], records: Sequence[RunRecord]) -> str:
-    """Per method: NDG mean ± sd, improvement rate with / without documents, queries,
+    """The per-method table of the bench.
+
+    Per method: NDG mean ± sd, improvement rate with / without documents, queries,
     distinct URLs, repeated-URL share, LLM calls, tokens, USD and wall seconds (means per
     finished run; rates and the URL share pooled).
     """

@@ -326,7 +326,9 @@ def evolve_regions(code: str) -> list[tuple[int, int]]:
 
 
 def evolve_marker_lines(code: str) -> tuple[str, str] | None:
-    """The first region's START and END marker lines as written (stripped), e.g.
+    """The first region's START and END marker lines as written (stripped).
+
+    The first region's START and END marker lines as written (stripped), e.g.
     ``("// EVOLVE-BLOCK-START", "// EVOLVE-BLOCK-END")``; None without a region.
     """
     lines = code.split("\n")
@@ -766,7 +768,9 @@ def _splice(
 def _strip_fixed_code(
     code_lines: list[str], prefix: list[str], suffix: list[str]
 ) -> list[str] | None:
-    """If ``code_lines`` starts with ``prefix`` and ends with ``suffix`` (comparing non-blank
+    """The lines between a known prefix and suffix, else ``None``.
+
+    If ``code_lines`` starts with ``prefix`` and ends with ``suffix`` (comparing non-blank
     lines without trailing whitespace), return the lines in between, else ``None``.
     """
 
@@ -821,7 +825,9 @@ _TOP_LEVEL_IMPORT = re.compile(r"^(import\s+\w|from\s+[\w.]+\s+import\s)")
 
 
 def _added_imports(lines: list[str], parent_outside: set[str]) -> list[str]:
-    """Top-level ``import`` / ``from ... import`` lines of a rewrite that the parent's fixed
+    """The imports a rewrite adds to the parent's fixed code.
+
+    Top-level ``import`` / ``from ... import`` lines of a rewrite that the parent's fixed
     code does not have (``from __future__`` excluded: it must stay first in the file).
     """
     return [
@@ -834,7 +840,9 @@ def _added_imports(lines: list[str], parent_outside: set[str]) -> list[str]:
 
 
 def _hoist_imports(imports: list[str], content: list[str]) -> list[str]:
-    """``content`` (an EVOLVE-BLOCK's lines) with ``imports`` added at its top, indented like
+    """``content`` with ``imports`` added at its top.
+
+    ``content`` (an EVOLVE-BLOCK's lines) with ``imports`` added at its top, indented like
     its first code line, skipping those it already has.
 
     A full rewrite often adds the import it needs next to the parent's own imports, outside the

@@ -204,7 +204,9 @@ def normalise(code: str, *, python: bool = True) -> NormalisedCode:
 
 
 def _whitespace_normalised(code: str) -> NormalisedCode:
-    """Language-neutral: words and single punctuation characters as tokens, each non-blank
+    """Language-neutral normalisation of a program.
+
+    Language-neutral: words and single punctuation characters as tokens, each non-blank
     line's whitespace collapsed to single spaces.
     """
     lines = [" ".join(line.split()) for line in code.splitlines() if line.strip()]
@@ -218,7 +220,9 @@ def _sha(text: str) -> str:
 
 
 def chunk_lines(text: str, max_chars: int) -> list[str]:
-    """Split ``text`` at line ends into chunks of at most ``max_chars`` characters (a longer
+    """Split ``text`` at line ends into chunks of at most ``max_chars`` characters.
+
+    Split ``text`` at line ends into chunks of at most ``max_chars`` characters (a longer
     single line is a chunk of its own); ``[""]`` for empty text.
     """
     chunks: list[str] = []
@@ -333,7 +337,9 @@ class NoveltyChecker:
 
     # -- caches -------------------------------------------------------------------------------
     def normalised(self, code: str) -> NormalisedCode:
-        """`normalise` with an LRU cache keyed by the raw code itself (a dict lookup uses the
+        """`normalise` with an LRU cache keyed by the raw code.
+
+        `normalise` with an LRU cache keyed by the raw code itself (a dict lookup uses the
         string's cached hash and identity first, so the population programs the check
         sees every iteration cost O(1) each, not a sha256 of their text).
         """

@@ -78,7 +78,9 @@ def _digest(files: Mapping[str, bytes]) -> str:
 
 
 def file_digests(root: Path, *, max_bytes: int = MAX_SNAPSHOT_BYTES) -> dict[str, str]:
-    """sha256 (hex) of each file `folder_digest` covers, by relative POSIX path (run.json's
+    """sha256 (hex) of each file `folder_digest` covers, by relative POSIX path.
+
+    sha256 (hex) of each file `folder_digest` covers, by relative POSIX path (run.json's
     ``task_files``: a refused resume names the files that changed).
 
     Raises:

@@ -107,7 +107,9 @@ TCP reachability check before it waits `CONNECT_TIMEOUT_S`)."""
 
 
 class RayUnavailableError(ConfigError):
-    """Ray cannot be used: the package is missing, the cluster is unreachable, or its workers
+    """Ray cannot be used for the evaluation.
+
+    Ray cannot be used: the package is missing, the cluster is unreachable, or its workers
     cannot run the evaluation task. The message names the address and what to do.
     """
 
@@ -153,7 +155,9 @@ class TaskBundle:
 
 
 def pack_task(task: Task, *, max_bytes: int = MAX_TASK_BUNDLE_BYTES) -> TaskBundle:
-    """Read every file of ``task.path`` into a `TaskBundle` (``__pycache__`` and names
+    """Read every file of ``task.path`` into a `TaskBundle`.
+
+    Read every file of ``task.path`` into a `TaskBundle` (``__pycache__`` and names
     starting with ``.`` skipped; symlinks followed).
 
     Raises:
@@ -229,7 +233,9 @@ def worker_sandbox(task: Task, settings: dict[str, Any]) -> SandboxEvaluator:
 def _evaluate_task(
     bundle: TaskBundle, settings: dict[str, Any], code: str, program_id: str
 ) -> EvaluationOutcome:
-    """Body of the Ray task: unpack the task folder into a fresh temp folder (so no candidate
+    """Body of the Ray task: evaluate one candidate in a fresh copy of the task folder.
+
+    Body of the Ray task: unpack the task folder into a fresh temp folder (so no candidate
     sees files an earlier one changed), evaluate the candidate in the sandbox, remove it.
     """
     root = Path(tempfile.mkdtemp(prefix="evoduet_ray_task_"))
@@ -464,13 +470,17 @@ class RayEvaluator:
 
     @property
     def isolation(self) -> Isolation:
-        """What the sandbox enforces on the Ray worker that ran the probe task (other nodes
+        """What the sandbox enforces on the Ray worker that ran the probe task.
+
+        What the sandbox enforces on the Ray worker that ran the probe task (other nodes
         of a heterogeneous cluster may differ); the details name that worker's host.
         """
         return self._isolation
 
     def protect(self, *paths: str | Path) -> None:
-        """Also protect ``paths`` (the driver's run directory) on the workers, as
+        """Also protect ``paths`` (the driver's run directory) on the workers.
+
+        Also protect ``paths`` (the driver's run directory) on the workers, as
         `SandboxEvaluator.protect` does locally (tasks submitted later carry them).
         """
         for path in paths:

@@ -1,4 +1,6 @@
-"""The run report as Markdown (``report/report.md``) with its plots, and `write_report`, which
+"""The run report as Markdown, its plots and `write_report`.
+
+The run report as Markdown (``report/report.md``) with its plots, and `write_report`, which
 writes the Markdown, the PNGs and (optionally) the self-contained HTML page.
 """
 
@@ -115,7 +117,9 @@ def report_markdown(
     plots: dict[str, str] | None = None,
     series: dict[str, Any] | None = None,
 ) -> str:
-    """The run report as Markdown: overview, gate, search, prediction, queries by realised Δ,
+    """The run report as Markdown.
+
+    The run report as Markdown: overview, gate, search, prediction, queries by realised Δ,
     LLM usage, wall time, failures, fallbacks, per-iteration tables and the lineage of the best
     program with a diff per step (see `run_summary` and `run_series` for the figures).
 
@@ -436,7 +440,9 @@ def _novelty_section(nov: dict[str, Any]) -> list[str]:
 
 
 def _query_delta_section(rows: list[dict[str, Any]]) -> list[str]:
-    """"Queries by realised Δ": the records whose evidence gave the largest positive and
+    """The report's "Queries by realised Δ" section.
+
+    "Queries by realised Δ": the records whose evidence gave the largest positive and
     negative score change.
     """
     out = ["## Queries by realised Δ", ""]
@@ -566,7 +572,9 @@ def write_report(
 
 
 def relink(markdown: str, plots: dict[str, Path], where: Path) -> str:
-    """``markdown`` with its plot links made relative to the folder ``where`` (for a copy of
+    """``markdown`` with its plot links made relative to the folder ``where``.
+
+    ``markdown`` with its plot links made relative to the folder ``where`` (for a copy of
     the report written elsewhere, e.g. ``evoduet report --out FILE``).
     """
     import os

@@ -130,7 +130,9 @@ def plot_ndg(series: dict[str, Any], path: Path) -> Path | None:
 
 
 def plot_predictions(series: dict[str, Any], path: Path) -> Path | None:
-    """Predicted (mean over a record's final documents) vs realised child score, one point per
+    """Predicted vs realised child score.
+
+    Predicted (mean over a record's final documents) vs realised child score, one point per
     realised outcome, with the diagonal and each parent's score as a reference.
     """
     points = series["predictions"]

@@ -39,7 +39,9 @@ def _load_task_of(rdir: Path) -> Any | None:
 
 
 def _url_series(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per iteration with searches: URLs returned, new distinct and repeated ones (cumulative
+    """URLs returned per iteration with searches: new distinct and repeated ones.
+
+    Per iteration with searches: URLs returned, new distinct and repeated ones (cumulative
     totals too); a URL is *repeated* when its normalised form was returned before.
     """
     from evoduet_graph.search.base import normalize_url

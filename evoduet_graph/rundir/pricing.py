@@ -58,7 +58,9 @@ class ModelPrice:
 
 
 def model_name(model: str) -> str:
-    """The bare model name: ``openai:gpt-4o-mini`` and ``openai:openai/gpt-4o-mini``
+    """The bare model name of a model string.
+
+    The bare model name: ``openai:gpt-4o-mini`` and ``openai:openai/gpt-4o-mini``
     (OpenRouter style) both give ``gpt-4o-mini``.
     """
     name = model.strip()
@@ -130,7 +132,9 @@ def cost_usd(
     overrides: Mapping[str, tuple[float, float]] | None = None,
     base_url: str | None = None,
 ) -> float | None:
-    """USD for ``input_tokens`` / ``output_tokens`` of ``model`` (0 for ``local``; None when
+    """USD for ``input_tokens`` / ``output_tokens`` of ``model``.
+
+    USD for ``input_tokens`` / ``output_tokens`` of ``model`` (0 for ``local``; None when
     the model is unpriced: see `price_for`).
     """
     price = price_for(model, overrides, base_url)

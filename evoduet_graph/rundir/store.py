@@ -259,7 +259,9 @@ class ProgramStore:
 
     # -- population -------------------------------------------------------------------------
     def save_population(self, iteration: int, data: dict[str, Any]) -> None:
-        """Replace the population snapshot with the one produced at ``iteration`` and drop the
+        """Replace the population snapshot and drop the journal up to it.
+
+        Replace the population snapshot with the one produced at ``iteration`` and drop the
         journal up to it (one transaction: a kill leaves the old snapshot and journal, or
         the new ones).
         """
@@ -272,7 +274,9 @@ class ProgramStore:
             self._conn.execute("DELETE FROM population_ops WHERE iteration <= ?", (iteration,))
 
     def log_population_op(self, iteration: int, op: dict[str, Any]) -> None:
-        """Journal the population operation of ``iteration`` (idempotent: replaces any earlier
+        """Journal the population operation of ``iteration``.
+
+        Journal the population operation of ``iteration`` (idempotent: replaces any earlier
         record of the same iteration, which a resumed ``record`` node writes identically).
         """
         with self._lock:

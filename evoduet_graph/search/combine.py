@@ -50,7 +50,9 @@ class MultiSearcher:
         return json.dumps([cache_key_of(s) for s in self.searchers])
 
     def pop_errors(self, query: str) -> list[str]:
-        """Faults of the backends that failed in the last `search` of ``query`` (forgotten
+        """Faults of the backends that failed in the last `search` of ``query``.
+
+        Faults of the backends that failed in the last `search` of ``query`` (forgotten
         once read; `search` runs in a worker thread, the caller reads them afterwards).
         """
         with self._lock:
@@ -88,7 +90,9 @@ class MultiSearcher:
 
 
 def merge(lists: Iterable[Sequence[Document]]) -> list[Document]:
-    """Interleave ranked lists (first of each, then second of each, ...), keeping the first
+    """Interleave ranked lists, keeping the first copy of each URL.
+
+    Interleave ranked lists (first of each, then second of each, ...), keeping the first
     document of each normalised URL.
     """
     lists = [list(x) for x in lists]
@@ -111,7 +115,9 @@ def normalize_domain(domain: str) -> str:
 
 
 def excluded(url: str, domains: Iterable[str]) -> bool:
-    """True when ``url``'s host is one of ``domains`` or a subdomain of one (offline ids such
+    """True when ``url``'s host is one of ``domains`` or a subdomain of one.
+
+    True when ``url``'s host is one of ``domains`` or a subdomain of one (offline ids such
     as ``pydoc:...`` have no host and are never excluded).
     """
     try:

@@ -46,7 +46,9 @@ SelectPolicy = Literal["delta", "relevance_novelty", "recency", "full"]
 Outcome = Literal["improved", "decreased", "unchanged", "invalid", "not_evaluated"]
 
 def _rerank_assessment(record: SearchRecord) -> tuple[float, float] | None:
-    """Mean (relevance, novelty) of the record's final documents as the listwise reranker
+    """Mean (relevance, novelty) of the record's final documents.
+
+    Mean (relevance, novelty) of the record's final documents as the listwise reranker
     rated them (the latest round that rated each), or None when none was rated.
     """
     ratings: dict[str, tuple[float, float]] = {}
@@ -476,7 +478,9 @@ class SearchDatabase:
             return True
 
     def add_impact(self, record_id: str, impact: Impact) -> bool:
-        """Append a realised outcome; one already present for ``(record_id, iteration)``
+        """Append a realised outcome, once per ``(record_id, iteration)``.
+
+        Append a realised outcome; one already present for ``(record_id, iteration)``
         does nothing.
 
         Returns:

@@ -96,7 +96,9 @@ class TaskMemory:
     # -- writing ---------------------------------------------------------------------------
 
     def remember(self, db: SearchDatabase, record_id: str, impact: Impact) -> None:
-        """Store the record's documents and its realised ``impact`` (records recalled from
+        """Store the record's documents and its realised ``impact``.
+
+        Store the record's documents and its realised ``impact`` (records recalled from
         memory are not stored again).
         """
         if record_id.startswith(MEMORY_PREFIX):

@@ -148,7 +148,9 @@ class OfflineSources:
 
     @classmethod
     def from_config(cls, cfg: RetrievalConfig, *, task_dir: Path | None = None) -> OfflineSources:
-        """Sources of a run: ``<task_dir>/docs`` when it exists, ``cfg.corpus`` folders
+        """The offline sources of a run.
+
+        Sources of a run: ``<task_dir>/docs`` when it exists, ``cfg.corpus`` folders
         (``~`` expanded, relative to the working directory) and ``cfg.offline_include_pydoc``.
         """
         docs = Path(task_dir) / "docs" if task_dir is not None else None
