@@ -235,7 +235,9 @@ def run_ours(method: str, n: int, points: list[int], width: int, server: Server,
 
 
 def store_sizes(run_dir: Path) -> dict[str, int]:
-    """Logical bytes held by the checkpoint database and the program store (the sum of the
+    """Logical bytes held by the checkpoint database and the program store.
+
+    Logical bytes held by the checkpoint database and the program store (the sum of the
     stored values' lengths: file sizes move in pages and WAL checkpoints, too coarse for a
     per-iteration figure).
     """
@@ -265,7 +267,9 @@ def store_sizes(run_dir: Path) -> dict[str, int]:
 
 
 def growth(sizes: dict[int, dict[str, int]], points: list[int], width: int) -> list[dict]:
-    """Bytes added per iteration over the window ending at each point (10: iterations 11-20,
+    """Bytes added per iteration over the window ending at each point.
+
+    Bytes added per iteration over the window ending at each point (10: iterations 11-20,
     the start of the run, when the population is small).
     """
     rows = []

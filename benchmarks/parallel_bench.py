@@ -161,7 +161,9 @@ class LlmCallTimes(BaseCallbackHandler):
 
 
 def clear_kv_cache(llm: Any) -> None:
-    """Drop the llama.cpp context's evaluated tokens, so the next call evaluates its whole
+    """Drop the llama.cpp context's evaluated tokens.
+
+    Drop the llama.cpp context's evaluated tokens, so the next call evaluates its whole
     prompt (llama-cpp-python reuses the longest prefix shared with the previous call).
     """
     loaded = getattr(llm, "_loaded", None)
@@ -171,7 +173,9 @@ def clear_kv_cache(llm: Any) -> None:
 
 
 def phases(events_path: Path) -> dict[int, dict[str, float]]:
-    """Per iteration: ``generate_s`` (first generate start → last generate end),
+    """Wall times per iteration.
+
+    Per iteration: ``generate_s`` (first generate start → last generate end),
     ``generate_max_s`` (longest single generate node), ``evaluate_s`` (the evaluate node).
     """
     out: dict[int, dict[str, float]] = {}

@@ -108,7 +108,9 @@ def batch(evaluator: Any, codes: list[str]) -> float:
 def measure(
     configs: list[tuple[dict[str, Any], Any]], task: Task, args: argparse.Namespace
 ) -> list[dict[str, Any]]:
-    """One untimed warm-up batch per configuration, then ``args.repeats`` rounds that time
+    """Time every configuration, interleaved, after one warm-up batch each.
+
+    One untimed warm-up batch per configuration, then ``args.repeats`` rounds that time
     every configuration in turn (interleaved, so load from other processes spreads evenly).
     """
     cold = [batch(ev, programs(task, ev.workers, salt=-1)) for _, ev in configs]

@@ -241,7 +241,9 @@ APPENDED_MARKERS = {
 
 
 def prompt_kind(messages: Sequence[BaseMessage]) -> str:
-    """Which node wrote a prompt: ``gate``, ``construct_query``, ``hypothetical_score``,
+    """Which node wrote a prompt.
+
+    Which node wrote a prompt: ``gate``, ``construct_query``, ``hypothetical_score``,
     ``rerank``, ``evox_strategy`` (the EvoX revision in ``select``), ``joint_search_step``
     (a structured turn of joint-level search in ``generate``) or ``generate`` (anything
     else).

@@ -1,4 +1,6 @@
-"""Chat-model factories that a LangGraph dev server can import by spec
+"""Chat-model factories that a LangGraph dev server can import by spec.
+
+Chat-model factories that a LangGraph dev server can import by spec
 (``"model": "python:tests.studio_fakes:improving_model"`` in a Studio run's context).
 """
 
@@ -12,7 +14,9 @@ from tests.fakes import KnowledgeResponder, ScriptedChatModel
 
 
 def improving_model() -> ScriptedChatModel:
-    """Answers the smoke task's first two mutation prompts with improving diffs, then
+    """Improving answers to the smoke task's first two mutation prompts.
+
+    Answers the smoke task's first two mutation prompts with improving diffs, then
     "no change" (the gate and inner-loop prompts get the scripted knowledge answers).
     """
     answers = iter([RADIUS_UP, SPREAD_UP])
@@ -23,7 +27,9 @@ def improving_model() -> ScriptedChatModel:
 
 
 def responder_content(responder: KnowledgeResponder) -> Callable[[dict[str, Any]], str]:
-    """``content`` for `tests.fake_openai_server.FaultyServer`: each chat-completions request
+    """``content`` for `tests.fake_openai_server.FaultyServer`.
+
+    ``content`` for `tests.fake_openai_server.FaultyServer`: each chat-completions request
     answered by ``responder`` as if it were the chat model (gate, inner loop, generation).
     """
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
@@ -43,7 +49,9 @@ def responder_content(responder: KnowledgeResponder) -> Callable[[dict[str, Any]
 
 
 def growing_radius() -> Callable[[Any], str]:
-    """Generation answers for the smoke task whose radius grows with every call (0.7, 0.8,
+    """Generation answers whose radius grows with every call.
+
+    Generation answers for the smoke task whose radius grows with every call (0.7, 0.8,
     ... up to 1.0): each evaluated child is a new best, whatever its parent.
     """
     from tests.fault_harness import smoke_program

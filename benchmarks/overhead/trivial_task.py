@@ -77,7 +77,9 @@ timeout_s: 10
 
 
 def write_task(folder: str | Path) -> Path:
-    """Write the task folder (``initial_program.py``, ``evaluator.py``, ``config.yaml``,
+    """Write the trivial task folder into ``folder`` and return its path.
+
+    Write the task folder (``initial_program.py``, ``evaluator.py``, ``config.yaml``,
     ``task.yaml``) into ``folder`` and return its path.
     """
     path = Path(folder)

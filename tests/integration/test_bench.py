@@ -1,4 +1,6 @@
-"""`evoduet bench`: orchestration, CSV/table/plots, resumability, failure recording, NDG floor,
+"""`evoduet bench`: orchestration, outputs, resumability and the OpenEvolve peer.
+
+`evoduet bench`: orchestration, CSV/table/plots, resumability, failure recording, NDG floor,
 the OpenEvolve config writer and trace reader, and the local model server wrapper.
 
 Fast: our two graph methods run on the smoke task with a scripted model and a fake search backend

@@ -33,7 +33,9 @@ def task_copy(tmp_path: Path) -> Path:
 
 @pytest.fixture(autouse=True)
 def _hosted_model_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """A hosted model string that builds offline (no call is made before the errors), and a
+    """A hosted model string that builds offline, and a cwd for default run folders.
+
+    A hosted model string that builds offline (no call is made before the errors), and a
     cwd in which a default ``runs/`` folder would show.
     """
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")

@@ -1,4 +1,6 @@
-"""``graph.invoke(task)``: the package's default compiled graph and the graph ``langgraph.json``
+"""``graph.invoke(task)``: the graph builds every dependency from its input.
+
+``graph.invoke(task)``: the package's default compiled graph and the graph ``langgraph.json``
 serves take the task in their input and build every dependency themselves, on the defaults
 (the EvoDuet method); the graph's edges speak the paper's words; any node of either loop is
 swapped by name. The model is a scripted OpenAI-compatible server on loopback.

@@ -1,4 +1,6 @@
-"""The ablation ladder's new rows beyond what every shipped config shows
+"""The ablation ladder's rows beyond what every shipped config shows.
+
+The ablation ladder's new rows beyond what every shipped config shows
 (`tests/integration/test_shipped_configs.py`): joint-level search over native tool calling,
 the oracle and grounding document sets' errors, the stateless gate's schema, relevance/novelty
 selection by stored assessments, and the ladder's bench methods with their summary columns.

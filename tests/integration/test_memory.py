@@ -113,7 +113,9 @@ def test_cli_memory_option_sets_the_store_path(smoke_task_dir, tmp_path, monkeyp
 
 
 def test_stateless_retrieval_neither_recalls_nor_writes_the_memory(smoke_task_dir, tmp_path):
-    """``retrieval.use_search_database: false`` (issue 15's ablation) keeps no search
+    """Without a search database the long-term memory is left alone.
+
+    ``retrieval.use_search_database: false`` (issue 15's ablation) keeps no search
     database, so the memory is left alone: nothing recalled, nothing written.
     """
     memory = str(tmp_path / "memory.sqlite")

@@ -135,7 +135,9 @@ def test_joint_search_runs_on_the_generate_role_model(smoke_task_dir, tmp_path, 
 
 def test_stateless_gate_and_rerank_run_on_their_role_models(smoke_task_dir, tmp_path,
                                                              monkeypatch):
-    """Issue 15's stateless gate (``use_search_database: false``) and listwise rerank call the
+    """The stateless gate and listwise rerank call their role models.
+
+    Issue 15's stateless gate (``use_search_database: false``) and listwise rerank call the
     ``gate`` and ``rerank`` role models; mutation stays on the run's model.
     """
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)

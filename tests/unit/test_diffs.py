@@ -472,7 +472,9 @@ def _rewrite_with_import(markers: bool, imports: str = "from math import sqrt, f
 
 @pytest.mark.parametrize("markers", [True, False])
 def test_rewrite_keeps_an_import_added_outside_the_evolve_block(markers: bool) -> None:
-    """The import is moved to the top of the block (the fixed code stays verbatim) instead of
+    """The import is moved to the top of the block instead of being dropped.
+
+    The import is moved to the top of the block (the fixed code stays verbatim) instead of
     being dropped, which would make the child fail with a NameError.
     """
     cand = candidate_from_response(

@@ -1,4 +1,6 @@
-"""`evoduet report` files (PNG plots, report.md, self-contained HTML), `evoduet compare`,
+"""`evoduet report`, `compare` and `graph` files and their one-line errors.
+
+`evoduet report` files (PNG plots, report.md, self-contained HTML), `evoduet compare`,
 `evoduet graph`, and the one-line errors of report / compare / graph / resume.
 """
 

@@ -1,4 +1,6 @@
-"""Hard sandbox limits: fork bombs, network, CPU time, disk fillers, output floods, working
+"""Hard sandbox limits hold against hostile candidates.
+
+Hard sandbox limits: fork bombs, network, CPU time, disk fillers, output floods, working
 directory and temp files (the issue's item 4). Wall-clock timeout with a process-group kill,
 the address-space limit and secret scrubbing are pinned in ``test_sandbox.py``.
 

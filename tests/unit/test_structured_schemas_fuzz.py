@@ -50,7 +50,9 @@ def _fields(schema: type[BaseModel]) -> list[str]:
 
 
 def _payloads(schema: type[BaseModel]) -> st.SearchStrategy[dict[str, Any]]:
-    """Objects with any subset of the schema's fields, each an arbitrary JSON value, plus the
+    """Objects with any subset of the schema's fields.
+
+    Objects with any subset of the schema's fields, each an arbitrary JSON value, plus the
     nested ``scores`` shapes (list of objects / object keyed by document id).
     """
     fields = _fields(schema)

@@ -649,7 +649,9 @@ def evaluate(program_path):
 def test_r_and_rust_programs_evaluate_where_installed_else_one_line_error(
     tmp_path: Path, tool: str, suffix: str, program: str, compile_: bool
 ) -> None:
-    """With the toolchain installed (R: apt-get install r-base-core; Rust: rustc/cargo) the
+    """Programs in R and Rust are evaluated, or the missing toolchain is named.
+
+    With the toolchain installed (R: apt-get install r-base-core; Rust: rustc/cargo) the
     program is evaluated through the CLI; without it, `evoduet eval` names it in one line.
     """
     import shutil
@@ -756,7 +758,9 @@ def _which(name: str) -> str | None:
 def test_cli_model_task_sends_each_call_to_a_task_model_by_weight(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`evoduet run --model task`: the task config's two models (weights 0.75 / 0.25) on its
+    """`evoduet run --model task` uses the task config's two models.
+
+    `evoduet run --model task`: the task config's two models (weights 0.75 / 0.25) on its
     api_base (a scripted OpenAI-compatible server); the requests name both models.
     """
     from typer.testing import CliRunner
