@@ -10,8 +10,8 @@ fully readable ``events.jsonl`` (see `tests.fault_harness`).
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/kill_soak.py [--points 200] [--jobs 2] [--out benchmarks/kill_soak.md]
-        [--evaluator sandbox|inprocess]
+    .venv/bin/python benchmarks/kill_soak.py [--points 200] [--jobs 2]
+        [--out benchmarks/kill_soak.md] [--evaluator sandbox|inprocess]
 
 ``--evaluator sandbox`` (default) evaluates with the real sandbox (a child process per
 candidate; read-only filesystem under bwrap where the machine allows it), as a run does;

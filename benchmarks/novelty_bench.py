@@ -51,8 +51,11 @@ THRESHOLDS = (0.9, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999, 1.0)
 
 
 def _programs(count: int, seed: int = 0) -> list[str]:
-    """``count`` programs: circle_packing_26's initial program, then each one a few random
-    constant edits and an inserted line away from the previous one."""
+    """``count`` programs, each a few edits away from the previous one.
+
+    ``count`` programs: circle_packing_26's initial program, then each one a few random
+    constant edits and an inserted line away from the previous one.
+    """
     rng = random.Random(seed)
     base = (ROOT / "tasks" / "circle_packing_26" / "initial_program.py").read_text()
     lines = base.splitlines()

@@ -235,9 +235,12 @@ def run_ours(method: str, n: int, points: list[int], width: int, server: Server,
 
 
 def store_sizes(run_dir: Path) -> dict[str, int]:
-    """Logical bytes held by the checkpoint database and the program store (the sum of the
+    """Logical bytes held by the checkpoint database and the program store.
+
+    Logical bytes held by the checkpoint database and the program store (the sum of the
     stored values' lengths: file sizes move in pages and WAL checkpoints, too coarse for a
-    per-iteration figure)."""
+    per-iteration figure).
+    """
     import sqlite3
 
     queries = {
@@ -264,8 +267,11 @@ def store_sizes(run_dir: Path) -> dict[str, int]:
 
 
 def growth(sizes: dict[int, dict[str, int]], points: list[int], width: int) -> list[dict]:
-    """Bytes added per iteration over the window ending at each point (10: iterations 11-20,
-    the start of the run, when the population is small)."""
+    """Bytes added per iteration over the window ending at each point.
+
+    Bytes added per iteration over the window ending at each point (10: iterations 11-20,
+    the start of the run, when the population is small).
+    """
     rows = []
     for n in points:
         lo, hi = (10, 20) if n == 10 else (n - width, n)
@@ -357,7 +363,7 @@ def run_sandbox_check(n: int, server: Server, work: Path) -> dict[str, Any]:
 
 
 def reference_figures(server: Server, work: Path, n: int = 300) -> dict[str, float]:
-    """What a framework built on LangGraph and LangChain cannot go below, measured here:
+    """What a framework built on LangGraph and LangChain cannot go below, measured here.
 
     * ``langgraph_loop_ms`` — one iteration of a bare 5-node LangGraph loop (select → gate →
       generate → evaluate → record doing nothing) with the same SqliteSaver settings as ours

@@ -161,8 +161,11 @@ class LlmCallTimes(BaseCallbackHandler):
 
 
 def clear_kv_cache(llm: Any) -> None:
-    """Drop the llama.cpp context's evaluated tokens, so the next call evaluates its whole
-    prompt (llama-cpp-python reuses the longest prefix shared with the previous call)."""
+    """Drop the llama.cpp context's evaluated tokens.
+
+    Drop the llama.cpp context's evaluated tokens, so the next call evaluates its whole
+    prompt (llama-cpp-python reuses the longest prefix shared with the previous call).
+    """
     loaded = getattr(llm, "_loaded", None)
     if loaded is not None:
         with loaded.lock:
@@ -170,8 +173,11 @@ def clear_kv_cache(llm: Any) -> None:
 
 
 def phases(events_path: Path) -> dict[int, dict[str, float]]:
-    """Per iteration: ``generate_s`` (first generate start → last generate end),
-    ``generate_max_s`` (longest single generate node), ``evaluate_s`` (the evaluate node)."""
+    """Wall times per iteration.
+
+    Per iteration: ``generate_s`` (first generate start → last generate end),
+    ``generate_max_s`` (longest single generate node), ``evaluate_s`` (the evaluate node).
+    """
     out: dict[int, dict[str, float]] = {}
     gen_spans: dict[int, list[tuple[float, float]]] = {}
     for ev in read_events(events_path):

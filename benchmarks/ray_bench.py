@@ -108,8 +108,11 @@ def batch(evaluator: Any, codes: list[str]) -> float:
 def measure(
     configs: list[tuple[dict[str, Any], Any]], task: Task, args: argparse.Namespace
 ) -> list[dict[str, Any]]:
-    """One untimed warm-up batch per configuration, then ``args.repeats`` rounds that time
-    every configuration in turn (interleaved, so load from other processes spreads evenly)."""
+    """Time every configuration, interleaved, after one warm-up batch each.
+
+    One untimed warm-up batch per configuration, then ``args.repeats`` rounds that time
+    every configuration in turn (interleaved, so load from other processes spreads evenly).
+    """
     cold = [batch(ev, programs(task, ev.workers, salt=-1)) for _, ev in configs]
     walls: list[list[float]] = [[] for _ in configs]
     for rep in range(args.repeats):

@@ -1,4 +1,6 @@
-"""evoduet_graph: EvoDuet — LLM-driven evolutionary program search whose solutions and
+"""EvoDuet: evolutionary program search with co-evolving search queries.
+
+evoduet_graph: EvoDuet — LLM-driven evolutionary program search whose solutions and
 web-search queries co-evolve, as LangGraph state machines.
 
 Public API::

@@ -1,5 +1,6 @@
-"""The project's exception base: every error the package raises on purpose derives from
-`EvoDuetError`.
+"""The project's exception base.
+
+Every error the package raises on purpose derives from `EvoDuetError`.
 
 `UserError` is the branch for what the user can fix (a bad task folder, configuration, run
 directory or plugin spec): the CLI prints its one-line message and exits with code 2. Other

@@ -79,8 +79,11 @@ class ScriptedChatModel(BaseChatModel):
 
 
 class ToolCallingScriptedChatModel(ScriptedChatModel):
-    """`ScriptedChatModel` with native tool calling: ``bind_tools`` records the tools and
-    returns the model itself; an answer may be an `AIMessage` with ``tool_calls``."""
+    """`ScriptedChatModel` with native tool calling.
+
+    ``bind_tools`` records the tools and returns the model itself; an answer may be an `AIMessage`
+    with ``tool_calls``.
+    """
 
     _tools: list[Any] = PrivateAttr(default_factory=list)
 
@@ -238,13 +241,16 @@ APPENDED_MARKERS = {
 
 
 def prompt_kind(messages: Sequence[BaseMessage]) -> str:
-    """Which node wrote a prompt: ``gate``, ``construct_query``, ``hypothetical_score``,
+    """Which node wrote a prompt.
+
+    Which node wrote a prompt: ``gate``, ``construct_query``, ``hypothetical_score``,
     ``rerank``, ``evox_strategy`` (the EvoX revision in ``select``), ``joint_search_step``
     (a structured turn of joint-level search in ``generate``) or ``generate`` (anything
     else).
 
     The knowledge-layer prompts start with the shared context prefix (task, parent program),
-    so the node's own marker is looked for anywhere in the first message."""
+    so the node's own marker is looked for anywhere in the first message.
+    """
     for kind, marker in APPENDED_MARKERS.items():  # a turn appended to a prompt
         if any(str(m.content).startswith(marker) for m in messages[1:]):
             return kind

@@ -29,8 +29,10 @@ BASE: dict[str, Any] = {
 
 @dataclass
 class Env:
-    """A context and the outer state: after ``initialize`` + ``select`` when seeded, else
-    ``{"max_iterations": ...}`` only."""
+    """A context and the outer state.
+
+    After ``initialize`` + ``select`` when seeded, else ``{"max_iterations": ...}`` only.
+    """
 
     ctx: Context
     runtime: Runtime[Context]

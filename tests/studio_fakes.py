@@ -1,5 +1,8 @@
-"""Chat-model factories that a LangGraph dev server can import by spec
-(``"model": "python:tests.studio_fakes:improving_model"`` in a Studio run's context)."""
+"""Chat-model factories that a LangGraph dev server can import by spec.
+
+Chat-model factories that a LangGraph dev server can import by spec
+(``"model": "python:tests.studio_fakes:improving_model"`` in a Studio run's context).
+"""
 
 from __future__ import annotations
 
@@ -11,8 +14,11 @@ from tests.fakes import KnowledgeResponder, ScriptedChatModel
 
 
 def improving_model() -> ScriptedChatModel:
-    """Answers the smoke task's first two mutation prompts with improving diffs, then
-    "no change" (the gate and inner-loop prompts get the scripted knowledge answers)."""
+    """Improving answers to the smoke task's first two mutation prompts.
+
+    Answers the smoke task's first two mutation prompts with improving diffs, then
+    "no change" (the gate and inner-loop prompts get the scripted knowledge answers).
+    """
     answers = iter([RADIUS_UP, SPREAD_UP])
     return ScriptedChatModel(
         responses=[],
@@ -21,8 +27,11 @@ def improving_model() -> ScriptedChatModel:
 
 
 def responder_content(responder: KnowledgeResponder) -> Callable[[dict[str, Any]], str]:
-    """``content`` for `tests.fake_openai_server.FaultyServer`: each chat-completions request
-    answered by ``responder`` as if it were the chat model (gate, inner loop, generation)."""
+    """``content`` for `tests.fake_openai_server.FaultyServer`.
+
+    ``content`` for `tests.fake_openai_server.FaultyServer`: each chat-completions request
+    answered by ``responder`` as if it were the chat model (gate, inner loop, generation).
+    """
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
     from tests.fake_openai_server import message_text
@@ -40,8 +49,11 @@ def responder_content(responder: KnowledgeResponder) -> Callable[[dict[str, Any]
 
 
 def growing_radius() -> Callable[[Any], str]:
-    """Generation answers for the smoke task whose radius grows with every call (0.7, 0.8,
-    ... up to 1.0): each evaluated child is a new best, whatever its parent."""
+    """Generation answers whose radius grows with every call.
+
+    Generation answers for the smoke task whose radius grows with every call (0.7, 0.8,
+    ... up to 1.0): each evaluated child is a new best, whatever its parent.
+    """
     from tests.fault_harness import smoke_program
 
     calls = iter(range(1, 1000))

@@ -77,8 +77,11 @@ timeout_s: 10
 
 
 def write_task(folder: str | Path) -> Path:
-    """Write the task folder (``initial_program.py``, ``evaluator.py``, ``config.yaml``,
-    ``task.yaml``) into ``folder`` and return its path."""
+    """Write the trivial task folder into ``folder`` and return its path.
+
+    Write the task folder (``initial_program.py``, ``evaluator.py``, ``config.yaml``,
+    ``task.yaml``) into ``folder`` and return its path.
+    """
     path = Path(folder)
     path.mkdir(parents=True, exist_ok=True)
     (path / "initial_program.py").write_text(INITIAL_PROGRAM, encoding="utf-8")

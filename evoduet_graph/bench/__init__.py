@@ -1,4 +1,6 @@
-"""``evoduet bench``: EvoDuet vs the OpenEvolve baseline (our graph, gate ``never``) vs the real
+"""``evoduet bench``: EvoDuet against OpenEvolve on the same tasks, seeds and model.
+
+``evoduet bench``: EvoDuet vs the OpenEvolve baseline (our graph, gate ``never``) vs the real
 OpenEvolve package, on the same tasks, seeds and model.
 
 See `evoduet_graph.bench.runner` for the output folder and resumption rules,

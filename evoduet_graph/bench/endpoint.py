@@ -1,14 +1,16 @@
-"""The model endpoint every bench method talks to: a LangChain chat model on the
-OpenAI-compatible endpoint (llama.cpp's server for ``--model local``) and the probe that checks
-it answers before any run starts.
+"""The model endpoint every bench method talks to.
+
+A LangChain chat model on the OpenAI-compatible endpoint (llama.cpp's server for ``--model local``)
+and the probe that checks it answers before any run starts.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_openai import ChatOpenAI
+from pydantic import SecretStr
 
 from evoduet_graph.bench.common import (
     BenchError,
@@ -32,11 +34,11 @@ class LlamaCppChatOpenAI(ChatOpenAI):
     """llama-cpp-python's server calls tools only with a function-calling chat format, which
     the embedded model is not served with: joint-level search takes its structured path."""
 
-    def with_structured_output(  # type: ignore[override]
+    def with_structured_output(
         self,
         schema: Any = None,
         *,
-        method: str = "json_schema",
+        method: Literal["function_calling", "json_mode", "json_schema"] = "json_schema",
         include_raw: bool = False,
         strict: bool | None = None,
         **kwargs: Any,
@@ -88,7 +90,9 @@ def endpoint_chat_model(cfg: LLMConfig, *, llama_cpp_server: bool = False) -> Ba
 
 
 def probe_endpoint(cfg: LLMConfig, log: LogFn) -> None:
-    """Ask the bench's ``openai:<model>`` endpoint for a few tokens before any job runs, so a dead
+    """Check that the bench's endpoint answers before any job runs.
+
+    Ask the bench's ``openai:<model>`` endpoint for a few tokens before any job runs, so a dead
     URL, a wrong model name or a rejected key stops the bench at once instead of failing every
     iteration of every job.
 
@@ -116,7 +120,7 @@ def _chat_openai_init(model: ChatOpenAI) -> dict[str, Any]:
     return {
         "model": model.model_name,
         "base_url": model.openai_api_base,
-        "api_key": key.get_secret_value() if key is not None else None,
+        "api_key": key.get_secret_value() if isinstance(key, SecretStr) else None,
         "temperature": model.temperature,
         "max_tokens": model.max_tokens,
         "timeout": model.request_timeout,

@@ -1,4 +1,6 @@
-"""The bench's output folder: ``manifest.json``, ``results.csv`` / ``runs.csv`` and the run
+"""The bench's output folder: manifest, CSV files and run records.
+
+The bench's output folder: ``manifest.json``, ``results.csv`` / ``runs.csv`` and the run
 records read back from ``runs/<task>/<method>/seed<k>/bench_run.json``.
 """
 
@@ -79,6 +81,7 @@ class RunRecord:
 
     @property
     def key(self) -> tuple[str, str, int]:
+        """``(task, method, seed)``: the run's place in the bench grid."""
         return (
             str(self.data.get("task")),
             str(self.data.get("method")),
@@ -87,9 +90,11 @@ class RunRecord:
 
     @property
     def status(self) -> str:
+        """The run's status as the bench recorded it (``unknown`` when missing)."""
         return str(self.data.get("status") or "unknown")
 
     def ndg(self, best: float | None) -> float | None:
+        """NDG of ``best`` on the run's task (floored; None without a task)."""
         return floored_ndg(self.task, best) if self.task is not None else None
 
 

@@ -440,7 +440,7 @@ def _setup_model(
         provider, name = parse_model_string(settings.model)
     except ValueError as exc:
         raise BenchError(str(exc)) from None
-    common = {
+    common: dict[str, Any] = {
         "temperature": llm.temperature,
         "max_tokens": llm.max_tokens,
         "timeout_s": llm.timeout_s,
@@ -451,14 +451,18 @@ def _setup_model(
         base_url = llm.base_url or os.environ.get("OPENAI_BASE_URL") or None
         endpoint = Endpoint(model=name, base_url=base_url, api_key_env=llm.api_key_env, **common)
         cfg = base.with_overrides({"llm.model": settings.model, "llm.base_url": base_url})
-        info = {"model": settings.model, "base_url": base_url, "model_sha256": None}
+        info: dict[str, Any] = {
+            "model": settings.model,
+            "base_url": base_url,
+            "model_sha256": None,
+        }
         if needs_endpoint:
             probe_endpoint(cfg.llm, log)
         return _Model(endpoint, cfg, info)
 
     from evoduet_graph.llm.local import EXPECTED_SHA256, MODEL_NAME
 
-    info: dict[str, Any] = {"model": f"local ({MODEL_NAME}.gguf)", "model_sha256": EXPECTED_SHA256}
+    info = {"model": f"local ({MODEL_NAME}.gguf)", "model_sha256": EXPECTED_SHA256}
     if not needs_endpoint:
         return _Model(None, base, info)
     from evoduet_graph.bench.server import LlamaCppServer, ServerError
@@ -539,34 +543,18 @@ def _check_plotting() -> None:
         )
 
 
-def run_bench(
-    settings: BenchSettings,
-    *,
-    llm_factory: LLMFactory | None = None,
-    searcher_factory: SearcherFactory | None = None,
-    runners: dict[str, MethodRunner] | None = None,
-    log: LogFn | None = None,
-) -> BenchResult:
-    """Run every pending (task, method, seed) of ``settings``, then write CSVs, table, plots.
+def _resolve_methods(
+    settings: BenchSettings, table: dict[str, MethodRunner], graph_methods: set[str]
+) -> list[str]:
+    """The bench's method names, config methods resolved.
 
-    Args:
-        settings: tasks, methods, seeds, iterations, model, output folder.
-        llm_factory: a chat model per job for OUR methods (tests); when given, our methods
-            need no endpoint and no server is started for them.
-        searcher_factory: a search backend per job for the ``evoduet`` method (tests).
-        runners: extra or replacement method runners by name (tests).
-        log: progress messages (default: none).
-
-    Returns:
-        A `BenchResult`.
+    Each config method (a ladder row or a YAML file) is added to ``table`` and
+    ``graph_methods`` as a run of our graph under that configuration.
 
     Raises:
-        BenchError: the bench cannot start (see `BenchError`). Failures of single runs are
-            recorded, never raised. KeyboardInterrupt propagates (rerun to resume).
+        BenchError: an unknown method, a missing or invalid method config, or a config named
+            like a built-in method.
     """
-    say = log or (lambda _msg: None)
-    table = {**default_runners(), **(runners or {})}
-    graph_methods = set(GRAPH_METHODS)
     config_labels: set[str] = set()
     methods: list[str] = []
     unknown = []
@@ -596,6 +584,38 @@ def run_bench(
             f"unknown method(s) {unknown}; known: {', '.join(table)}; or a YAML config path, "
             f"or a config in {_configs_dir()}: {', '.join(stems) or '(none)'}"
         )
+    return methods
+
+
+def run_bench(
+    settings: BenchSettings,
+    *,
+    llm_factory: LLMFactory | None = None,
+    searcher_factory: SearcherFactory | None = None,
+    runners: dict[str, MethodRunner] | None = None,
+    log: LogFn | None = None,
+) -> BenchResult:
+    """Run every pending (task, method, seed) of ``settings``, then write CSVs, table, plots.
+
+    Args:
+        settings: tasks, methods, seeds, iterations, model, output folder.
+        llm_factory: a chat model per job for OUR methods (tests); when given, our methods
+            need no endpoint and no server is started for them.
+        searcher_factory: a search backend per job for the ``evoduet`` method (tests).
+        runners: extra or replacement method runners by name (tests).
+        log: progress messages (default: none).
+
+    Returns:
+        A `BenchResult`.
+
+    Raises:
+        BenchError: the bench cannot start (see `BenchError`). Failures of single runs are
+            recorded, never raised. KeyboardInterrupt propagates (rerun to resume).
+    """
+    say = log or (lambda _msg: None)
+    table = {**default_runners(), **(runners or {})}
+    graph_methods = set(GRAPH_METHODS)
+    methods = _resolve_methods(settings, table, graph_methods)
     settings = dataclasses.replace(settings, methods=list(dict.fromkeys(methods)))
     if not settings.methods or not settings.seeds:
         raise BenchError("nothing to run: no methods or no seeds")

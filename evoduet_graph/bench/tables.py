@@ -94,10 +94,13 @@ def _pooled(figs: list[dict[str, Any]], key: str) -> str:
 
 
 def knowledge_section(records: Sequence[RunRecord], methods: list[str]) -> list[str]:
-    """"Knowledge figures per method": the paper's improvement rates (pooled over the finished
-    runs of a method: improved / iterations), the mean repeated-URL share, the mean LLM cost in
-    USD (n/a when a run's model is unpriced) and the mean search calls per run. Methods that
-    are not our graph (OpenEvolve) have no such figures."""
+    """"Knowledge figures per method".
+
+    The paper's improvement rates (pooled over the finished runs of a method: improved /
+    iterations), the mean repeated-URL share, the mean LLM cost in USD (n/a when a run's model is
+    unpriced) and the mean search calls per run. Methods that are not our graph (OpenEvolve) have no
+    such figures.
+    """
     rows = []
     for m in methods:
         figs = [
@@ -285,9 +288,12 @@ def _rate(improved: int, total: int) -> str:
 
 
 def _knowledge_table(methods: list[str], records: Sequence[RunRecord]) -> str:
-    """Per method: NDG mean ± sd, improvement rate with / without documents, queries,
+    """The per-method table of the bench.
+
+    Per method: NDG mean ± sd, improvement rate with / without documents, queries,
     distinct URLs, repeated-URL share, LLM calls, tokens, USD and wall seconds (means per
-    finished run; rates and the URL share pooled)."""
+    finished run; rates and the URL share pooled).
+    """
     rows = []
     for m in methods:
         done = [r for r in records if r.key[1] == m and r.outcome is not None]
@@ -432,8 +438,8 @@ def write_plots(out: Path, records: Sequence[RunRecord]) -> list[Path]:
                 mean, sd = mean_sd(table[g][m])
                 means.append(mean if mean is not None else math.nan)
                 sds.append(sd if sd is not None else 0.0)
-            xs = [i + (j - (len(methods) - 1) / 2) * width for i in range(len(groups))]
-            ax.bar(xs, means, width, yerr=sds, capsize=3, color=_color(m, methods), label=m)
+            bars = [i + (j - (len(methods) - 1) / 2) * width for i in range(len(groups))]
+            ax.bar(bars, means, width, yerr=sds, capsize=3, color=_color(m, methods), label=m)
         ax.set_xticks(range(len(groups)))
         ax.set_xticklabels(groups, rotation=15, ha="right")
         ax.set_ylabel("NDG (%), mean ± sd over seeds")

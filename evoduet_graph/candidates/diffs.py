@@ -95,10 +95,10 @@ _CLOSEST_CANDIDATES = 12
 
 @dataclass(frozen=True)
 class DiffBlock:
-    """One SEARCH/REPLACE block.
+    r"""One SEARCH/REPLACE block.
 
     Attributes:
-        search: Lines to find, joined with ``\\n``, without a trailing newline; leading and
+        search: Lines to find, joined with ``\n``, without a trailing newline; leading and
             trailing blank lines removed.
         replace: Lines that replace them, same normalisation; ``""`` deletes the matched lines.
     """
@@ -180,10 +180,8 @@ def _clean_response(text: str) -> str:
             break
         pos = closed.end()
     text = "".join(kept)
-    orphan = None
-    for orphan in _THINK_CLOSE_RE.finditer(text):
-        pass
-    return text[orphan.end() :] if orphan is not None else text
+    orphans = list(_THINK_CLOSE_RE.finditer(text))
+    return text[orphans[-1].end() :] if orphans else text
 
 
 def _trim_section(lines: list[str]) -> list[str]:
@@ -308,7 +306,7 @@ def _regions_of_lines(lines: list[str]) -> list[tuple[int, int]]:
 
 
 def evolve_regions(code: str) -> list[tuple[int, int]]:
-    """Line ranges of the editable regions between EVOLVE-BLOCK markers.
+    r"""Line ranges of the editable regions between EVOLVE-BLOCK markers.
 
     A marker is a line whose first word is ``EVOLVE-BLOCK-START`` or ``EVOLVE-BLOCK-END``,
     after indentation and comment syntax of any language (``#``, ``//``, ``--``, ``/*``, ...), as
@@ -317,19 +315,22 @@ def evolve_regions(code: str) -> list[tuple[int, int]]:
     re-opens the region at the later marker.
 
     Args:
-        code: Program source (lines split on ``\\n``).
+        code: Program source (lines split on ``\n``).
 
     Returns:
         ``[(first, stop), ...]``: 0-based, half-open ranges of the *content* lines, i.e.
-        ``code.split("\\n")[first:stop]``; the START marker is line ``first - 1`` and the END
+        ``code.split("\n")[first:stop]``; the START marker is line ``first - 1`` and the END
         marker line ``stop``.
     """
     return _regions_of_lines(code.split("\n"))
 
 
 def evolve_marker_lines(code: str) -> tuple[str, str] | None:
-    """The first region's START and END marker lines as written (stripped), e.g.
-    ``("// EVOLVE-BLOCK-START", "// EVOLVE-BLOCK-END")``; None without a region."""
+    """The first region's START and END marker lines as written (stripped).
+
+    The first region's START and END marker lines as written (stripped), e.g.
+    ``("// EVOLVE-BLOCK-START", "// EVOLVE-BLOCK-END")``; None without a region.
+    """
     lines = code.split("\n")
     regions = _regions_of_lines(lines)
     if not regions:
@@ -767,8 +768,11 @@ def _splice(
 def _strip_fixed_code(
     code_lines: list[str], prefix: list[str], suffix: list[str]
 ) -> list[str] | None:
-    """If ``code_lines`` starts with ``prefix`` and ends with ``suffix`` (comparing non-blank
-    lines without trailing whitespace), return the lines in between, else ``None``."""
+    """The lines between a known prefix and suffix, else ``None``.
+
+    If ``code_lines`` starts with ``prefix`` and ends with ``suffix`` (comparing non-blank
+    lines without trailing whitespace), return the lines in between, else ``None``.
+    """
 
     def norm(lines: list[str]) -> list[str]:
         return [line.rstrip() for line in lines if line.strip()]
@@ -821,8 +825,11 @@ _TOP_LEVEL_IMPORT = re.compile(r"^(import\s+\w|from\s+[\w.]+\s+import\s)")
 
 
 def _added_imports(lines: list[str], parent_outside: set[str]) -> list[str]:
-    """Top-level ``import`` / ``from ... import`` lines of a rewrite that the parent's fixed
-    code does not have (``from __future__`` excluded: it must stay first in the file)."""
+    """The imports a rewrite adds to the parent's fixed code.
+
+    Top-level ``import`` / ``from ... import`` lines of a rewrite that the parent's fixed
+    code does not have (``from __future__`` excluded: it must stay first in the file).
+    """
     return [
         line
         for line in lines
@@ -833,7 +840,9 @@ def _added_imports(lines: list[str], parent_outside: set[str]) -> list[str]:
 
 
 def _hoist_imports(imports: list[str], content: list[str]) -> list[str]:
-    """``content`` (an EVOLVE-BLOCK's lines) with ``imports`` added at its top, indented like
+    """``content`` with ``imports`` added at its top.
+
+    ``content`` (an EVOLVE-BLOCK's lines) with ``imports`` added at its top, indented like
     its first code line, skipping those it already has.
 
     A full rewrite often adds the import it needs next to the parent's own imports, outside the

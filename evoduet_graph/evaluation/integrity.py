@@ -78,7 +78,9 @@ def _digest(files: Mapping[str, bytes]) -> str:
 
 
 def file_digests(root: Path, *, max_bytes: int = MAX_SNAPSHOT_BYTES) -> dict[str, str]:
-    """sha256 (hex) of each file `folder_digest` covers, by relative POSIX path (run.json's
+    """sha256 (hex) of each file `folder_digest` covers, by relative POSIX path.
+
+    sha256 (hex) of each file `folder_digest` covers, by relative POSIX path (run.json's
     ``task_files``: a refused resume names the files that changed).
 
     Raises:
@@ -158,9 +160,11 @@ class TaskSnapshot:
         return target
 
     def changes(self, folder: Path) -> list[str]:
-        """How ``folder`` differs from the snapshot: ``modified X``, ``deleted X``,
-        ``added X`` (sorted by path; empty when identical). An unreadable folder is reported
-        as ``unreadable (...)``."""
+        """How ``folder`` differs from the snapshot.
+
+        ``modified X``, ``deleted X``, ``added X`` (sorted by path; empty when identical). An
+        unreadable folder is reported as ``unreadable (...)``.
+        """
         try:
             now = read_folder(folder, max_bytes=max(2 * self.size, MAX_SNAPSHOT_BYTES))
         except (OSError, TaskError) as exc:
@@ -178,8 +182,9 @@ class TaskSnapshot:
         return [text for _, text in sorted(out)]
 
     def restore(self, folder: Path) -> list[str]:
-        """Make ``folder`` equal to the snapshot again: rewrite modified and deleted files,
-        remove added ones (and folders left empty by that).
+        """Make ``folder`` equal to the snapshot again.
+
+        Rewrite modified and deleted files, remove added ones (and folders left empty by that).
 
         Returns:
             The differences found before restoring (`changes`).

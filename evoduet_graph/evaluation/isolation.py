@@ -188,7 +188,9 @@ COPY_DETAIL = (
 
 @functools.lru_cache(maxsize=2)
 def probe_bwrap(network: bool) -> tuple[str | None, str]:
-    """Whether bubblewrap can run a sandboxed evaluation here (`BWRAP_ARGS`, plus
+    """Whether bubblewrap can run a sandboxed evaluation here.
+
+    Whether bubblewrap can run a sandboxed evaluation here (`BWRAP_ARGS`, plus
     ``--unshare-net`` when ``network``).
 
     Returns:
@@ -277,7 +279,9 @@ class PidsCgroup:
         return [int(p) for p in text.split() if p.strip().isdigit()]
 
     def destroy(self, path: Path, *, within_s: float = 15.0) -> bool:
-        """Kill every process left in the cgroup, then remove it (a fork bomb's dying processes
+        """Kill every process left in the cgroup, then remove it.
+
+        Kill every process left in the cgroup, then remove it (a fork bomb's dying processes
         can keep it busy for seconds on a loaded machine; it returns as soon as it is gone).
 
         Returns:

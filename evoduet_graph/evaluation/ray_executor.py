@@ -1,14 +1,14 @@
 """Distributed evaluation on Ray (``evaluation.executor: ray``).
 
 `RayEvaluator` implements the `Evaluator` protocol like `SandboxEvaluator`, but every candidate
-evaluates as one Ray task. Inside the task the **same** `SandboxEvaluator` runs the candidate in
-a child process of the Ray worker, with the same limits as a local run: wall-clock timeout
-with a process-group kill, address space, CPU seconds, file size, pids cgroup, private temp
-dir, an environment scrubbed of secrets, a network namespace and the read-only filesystem
-(bwrap) where the worker node allows them, else the tampering detection (private copy, audit
-hook, hash checks), and a ``tampering: ...`` invalid outcome for a caught candidate (DESIGN.md
-§5). The driver's run directory is passed on (`RayEvaluator.protect`): on a worker of the same
-machine it is as unwritable as in a local run. `evaluation.workers` tasks are in flight at once, each reserving
+evaluates as one Ray task. Inside the task the **same** `SandboxEvaluator` runs the candidate in a
+child process of the Ray worker, with the same limits as a local run: wall-clock timeout with a
+process-group kill, address space, CPU seconds, file size, pids cgroup, private temp dir, an
+environment scrubbed of secrets, a network namespace and the read-only filesystem (bwrap) where the
+worker node allows them, else the tampering detection (private copy, audit hook, hash checks), and a
+``tampering: ...`` invalid outcome for a caught candidate (DESIGN.md §5). The driver's run directory
+is passed on (`RayEvaluator.protect`): on a worker of the same machine it is as unwritable as in a
+local run. `evaluation.workers` tasks are in flight at once, each reserving
 `evaluation.ray_num_cpus_per_candidate` CPUs of the cluster.
 
 Shipping the task. The driver packs the task folder's files (``evaluator.py``, helper modules,
@@ -107,8 +107,11 @@ TCP reachability check before it waits `CONNECT_TIMEOUT_S`)."""
 
 
 class RayUnavailableError(ConfigError):
-    """Ray cannot be used: the package is missing, the cluster is unreachable, or its workers
-    cannot run the evaluation task. The message names the address and what to do."""
+    """Ray cannot be used for the evaluation.
+
+    Ray cannot be used: the package is missing, the cluster is unreachable, or its workers
+    cannot run the evaluation task. The message names the address and what to do.
+    """
 
 
 def import_ray() -> ModuleType:
@@ -152,7 +155,9 @@ class TaskBundle:
 
 
 def pack_task(task: Task, *, max_bytes: int = MAX_TASK_BUNDLE_BYTES) -> TaskBundle:
-    """Read every file of ``task.path`` into a `TaskBundle` (``__pycache__`` and names
+    """Read every file of ``task.path`` into a `TaskBundle`.
+
+    Read every file of ``task.path`` into a `TaskBundle` (``__pycache__`` and names
     starting with ``.`` skipped; symlinks followed).
 
     Raises:
@@ -228,8 +233,11 @@ def worker_sandbox(task: Task, settings: dict[str, Any]) -> SandboxEvaluator:
 def _evaluate_task(
     bundle: TaskBundle, settings: dict[str, Any], code: str, program_id: str
 ) -> EvaluationOutcome:
-    """Body of the Ray task: unpack the task folder into a fresh temp folder (so no candidate
-    sees files an earlier one changed), evaluate the candidate in the sandbox, remove it."""
+    """Body of the Ray task: evaluate one candidate in a fresh copy of the task folder.
+
+    Body of the Ray task: unpack the task folder into a fresh temp folder (so no candidate
+    sees files an earlier one changed), evaluate the candidate in the sandbox, remove it.
+    """
     root = Path(tempfile.mkdtemp(prefix="evoduet_ray_task_"))
     sandbox: SandboxEvaluator | None = None
     try:
@@ -462,13 +470,19 @@ class RayEvaluator:
 
     @property
     def isolation(self) -> Isolation:
-        """What the sandbox enforces on the Ray worker that ran the probe task (other nodes
-        of a heterogeneous cluster may differ); the details name that worker's host."""
+        """What the sandbox enforces on the Ray worker that ran the probe task.
+
+        What the sandbox enforces on the Ray worker that ran the probe task (other nodes
+        of a heterogeneous cluster may differ); the details name that worker's host.
+        """
         return self._isolation
 
     def protect(self, *paths: str | Path) -> None:
-        """Also protect ``paths`` (the driver's run directory) on the workers, as
-        `SandboxEvaluator.protect` does locally (tasks submitted later carry them)."""
+        """Also protect ``paths`` (the driver's run directory) on the workers.
+
+        Also protect ``paths`` (the driver's run directory) on the workers, as
+        `SandboxEvaluator.protect` does locally (tasks submitted later carry them).
+        """
         for path in paths:
             resolved = str(Path(path).resolve())
             if resolved not in self.settings["protected"]:
@@ -491,8 +505,7 @@ class RayEvaluator:
     def evaluate_many(
         self, codes: Sequence[str], ids: Sequence[str] | None = None
     ) -> list[EvaluationOutcome]:
-        """Evaluate several candidates, ``workers`` Ray tasks in flight; results in input
-        order.
+        """Evaluate several candidates, ``workers`` Ray tasks in flight; results in input order.
 
         Raises:
             ValueError: ``ids`` and ``codes`` differ in length.
@@ -575,7 +588,7 @@ class RayEvaluator:
         )
         where = self.address or "the local Ray instance"
         try:
-            info = ray.get(ref, timeout=timeout_s)
+            info: dict[str, Any] = ray.get(ref, timeout=timeout_s)
         except ray.exceptions.GetTimeoutError:
             ray.cancel(ref, force=True)
             raise RayUnavailableError(

@@ -37,14 +37,14 @@ OpenEvolve behaviour implemented here (openevolve/evaluator.py): the task folder
 ``EvaluationResult`` (``.metrics`` / ``.artifacts``); the cascade runs ``evaluate_stage1``,
 continues to stage ``i + 1`` only when the metrics so far pass ``thresholds[i - 1]``
 (``combined_score`` if numeric, else the mean of numeric metrics other than ``error``), and
-merges the numeric metrics and the artifacts of the stages run. One deliberate deviation:
-an exception (or a reported ``error`` string) in stage 2 or 3 makes the outcome invalid, where
-OpenEvolve would keep the stage-1 score; the metrics gathered so far are still reported. When ``openevolve`` is not
-installed, a minimal ``openevolve.evaluation_result`` module with an ``EvaluationResult``
-dataclass is installed into ``sys.modules`` first, so unchanged OpenEvolve evaluators load.
-An ``async def evaluate`` (OpenEvolve's ``r_robust_regression``) is run to completion with
-``asyncio.run``. The evaluator's own folder goes on ``sys.path`` too (SkyDiscover's
-``evaluator/`` keeps helpers such as ``wrapper.py`` beside ``evaluator.py``).
+merges the numeric metrics and the artifacts of the stages run. One deliberate deviation: an
+exception (or a reported ``error`` string) in stage 2 or 3 makes the outcome invalid, where
+OpenEvolve would keep the stage-1 score; the metrics gathered so far are still reported. When
+``openevolve`` is not installed, a minimal ``openevolve.evaluation_result`` module with an
+``EvaluationResult`` dataclass is installed into ``sys.modules`` first, so unchanged OpenEvolve
+evaluators load. An ``async def evaluate`` (OpenEvolve's ``r_robust_regression``) is run to
+completion with ``asyncio.run``. The evaluator's own folder goes on ``sys.path`` too
+(SkyDiscover's ``evaluator/`` keeps helpers such as ``wrapper.py`` beside ``evaluator.py``).
 
 SkyDiscover behaviour (``skydiscover/evaluation/container_evaluator.py``): with
 ``evaluator_kind: shell`` the script runs as ``bash evaluate.sh PROGRAM train`` with its own
@@ -84,15 +84,19 @@ class EvaluationResult:
 
     @classmethod
     def from_dict(cls, metrics: dict[str, Any]) -> EvaluationResult:
+        """A result holding ``metrics`` and no artifacts (OpenEvolve's API)."""
         return cls(metrics=metrics)
 
     def to_dict(self) -> dict[str, Any]:
+        """The metrics (OpenEvolve's API)."""
         return self.metrics
 
     def has_artifacts(self) -> bool:
+        """True when the evaluator attached artifacts."""
         return bool(self.artifacts)
 
     def get_artifact_keys(self) -> list[str]:
+        """The names of the attached artifacts."""
         return list(self.artifacts)
 
 
@@ -167,6 +171,7 @@ def normalise_result(result: Any) -> tuple[dict[str, float], dict[str, str], dic
     Raises:
         BadResultError: the result is neither a dict nor has a ``metrics`` dict.
     """
+    raw_artifacts: dict[str, Any]
     if isinstance(result, dict):
         raw_metrics, raw_artifacts = result, {}
     elif isinstance(getattr(result, "metrics", None), dict):
@@ -241,6 +246,43 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 _MAX_REPORTS = 20
 
 
+def _protected(path: Any, roots: list[str]) -> str | None:
+    """The real path of ``path`` when it lies in one of ``roots`` (real paths), else None."""
+    if isinstance(path, int) or path is None:
+        return None
+    try:
+        real = os.path.realpath(os.fsdecode(path))
+    except (TypeError, ValueError, OSError):
+        return None
+    for root in roots:
+        if real == root or real.startswith(root + os.sep):
+            return real
+    return None
+
+
+def _command_root(command: Any, roots: list[str]) -> str | None:
+    """The first of ``roots`` named in a command (a string or an argument list), else None."""
+    parts = [command] if isinstance(command, str | bytes) else command
+    try:
+        texts = [os.fsdecode(p) for p in parts if isinstance(p, str | bytes | os.PathLike)]
+    except (TypeError, ValueError):
+        return None
+    for text in texts:
+        for root in roots:
+            if root in text:
+                return root
+    return None
+
+
+def _path_arguments(event: str, args: tuple[Any, ...]) -> tuple[int, ...]:
+    """Indices of the path arguments of an audit ``event`` that writes; ``()``: not a write."""
+    if event == "open":
+        if len(args) < 3 or not isinstance(args[2], int) or not args[2] & _WRITE_FLAGS:
+            return ()
+        return (0,)
+    return _PATH_EVENTS.get(event, ())
+
+
 def install_write_guard(roots: list[str], report_fd: int | None) -> None:
     """Refuse Python-level writes below ``roots`` (module docstring) and report them.
 
@@ -254,18 +296,6 @@ def install_write_guard(roots: list[str], report_fd: int | None) -> None:
     busy = threading.local()
     reported = [0]
 
-    def protected(path: Any) -> str | None:
-        if isinstance(path, int) or path is None:
-            return None
-        try:
-            real = os.path.realpath(os.fsdecode(path))
-        except (TypeError, ValueError, OSError):
-            return None
-        for root in resolved:
-            if real == root or real.startswith(root + os.sep):
-                return real
-        return None
-
     def refuse(event: str, path: str) -> None:
         if report_fd is not None and reported[0] < _MAX_REPORTS:
             reported[0] += 1
@@ -277,39 +307,23 @@ def install_write_guard(roots: list[str], report_fd: int | None) -> None:
             "and the evaluator are read-only for candidates)"
         )
 
-    def command_names_root(command: Any) -> str | None:
-        parts = [command] if isinstance(command, str | bytes) else command
-        try:
-            texts = [os.fsdecode(p) for p in parts if isinstance(p, str | bytes | os.PathLike)]
-        except (TypeError, ValueError):
-            return None
-        for text in texts:
-            for root in named:
-                if root in text:
-                    return root
-        return None
-
     def hook(event: str, args: tuple[Any, ...]) -> None:
         if getattr(busy, "on", False):
             return
         if event in _COMMAND_EVENTS:
             index = _COMMAND_EVENTS[event]
-            root = command_names_root(args[index]) if index < len(args) else None
+            root = _command_root(args[index], named) if index < len(args) else None
             if root is not None:  # a shell or tool pointed at a protected folder
                 refuse(event, root)
             return
-        if event == "open":
-            if len(args) < 3 or not isinstance(args[2], int) or not args[2] & _WRITE_FLAGS:
-                return
-            indices: tuple[int, ...] = (0,)
-        else:
-            found = _PATH_EVENTS.get(event)
-            if found is None:
-                return
-            indices = found
+        indices = _path_arguments(event, args)
+        if not indices:
+            return
         busy.on = True
         try:
-            hits = [p for p in (protected(args[i]) for i in indices if i < len(args)) if p]
+            hits = [
+                p for p in (_protected(args[i], resolved) for i in indices if i < len(args)) if p
+            ]
         finally:
             busy.on = False
         if hits:
@@ -369,7 +383,8 @@ def evaluate_script(spec: dict[str, Any], out: dict[str, Any]) -> None:
             timeout=max(1.0, float(spec.get("timeout_s") or 3600) - 2) if name else None,
         )
     except subprocess.TimeoutExpired:
-        subprocess.run([container["runtime"], "kill", name], capture_output=True, check=False)
+        if container is not None and name:
+            subprocess.run([container["runtime"], "kill", name], capture_output=True, check=False)
         out["error"] = f"evaluate.sh in the container ran past the {spec.get('timeout_s')} s limit"
         return
     stdout = proc.stdout.decode("utf-8", errors="replace")[-SCRIPT_OUTPUT_LIMIT:]
@@ -386,13 +401,15 @@ def evaluate_script(spec: dict[str, Any], out: dict[str, Any]) -> None:
         out["artifacts"]["evaluate_sh_stdout"] = stdout
         out["error"] = "evaluate.sh printed no JSON object on stdout"
         return
-    raw_metrics = data.get("metrics") if isinstance(data.get("metrics"), dict) else {}
+    raw_metrics = data.get("metrics")
+    raw_metrics = raw_metrics if isinstance(raw_metrics, dict) else {}
     metrics, text_metrics, _ = normalise_result(dict(raw_metrics))
     if "combined_score" in data and "combined_score" not in metrics:
         score = _as_float(data["combined_score"])
         if score is not None:
             metrics["combined_score"] = score
-    artifacts = data.get("artifacts") if isinstance(data.get("artifacts"), dict) else {}
+    artifacts = data.get("artifacts")
+    artifacts = artifacts if isinstance(artifacts, dict) else {}
     out["artifacts"].update({str(k): _as_text(v) for k, v in artifacts.items()})
     out["metrics"], out["text_metrics"] = metrics, text_metrics
     status = data.get("status", "success")

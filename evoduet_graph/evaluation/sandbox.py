@@ -612,15 +612,16 @@ class SandboxEvaluator:
         raw_metrics = _float_dict(data.get("metrics"))
         text_metrics = _str_dict(data.get("text_metrics"))
         artifacts = {k: _cap(v) for k, v in _str_dict(data.get("artifacts")).items()}
-        for key, value in text_metrics.items():
-            artifacts[key if key not in artifacts else f"metric_{key}"] = _cap(value)
+        for key, text in text_metrics.items():
+            artifacts[key if key not in artifacts else f"metric_{key}"] = _cap(text)
         metrics: dict[str, float] = {}
         for key, value in raw_metrics.items():
             if math.isfinite(value):
                 metrics[key] = value
             else:
                 artifacts[f"non_finite_{key}"] = repr(value)
-        stage = data.get("stage") if isinstance(data.get("stage"), int) else 0
+        reached = data.get("stage")
+        stage = reached if isinstance(reached, int) else 0
         if data.get("traceback"):
             artifacts["traceback"] = _cap(str(data["traceback"]))
 

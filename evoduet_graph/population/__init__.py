@@ -89,13 +89,18 @@ def add_op(entry: ProgramEntry, island: int | None) -> dict[str, Any]:
 
 
 def next_island_op() -> dict[str, Any]:
-    """The journal operation of an iteration that added no program (OpenEvolve still moves
-    to the next island)."""
+    """The journal operation of an iteration that added no program.
+
+    The journal operation of an iteration that added no program (OpenEvolve still moves
+    to the next island).
+    """
     return {"next_island": True}
 
 
 def apply_op(population: Population, op: dict[str, Any], iteration: int, get_code: GetCode) -> None:
-    """Apply one journal operation; a no-op when it is already applied (an added id is
+    """Apply one journal operation, once.
+
+    Apply one journal operation; a no-op when it is already applied (an added id is
     present; ``next_island`` remembers the last iteration that advanced).
 
     Raises:

@@ -368,9 +368,9 @@ class IslandPopulation:
             nearby: list[str] = []
             for _ in range(remaining * 3):
                 moved = [min(last, max(0, c + rng.randint(-2, 2))) for c in base]
-                pid = fmap.get(_cell_key(moved))
-                if pid is not None and pid != parent and pid not in chosen and pid not in nearby:
-                    nearby.append(pid)
+                owner = fmap.get(_cell_key(moved))
+                if owner is not None and owner not in (parent, *chosen, *nearby):
+                    nearby.append(owner)
                     if len(nearby) >= remaining:
                         break
             chosen.extend(nearby)

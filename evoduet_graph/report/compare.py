@@ -1,5 +1,4 @@
-"""Runs side by side: one table row per run and overlaid best-so-far / NDG plots.
-"""
+"""Runs side by side: one table row per run and overlaid best-so-far / NDG plots."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The run report as Markdown (``report/report.md``) with its plots, and `write_report`, which
+"""The run report as Markdown, its plots and `write_report`.
+
+The run report as Markdown (``report/report.md``) with its plots, and `write_report`, which
 writes the Markdown, the PNGs and (optionally) the self-contained HTML page.
 """
 
@@ -46,6 +48,7 @@ def _cell(value: Any) -> str:
 
 
 def md_table(headers: list[str], rows: list[list[Any]]) -> str:
+    """A Markdown table of ``rows`` under ``headers`` (cells formatted, pipes escaped)."""
     lines = [
         "| " + " | ".join(headers) + " |",
         "|" + "|".join("---" for _ in headers) + "|",
@@ -55,6 +58,7 @@ def md_table(headers: list[str], rows: list[list[Any]]) -> str:
 
 
 def md_pct(share: float | None) -> str:
+    """A share (0-1) as a percentage with one decimal, ``n/a`` for None."""
     return "n/a" if share is None else f"{100 * share:.1f}%"
 
 
@@ -86,8 +90,11 @@ def _model_section(models: dict[str, dict[str, float]]) -> list[str]:
 
 
 def _gate_can_retrieve(run_dir: Path) -> bool:
-    """Whether the run's config writes a D_search file: it searches (`can_retrieve`) or
-    reads oracle documents, and keeps a search database (else no file is written)."""
+    """Whether the run's config writes a D_search file.
+
+    It searches (`can_retrieve`) or reads oracle documents, and keeps a search database (else no
+    file is written).
+    """
     try:
         import yaml
 
@@ -110,7 +117,9 @@ def report_markdown(
     plots: dict[str, str] | None = None,
     series: dict[str, Any] | None = None,
 ) -> str:
-    """The run report as Markdown: overview, gate, search, prediction, queries by realised Δ,
+    """The run report as Markdown.
+
+    The run report as Markdown: overview, gate, search, prediction, queries by realised Δ,
     LLM usage, wall time, failures, fallbacks, per-iteration tables and the lineage of the best
     program with a diff per step (see `run_summary` and `run_series` for the figures).
 
@@ -338,8 +347,11 @@ def report_markdown(
 
 
 def _improvement_section(imp: dict[str, Any], predictions: int) -> list[str]:
-    """"Improvement rate by evidence": the paper's comparison of iterations whose evidence held
-    a document predicted to beat the parent with iterations without documents."""
+    """"Improvement rate by evidence".
+
+    The paper's comparison of iterations whose evidence held a document predicted to beat the parent
+    with iterations without documents.
+    """
     rows = [
         [group, r["iterations"], r["improved"], md_pct(r["rate"])]
         for group, r in imp["by_evidence"].items()
@@ -367,6 +379,7 @@ def md_share(won: int, n: int) -> str:
 
 
 def md_usd(value: float | None) -> str:
+    """A cost in USD, or why there is none (an unpriced model)."""
     return "n/a (unpriced model)" if value is None else f"${value:.6f}"
 
 
@@ -427,8 +440,11 @@ def _novelty_section(nov: dict[str, Any]) -> list[str]:
 
 
 def _query_delta_section(rows: list[dict[str, Any]]) -> list[str]:
-    """"Queries by realised Δ": the records whose evidence gave the largest positive and
-    negative score change."""
+    """The report's "Queries by realised Δ" section.
+
+    "Queries by realised Δ": the records whose evidence gave the largest positive and
+    negative score change.
+    """
     out = ["## Queries by realised Δ", ""]
     if not rows:
         return [*out, "No D_search record has a realised Δ yet.", ""]
@@ -492,8 +508,11 @@ def _lineage_section(steps: list[dict[str, Any]]) -> list[str]:
 
 
 def write_plots(series: dict[str, Any], out_dir: Path) -> dict[str, Path]:
-    """Write the report's PNG plots into ``out_dir``; returns name → path of those drawn
-    (a plot without data, e.g. NDG without a reference score, is skipped)."""
+    """Write the report's PNG plots into ``out_dir``.
+
+    Returns name → path of those drawn (a plot without data, e.g. NDG without a reference score, is
+    skipped).
+    """
     from evoduet_graph.report import plots as P
 
     makers = {
@@ -553,8 +572,11 @@ def write_report(
 
 
 def relink(markdown: str, plots: dict[str, Path], where: Path) -> str:
-    """``markdown`` with its plot links made relative to the folder ``where`` (for a copy of
-    the report written elsewhere, e.g. ``evoduet report --out FILE``)."""
+    """``markdown`` with its plot links made relative to the folder ``where``.
+
+    ``markdown`` with its plot links made relative to the folder ``where`` (for a copy of
+    the report written elsewhere, e.g. ``evoduet report --out FILE``).
+    """
     import os
 
     for path in plots.values():

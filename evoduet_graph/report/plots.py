@@ -50,8 +50,11 @@ def _save(fig: Any, path: Path) -> Path:
 
 
 def plot_scores(series: dict[str, Any], path: Path) -> Path | None:
-    """Best score so far (step line) and every candidate's score vs iteration; candidates are
-    coloured by their iteration's gate decision, invalid ones are ticks under the axis."""
+    """Best score so far (step line) and every candidate's score vs iteration.
+
+    Candidates are coloured by their iteration's gate decision, invalid ones are ticks under the
+    axis.
+    """
     best = [p for p in series["best"] if p[1] is not None]
     cands = series["candidates"]
     if not best and not cands:
@@ -127,8 +130,11 @@ def plot_ndg(series: dict[str, Any], path: Path) -> Path | None:
 
 
 def plot_predictions(series: dict[str, Any], path: Path) -> Path | None:
-    """Predicted (mean over a record's final documents) vs realised child score, one point per
-    realised outcome, with the diagonal and each parent's score as a reference."""
+    """Predicted vs realised child score.
+
+    Predicted (mean over a record's final documents) vs realised child score, one point per
+    realised outcome, with the diagonal and each parent's score as a reference.
+    """
     points = series["predictions"]
     if not points:
         return None

@@ -1,5 +1,6 @@
-"""Per-iteration series of a run (best score, NDG, URLs, predictions, query deltas, lineage):
-the data behind the plots and the report's tables, JSON-ready.
+"""Per-iteration series of a run (best score, NDG, URLs, predictions, query deltas, lineage).
+
+The data behind the plots and the report's tables, JSON-ready.
 """
 
 from __future__ import annotations
@@ -38,8 +39,11 @@ def _load_task_of(rdir: Path) -> Any | None:
 
 
 def _url_series(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per iteration with searches: URLs returned, new distinct and repeated ones (cumulative
-    totals too); a URL is *repeated* when its normalised form was returned before."""
+    """URLs returned per iteration with searches: new distinct and repeated ones.
+
+    Per iteration with searches: URLs returned, new distinct and repeated ones (cumulative
+    totals too); a URL is *repeated* when its normalised form was returned before.
+    """
     from evoduet_graph.search.base import normalize_url
 
     seen: set[str] = set()
@@ -65,9 +69,11 @@ def _url_series(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _prediction_points(db: SearchDatabase | None) -> list[dict[str, Any]]:
-    """One point per D_search record with a realised child score: the mean score predicted
-    for its final documents *for the parent that was mutated* (`record_predictions`) against
-    the realised child score (and the parent's score)."""
+    """One point per D_search record with a realised child score.
+
+    The mean score predicted for its final documents *for the parent that was mutated*
+    (`record_predictions`) against the realised child score (and the parent's score).
+    """
     points: list[dict[str, Any]] = []
     if db is None:
         return points
@@ -90,9 +96,11 @@ def _prediction_points(db: SearchDatabase | None) -> list[dict[str, Any]]:
 
 
 def query_deltas(db: SearchDatabase | None) -> list[dict[str, Any]]:
-    """D_search records with a realised Δ, highest Δ first: ``record_id``, ``iteration``,
-    ``decision``, ``queries`` (the query chain; a look-up has none), ``documents`` (final doc
-    ids), ``delta`` (mean realised Δ) and ``outcomes``."""
+    """D_search records with a realised Δ, highest Δ first.
+
+    ``record_id``, ``iteration``, ``decision``, ``queries`` (the query chain; a look-up has none),
+    ``documents`` (final doc ids), ``delta`` (mean realised Δ) and ``outcomes``.
+    """
     rows = []
     for record in db.records() if db is not None else []:
         delta = record.realised_delta
@@ -115,10 +123,12 @@ def query_deltas(db: SearchDatabase | None) -> list[dict[str, Any]]:
 def lineage_steps(
     programs: list[Any] | None, best_id: str | None, task: Any | None = None, max_lines: int = 40
 ) -> list[dict[str, Any]]:
-    """The parent chain of ``best_id`` (oldest first, as `evoduet_graph.rundir.best.lineage`):
-    ``id``, ``iteration``, ``score``, ``metric_value`` (with ``task``), ``delta`` (score change
-    from the parent) and ``diff`` (`evoduet_graph.candidates.diffs.code_diff_summary` from the parent;
-    None for the first program)."""
+    """The parent chain of ``best_id`` (oldest first, as `evoduet_graph.rundir.best.lineage`).
+
+    ``id``, ``iteration``, ``score``, ``metric_value`` (with ``task``), ``delta`` (score change from
+    the parent) and ``diff`` (`evoduet_graph.candidates.diffs.code_diff_summary` from the parent;
+    None for the first program).
+    """
     from evoduet_graph.candidates.diffs import code_diff_summary
 
     rows = {p.id: p for p in programs or []}
@@ -220,7 +230,7 @@ def run_series(run_dir: str | Path, *, summary: dict[str, Any] | None = None) ->
     best_id_final = (summary["best"] or {}).get("id")
     if best_id_final is None and rows:
         valid = [p for p in rows.values() if p.valid and p.score is not None]
-        best_id_final = max(valid, key=lambda p: p.score).id if valid else None
+        best_id_final = max(valid, key=lambda p: p.score or 0.0).id if valid else None
     return {
         "task": summary["task"],
         "metric": task.metric if task is not None else None,

@@ -163,8 +163,8 @@ def _llm_cost(rdir: Path, totals: Any, model: str | None) -> tuple[float, dict[s
     from evoduet_graph.rundir.budget import other_models, usage_cost
 
     cfg = _run_config(rdir)
-    llm_cfg = cfg.get("llm") if isinstance(cfg.get("llm"), dict) else {}
-    budget = cfg.get("budget") if isinstance(cfg.get("budget"), dict) else {}
+    llm_cfg = _section(cfg, "llm")
+    budget = _section(cfg, "budget")
     prices = {
         str(k): (float(v[0]), float(v[1]))
         for k, v in (budget.get("prices") or {}).items()
@@ -266,6 +266,12 @@ EVIDENCE_GROUPS = (
 """How an iteration's evidence is classed for the improvement-rate table (paper §4: 67.1% of
 iterations whose evidence held a document predicted to beat the parent improved on it, vs
 52.1% of iterations without documents)."""
+
+
+def _section(cfg: dict[str, Any], name: str) -> dict[str, Any]:
+    """Section ``name`` of a run's configuration (empty when missing or not a mapping)."""
+    value = cfg.get(name)
+    return value if isinstance(value, dict) else {}
 
 
 def _run_config(rdir: Path) -> dict[str, Any]:
@@ -401,9 +407,9 @@ def _cost_figures(
     from evoduet_graph.rundir.pricing import price_for, search_credits
 
     cfg = _run_config(rdir)
-    llm_cfg = cfg.get("llm") if isinstance(cfg.get("llm"), dict) else {}
-    budget = cfg.get("budget") if isinstance(cfg.get("budget"), dict) else {}
-    retrieval = cfg.get("retrieval") if isinstance(cfg.get("retrieval"), dict) else {}
+    llm_cfg = _section(cfg, "llm")
+    budget = _section(cfg, "budget")
+    retrieval = _section(cfg, "retrieval")
     # the configured model is what the budget prices too (an injected model's events carry its
     # class name)
     model = llm_cfg.get("model") or model

@@ -40,8 +40,11 @@ def best_program_name(task: Task) -> str:
 
 
 def write_best(ctx: Context, program_id: str) -> None:
-    """Write ``best_program<suffix>`` and ``best_program.json`` atomically into the run
-    directory (``best_program.json`` names the program file in ``program_file``)."""
+    """Write ``best_program<suffix>`` and ``best_program.json`` atomically into the run directory.
+
+    Write ``best_program<suffix>`` and ``best_program.json`` atomically into the run
+    directory (``best_program.json`` names the program file in ``program_file``).
+    """
     if ctx.run_dir is None:
         return
     row = ctx.store.get_program(program_id)

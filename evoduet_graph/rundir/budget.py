@@ -1,17 +1,18 @@
 """Run budgets: LLM calls, tokens, estimated cost and wall time (DESIGN.md §6 "budget stops").
 
 A `Budget` compares the run's usage with the ``budget:`` section of the configuration
-(`evoduet_graph.config.BudgetConfig`). Usage is counted from ``events.jsonl``, so totals
-survive ``evoduet resume``: every node event carries the node's LLM calls and tokens (nodes
-in `INCLUSIVE_NODES`, which run a subgraph whose own nodes report the same calls, are skipped),
-and the wall time of earlier sessions is the span from each ``run_start`` to that session's
-last event. The current session keeps a running total of the events it emits
-(`EventLog.subscribe`, O(1) per event) and adds its own elapsed time. Work lost in a killed node (a call whose node never finished) is not counted.
+(`evoduet_graph.config.BudgetConfig`). Usage is counted from ``events.jsonl``, so totals survive
+``evoduet resume``: every node event carries the node's LLM calls and tokens (nodes in
+`INCLUSIVE_NODES`, which run a subgraph whose own nodes report the same calls, are skipped), and the
+wall time of earlier sessions is the span from each ``run_start`` to that session's last event. The
+current session keeps a running total of the events it emits (`EventLog.subscribe`, O(1) per event)
+and adds its own elapsed time. Work lost in a killed node (a call whose node never finished) is not
+counted.
 
 Cost is an estimate: each model's tokens (``llm_by_model`` of the node events, so ``llm.roles``
-models are priced on their own) × that model's price (`evoduet_graph.rundir.pricing`: the genai-prices
-catalogue, overridden by ``budget.prices``); see `usage_cost`. The embedded ``local`` model
-costs 0; an unpriced model (one neither knows) counts as 0 here, so ``max_cost_usd`` cannot
+models are priced on their own) × that model's price (`evoduet_graph.rundir.pricing`: the
+genai-prices catalogue, overridden by ``budget.prices``); see `usage_cost`. The embedded ``local``
+model costs 0; an unpriced model (one neither knows) counts as 0 here, so ``max_cost_usd`` cannot
 stop it (reports show its cost as n/a).
 
 The ``record`` node asks `Budget.exceeded` after each iteration and stops the run with the
@@ -52,9 +53,10 @@ def usage_cost(
     base_url: str | None = None,
     role_models: Iterable[str] = (),
 ) -> tuple[float, dict[str, float | None]]:
-    """Estimated spend of ``totals``: each model of ``by_model`` at its own price
-    (`evoduet_graph.rundir.pricing.price_for`), the rest (usage without a model name) at
-    ``default_model``'s.
+    """Estimated spend of ``totals``.
+
+    Each model of ``by_model`` at its own price (`evoduet_graph.rundir.pricing.price_for`), the rest
+    (usage without a model name) at ``default_model``'s.
 
     ``by_model`` holds the names the answers reported. A name the pricing does not know is
     priced as the configured model string it is the bare name of (``default_model`` or one of
@@ -176,8 +178,10 @@ class Budget:
 
 
 def other_models(llm: Any) -> list[str]:
-    """The model strings of an ``llm`` section (object or dict) besides ``llm.model``: the
-    ``llm.models`` ensemble members and the ``llm.roles`` models (for `usage_cost`)."""
+    """The model strings of an ``llm`` section (object or dict) besides ``llm.model``.
+
+    The ``llm.models`` ensemble members and the ``llm.roles`` models (for `usage_cost`).
+    """
     data = llm.model_dump() if hasattr(llm, "model_dump") else dict(llm or {})
     out: list[str] = []
     for member in data.get("models") or []:

@@ -1,4 +1,6 @@
-"""The rules for starting or continuing a run in a run directory (DESIGN.md §3, the README's
+"""The rules for starting or continuing a run in a run directory.
+
+The rules for starting or continuing a run in a run directory (DESIGN.md §3, the README's
 resume table): one writer at a time (`hold_run_dir`), no run over a folder that is not a run
 directory (`check_run_dir`), a graph-input run only on its own thread
 (`check_graph_input_run_dir`), and a continuation only with the settings a resume may change
@@ -39,7 +41,9 @@ _HELD_RUN_DIRS_GUARD = threading.Lock()
 
 
 def hold_run_dir(rdir: Path) -> Path:
-    """Create ``rdir`` and take its lock for the rest of this process (graph-input runs: the
+    """Create ``rdir`` and take its lock for the rest of this process.
+
+    Create ``rdir`` and take its lock for the rest of this process (graph-input runs: the
     graph may be invoked again on the same thread, so the lock outlives one invocation).
 
     Returns:
@@ -92,7 +96,9 @@ def check_run_dir(rdir: Path, task: Task) -> None:
 def check_graph_input_run_dir(
     rdir: Path, task: Task, cfg: EvoDuetConfig, thread_id: str | None
 ) -> list[str]:
-    """The run-directory rules of a graph-input run (``evoduet_graph.graph``, LangGraph
+    """The run-directory rules of a graph-input run.
+
+    The run-directory rules of a graph-input run (``evoduet_graph.graph``, LangGraph
     Studio, the SDK): `check_run_dir`, then what only such a run can get wrong.
 
     A graph-input run keeps its place in its LangGraph thread, not in the run directory, so it
@@ -192,8 +198,10 @@ def _matches(key: str, names: tuple[str, ...]) -> bool:
 
 
 def _baseline(rdir: Path) -> dict[str, Any] | None:
-    """The configuration the run last started with (``run.json``'s ``config``), flattened;
-    None for run directories written before it was recorded."""
+    """The configuration the run last started with (``run.json``'s ``config``), flattened.
+
+    None for run directories written before it was recorded.
+    """
     try:
         meta = json.loads((rdir / layout.RUN_META).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -222,8 +230,9 @@ def _stored_task_files(rdir: Path) -> dict[str, str]:
 
 
 def check_continuation(rdir: Path, cfg: EvoDuetConfig, task: Task | None = None) -> list[str]:
-    """Check that an existing run may continue with ``cfg`` — every check before anything in
-    the run directory is written — and say what changes.
+    """Check that an existing run may continue with ``cfg``.
+
+    Every check before anything in the run directory is written — and say what changes.
 
     The run's configuration when it last started is kept in ``run.json`` (``config``; older run
     directories: their ``config.yaml``). ``cfg`` (for ``evoduet resume``: the run's possibly

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "LOCAL_MODELS",
@@ -58,8 +58,11 @@ class ModelPrice:
 
 
 def model_name(model: str) -> str:
-    """The bare model name: ``openai:gpt-4o-mini`` and ``openai:openai/gpt-4o-mini``
-    (OpenRouter style) both give ``gpt-4o-mini``."""
+    """The bare model name of a model string.
+
+    The bare model name: ``openai:gpt-4o-mini`` and ``openai:openai/gpt-4o-mini``
+    (OpenRouter style) both give ``gpt-4o-mini``.
+    """
     name = model.strip()
     if ":" in name:
         name = name.split(":", 1)[1]
@@ -77,16 +80,17 @@ def _catalogue_price(model: str, base_url: str | None) -> ModelPrice | None:
     from genai_prices import Usage, calc_price
 
     prefix = model.split(":", 1)[0].strip().lower() if ":" in model else None
-    where: dict[str, str] = {}
-    if base_url:
-        where["provider_api_url"] = base_url
-    elif prefix:
-        where["provider_id"] = prefix
+
+    def price(usage: Usage, name: str) -> Any:
+        if base_url:
+            return calc_price(usage, name, provider_api_url=base_url)
+        return calc_price(usage, name, provider_id=prefix or None)
+
     full = model.split(":", 1)[-1].strip().lower()  # OpenRouter names: ``openai/gpt-4o``
     for name in dict.fromkeys([full, model_name(model)]):
         try:
-            inp = calc_price(Usage(input_tokens=_PROBE_TOKENS, output_tokens=0), name, **where)
-            out = calc_price(Usage(input_tokens=0, output_tokens=_PROBE_TOKENS), name, **where)
+            inp = price(Usage(input_tokens=_PROBE_TOKENS, output_tokens=0), name)
+            out = price(Usage(input_tokens=0, output_tokens=_PROBE_TOKENS), name)
         except (LookupError, ValueError):
             continue
         return ModelPrice(float(inp.total_price), float(out.total_price), "genai-prices")
@@ -128,8 +132,11 @@ def cost_usd(
     overrides: Mapping[str, tuple[float, float]] | None = None,
     base_url: str | None = None,
 ) -> float | None:
-    """USD for ``input_tokens`` / ``output_tokens`` of ``model`` (0 for ``local``; None when
-    the model is unpriced: see `price_for`)."""
+    """USD for ``input_tokens`` / ``output_tokens`` of ``model``.
+
+    USD for ``input_tokens`` / ``output_tokens`` of ``model`` (0 for ``local``; None when
+    the model is unpriced: see `price_for`).
+    """
     price = price_for(model, overrides, base_url)
     return price.cost(input_tokens, output_tokens) if price is not None else None
 

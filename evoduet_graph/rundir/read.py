@@ -1,5 +1,7 @@
-"""The one reader of a run directory's files: JSONL logs, JSON files, the program store and
-D_search (read from a copy, so a running run is never disturbed).
+"""The one reader of a run directory's files.
+
+JSONL logs, JSON files, the program store and D_search (read from a copy, so a running run is never
+disturbed).
 
 Every reader tolerates a torn tail (a killed run's last line), a line that is not a JSON object
 and a missing file: the event log, the report, the budget, the live progress, the bench (also

@@ -180,6 +180,7 @@ class ProgramStore:
             return row.model_copy()
 
     def has_program(self, program_id: str) -> bool:
+        """True when the store holds ``program_id``."""
         with self._lock:
             cur = self._conn.execute("SELECT 1 FROM programs WHERE id = ?", (program_id,))
             return cur.fetchone() is not None
@@ -242,7 +243,8 @@ class ProgramStore:
         """Count one more started evaluation of this code and return the count (1 = first).
 
         A count above 1 without a cached outcome means an earlier process died while
-        evaluating it (possibly killed by the candidate itself)."""
+        evaluating it (possibly killed by the candidate itself).
+        """
         sha = code_sha(code)
         with self._lock:
             self._conn.execute(
@@ -257,9 +259,12 @@ class ProgramStore:
 
     # -- population -------------------------------------------------------------------------
     def save_population(self, iteration: int, data: dict[str, Any]) -> None:
-        """Replace the population snapshot with the one produced at ``iteration`` and drop the
+        """Replace the population snapshot and drop the journal up to it.
+
+        Replace the population snapshot with the one produced at ``iteration`` and drop the
         journal up to it (one transaction: a kill leaves the old snapshot and journal, or
-        the new ones)."""
+        the new ones).
+        """
         with self._lock, self._conn:
             self._conn.execute("BEGIN IMMEDIATE")
             self._conn.execute(
@@ -269,8 +274,11 @@ class ProgramStore:
             self._conn.execute("DELETE FROM population_ops WHERE iteration <= ?", (iteration,))
 
     def log_population_op(self, iteration: int, op: dict[str, Any]) -> None:
-        """Journal the population operation of ``iteration`` (idempotent: replaces any earlier
-        record of the same iteration, which a resumed ``record`` node writes identically)."""
+        """Journal the population operation of ``iteration``.
+
+        Journal the population operation of ``iteration`` (idempotent: replaces any earlier
+        record of the same iteration, which a resumed ``record`` node writes identically).
+        """
         with self._lock:
             self._conn.execute(
                 "INSERT OR REPLACE INTO population_ops (iteration, op) VALUES (?, ?)",

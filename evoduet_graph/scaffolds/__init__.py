@@ -66,8 +66,10 @@ def make_scaffold(name: str) -> Scaffold:
 
 
 def scaffold_for(ctx: Context) -> Scaffold:
-    """The policy the ``select`` node applies: ``ctx.scaffold`` when one was injected, else
-    the one ``ctx.config.scaffold`` names."""
+    """The policy the ``select`` node applies.
+
+    ``ctx.scaffold`` when one was injected, else the one ``ctx.config.scaffold`` names.
+    """
     if ctx.scaffold is not None:
         return ctx.scaffold  # type: ignore[no-any-return]
     return make_scaffold(ctx.config.scaffold)

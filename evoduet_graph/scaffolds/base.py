@@ -62,8 +62,9 @@ class Scaffold(Protocol):
 
 
 def ranked_programs(population: Population, n: int) -> list[str]:
-    """Program-store ids of the ``n`` best programs, best first (ties: earlier added first);
-    a migrant copy counts as the program it copies, so no program appears twice.
+    """Program-store ids of the ``n`` best programs, best first (ties: earlier added first).
+
+    A migrant copy counts as the program it copies, so no program appears twice.
 
     Raises:
         EmptyPopulationError: the population holds no program.

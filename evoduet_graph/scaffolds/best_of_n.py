@@ -1,4 +1,6 @@
-"""``scaffold: best_of_n``: every iteration mutates the best program so far, N =
+"""``scaffold: best_of_n``: always mutate the best program so far.
+
+``scaffold: best_of_n``: every iteration mutates the best program so far, N =
 ``candidates`` times in parallel, and keeps the best valid child (greedy best-of-N hill
 climbing). Inspirations are the next best programs. No randomness, no prompt instruction.
 Runs over a `TopKPopulation` (``population.top_k`` programs).

@@ -1,4 +1,6 @@
-"""``scaffold: top_k``: the parent is drawn uniformly from the k best programs
+"""``scaffold: top_k``: the parent is drawn uniformly from the k best programs.
+
+``scaffold: top_k``: the parent is drawn uniformly from the k best programs
 (k = ``population.top_k``); the inspirations are a uniform sample of the rest of those k,
 shown best first. Runs over a `TopKPopulation` of the same k. No prompt instruction.
 """

@@ -1,9 +1,9 @@
 """World-knowledge layer: search backends and the search database D_search (DESIGN.md §1, §4).
 
-Backends share one `Document` shape and the `Searcher` protocol; `make_searcher` builds the ones
-a run configures (from the backend registry, `evoduet_graph.search.registry`), and `robust_search` is how nodes call it. `SearchDatabase` persists every
-committed retrieval and its realised impact. The heavier backends (`TavilySearcher`,
-`OfflineSearcher`) are imported lazily on first access.
+Backends share one `Document` shape and the `Searcher` protocol; `make_searcher` builds the ones a
+run configures (from the backend registry, `evoduet_graph.search.registry`), and `robust_search` is
+how nodes call it. `SearchDatabase` persists every committed retrieval and its realised impact. The
+heavier backends (`TavilySearcher`, `OfflineSearcher`) are imported lazily on first access.
 """
 
 from __future__ import annotations

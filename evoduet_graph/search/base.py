@@ -208,7 +208,9 @@ class NoneSearcher:
         )
 
 
-def _call_with_deadline(searcher: Searcher, query: str, max_results: int, timeout_s: float):
+def _call_with_deadline(
+    searcher: Searcher, query: str, max_results: int, timeout_s: float
+) -> list[Any]:
     """Run one ``searcher.search`` call in a daemon worker thread and wait ``timeout_s``.
 
     A daemon thread (not a pool) is used so that a backend call that never returns cannot
@@ -248,7 +250,9 @@ def _to_document(item: Any, source: str) -> Document | None:
     return None
 
 
-def _postprocess(items: Any, source: str, max_results: int, max_content_chars: int):
+def _postprocess(
+    items: Any, source: str, max_results: int, max_content_chars: int
+) -> list[Document]:
     docs: list[Document] = []
     seen: set[str] = set()
     for item in list(items or []):

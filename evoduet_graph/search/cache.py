@@ -77,8 +77,7 @@ class SearchCache:
 
     @classmethod
     def for_run(cls, run_dir: Path | None, cache_dir: str | None) -> SearchCache:
-        """The cache of a run: in ``cache_dir`` when given, else in ``run_dir``, else in
-        memory."""
+        """The cache of a run: in ``cache_dir`` when given, else in ``run_dir``, else in memory."""
         if cache_dir:
             return cls(Path(cache_dir).expanduser() / FILE_NAME)
         return cls(run_dir / FILE_NAME if run_dir is not None else ":memory:")

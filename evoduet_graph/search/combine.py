@@ -46,11 +46,15 @@ class MultiSearcher:
 
     @property
     def cache_key(self) -> str:
+        """The cache keys of every backend, in order."""
         return json.dumps([cache_key_of(s) for s in self.searchers])
 
     def pop_errors(self, query: str) -> list[str]:
-        """Faults of the backends that failed in the last `search` of ``query`` (forgotten
-        once read; `search` runs in a worker thread, the caller reads them afterwards)."""
+        """Faults of the backends that failed in the last `search` of ``query``.
+
+        Faults of the backends that failed in the last `search` of ``query`` (forgotten
+        once read; `search` runs in a worker thread, the caller reads them afterwards).
+        """
         with self._lock:
             return self._errors.pop(query, [])
 
@@ -86,8 +90,11 @@ class MultiSearcher:
 
 
 def merge(lists: Iterable[Sequence[Document]]) -> list[Document]:
-    """Interleave ranked lists (first of each, then second of each, ...), keeping the first
-    document of each normalised URL."""
+    """Interleave ranked lists, keeping the first copy of each URL.
+
+    Interleave ranked lists (first of each, then second of each, ...), keeping the first
+    document of each normalised URL.
+    """
     lists = [list(x) for x in lists]
     out: list[Document] = []
     seen: set[str] = set()
@@ -108,8 +115,11 @@ def normalize_domain(domain: str) -> str:
 
 
 def excluded(url: str, domains: Iterable[str]) -> bool:
-    """True when ``url``'s host is one of ``domains`` or a subdomain of one (offline ids such
-    as ``pydoc:...`` have no host and are never excluded)."""
+    """True when ``url``'s host is one of ``domains`` or a subdomain of one.
+
+    True when ``url``'s host is one of ``domains`` or a subdomain of one (offline ids such
+    as ``pydoc:...`` have no host and are never excluded).
+    """
     try:
         host = (urlsplit(url).hostname or "").lower().removeprefix("www.")
     except ValueError:
@@ -130,16 +140,20 @@ class ExcludeDomains:
 
     @property
     def cache_key(self) -> str:
+        """The inner backend's cache key and the excluded domains."""
         return json.dumps({"inner": cache_key_of(self.inner), "exclude": self.domains})
 
     def pop_errors(self, query: str) -> list[str]:
+        """The inner backend's faults in the last `search` of ``query`` (if it keeps any)."""
         pop = getattr(self.inner, "pop_errors", None)
         return list(pop(query)) if callable(pop) else []
 
     def preflight(self) -> None:
+        """Preflight the inner backend."""
         self.inner.preflight()
 
     def search(self, query: str, max_results: int) -> list[Document]:
+        """The inner backend's hits, without those of the excluded domains."""
         return [
             d for d in self.inner.search(query, max_results) if not excluded(d.url, self.domains)
         ]

@@ -46,8 +46,11 @@ SelectPolicy = Literal["delta", "relevance_novelty", "recency", "full"]
 Outcome = Literal["improved", "decreased", "unchanged", "invalid", "not_evaluated"]
 
 def _rerank_assessment(record: SearchRecord) -> tuple[float, float] | None:
-    """Mean (relevance, novelty) of the record's final documents as the listwise reranker
-    rated them (the latest round that rated each), or None when none was rated."""
+    """Mean (relevance, novelty) of the record's final documents.
+
+    Mean (relevance, novelty) of the record's final documents as the listwise reranker
+    rated them (the latest round that rated each), or None when none was rated.
+    """
     ratings: dict[str, tuple[float, float]] = {}
     for rnd in record.rounds:
         for result in rnd.results:
@@ -151,8 +154,9 @@ class SearchRecord(_Model):
 
 
 class Prediction(_Model):
-    """One hypothetical evidence score (paper §3.4): the child score predicted for a document
-    by one inner loop, for that loop's parent.
+    """One hypothetical evidence score (paper §3.4).
+
+    The child score predicted for a document by one inner loop, for that loop's parent.
 
     Attributes:
         record_id: the retrieval record of the inner loop (``ret_000012``).
@@ -190,6 +194,7 @@ class StoredDocument(_Model):
 
     @property
     def normalized_url(self) -> str:
+        """`normalize_url` of the document's URL (the de-duplication key)."""
         return normalize_url(self.url)
 
 
@@ -278,12 +283,12 @@ class SearchDatabase:
             record = SearchRecord.model_validate(body)
             self._records.setdefault(record.record_id, record)
         elif kind == "impact":
-            record = self._records.get(body["record_id"])
+            credited = self._records.get(body["record_id"])
             impact = Impact.model_validate(body)
-            if record is not None and not any(
-                i.iteration == impact.iteration for i in record.impacts
+            if credited is not None and not any(
+                i.iteration == impact.iteration for i in credited.impacts
             ):
-                record.impacts.append(impact)
+                credited.impacts.append(impact)
         else:
             raise ValueError(f"unknown line type {kind!r}")
 
@@ -342,8 +347,10 @@ class SearchDatabase:
     # -- predictions (per inner loop and parent) ----------------------------------------------
 
     def add_prediction(self, prediction: Prediction) -> bool:
-        """Store one inner loop's prediction for one document; a known ``(record_id,
-        doc_id)`` does nothing (a loop scores a document once; a resumed loop keeps it).
+        """Store one inner loop's prediction for one document.
+
+        A known ``(record_id, doc_id)`` does nothing (a loop scores a document once; a resumed loop
+        keeps it).
 
         Returns:
             True when added, False when that loop already had a prediction for the document.
@@ -383,7 +390,7 @@ class SearchDatabase:
             ]
 
     def loop_scores(self, record_id: str) -> dict[str, float]:
-        """doc id → predicted score of every document the inner loop ``record_id`` scored."""
+        """Doc id → predicted score of every document the inner loop ``record_id`` scored."""
         return {p.doc_id: p.predicted_score for p in self.predictions(record_id=record_id)}
 
     def prediction_for(
@@ -428,6 +435,7 @@ class SearchDatabase:
             return self._docs[doc_id].content
 
     def has_document(self, doc_id: str) -> bool:
+        """True when the database holds document ``doc_id``."""
         with self._lock:
             return doc_id in self._docs
 
@@ -470,7 +478,9 @@ class SearchDatabase:
             return True
 
     def add_impact(self, record_id: str, impact: Impact) -> bool:
-        """Append a realised outcome; one already present for ``(record_id, iteration)``
+        """Append a realised outcome, once per ``(record_id, iteration)``.
+
+        Append a realised outcome; one already present for ``(record_id, iteration)``
         does nothing.
 
         Returns:
@@ -490,6 +500,7 @@ class SearchDatabase:
             return True
 
     def get_record(self, record_id: str) -> SearchRecord | None:
+        """A copy of record ``record_id``, or None."""
         with self._lock:
             rec = self._records.get(record_id)
             return rec.model_copy(deep=True) if rec is not None else None
@@ -613,8 +624,10 @@ class SearchDatabase:
         return chosen
 
     def _predicted_gain(self, record: SearchRecord) -> float | None:
-        """Mean predicted gain (predicted child − parent score) of the record's final
-        documents: its own inner loop's predictions, else those in its round results."""
+        """Mean predicted gain (predicted child − parent score) of the record's final documents.
+
+        Its own inner loop's predictions, else those in its round results.
+        """
         scores = self.loop_scores(record.record_id)
         for rnd in record.rounds:
             for result in rnd.results:

@@ -96,8 +96,11 @@ class TaskMemory:
     # -- writing ---------------------------------------------------------------------------
 
     def remember(self, db: SearchDatabase, record_id: str, impact: Impact) -> None:
-        """Store the record's documents and its realised ``impact`` (records recalled from
-        memory are not stored again)."""
+        """Store the record's documents and its realised ``impact``.
+
+        Store the record's documents and its realised ``impact`` (records recalled from
+        memory are not stored again).
+        """
         if record_id.startswith(MEMORY_PREFIX):
             return
         record = db.get_record(record_id)

@@ -148,8 +148,11 @@ class OfflineSources:
 
     @classmethod
     def from_config(cls, cfg: RetrievalConfig, *, task_dir: Path | None = None) -> OfflineSources:
-        """Sources of a run: ``<task_dir>/docs`` when it exists, ``cfg.corpus`` folders
-        (``~`` expanded, relative to the working directory) and ``cfg.offline_include_pydoc``."""
+        """The offline sources of a run.
+
+        Sources of a run: ``<task_dir>/docs`` when it exists, ``cfg.corpus`` folders
+        (``~`` expanded, relative to the working directory) and ``cfg.offline_include_pydoc``.
+        """
         docs = Path(task_dir) / "docs" if task_dir is not None else None
         return cls(
             task_docs=docs if docs is not None and docs.is_dir() else None,
@@ -590,6 +593,7 @@ class OfflineSearcher:
 
     @property
     def index_info(self) -> dict[str, Any]:
+        """What the loaded index holds (files, modules, skipped ones); empty before it is built."""
         return dict(self._index.info) if self._index is not None else {}
 
     # -- protocol ------------------------------------------------------------------------
@@ -731,6 +735,8 @@ class OfflineSearcher:
         return _Index(entries, retriever, info)
 
     def _save(self, index: _Index, path: Path, key: str) -> None:
+        if index.retriever is None:  # no documents: nothing worth caching
+            return
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:12]}-", dir=self.cache_dir))
         try:

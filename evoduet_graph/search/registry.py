@@ -66,8 +66,10 @@ def register_backend(spec: BackendSpec) -> None:
 
 
 def backend_choices() -> str:
-    """Every value ``retrieval.backend`` accepts, for the CLI help and the config schema:
-    the registered names, then ``langchain:<module>:<factory>``, ``|``-separated."""
+    """Every value ``retrieval.backend`` accepts, for the CLI help and the config schema.
+
+    The registered names, then ``langchain:<module>:<factory>``, ``|``-separated.
+    """
     names = [n for n in _REGISTRY if n != "none"]
     tail = ["none"] if "none" in _REGISTRY else []
     return "|".join([*names, f"{LANGCHAIN_PREFIX}<module>:<factory>", *tail])
@@ -170,7 +172,8 @@ def _lazy(module: str, factory: str) -> Builder:
     def build(cfg: RetrievalConfig, task_dir: Path | None) -> Searcher:
         import importlib
 
-        return getattr(importlib.import_module(module), factory)(cfg)
+        searcher: Searcher = getattr(importlib.import_module(module), factory)(cfg)
+        return searcher
 
     return build
 

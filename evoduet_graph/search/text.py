@@ -49,8 +49,11 @@ def _parts(word: str) -> list[str]:
 
 @functools.lru_cache(maxsize=1 << 16)
 def _identifier_tokens(raw_ident: str) -> tuple[str, ...]:
-    """Tokens of one identifier match (cached: a corpus repeats few distinct identifiers —
-    the numpy+scipy docstrings hold ~860k identifiers, ~27k distinct)."""
+    """Tokens of one identifier match (cached).
+
+    Tokens of one identifier match (cached: a corpus repeats few distinct identifiers —
+    the numpy+scipy docstrings hold ~860k identifiers, ~27k distinct).
+    """
     ident = raw_ident.strip("_.")
     if not ident:
         return ()

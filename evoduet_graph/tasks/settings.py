@@ -118,9 +118,9 @@ def task_models(task: Task) -> list[dict[str, Any]]:
         if isinstance(base_url, str) and base_url:
             entry["base_url"] = base_url
         for ours, theirs in (("temperature", "temperature"), ("max_tokens", "max_tokens")):
-            value = model.get(theirs, llm.get(theirs))
-            if _number(value) is not None:
-                entry[ours] = int(value) if ours == "max_tokens" else float(value)
+            number = _number(model.get(theirs, llm.get(theirs)))
+            if number is not None:
+                entry[ours] = int(number) if ours == "max_tokens" else number
         key = model.get("api_key", llm.get("api_key"))
         if isinstance(key, str) and (ref := _ENV_REF.match(key.strip())):
             entry["api_key_env"] = ref.group(1)
@@ -132,6 +132,59 @@ def _models_summary(models: list[dict[str, Any]]) -> str:
     return ", ".join(
         f"{m['model'].removeprefix('openai:')} (weight {m['weight']:g})" for m in models
     )
+
+
+def _diff_based(
+    raw: dict[str, Any], config: EvoDuetConfig, settings: TaskSettings, overrides: dict[str, Any]
+) -> None:
+    """The task config's diff setting as ``prompt.diff_based``, when the run leaves it open.
+
+    The first of ``diff_based_evolution`` (OpenEvolve) and ``diff_based_generation``
+    (SkyDiscover) that is set counts; the embedded model ignores a ``true`` (it writes full
+    rewrites).
+    """
+    for key in ("diff_based_evolution", "diff_based_generation"):
+        value = raw.get(key)
+        if not isinstance(value, bool):
+            continue
+        if config.prompt.diff_based is value:
+            settings.used.append(f"{key}={str(value).lower()}")
+        elif config.prompt.diff_based is not None:
+            settings.ignored.append(
+                f"{key}={str(value).lower()} ignored: prompt.diff_based="
+                f"{str(config.prompt.diff_based).lower()} is set"
+            )
+        elif config.llm.model.strip().lower() == "local" and not config.llm.models and value:
+            settings.ignored.append(
+                f"{key}=true not used with the embedded model (it follows the diff format "
+                "unreliably; it writes full rewrites); set prompt.diff_based: true to force diffs"
+            )
+        else:
+            overrides["prompt.diff_based"] = value
+            settings.used.append(f"{key}={str(value).lower()}")
+        return
+
+
+def _code_length(
+    raw: dict[str, Any], config: EvoDuetConfig, settings: TaskSettings, overrides: dict[str, Any]
+) -> None:
+    """The task config's length limit as ``max_code_length``, unless the run sets another.
+
+    The first of ``max_code_length`` (OpenEvolve) and ``max_solution_length`` (SkyDiscover)
+    that is set counts.
+    """
+    for key in ("max_code_length", "max_solution_length"):
+        value = raw.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            continue
+        if config.max_code_length in (None, value):
+            overrides["max_code_length"] = value
+            settings.used.append(f"{key}={value}")
+        else:
+            settings.ignored.append(
+                f"{key}={value} ignored: max_code_length={config.max_code_length} is set"
+            )
+        return
 
 
 def apply_task_settings(task: Task, config: EvoDuetConfig) -> TaskSettings:
@@ -169,39 +222,8 @@ def apply_task_settings(task: Task, config: EvoDuetConfig) -> TaskSettings:
         thresholds = ", ".join(f"{t:g}" for t in task.cascade_thresholds)
         settings.used.append(f"cascade evaluation (thresholds {thresholds})")
 
-    for key in ("diff_based_evolution", "diff_based_generation"):
-        value = raw.get(key)
-        if not isinstance(value, bool):
-            continue
-        if config.prompt.diff_based is value:
-            settings.used.append(f"{key}={str(value).lower()}")
-        elif config.prompt.diff_based is not None:
-            settings.ignored.append(
-                f"{key}={str(value).lower()} ignored: prompt.diff_based="
-                f"{str(config.prompt.diff_based).lower()} is set"
-            )
-        elif config.llm.model.strip().lower() == "local" and not config.llm.models and value:
-            settings.ignored.append(
-                f"{key}=true not used with the embedded model (it follows the diff format "
-                "unreliably; it writes full rewrites); set prompt.diff_based: true to force diffs"
-            )
-        else:
-            overrides["prompt.diff_based"] = value
-            settings.used.append(f"{key}={str(value).lower()}")
-        break
-
-    for key in ("max_code_length", "max_solution_length"):
-        value = raw.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            continue
-        if config.max_code_length in (None, value):
-            overrides["max_code_length"] = value
-            settings.used.append(f"{key}={value}")
-        else:
-            settings.ignored.append(
-                f"{key}={value} ignored: max_code_length={config.max_code_length} is set"
-            )
-        break
+    _diff_based(raw, config, settings, overrides)
+    _code_length(raw, config, settings, overrides)
 
     seed = raw.get("random_seed")
     if isinstance(seed, int) and not isinstance(seed, bool):

@@ -1,8 +1,9 @@
-"""Helper process for the EvoX kill/resume test: a smoke-task run with ``scaffold: evox``
-(patience 1, so the strategy is revised every iteration without a new best) and a slow
-scripted model whose every answer depends only on its prompt (garbage programs; a strategy
-derived from the current strategy's id), so a resumed process answers as an uninterrupted
-one would.
+"""Helper process for the EvoX kill/resume test.
+
+A smoke-task run with ``scaffold: evox`` (patience 1, so the strategy is revised every iteration
+without a new best) and a slow scripted model whose every answer depends only on its prompt (garbage
+programs; a strategy derived from the current strategy's id), so a resumed process answers as an
+uninterrupted one would.
 
 Usage: python -m tests.integration._run_evox RUN_DIR [resume]
 """

@@ -1,5 +1,7 @@
-"""Helper process for the D_search kill/resume test: a smoke-task run that retrieves every
-iteration (gate ``always``, a `FakeSearcher`, R=2 inner rounds) with a slow scripted model.
+"""Helper process for the D_search kill/resume test.
+
+A smoke-task run that retrieves every iteration (gate ``always``, a `FakeSearcher`, R=2 inner
+rounds) with a slow scripted model.
 
 Usage: python -m tests.integration._run_knowledge RUN_DIR ITERATIONS [resume]
 

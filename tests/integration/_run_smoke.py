@@ -1,5 +1,7 @@
-"""Helper process for the kill/resume test: runs (or resumes) a smoke-task run with a scripted
-model that answers full rewrites (a different radius per call) and logs every evaluation.
+"""Helper process for the kill/resume test.
+
+Runs (or resumes) a smoke-task run with a scripted model that answers full rewrites (a different
+radius per call) and logs every evaluation.
 
 Usage: python -m tests.integration._run_smoke RUN_DIR ITERATIONS OFFSET [resume]
 """

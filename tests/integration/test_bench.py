@@ -1,9 +1,12 @@
-"""`evoduet bench`: orchestration, CSV/table/plots, resumability, failure recording, NDG floor,
+"""`evoduet bench`: orchestration, outputs, resumability and the OpenEvolve peer.
+
+`evoduet bench`: orchestration, CSV/table/plots, resumability, failure recording, NDG floor,
 the OpenEvolve config writer and trace reader, and the local model server wrapper.
 
-Fast: our two graph methods run on the smoke task with a scripted model and a fake search
-backend (no real model); the server wrapper is tested against a tiny fake HTTP server. The
-tests that need the real OpenEvolve create its venv on first use (pip); the real-server test needs the [local,bench] extras, which `make test` installs.
+Fast: our two graph methods run on the smoke task with a scripted model and a fake search backend
+(no real model); the server wrapper is tested against a tiny fake HTTP server. The tests that need
+the real OpenEvolve create its venv on first use (pip); the real-server test needs the [local,bench]
+extras, which `make test` installs.
 """
 
 from __future__ import annotations
@@ -842,8 +845,11 @@ def fake_openai():
 def test_bench_drives_real_openevolve_and_our_graph_through_one_endpoint(
     tmp_path, fake_openai, monkeypatch, openevolve_python
 ):
-    """Both methods call the same OpenAI-compatible endpoint; OpenEvolve resumes from its
-    checkpoint when asked for more iterations; its best is re-scored by our sandbox."""
+    """Both methods call the same OpenAI-compatible endpoint.
+
+    OpenEvolve resumes from its checkpoint when asked for more iterations; its best is re-scored by
+    our sandbox.
+    """
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     out = tmp_path / "bench"
     cfg = BASE.with_overrides({"llm.base_url": fake_openai, "llm.max_retries": 0})
@@ -942,9 +948,11 @@ def test_children_die_with_a_killed_parent(tmp_path):
 
 
 def test_llama_cpp_chat_model_sends_max_tokens_and_schema_as_json_object(fake_openai):
-    """Against the bench's llama.cpp server: the token limit goes out as ``max_tokens`` and a
-    json_schema structured call as ``{"type": "json_object", "schema": ...}`` (what the
-    server accepts), in one request."""
+    """Against the bench's llama.cpp server.
+
+    The token limit goes out as ``max_tokens`` and a json_schema structured call as ``{"type":
+    "json_object", "schema": ...}`` (what the server accepts), in one request.
+    """
     from pydantic import BaseModel
 
     from evoduet_graph.bench.endpoint import LlamaCppChatOpenAI, endpoint_chat_model

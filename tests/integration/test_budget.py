@@ -1,6 +1,9 @@
-"""Budgets (issue item 5): LLM calls, tokens, estimated cost and wall time; a limit stops the
-run cleanly after the iteration in flight, resumably, with the reason in the result, the events
-and the report; usage totals are counted from ``events.jsonl`` so they survive resume."""
+"""Budgets (issue item 5): LLM calls, tokens, estimated cost and wall time.
+
+A limit stops the run cleanly after the iteration in flight, resumably, with the reason in the
+result, the events and the report; usage totals are counted from ``events.jsonl`` so they survive
+resume.
+"""
 
 from __future__ import annotations
 

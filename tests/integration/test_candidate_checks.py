@@ -1,5 +1,8 @@
-"""Candidates are checked before they cost an evaluation (issue 13): Python code that does not
-compile is rejected with the compiler's message, and the evaluator never sees it."""
+"""Candidates are checked before they cost an evaluation (issue 13).
+
+Python code that does not compile is rejected with the compiler's message, and the evaluator never
+sees it.
+"""
 
 from __future__ import annotations
 

@@ -33,8 +33,11 @@ def task_copy(tmp_path: Path) -> Path:
 
 @pytest.fixture(autouse=True)
 def _hosted_model_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """A hosted model string that builds offline (no call is made before the errors), and a
-    cwd in which a default ``runs/`` folder would show."""
+    """A hosted model string that builds offline, and a cwd for default run folders.
+
+    A hosted model string that builds offline (no call is made before the errors), and a
+    cwd in which a default ``runs/`` folder would show.
+    """
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # refused, never the internet
     monkeypatch.chdir(tmp_path)
@@ -356,8 +359,10 @@ def test_eval_of_a_missing_program_file(task_copy: Path, tmp_path: Path) -> None
 
 
 def test_resume_refuses_emptied_files_of_a_run_with_iterations(tmp_path: Path) -> None:
-    """A 0-byte SQLite file opens as a new database and an empty config.yaml loads as the
-    defaults: either would silently restart or change the run, so both are refused."""
+    """A 0-byte SQLite file opens as a new database and an empty config.yaml loads as the defaults.
+
+    Either would silently restart or change the run, so both are refused.
+    """
     base = tmp_path / "base"
     proc = subprocess.run(
         [sys.executable, "-m", "tests.integration._run_smoke", str(base), "2", "0"],

@@ -1,6 +1,8 @@
-"""``evoduet run`` with ``retrieval.review_queries`` in a pseudo-terminal: the CLI shows the
-proposed queries, the person types replacements, and those are the queries searched. Without a
-terminal, or with ``--json``, the option is refused before anything runs."""
+"""``evoduet run`` with ``retrieval.review_queries`` in a pseudo-terminal.
+
+The CLI shows the proposed queries, the person types replacements, and those are the queries
+searched. Without a terminal, or with ``--json``, the option is refused before anything runs.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
-"""Concurrent use (issue item 7): the program store and the search database under N=8 parallel
-candidates and thread-heavy fakes. The run-directory lock (a second ``run``/``resume`` refuses)
-is tested through the CLI in ``test_cli_errors.py``."""
+"""Concurrent use (issue item 7).
+
+The program store and the search database under N=8 parallel candidates and thread-heavy fakes. The
+run-directory lock (a second ``run``/``resume`` refuses) is tested through the CLI in
+``test_cli_errors.py``.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
-"""``graph.invoke(task)``: the package's default compiled graph and the graph ``langgraph.json``
+"""``graph.invoke(task)``: the graph builds every dependency from its input.
+
+``graph.invoke(task)``: the package's default compiled graph and the graph ``langgraph.json``
 serves take the task in their input and build every dependency themselves, on the defaults
 (the EvoDuet method); the graph's edges speak the paper's words; any node of either loop is
-swapped by name. The model is a scripted OpenAI-compatible server on loopback."""
+swapped by name. The model is a scripted OpenAI-compatible server on loopback.
+"""
 
 from __future__ import annotations
 
@@ -28,8 +31,11 @@ from tests.studio_fakes import growing_radius, responder_content
 
 
 def _model(server: FaultyServer) -> dict[str, Any]:
-    """Config overrides that point the run at the scripted server; the offline backend over
-    the task's docs only (no package docs: a small index) — everything else the defaults."""
+    """Config overrides that point the run at the scripted server.
+
+    The offline backend over the task's docs only (no package docs: a small index) — everything else
+    the defaults.
+    """
     return {
         "llm": {"model": "openai:scripted", "base_url": server.base_url, "max_retries": 0},
         "retrieval": {"offline_include_pydoc": []},

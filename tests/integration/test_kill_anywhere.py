@@ -51,9 +51,11 @@ def test_at_least_20_kill_points_resume_to_the_uninterrupted_result(tmp_path: Pa
 def test_kill_after_a_step_whose_tasks_all_finished_is_resumed_not_restarted(
     tmp_path: Path,
 ) -> None:
-    """All parallel ``generate`` tasks saved their writes, the step's checkpoint was not
-    written: ``StateSnapshot.next`` is empty although the step is not committed. The run must
-    resume it (a regression: it used to start a new invocation and skip the iteration)."""
+    """All parallel ``generate`` tasks saved their writes, the step's checkpoint was not written.
+
+    ``StateSnapshot.next`` is empty although the step is not committed. The run must resume it (a
+    regression: it used to start a new invocation and skip the iteration).
+    """
     code = f"""
 import json
 from pathlib import Path

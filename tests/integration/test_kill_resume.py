@@ -1,5 +1,7 @@
-"""A run process killed with SIGKILL mid-iteration resumes to completion; nothing already
-evaluated is evaluated again."""
+"""A run process killed with SIGKILL mid-iteration resumes to completion.
+
+Nothing already evaluated is evaluated again.
+"""
 
 from __future__ import annotations
 

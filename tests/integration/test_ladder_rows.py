@@ -1,8 +1,11 @@
-"""The ablation ladder's new rows beyond what every shipped config shows
+"""The ablation ladder's rows beyond what every shipped config shows.
+
+The ablation ladder's new rows beyond what every shipped config shows
 (`tests/integration/test_shipped_configs.py`): joint-level search over native tool calling,
 the oracle and grounding document sets' errors, the stateless gate's schema, relevance/novelty
 selection by stored assessments, and the ladder's bench methods with their summary columns.
-Scripted models and fake search backends."""
+Scripted models and fake search backends.
+"""
 
 from __future__ import annotations
 
@@ -39,9 +42,11 @@ def _cfg(name: str, **overrides: Any) -> EvoDuetConfig:
 
 
 def test_joint_search_with_native_tool_calling_binds_a_search_tool(tmp_path):
-    """The tools protocol: the model calls ``search`` twice, then writes the program; each
-    call runs one search, its results come back as a ToolMessage, and D_search records the
-    queries and URLs as one joint-search record per candidate."""
+    """The tools protocol: the model calls ``search`` twice, then writes the program.
+
+    Each call runs one search, its results come back as a ToolMessage, and D_search records the
+    queries and URLs as one joint-search record per candidate.
+    """
 
     def answer(messages: list[Any]) -> Any:
         tool_results = [m for m in messages if isinstance(m, ToolMessage)]
@@ -81,8 +86,10 @@ def test_joint_search_with_native_tool_calling_binds_a_search_tool(tmp_path):
 
 
 def test_joint_search_stops_at_max_calls_and_asks_for_the_program(tmp_path):
-    """A model that keeps calling the tool gets max_calls searches, then one plain call; the
-    results it sees are capped (joint_search.max_result_chars over max_calls × results)."""
+    """A model that keeps calling the tool gets max_calls searches, then one plain call.
+
+    The results it sees are capped (joint_search.max_result_chars over max_calls × results).
+    """
     calls = {"tool": 0}
     seen: list[str] = []
 

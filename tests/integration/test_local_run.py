@@ -1,5 +1,7 @@
-"""End to end with the REAL embedded model: one iteration of the smoke task through the
-whole outer graph (real model, real sandboxed evaluator, SQLite checkpoints).
+"""End to end with the REAL embedded model.
+
+One iteration of the smoke task through the whole outer graph (real model, real sandboxed evaluator,
+SQLite checkpoints).
 
 Not skipped: CI installs the ``[local]`` extra. About 1-2 minutes on 2 cores.
 """

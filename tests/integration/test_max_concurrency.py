@@ -1,5 +1,8 @@
-"""``max_concurrency``: the knob reaches LangGraph's run config and bounds the parallel
-``generate`` nodes of an iteration (benchmarks/parallel_bench.py measures the wall time)."""
+"""``max_concurrency`` reaches LangGraph and bounds the parallel ``generate`` nodes.
+
+``max_concurrency``: the knob reaches LangGraph's run config and bounds the parallel
+``generate`` nodes of an iteration (benchmarks/parallel_bench.py measures the wall time).
+"""
 
 from __future__ import annotations
 
@@ -22,7 +25,9 @@ BARRIER_TIMEOUT_S = 60.0
 
 
 class GenerateProbe:
-    """A ``generate`` replacement that records the run config's ``max_concurrency`` and how
+    """A ``generate`` replacement that records the concurrency it sees.
+
+    A ``generate`` replacement that records the run config's ``max_concurrency`` and how
     many ``generate`` nodes were in flight at once, then runs the real node.
 
     With ``barrier_parties`` set, each call waits until that many calls are in flight: it
@@ -62,8 +67,11 @@ def _config(**kw: Any) -> EvoDuetConfig:
 
 
 def test_default_runs_every_candidate_of_an_iteration_at_once(smoke_task_dir, tmp_path):
-    """N=8 on any machine: all eight generate nodes are in flight together (LangGraph's own
-    default pool, min(32, cores + 4), holds only six on a 2-core machine)."""
+    """N=8 on any machine: all eight generate nodes are in flight together.
+
+    N=8 on any machine: all eight generate nodes are in flight together (LangGraph's own
+    default pool, min(32, cores + 4), holds only six on a 2-core machine).
+    """
     probe = GenerateProbe(barrier_parties=8)
     cfg = _config(candidates=8)
     llm = ScriptedChatModel(responses=[], default=RADIUS_UP)

@@ -1,5 +1,8 @@
-"""Long-term memory in a LangGraph store (``memory`` / ``--memory``): a second run on the same
-task starts with what the first one learned; runs without it stay independent."""
+"""Long-term memory in a LangGraph store (``memory`` / ``--memory``).
+
+A second run on the same task starts with what the first one learned; runs without it stay
+independent.
+"""
 
 from __future__ import annotations
 
@@ -110,8 +113,11 @@ def test_cli_memory_option_sets_the_store_path(smoke_task_dir, tmp_path, monkeyp
 
 
 def test_stateless_retrieval_neither_recalls_nor_writes_the_memory(smoke_task_dir, tmp_path):
-    """``retrieval.use_search_database: false`` (issue 15's ablation) keeps no search
-    database, so the memory is left alone: nothing recalled, nothing written."""
+    """Without a search database the long-term memory is left alone.
+
+    ``retrieval.use_search_database: false`` (issue 15's ablation) keeps no search
+    database, so the memory is left alone: nothing recalled, nothing written.
+    """
     memory = str(tmp_path / "memory.sqlite")
     _run(smoke_task_dir, tmp_path / "first", _config(memory=memory), "first run query")
     mem = TaskMemory(open_store(memory), "smoke_polygon_area", "check")

@@ -1,6 +1,8 @@
-"""A run with ``llm.roles`` on two models of an OpenAI-compatible endpoint: the world-knowledge
-layer on ``cheap``, mutation on ``strong``; each role's calls reach its model, and the
-report prices each model on its own."""
+"""A run with ``llm.roles`` on two models of an OpenAI-compatible endpoint.
+
+The world-knowledge layer on ``cheap``, mutation on ``strong``; each role's calls reach its model,
+and the report prices each model on its own.
+"""
 
 from __future__ import annotations
 
@@ -90,8 +92,11 @@ def test_each_role_calls_its_model_and_cost_is_per_model(smoke_task_dir, tmp_pat
 
 
 def test_joint_search_runs_on_the_generate_role_model(smoke_task_dir, tmp_path, monkeypatch):
-    """Joint-level search (issue 15) is part of the mutation call: its search turns and the
-    final answer go to the ``generate`` role's model, never to the run's default model."""
+    """Joint-level search (issue 15) is part of the mutation call.
+
+    Its search turns and the final answer go to the ``generate`` role's model, never to the run's
+    default model.
+    """
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     responder = KnowledgeResponder(
         generate=RADIUS_UP,
@@ -130,8 +135,11 @@ def test_joint_search_runs_on_the_generate_role_model(smoke_task_dir, tmp_path, 
 
 def test_stateless_gate_and_rerank_run_on_their_role_models(smoke_task_dir, tmp_path,
                                                              monkeypatch):
-    """Issue 15's stateless gate (``use_search_database: false``) and listwise rerank call the
-    ``gate`` and ``rerank`` role models; mutation stays on the run's model."""
+    """The stateless gate and listwise rerank call their role models.
+
+    Issue 15's stateless gate (``use_search_database: false``) and listwise rerank call the
+    ``gate`` and ``rerank`` role models; mutation stays on the run's model.
+    """
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     responder = KnowledgeResponder(gate="retrieve", generate=RADIUS_UP)
 

@@ -123,8 +123,11 @@ def test_duplicate_rejected_without_evaluation_distinct_one_accepted(tmp_path):
 
 
 def test_disabled_novelty_evaluates_the_comment_only_copy(tmp_path):
-    """Without the check the copy is evaluated: its file differs from its parent's, so the
-    evaluation cache (keyed by the sha of the exact text) does not serve it."""
+    """Without the check the copy is evaluated.
+
+    Its file differs from its parent's, so the evaluation cache (keyed by the sha of the exact text)
+    does not serve it.
+    """
     cfg = _config(iterations=1, novelty={"enabled": False})
     evaluator = _evaluator(cfg, tmp_path / "evaluated.jsonl")
     llm = ScriptedChatModel(responses=[echo("first idea")])
@@ -142,8 +145,10 @@ def test_disabled_novelty_evaluates_the_comment_only_copy(tmp_path):
 
 
 def test_clone_of_a_population_program_is_kept_out_of_the_population(tmp_path):
-    """An exact copy of the parent's text is refused earlier (`diffs`: "identical"); a copy of
-    another population program, or the parent re-commented, is what the check keeps out."""
+    """An exact copy of the parent's text is refused earlier (`diffs`: "identical").
+
+    A copy of another population program, or the parent re-commented, is what the check keeps out.
+    """
     cfg = _config(iterations=2, novelty={"resample": False})
     llm = ScriptedChatModel(responses=[grow(0.1), echo("same as before")])
     evaluator = _evaluator(cfg, tmp_path / "evaluated.jsonl")

@@ -1,5 +1,8 @@
-"""Live progress: the custom-stream events of a run, the rich display, ``--json`` / ``--quiet``,
-and the offline index build's progress."""
+"""Live progress: custom-stream events, the rich display, ``--json`` / ``--quiet``.
+
+Live progress: the custom-stream events of a run, the rich display, ``--json`` / ``--quiet``,
+and the offline index build's progress.
+"""
 
 from __future__ import annotations
 

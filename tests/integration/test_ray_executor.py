@@ -261,8 +261,11 @@ def test_runtime_env_reaches_the_candidate_and_ray_variables_do_not(local_ray):
 
 
 def test_an_address_that_answers_but_is_not_ray_fails_after_the_deadline(monkeypatch):
-    """A TCP port that accepts connections but is no Ray GCS (e.g. the dashboard port typed
-    by mistake): ``ray.init`` would retry without end; `connect` gives up with a clear error."""
+    """A port that is no Ray GCS gives a clear error instead of endless retries.
+
+    A TCP port that accepts connections but is no Ray GCS (e.g. the dashboard port typed
+    by mistake): ``ray.init`` would retry without end; `connect` gives up with a clear error.
+    """
     import socket
     import subprocess
     import sys
@@ -291,9 +294,12 @@ def test_an_address_that_answers_but_is_not_ray_fails_after_the_deadline(monkeyp
 
 
 def test_under_the_namespace_a_candidate_cannot_kill_its_ray_worker(local_ray, tmp_path):
-    """The same worker-killing candidate, with the read-only namespace where this machine has
+    """The worker-killing candidate under bwrap's read-only namespace.
+
+    The same worker-killing candidate, with the read-only namespace where this machine has
     bwrap: its parent is the sandbox's own init (which ignores the signal), so the worker
-    survives and the candidate evaluates like any other (not a lost Ray task)."""
+    survives and the candidate evaluates like any other (not a lost Ray task).
+    """
     task = load_task(SMOKE_TASK)
     with RayEvaluator(task, workers=1) as evaluator:
         if evaluator.isolation.filesystem != "namespace":

@@ -1,6 +1,8 @@
-"""Resume with an edited ``config.yaml`` (issue 13, item 3): every refused edit is one line,
-exit 2 and nothing written; every accepted edit is applied, and an edited model or seed is
-said in one line; the task folder must not change between sessions either."""
+"""Resume with an edited ``config.yaml`` (issue 13, item 3).
+
+Every refused edit is one line, exit 2 and nothing written; every accepted edit is applied, and an
+edited model or seed is said in one line; the task folder must not change between sessions either.
+"""
 
 from __future__ import annotations
 

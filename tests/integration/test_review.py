@@ -1,6 +1,9 @@
-"""Human review with ``interrupt()``: ``retrieval.review_queries`` and ``gate.review`` through
-the Python API (the CLI's pty test and Studio's SDK test are in test_cli_review.py and
-test_studio.py). The pause is checkpointed: a run left waiting resumes waiting."""
+"""Human review with ``interrupt()``.
+
+``retrieval.review_queries`` and ``gate.review`` through the Python API (the CLI's pty test and
+Studio's SDK test are in test_cli_review.py and test_studio.py). The pause is checkpointed: a run
+left waiting resumes waiting.
+"""
 
 from __future__ import annotations
 
@@ -132,8 +135,11 @@ def test_gate_review_refuses_a_look_up_of_unknown_documents(smoke_task_dir, tmp_
 
 
 def test_gate_review_wraps_the_stateless_gate_and_refuses_a_look_up(smoke_task_dir, tmp_path):
-    """``retrieval.use_search_database: false`` (issue 15's stateless gate) is reviewed like
-    the method's gate; a reviewer's look-up is refused (there is no search database)."""
+    """The stateless gate is reviewed like the method's gate.
+
+    ``retrieval.use_search_database: false`` (issue 15's stateless gate) is reviewed like
+    the method's gate; a reviewer's look-up is refused (there is no search database).
+    """
     cfg = _config(**{"gate.mode": "llm", "gate.review": True, "retrieval.review_queries": False,
                      "retrieval.use_search_database": False})
     llm = _llm(gate="retrieve")

@@ -1,5 +1,7 @@
-"""Run directories are never mixed up or overwritten; a resume may change the iteration count;
-a candidate that kills the run process cannot make the run impossible to resume."""
+"""Run directories are never mixed up or overwritten; a resume may change the iteration count.
+
+A candidate that kills the run process cannot make the run impossible to resume.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
-"""Search faults in a whole run (issue item 3): backend errors, timeouts, empty results,
-oversized pages, non-UTF-8 content, duplicate URLs, malformed hits and prompt-injection text.
-The run goes on, D_search keeps clean, capped, de-duplicated documents, and injected text stays
-data inside ``<document>`` blocks. Unit-level cases are in ``tests/unit/test_search.py``."""
+"""Search faults in a whole run (issue item 3).
+
+Backend errors, timeouts, empty results, oversized pages, non-UTF-8 content, duplicate URLs,
+malformed hits and prompt-injection text. The run goes on, D_search keeps clean, capped,
+de-duplicated documents, and injected text stays data inside ``<document>`` blocks. Unit-level cases
+are in ``tests/unit/test_search.py``.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Runs over the search-backend registry: several backends at once (``[offline, arxiv-fake]``),
-a user's ``langchain:`` retriever, ``exclude_domains``, the search cache within a run and
-across a resume, and ``stop_at_score``.
+"""Runs over the search-backend registry.
+
+Several backends at once (``[offline, arxiv-fake]``), a user's ``langchain:`` retriever,
+``exclude_domains``, the search cache within a run and across a resume, and ``stop_at_score``.
 
 The real sandboxed evaluator on the smoke task, a scripted model (`KnowledgeResponder`), the
 real offline BM25 backend over a small corpus and fakes of the web backends' clients.
@@ -114,7 +115,9 @@ def test_repeated_query_is_answered_from_the_cache_also_after_resume(smoke_task_
     before = len(ARXIV_FAKE.queries)
     cfg = _config(tmp_path, **{"retrieval.backend": "arxiv-fake", "iterations": 2})
     rdir = tmp_path / "run"
-    same = lambda n, _t: ["circle packing"]
+    def same(n, _t):
+        return ["circle packing"]
+
     run(smoke_task_dir, cfg, llm=_llm(queries=same, generate=RADIUS_UP), run_dir=rdir,
         iterations=2)
     searches = _events(rdir, "search")
@@ -132,7 +135,9 @@ def test_repeated_query_is_answered_from_the_cache_also_after_resume(smoke_task_
 def test_cache_dir_is_shared_by_runs_and_cache_false_searches_again(smoke_task_dir, tmp_path):
     before = len(ARXIV_FAKE.queries)
     shared = str(tmp_path / "shared-cache")
-    same = lambda n, _t: ["shared query"]
+    def same(n, _t):
+        return ["shared query"]
+
     cfg = _config(tmp_path, **{"retrieval.backend": "arxiv-fake", "retrieval.cache_dir": shared})
     for name in ("a", "b"):
         run(smoke_task_dir, cfg, llm=_llm(queries=same), run_dir=tmp_path / name)

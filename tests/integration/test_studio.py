@@ -1,5 +1,8 @@
-"""LangGraph Studio: the graph ``langgraph.json`` serves, its JSON context, and a real
-``langgraph dev`` server driven through the LangGraph SDK (loopback only, fake model)."""
+"""LangGraph Studio: the served graph, its JSON context and a real dev server.
+
+LangGraph Studio: the graph ``langgraph.json`` serves, its JSON context, and a real
+``langgraph dev`` server driven through the LangGraph SDK (loopback only, fake model).
+"""
 
 from __future__ import annotations
 
@@ -103,8 +106,11 @@ def _langgraph_cli() -> Path:
 
 @contextlib.contextmanager
 def _dev_server(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Any]:
-    """``langgraph dev`` on a free loopback port in the project root (log in
-    ``tmp_path/server.log``); yields ``(client, server process)`` once it answers."""
+    """``langgraph dev`` on a free loopback port in the project root.
+
+    ``langgraph dev`` on a free loopback port in the project root (log in
+    ``tmp_path/server.log``); yields ``(client, server process)`` once it answers.
+    """
     pytest.importorskip("langgraph_api", reason="needs langgraph-cli[inmem] (the [dev] extra)")
     from langgraph_sdk import get_sync_client
 
@@ -177,10 +183,13 @@ def test_langgraph_dev_server_runs_two_iterations(tmp_path):
 
 
 def test_a_studio_thread_with_only_the_task_as_input_survives_the_file_watcher(tmp_path):
-    """A thread whose input is only ``{"task_dir", "max_iterations"}`` (no context) runs on
+    """A thread whose input names only the task runs on the server's defaults.
+
+    A thread whose input is only ``{"task_dir", "max_iterations"}`` (no context) runs on
     the defaults — the model comes from ``$EVODUET_CONFIG``, the server's base config — and
     writes every new best program into the default run directory, outside the project, so
-    the dev server's file watcher (on: no ``--no-reload``) never restarts the server."""
+    the dev server's file watcher (on: no ``--no-reload``) never restarts the server.
+    """
     responder = KnowledgeResponder(gate=["retrieve", "no-op"], generate=growing_radius())
     with FaultyServer(["ok"], content=responder_content(responder)) as model:
         base = tmp_path / "studio.yaml"
@@ -230,8 +239,11 @@ def _interrupts(state: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_studio_review_queries_stops_and_resumes_with_an_edited_query(tmp_path):
-    """``retrieval.review_queries`` in Studio: the thread stops at the interrupt with the
-    proposed queries, is resumed with an edited query, and that query is the one searched."""
+    """``retrieval.review_queries`` in Studio: interrupt, edit, resume.
+
+    ``retrieval.review_queries`` in Studio: the thread stops at the interrupt with the
+    proposed queries, is resumed with an edited query, and that query is the one searched.
+    """
     rdir = tmp_path / "run"
     context = _context(rdir)
     context["config"] = {

@@ -1,4 +1,6 @@
-"""Tracing: every model call is a child of its graph node's run, named ``<node>.llm``, with
+"""Tracing: every model call is a child of its graph node's run.
+
+Tracing: every model call is a child of its graph node's run, named ``<node>.llm``, with
 metadata (node, iteration, round, candidate, decision), as a LangSmith trace shows it.
 
 An in-memory tracer stands in for LangSmith and is switched on the way LangSmith is: by an

@@ -1,4 +1,6 @@
-"""Every file in ``configs/`` differs from ``configs/evoduet.yaml`` only in the keys that
+"""Each file in ``configs/`` differs from the method only in its ladder row's keys.
+
+Every file in ``configs/`` differs from ``configs/evoduet.yaml`` only in the keys that
 define its row of the ablation ladder (README "Baselines and ablations").
 
 Both files are loaded with `load_config` (defaults filled in) and flattened to dotted keys; the

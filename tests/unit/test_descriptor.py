@@ -1,5 +1,8 @@
-"""The population-state descriptor (`evoduet_graph.prompts.descriptor.population_descriptor`) on a
-small hand-made population whose figures are worked out by hand below."""
+"""The population-state descriptor on a small hand-made population.
+
+The population-state descriptor (`evoduet_graph.prompts.descriptor.population_descriptor`) on a
+small hand-made population whose figures are worked out by hand below.
+"""
 
 from __future__ import annotations
 

@@ -472,8 +472,11 @@ def _rewrite_with_import(markers: bool, imports: str = "from math import sqrt, f
 
 @pytest.mark.parametrize("markers", [True, False])
 def test_rewrite_keeps_an_import_added_outside_the_evolve_block(markers: bool) -> None:
-    """The import is moved to the top of the block (the fixed code stays verbatim) instead of
-    being dropped, which would make the child fail with a NameError."""
+    """The import is moved to the top of the block instead of being dropped.
+
+    The import is moved to the top of the block (the fixed code stays verbatim) instead of
+    being dropped, which would make the child fail with a NameError.
+    """
     cand = candidate_from_response(
         PARENT, _rewrite_with_import(markers), diff_based=False, restrict_to_evolve_blocks=True
     )
@@ -525,7 +528,10 @@ def test_a_tab_indented_search_block_applies_to_a_space_indented_program() -> No
 
 def test_a_space_indented_search_block_applies_to_a_tab_indented_program() -> None:
     tabbed = SPACED.replace("        ", "\t\t").replace("    ", "\t")
-    text = "<<<<<<< SEARCH\n    if x:\n        y = 1\n=======\n    if x:\n        y = 3\n>>>>>>> REPLACE\n"
+    text = (
+        "<<<<<<< SEARCH\n    if x:\n        y = 1\n=======\n    if x:\n        y = 3\n"
+        ">>>>>>> REPLACE\n"
+    )
     result = apply_diff(tabbed, text, restrict_to_evolve_blocks=False)
     assert not result.failed, result.failed
     assert result.code == "def f(x):\n\tif x:\n\t\ty = 3\n\treturn x\n"

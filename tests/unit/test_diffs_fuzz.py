@@ -1,5 +1,7 @@
-"""Property-based fuzzing of diff application (issue item 8): any model text either yields an
-exact, reviewable change or is rejected with a reason — never an exception.
+"""Property-based fuzzing of diff application (issue item 8).
+
+Any model text either yields an exact, reviewable change or is rejected with a reason — never an
+exception.
 
 Strategies build model answers from the pieces models actually emit (SEARCH/REPLACE markers of
 4-10 characters, code fences, ``<think>`` tags, EVOLVE-BLOCK markers, lines of the parent, CRLF
@@ -9,10 +11,6 @@ line ends, random text) as well as arbitrary unicode.
 from __future__ import annotations
 
 import os
-
-import pytest
-
-hypothesis = pytest.importorskip("hypothesis")
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

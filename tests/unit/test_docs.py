@@ -1,5 +1,8 @@
-"""Documentation that cannot drift: the generated config reference, the ablation configs, the
-README's Python examples (executed) and its graph pictures (compared with the code)."""
+"""Documentation that cannot drift.
+
+The generated config reference, the ablation configs, the README's Python examples (executed) and
+its graph pictures (compared with the code).
+"""
 
 from __future__ import annotations
 
@@ -113,8 +116,10 @@ def _section(title: str) -> str:
 
 
 def test_readme_python_api_examples_run(tmp_path, monkeypatch):
-    """Execute every ``python`` block of README's "Python API" section as written; only the
-    chat-model factory is replaced by a scripted fake (no model download, no network)."""
+    """Execute every ``python`` block of README's "Python API" section as written.
+
+    Only the chat-model factory is replaced by a scripted fake (no model download, no network).
+    """
     import evoduet_graph.llm as llm_pkg
 
     blocks = re.findall(r"```python\n(.*?)```", _section("Python API"), re.DOTALL)

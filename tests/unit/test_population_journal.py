@@ -1,5 +1,8 @@
-"""The population is persisted as snapshot + journal: O(1) bytes per iteration, and a restore
-equals the population in memory at every iteration, also across a snapshot."""
+"""The population is persisted as snapshot + journal.
+
+O(1) bytes per iteration, and a restore equals the population in memory at every iteration, also
+across a snapshot.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
-"""`evoduet_graph.rundir.pricing`: USD per model from the genai-prices catalogue or ``budget.prices``,
-0 for the embedded model; the report's cost lines for a priced fake model and the local one."""
+"""`evoduet_graph.rundir.pricing`: USD per model, and the report's cost lines.
+
+Prices come from the genai-prices catalogue or ``budget.prices``, 0 for the embedded model; the
+cost lines are checked for a priced fake model and the local one.
+"""
 
 from __future__ import annotations
 
@@ -28,7 +31,8 @@ def test_catalogue_prices_openai_models_including_dated_and_openrouter_names() -
         price = price_for(model)
         assert price is not None and price.source == "genai-prices"
         assert cost_usd(model, 1000, 200) == pytest.approx(float(expected.total_price))
-    assert price_for("openai:gpt-4o").input_per_mtok > price_for("openai:gpt-4o-mini").input_per_mtok
+    mini = price_for("openai:gpt-4o-mini")
+    assert price_for("openai:gpt-4o").input_per_mtok > mini.input_per_mtok
     openrouter = "https://openrouter.ai/api/v1"
     assert price_for("openai:openai/gpt-4.1-mini", base_url=openrouter).source == "genai-prices"
 
@@ -117,9 +121,11 @@ def test_report_of_an_unpriced_model_says_so(tmp_path: Path) -> None:
 
 
 def test_usage_cost_prices_each_model_on_its_own() -> None:
-    """`budget.usage_cost`: every answered model at its own price through `price_for`; a name
-    only a configured model string knows takes that string's price; an unpriced role model is
-    None (0 in the total); usage without a model name and injected names at the run's model."""
+    """`budget.usage_cost`: every answered model at its own price through `price_for`.
+
+    A name only a configured model string knows takes that string's price; an unpriced role model is
+    None (0 in the total); usage without a model name and injected names at the run's model.
+    """
     from evoduet_graph.rundir.budget import usage_cost
     from evoduet_graph.rundir.usage import UsageTotals
 

@@ -1,5 +1,8 @@
-"""`evoduet report` files (PNG plots, report.md, self-contained HTML), `evoduet compare`,
-`evoduet graph`, and the one-line errors of report / compare / graph / resume."""
+"""`evoduet report`, `compare` and `graph` files and their one-line errors.
+
+`evoduet report` files (PNG plots, report.md, self-contained HTML), `evoduet compare`,
+`evoduet graph`, and the one-line errors of report / compare / graph / resume.
+"""
 
 from __future__ import annotations
 
@@ -152,7 +155,10 @@ def test_report_of_a_run_without_search_or_programs(fake_run, tmp_path):  # noqa
 
 def test_html_converter_escapes_and_inlines(tmp_path):
     (tmp_path / "a.png").write_bytes(PNG_MAGIC + b"0" * 10)
-    md = "# T <x>\n\n| a | b \\| c |\n|---|---|\n| `<y>` | **z** |\n\n![cap](a.png)\n\n![gone](b.png)\n"
+    md = (
+        "# T <x>\n\n| a | b \\| c |\n|---|---|\n| `<y>` | **z** |\n\n![cap](a.png)\n\n"
+        "![gone](b.png)\n"
+    )
     html = markdown_to_html(md, base=tmp_path, title="t")
     assert "<h1>T &lt;x&gt;</h1>" in html and "<code>&lt;y&gt;</code>" in html
     assert "<strong>z</strong>" in html and "<td>b | c</td>" not in html

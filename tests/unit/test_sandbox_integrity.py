@@ -1,4 +1,6 @@
-"""A candidate cannot rewrite the evaluator, the task folder, the run directory or the program
+"""A candidate cannot rewrite the evaluator, the task folder or the run directory.
+
+A candidate cannot rewrite the evaluator, the task folder, the run directory or the program
 store (issue 13): by any route it either cannot write, or it is caught as ``tampering`` and
 restored — and the task folder's hash is unchanged afterwards.
 
@@ -161,8 +163,11 @@ def task(tmp_path: Path) -> Task:
 
 @pytest.fixture
 def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A run directory whose store and event log this (parent) process holds open, as a run
-    does, and which is also the parent's working directory (the /proc route)."""
+    """A run directory held open by this process, also its working directory.
+
+    A run directory whose store and event log this (parent) process holds open, as a run
+    does, and which is also the parent's working directory (the /proc route).
+    """
     rdir = tmp_path / "run"
     rdir.mkdir()
     monkeypatch.chdir(rdir)
@@ -220,8 +225,11 @@ def test_no_route_lets_a_candidate_change_evaluator_task_run_dir_or_store(
 
 
 def test_the_evaluator_runs_from_the_run_start_snapshot(task: Task) -> None:
-    """Edits (or deletions) of the task folder after the sandbox was built do not change what
-    the evaluator is: it is imported from the snapshot."""
+    """Edits of the task folder after the sandbox was built change nothing.
+
+    Edits (or deletions) of the task folder after the sandbox was built do not change what
+    the evaluator is: it is imported from the snapshot.
+    """
     sandbox = SandboxEvaluator(task, timeout_s=30)
     try:
         (task.path / "helper.py").write_text("def clip(v):\n    return 1e9\n")
@@ -274,9 +282,12 @@ def test_snapshot_reports_and_restores_every_kind_of_change(tmp_path: Path) -> N
 def test_run_records_the_task_hash_and_a_tampering_candidate_never_enters_the_population(
     tmp_path: Path,
 ) -> None:
-    """End to end: a model proposes the issue's exploit (append a 1e9 wrapper to evaluator.py
+    """End to end: the issue's exploit is reported and kept out of the population.
+
+    End to end: a model proposes the issue's exploit (append a 1e9 wrapper to evaluator.py
     through sys.path[0]); the run reports it, keeps it out of the population and leaves the
-    task folder exactly as it was."""
+    task folder exactly as it was.
+    """
     from evoduet_graph import EvoDuetConfig, run
     from evoduet_graph.rundir.events import read_events
     from tests.conftest import SMOKE_TASK, diff
@@ -344,9 +355,12 @@ def _processes_with(marker: str) -> list[int]:
 
 @pytest.mark.parametrize("isolate_filesystem", [True, False], ids=["namespace", "fallback"])
 def test_no_process_of_a_timed_out_candidate_survives(task: Task, isolate_filesystem: bool) -> None:
-    """Background children, one that left the group with setsid, and the busy candidate itself
+    """Every process of a timed-out candidate is gone after the timeout.
+
+    Background children, one that left the group with setsid, and the busy candidate itself
     are all gone after a timeout (seen from the host's /proc: inside bwrap's PID namespace the
-    candidate cannot report host pids)."""
+    candidate cannot report host pids).
+    """
     import time
     import uuid
 

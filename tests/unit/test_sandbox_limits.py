@@ -1,4 +1,6 @@
-"""Hard sandbox limits: fork bombs, network, CPU time, disk fillers, output floods, working
+"""Hard sandbox limits hold against hostile candidates.
+
+Hard sandbox limits: fork bombs, network, CPU time, disk fillers, output floods, working
 directory and temp files (the issue's item 4). Wall-clock timeout with a process-group kill,
 the address-space limit and secret scrubbing are pinned in ``test_sandbox.py``.
 
@@ -34,9 +36,11 @@ def _isolation() -> Isolation:
 
 
 def _cgroup_or_reported() -> bool:
-    """True when a pids cgroup limits candidates here. Otherwise the sandbox must say why, and
-    say it as a run warning (the issue's "when it cannot, the run says so once"); the calling
-    test then checks only that report — it is not skipped."""
+    """True when a pids cgroup limits candidates here.
+
+    Otherwise the sandbox must say why, and say it as a run warning (the issue's "when it cannot,
+    the run says so once"); the calling test then checks only that report — it is not skipped.
+    """
     iso = _isolation()
     if iso.processes == "cgroup":
         return True
@@ -46,8 +50,10 @@ def _cgroup_or_reported() -> bool:
 
 
 def _netns_or_reported() -> bool:
-    """True when candidates can run in a fresh network namespace here; otherwise the missing
-    isolation must be reported as a run warning (checked here)."""
+    """True when candidates can run in a fresh network namespace here.
+
+    Otherwise the missing isolation must be reported as a run warning (checked here).
+    """
     iso = _isolation()
     if iso.network:
         return True

@@ -1,5 +1,8 @@
-"""The search-backend registry, the LangChain-based backends (each against a fake of its
-client), combined backends, ``exclude_domains``, preflight error paths and the search cache."""
+"""The search-backend registry, the LangChain-based backends and the search cache.
+
+The search-backend registry, the LangChain-based backends (each against a fake of its
+client), combined backends, ``exclude_domains``, preflight error paths and the search cache.
+"""
 
 from __future__ import annotations
 

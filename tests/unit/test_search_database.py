@@ -90,9 +90,11 @@ def _prediction(doc_id: str, record_id: str = "ret_000001", parent: str = "p1", 
 
 
 def test_predictions_belong_to_a_loop_and_a_parent(tmp_path: Path) -> None:
-    """Paper §3.4: a document is scored once per inner loop, for that loop's parent; another
-    loop (another parent) scores it again; every prediction is kept with its record, round,
-    parent id and parent score."""
+    """Paper §3.4: a document is scored once per inner loop, for that loop's parent.
+
+    Another loop (another parent) scores it again; every prediction is kept with its record, round,
+    parent id and parent score.
+    """
     path = tmp_path / "search_database.jsonl"
     db = SearchDatabase(path)
     (doc,) = db.add_documents([_doc("https://a.org")], 1)
@@ -236,9 +238,12 @@ def test_select_delta_recency_full(tmp_path: Path) -> None:
 
 
 def test_select_relevance_novelty_without_ratings(tmp_path: Path) -> None:
-    """Records without listwise-rerank ratings: relevance is the (min-max normalised)
-    predicted gain, novelty the document overlap with records already chosen; no LLM call.
-    (Ordering by stored rerank ratings: tests/integration/test_ladder_rows.py.)"""
+    """Records without listwise-rerank ratings.
+
+    Relevance is the (min-max normalised) predicted gain, novelty the document overlap with records
+    already chosen; no LLM call. (Ordering by stored rerank ratings:
+    tests/integration/test_ladder_rows.py.)
+    """
     db = SearchDatabase(None)
     _record(db, 1, ["simulated annealing schedule"], ["https://sa.org"])
     _record(db, 2, ["hexagonal lattice circle packing"], ["https://hex.org", "https://p.org"])

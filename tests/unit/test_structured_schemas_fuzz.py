@@ -1,6 +1,9 @@
-"""No structured reply can crash a run (issue 13, item 2): every structured-output schema,
-fed arbitrary JSON values for every field, validates or raises a pydantic validation error
-only, and `structured_call` always returns a typed value (parsed, or the typed default)."""
+"""No structured reply can crash a run (issue 13, item 2).
+
+Every structured-output schema, fed arbitrary JSON values for every field, validates or raises a
+pydantic validation error only, and `structured_call` always returns a typed value (parsed, or the
+typed default).
+"""
 
 from __future__ import annotations
 
@@ -47,8 +50,11 @@ def _fields(schema: type[BaseModel]) -> list[str]:
 
 
 def _payloads(schema: type[BaseModel]) -> st.SearchStrategy[dict[str, Any]]:
-    """Objects with any subset of the schema's fields, each an arbitrary JSON value, plus the
-    nested ``scores`` shapes (list of objects / object keyed by document id)."""
+    """Objects with any subset of the schema's fields.
+
+    Objects with any subset of the schema's fields, each an arbitrary JSON value, plus the
+    nested ``scores`` shapes (list of objects / object keyed by document id).
+    """
     fields = _fields(schema)
     values = st.fixed_dictionaries({}, optional={name: JSON for name in fields})
     nested = st.fixed_dictionaries(

@@ -101,9 +101,12 @@ def test_load_smoke_task() -> None:
 def test_openevolve_folder_with_unknown_keys_loads_with_warnings_and_evaluates(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A folder exactly as OpenEvolve users have it: no task.yaml, EvaluationResult import,
-    helper module next to the evaluator, a config with keys OpenEvolve knows but we do not use
-    (llm.api_base, database.similarity_threshold) and keys nobody knows."""
+    """A folder exactly as OpenEvolve users have it.
+
+    No task.yaml, EvaluationResult import, helper module next to the evaluator, a config with keys
+    OpenEvolve knows but we do not use (llm.api_base, database.similarity_threshold) and keys nobody
+    knows.
+    """
     folder = write_task(
         tmp_path,
         name="oe_task",

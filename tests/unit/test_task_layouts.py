@@ -105,7 +105,10 @@ def test_c_task_with_slash_markers_runs_two_iterations_and_evaluator_sees_c_file
     assert (task.language, task.file_suffix, task.program_file) == ("c", ".c", "initial_program.c")
     assert task.has_evolve_blocks
     # iteration 1: a SEARCH/REPLACE diff; iteration 2: a full rewrite in a ```c block
-    diff = "<<<<<<< SEARCH\nstatic double value = 1.0;\n=======\nstatic double value = 2.0;\n>>>>>>> REPLACE\n"
+    diff = (
+        "<<<<<<< SEARCH\nstatic double value = 1.0;\n=======\nstatic double value = 2.0;\n"
+        ">>>>>>> REPLACE\n"
+    )
     rewrite = "```c\n" + C_PROGRAM.replace("1.0", "3.5") + "```\n"
     llm = ScriptedChatModel(responses=[diff, rewrite])
     result = run(folder, _cfg(), llm=llm, run_dir=tmp_path / "run")
@@ -171,7 +174,10 @@ def test_python_only_steps_fall_back_for_other_languages() -> None:
     from evoduet_graph.candidates.novelty import normalise
 
     parent = "#include <stdio.h>\n// EVOLVE-BLOCK-START\nint v = 1;\n// EVOLVE-BLOCK-END\n"
-    answer = "```c\n#include <math.h>\n#include <stdio.h>\n// EVOLVE-BLOCK-START\nint v = 2;\n// EVOLVE-BLOCK-END\n```"
+    answer = (
+        "```c\n#include <math.h>\n#include <stdio.h>\n// EVOLVE-BLOCK-START\nint v = 2;\n"
+        "// EVOLVE-BLOCK-END\n```"
+    )
     c = candidate_from_response(
         parent, answer, diff_based=False, restrict_to_evolve_blocks=True, language="c"
     )
@@ -509,7 +515,10 @@ def test_missing_toolchain_is_one_line_naming_it(
         "r_tool",
         {
             "initial_program.r": "value <- 1\n",
-            "evaluator.py": 'import subprocess\n\ndef evaluate(p):\n    subprocess.run(["Rscript", p])\n    return {"score": 1.0}\n',
+            "evaluator.py": (
+                'import subprocess\n\ndef evaluate(p):\n    subprocess.run(["Rscript", p])\n'
+                '    return {"score": 1.0}\n'
+            ),
         },
     )
     task = load_task(folder)
@@ -640,8 +649,11 @@ def evaluate(program_path):
 def test_r_and_rust_programs_evaluate_where_installed_else_one_line_error(
     tmp_path: Path, tool: str, suffix: str, program: str, compile_: bool
 ) -> None:
-    """With the toolchain installed (R: apt-get install r-base-core; Rust: rustc/cargo) the
-    program is evaluated through the CLI; without it, `evoduet eval` names it in one line."""
+    """Programs in R and Rust are evaluated, or the missing toolchain is named.
+
+    With the toolchain installed (R: apt-get install r-base-core; Rust: rustc/cargo) the
+    program is evaluated through the CLI; without it, `evoduet eval` names it in one line.
+    """
     import shutil
 
     from typer.testing import CliRunner
@@ -746,8 +758,11 @@ def _which(name: str) -> str | None:
 def test_cli_model_task_sends_each_call_to_a_task_model_by_weight(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`evoduet run --model task`: the task config's two models (weights 0.75 / 0.25) on its
-    api_base (a scripted OpenAI-compatible server); the requests name both models."""
+    """`evoduet run --model task` uses the task config's two models.
+
+    `evoduet run --model task`: the task config's two models (weights 0.75 / 0.25) on its
+    api_base (a scripted OpenAI-compatible server); the requests name both models.
+    """
     from typer.testing import CliRunner
 
     from evoduet_graph.cli import app

@@ -1,5 +1,8 @@
-"""Bundled tasks: the initial program reproduces task.yaml's initial_score, and the evaluators
-reject invalid solutions (they check the solution themselves, never trusting reported sums)."""
+"""Bundled tasks reproduce their initial score and reject invalid solutions.
+
+Bundled tasks: the initial program reproduces task.yaml's initial_score, and the evaluators
+reject invalid solutions (they check the solution themselves, never trusting reported sums).
+"""
 
 from __future__ import annotations
 

@@ -23,7 +23,10 @@ def make_arxiv(cfg: RetrievalConfig, *, client: Any | None = None) -> LangChainS
     def build(n: int) -> Any:
         from langchain_community.retrievers import ArxivRetriever
 
-        return ArxivRetriever(top_k_results=n, load_max_docs=n, get_full_documents=False)
+        # arxiv_search / arxiv_exceptions are filled in by the retriever's own validator
+        return ArxivRetriever(  # type: ignore[call-arg]
+            top_k_results=n, load_max_docs=n, get_full_documents=False
+        )
 
     return LangChainSearcher(
         "arxiv",

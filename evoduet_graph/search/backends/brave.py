@@ -1,4 +1,6 @@
-"""Brave web search through langchain-community's ``BraveSearchWrapper`` (extra ``brave``;
+"""Brave web search (the ``brave`` backend).
+
+Brave web search through langchain-community's ``BraveSearchWrapper`` (extra ``brave``;
 key ``BRAVE_SEARCH_API_KEY``).
 
 ``download_documents(query)`` gives LangChain documents: content = description and extra

@@ -1,4 +1,6 @@
-"""DuckDuckGo web search through langchain-community's ``DuckDuckGoSearchAPIWrapper``
+"""DuckDuckGo web search (the ``duckduckgo`` backend).
+
+DuckDuckGo web search through langchain-community's ``DuckDuckGoSearchAPIWrapper``
 (extra ``duckduckgo``, the ``ddgs`` package; no key).
 
 ``results(query, max_results)`` gives ``{snippet, title, link}`` dicts: content = snippet.

@@ -1,4 +1,6 @@
-"""Exa neural web search through the partner package's ``ExaSearchRetriever`` (extra ``exa``;
+"""Exa neural web search (the ``exa`` backend).
+
+Exa neural web search through the partner package's ``ExaSearchRetriever`` (extra ``exa``;
 key ``EXA_API_KEY``).
 
 Each hit: content = the page text (capped), url / title / score from the metadata.

@@ -167,17 +167,15 @@ class LangChainSearcher:
     def search(self, query: str, max_results: int) -> list[Document]:
         """One call of the client, mapped to documents (at most ``max_results``)."""
         client = self._client_for(max_results)
-        if hasattr(client, "invoke"):
-            raw = client.invoke(query)
-        else:
-            raw = client(query, max_results)
+        raw = client.invoke(query) if hasattr(client, "invoke") else client(query, max_results)
         return to_documents(raw, self.name)[: max(0, max_results)]
 
 
 def load_user_searcher(spec: str) -> LangChainSearcher:
-    """The backend ``langchain:<module>:<factory>`` names: a user's ``BaseRetriever`` or
-    ``BaseTool`` (or a factory with no arguments returning one), imported by its preflight
-    (or its first search), once.
+    """The backend ``langchain:<module>:<factory>`` names.
+
+    A user's ``BaseRetriever`` or ``BaseTool`` (or a factory with no arguments returning one),
+    imported by its preflight (or its first search), once.
 
     The preflight raises `SearchUnavailableError` (one line) for a malformed spec, an import
     failure, a failing factory, or an object that is not a retriever or tool.

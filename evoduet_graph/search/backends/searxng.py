@@ -1,4 +1,6 @@
-"""A self-hosted SearXNG instance through langchain-community's ``SearxSearchWrapper``
+"""A self-hosted SearXNG instance (the ``searxng`` backend).
+
+A self-hosted SearXNG instance through langchain-community's ``SearxSearchWrapper``
 (extra ``searxng``; no key, the instance URL in ``retrieval.searxng_url`` or ``$SEARX_HOST``).
 
 ``results(query, num_results)`` gives ``{snippet, title, link, engines}`` dicts: content =

@@ -1,4 +1,6 @@
-"""Bundled tasks, batch B: labs_27, lennard_jones_13, pressure_vessel, heilbronn_triangle_11.
+"""Bundled task evaluators check sequences, clusters, designs and triangles.
+
+Tasks: labs_27, lennard_jones_13, pressure_vessel, heilbronn_triangle_11.
 
 Each evaluator checks the construction itself (never trusting a reported number): invalid
 constructions score 0 with a clear error, and small hand-made valid constructions get exactly
@@ -367,8 +369,11 @@ def _circle_points(radius: float) -> list[list[float]]:
 
 
 def test_heilbronn_incircle_closed_form() -> None:
-    """11 evenly spaced points on a circle of radius r: the smallest triangle joins three
-    consecutive points, area r^2 sin(t) (1 - cos(t)) with t = 2 pi / 11."""
+    """11 evenly spaced points on a circle of radius r give the closed-form smallest area.
+
+    The smallest triangle joins three consecutive points: area r^2 sin(t) (1 - cos(t)) with
+    t = 2 pi / 11.
+    """
     task = _load("heilbronn_triangle_11")
     r = math.sqrt(3) / 6  # the inscribed circle
     t = 2 * math.pi / 11

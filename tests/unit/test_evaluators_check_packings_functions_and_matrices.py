@@ -1,9 +1,12 @@
-"""Bundled tasks, batch A: circle_packing_32, erdos_min_overlap, autocorrelation_c3, sums_diffs,
+"""Bundled task evaluators check packings, step functions, sets and matrices.
+
+Tasks: circle_packing_32, erdos_min_overlap, autocorrelation_c3, sums_diffs,
 hadamard_29.
 
 Each evaluator checks the construction itself: invalid constructions are rejected with a clear
 error (through the real sandbox), and small hand-made constructions get the value computed here
-by hand. The initial programs are covered by test_tasks_bundled.py (initial_score)."""
+by hand. The initial programs are covered by test_tasks_bundled.py (initial_score).
+"""
 
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ BATCH_A = (
 
 def load_evaluator(name: str) -> ModuleType:
     """Import tasks/<name>/evaluator.py directly (for its helper functions)."""
-    spec = importlib.util.spec_from_file_location(f"batch_a_{name}", TASKS / name / "evaluator.py")
+    spec = importlib.util.spec_from_file_location(f"bundled_{name}", TASKS / name / "evaluator.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
