@@ -140,7 +140,7 @@ def model_section(work: Path) -> None:
 
     from evoduet_graph import EvoDuetConfig, resume, run
     from evoduet_graph.llm import LLMCallError, structured_call
-    from evoduet_graph.nodes.record import MODEL_DOWN_PREFIX
+    from evoduet_graph.nodes.stop_rules import MODEL_DOWN_PREFIX
     from tests.conftest import RADIUS_UP, SMOKE_TASK
     from tests.fake_openai_server import FaultyServer, last_user_text
     from tests.fakes import ScriptedChatModel

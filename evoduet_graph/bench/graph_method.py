@@ -23,7 +23,7 @@ from evoduet_graph.bench.common import (
 )
 from evoduet_graph.bench.endpoint import endpoint_chat_model
 from evoduet_graph.config import EvoDuetConfig, merge_config
-from evoduet_graph.nodes.record import MODEL_DOWN_PREFIX
+from evoduet_graph.nodes.stop_rules import MODEL_DOWN_PREFIX
 from evoduet_graph.report.summary import paper_metrics, run_summary
 from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.events import read_events
