@@ -515,8 +515,8 @@ class EvoXConfig(_Section):
         5,
         ge=0,
         description="Past strategies (with their measured effect) kept in the checkpointed "
-        "state and shown to the revision prompt; every strategy is also appended to "
-        "`<run_dir>/strategies.jsonl`.",
+        "state and shown to the revision prompt; every strategy is also a `strategy` event "
+        "in `<run_dir>/events.jsonl`.",
     )
     max_instruction_chars: int = Field(
         300, ge=20, description="Cap on the strategy instruction added to the mutation prompt."

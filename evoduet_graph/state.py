@@ -153,6 +153,9 @@ class OuterState(TypedDict, total=False):
             (``""``: none; set by ``select``).
         strategy: the active EvoX strategy (``scaffold: evox`` only).
         strategy_history: the last ``evox.history`` replaced strategies with their effect.
+        strategy_revision: iterations without a new best when ``select`` found the EvoX
+            strategy stagnated (the ``revise_strategy`` node then revises it); None: no
+            revision due.
         task_dir / config: the run settings of a graph input (`OuterInput`), kept so a
             continued thread rebuilds the same context.
         run_dir: the run directory (written by ``initialize``; a graph input may set it).
@@ -184,6 +187,7 @@ class OuterState(TypedDict, total=False):
     mutation_instruction: str
     strategy: SearchStrategy | None
     strategy_history: list[StrategyOutcome]
+    strategy_revision: int | None
 
 
 class OuterInput(TypedDict, total=False):

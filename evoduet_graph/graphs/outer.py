@@ -3,10 +3,13 @@
 ::
 
     START → initialize → select → gate ─┬─ no-op ────────────────┬─→ generate ×N (Send)
-                                         ├─ look-up → look_up ────┤        ↓
-                                         └─ retrieve → retrieve ──┘     evaluate → record
+                   (evox) ↓         ↑    ├─ look-up → look_up ────┤        ↓
+                      revise_strategy    └─ retrieve → retrieve ──┘     evaluate → record
                                                                             ↓
                                               (iteration < max and no stop) ? select : END
+
+``revise_strategy`` runs only when the EvoX scaffold's strategy has stagnated
+(`route_after_select`); every LLM call is a node.
 
 The gate's three conditional edges carry the paper's decision names (§3.2) as labels through
 a path map (`GATE_EDGES`), so Studio and ``evoduet graph`` draw them. Every node of both
@@ -20,7 +23,7 @@ Every node is wrapped by `bind_context`: a graph invoked with a task in its inpu
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.graph import Graph
@@ -41,6 +44,7 @@ from evoduet_graph.nodes.initialize import initialize
 from evoduet_graph.nodes.look_up import look_up
 from evoduet_graph.nodes.record import record
 from evoduet_graph.nodes.retrieve import make_retrieve
+from evoduet_graph.nodes.revise_strategy import revise_strategy
 from evoduet_graph.nodes.select import select
 from evoduet_graph.state import GateDecision, GenerateInput, OuterInput, OuterState
 
@@ -53,6 +57,7 @@ __all__ = [
     "default_nodes",
     "fan_out",
     "route_after_gate",
+    "route_after_select",
 ]
 
 GATE_EDGES: dict[GateDecision, str] = {
@@ -114,6 +119,7 @@ def default_nodes(inner_nodes: Mapping[str, NodeFn] | None = None) -> dict[str, 
     return {
         "initialize": initialize,
         "select": select,
+        "revise_strategy": revise_strategy,
         "gate": gate,
         "look_up": look_up,
         "retrieve": make_retrieve(inner),
@@ -165,7 +171,12 @@ def route_after_gate(state: OuterState, runtime: Runtime[Context]) -> Any:
     return fan_out(state, runtime)
 
 
-def route_after_record(state: OuterState) -> str:
+def route_after_select(state: OuterState) -> Literal["revise_strategy", "gate"]:
+    """Through ``revise_strategy`` when ``select`` found the EvoX strategy stagnated."""
+    return "revise_strategy" if state.get("strategy_revision") is not None else "gate"
+
+
+def route_after_record(state: OuterState) -> Literal["select", "__end__"]:
     """Continue with ``select`` until ``max_iterations`` or a ``stop_reason``."""
     if state.get("stop_reason"):
         return END
@@ -174,7 +185,7 @@ def route_after_record(state: OuterState) -> str:
     return "select"
 
 
-def route_after_initialize(state: OuterState) -> str:
+def route_after_initialize(state: OuterState) -> Literal["select", "__end__"]:
     """Skip the loop when nothing is left to do (e.g. ``iterations: 0``)."""
     return route_after_record(state)
 
@@ -211,7 +222,8 @@ def build_outer_graph(
         graph.add_node(name, bind_context(wrap(name, fn)))
     graph.add_edge(START, "initialize")
     graph.add_conditional_edges("initialize", route_after_initialize, ["select", END])
-    graph.add_edge("select", "gate")
+    graph.add_conditional_edges("select", route_after_select, ["revise_strategy", "gate"])
+    graph.add_edge("revise_strategy", "gate")
     graph.add_conditional_edges("gate", route_after_gate, dict(GATE_EDGES))
     graph.add_conditional_edges("look_up", fan_out, ["generate"])
     graph.add_conditional_edges("retrieve", fan_out, ["generate"])

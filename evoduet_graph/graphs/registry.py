@@ -18,6 +18,7 @@ NodeFn = Callable[..., Any]
 OUTER_NODES = (
     "initialize",
     "select",
+    "revise_strategy",
     "gate",
     "look_up",
     "retrieve",
