@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from evoduet_graph.errors import UserError
 from evoduet_graph.search.registry import backend_choices
 
 # candidates per iteration: each is one LLM call and one evaluation in the same step; more
@@ -30,7 +31,7 @@ from evoduet_graph.search.registry import backend_choices
 MAX_CANDIDATES = 64
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A configuration file or override is malformed; the message names the key."""
 
 

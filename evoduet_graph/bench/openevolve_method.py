@@ -57,6 +57,7 @@ from evoduet_graph.bench.common import (
     total_wall,
 )
 from evoduet_graph.bench.server import die_with_parent, kill_process_group
+from evoduet_graph.errors import EvoDuetError
 from evoduet_graph.evaluation import Evaluator, score_from_metrics
 from evoduet_graph.llm.factory import PLACEHOLDER_API_KEY
 from evoduet_graph.rundir.read import iter_jsonl
@@ -97,7 +98,7 @@ _LOG_TAIL_CHARS = 4000
 
 
 
-class OpenEvolveError(RuntimeError):
+class OpenEvolveError(EvoDuetError, RuntimeError):
     """OpenEvolve could not be installed or its run failed; the message quotes its log."""
 
 

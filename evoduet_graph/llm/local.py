@@ -49,6 +49,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from evoduet_graph.errors import UserError
 from evoduet_graph.llm.text import message_text
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ _CHUNK = 8 * 1024 * 1024  # bytes per read while copying/hashing (memory stays ~
 _MARKER_SUFFIX = ".verified.json"
 
 
-class LocalModelError(RuntimeError):
+class LocalModelError(UserError, RuntimeError):
     """The embedded model cannot be assembled, verified or loaded; the message says why/what to do."""
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from evoduet_graph.errors import UserError
 from evoduet_graph.rundir import layout
 
 __all__ = ["RunDirLock", "RunDirLockedError"]
@@ -37,7 +38,7 @@ _HELD: set[str] = set()
 _HELD_GUARD = threading.Lock()
 
 
-class RunDirLockedError(RuntimeError):
+class RunDirLockedError(UserError, RuntimeError):
     """Another process (or another `RunDirLock` of this process) holds the directory's lock."""
 
 
