@@ -8,6 +8,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context, resolve_context
+from evoduet_graph.rundir.events import check_event
 
 
 def context_of(runtime: Runtime[Context]) -> Context:
@@ -26,15 +27,49 @@ def context_of(runtime: Runtime[Context]) -> Context:
 
 
 def emit_progress(runtime: Any, event: str, **fields: Any) -> None:
-    """Write ``{"event": event, "time": unix_s, **fields}`` to LangGraph's custom stream.
+    """Write ``{"event": event, "time": unix_s, **fields}`` to LangGraph's custom stream only
+    (catalogue events with ``log=False``: ``node_start``, ``queries``, ``new_best``).
 
     Live progress for ``graph.stream(..., stream_mode="custom")`` (the CLI display, ``--json``);
     a no-op when the graph is not streamed that way or ``runtime`` has no stream writer (a node
     called directly in a test).
+
+    Raises:
+        ValueError: ``event`` is not in the catalogue (`evoduet_graph.rundir.events.EVENTS`).
     """
+    check_event(event, fields)
+    _to_stream(runtime, {"event": event, "time": round(time.time(), 3), **fields})
+
+
+def _to_stream(runtime: Any, record: dict[str, Any]) -> None:
     writer = getattr(runtime, "stream_writer", None)
     if writer is not None:
-        writer({"event": event, "time": round(time.time(), 3), **fields})
+        writer(record)
+
+
+def emit(ctx: Context | None, runtime: Any, event: str, **fields: Any) -> dict[str, Any]:
+    """The one emit of an event that goes to both sinks: the record ``events.jsonl`` gets is
+    written to the live stream unchanged (same fields, same ``time``).
+
+    Args:
+        ctx: the run context (None: no log, e.g. a graph without context).
+        runtime: the node's runtime (its stream writer, if any).
+        event: a catalogue name (`evoduet_graph.rundir.events.EVENTS`).
+        **fields: the payload.
+
+    Returns:
+        The record written.
+
+    Raises:
+        ValueError: ``event`` is not in the catalogue.
+    """
+    if ctx is not None:
+        record = ctx.events.emit(event, **fields)
+    else:
+        check_event(event, fields)
+        record = {"event": event, "time": round(time.time(), 3), **fields}
+    _to_stream(runtime, record)
+    return record
 
 
 def ask_gate(

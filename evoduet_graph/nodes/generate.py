@@ -36,7 +36,7 @@ from evoduet_graph.candidates.diffs import candidate_from_response, code_diff_su
 from evoduet_graph.candidates.novelty import NoveltyVerdict, population_references
 from evoduet_graph.context import Context
 from evoduet_graph.llm import LLMCallError, LocalChatModel, invoke_text
-from evoduet_graph.nodes._common import context_of, emit_progress
+from evoduet_graph.nodes._common import context_of, emit
 from evoduet_graph.nodes.joint_search import joint_answer
 from evoduet_graph.prompts.generate import (
     AttemptView,
@@ -251,8 +251,7 @@ def check_novelty(
             "code_sha": code_sha(row.code),
             **{k: v for k, v in verdict.as_event().items() if k != "novel"},
         }
-        ctx.events.emit("novelty_rejected", **fields)
-        emit_progress(runtime, "novelty_rejected", **fields)
+        emit(ctx, runtime, "novelty_rejected", **fields)
     return verdict
 
 

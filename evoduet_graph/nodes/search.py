@@ -21,7 +21,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
-from evoduet_graph.nodes._common import context_of, emit_progress
+from evoduet_graph.nodes._common import context_of, emit
 from evoduet_graph.nodes.hypothetical_score import loop_record_id
 from evoduet_graph.nodes.review import review_queries
 from evoduet_graph.search.cache import cached_search
@@ -66,7 +66,8 @@ def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
                 "search_error", iteration=state.get("iteration"), query=query, error=error[:500]
             )
         stored = ctx.search_db.add_documents(docs, state.get("iteration", 0))
-        emit_progress(
+        emit(
+            ctx,
             runtime,
             "search",
             iteration=state.get("iteration"),
@@ -74,13 +75,6 @@ def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
             query=query,
             results=len(stored),
             error=error[:300] if error else None,
-            cached=outcome.cached,
-        )
-        ctx.events.emit(
-            "search",
-            iteration=state.get("iteration"),
-            round=state.get("round", 0),
-            query=query,
             urls=[d.url for d in stored],
             doc_ids=[d.doc_id for d in stored],
             cached=outcome.cached,
