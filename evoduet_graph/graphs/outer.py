@@ -180,7 +180,7 @@ def route_after_record(state: OuterState) -> Literal["select", "__end__"]:
     """Continue with ``select`` until ``max_iterations`` or a ``stop_reason``."""
     if state.get("stop_reason"):
         return END
-    if state.get("iteration", 0) >= state.get("max_iterations", 0):
+    if state["iteration"] >= state["max_iterations"]:
         return END
     return "select"
 

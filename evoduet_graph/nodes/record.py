@@ -133,7 +133,7 @@ def record(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
             state.get("island"),
         )
         update["consecutive_failures"] = 0
-        best_score = state.get("best_score")
+        best_score = state["best_score"]
         if best_score is None or best["score"] > best_score:
             update.update(
                 best_id=best["id"],
@@ -160,7 +160,7 @@ def record(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
     update.update(model_health(ctx, state, update))
     if not update.get("stop_reason"):
         reason = budget_stop(ctx, iteration)
-        if reason and iteration < state.get("max_iterations", iteration + 1):
+        if reason and iteration < state["max_iterations"]:
             update["stop_reason"] = reason
     credit_evidence(ctx, state, valid)
     credit_joint_searches(ctx, state)

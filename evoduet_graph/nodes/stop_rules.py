@@ -75,11 +75,11 @@ def model_health(ctx: Context, state: OuterState, update: dict[str, Any]) -> dic
         return {}
     if not all(c["status"] == "failed" for c in candidates):
         return {"model_failures": 0, "model_answered": True}
-    failures = state.get("model_failures", 0) + 1
+    failures = state["model_failures"] + 1
     out: dict[str, Any] = {"model_failures": failures}
-    last = state["iteration"] >= update.get("max_iterations", state.get("max_iterations", 0))
+    last = state["iteration"] >= update.get("max_iterations", state["max_iterations"])
     limit = ctx.config.max_consecutive_model_failures
-    if failures >= limit or (last and not state.get("model_answered")):
+    if failures >= limit or (last and not state["model_answered"]):
         llm = ctx.config.llm
         model = llm.model
         if model.startswith("openai:"):
@@ -100,7 +100,7 @@ def failure_stop(ctx: Context, state: OuterState) -> dict[str, Any]:
     Returns:
         ``consecutive_failures``, plus ``stop_reason`` when the limit is reached.
     """
-    failures = state.get("consecutive_failures", 0)
+    failures = state["consecutive_failures"]
     if not only_duplicates(state.get("candidates", [])):
         failures += 1
     out: dict[str, Any] = {"consecutive_failures": failures}

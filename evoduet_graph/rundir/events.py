@@ -50,7 +50,6 @@ class EventSpec:
     stream: bool = False
 
 
-_IT = (int, type(None))
 EVENTS: dict[str, EventSpec] = {
     # the run
     "run_start": EventSpec("a session of the run starts (``resumed``: a resume)"),
@@ -65,14 +64,14 @@ EVENTS: dict[str, EventSpec] = {
     "node_start": EventSpec("a node starts", {"node": str}, log=False, stream=True),
     "node": EventSpec(
         "a node finished (wall time, LLM usage, a summary of its update) or raised (``error``)",
-        {"node": str, "iteration": _IT},
+        {"node": str},
         stream=True,
     ),
     "new_best": EventSpec(
         "a new best program", {"iteration": int, "id": str}, log=False, stream=True
     ),
     # gate and knowledge layer
-    "gate_decision": EventSpec("the gate's decision and reason", {"iteration": _IT}),
+    "gate_decision": EventSpec("the gate's decision and reason", {"iteration": (int, type(None))}),
     "gate_fallback": EventSpec("the gate's reply was unusable: no-op"),
     "gate_error": EventSpec("the gate call failed: no-op"),
     "gate_lookup_fallback": EventSpec("a look-up named no document: no-op"),
