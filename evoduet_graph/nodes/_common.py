@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context, resolve_context
 from evoduet_graph.rundir.events import check_event
+
+if TYPE_CHECKING:
+    from evoduet_graph.search.cache import SearchOutcome
 
 
 def context_of(runtime: Runtime[Context]) -> Context:
@@ -101,3 +104,26 @@ def ask_gate(
     if result.used_default:
         ctx.events.emit("gate_fallback", iteration=iteration, fallbacks=result.fallbacks)
     return result, None
+
+
+def search_query(ctx: Context, query: str) -> SearchOutcome:
+    """One search with the run's retrieval settings (results per query, retries, timeout)
+    behind the run's search cache (``retrieval.cache``): the one call the ``search``,
+    ``joint_search`` and grounding paths share.
+
+    Raises:
+        RuntimeError: the context has no search backend (callers check ``ctx.searcher``).
+    """
+    from evoduet_graph.search.cache import cached_search
+
+    if ctx.searcher is None:
+        raise RuntimeError("no search backend in the runtime context")
+    retrieval = ctx.config.retrieval
+    return cached_search(
+        ctx.searcher,
+        ctx.search_cache if retrieval.cache else None,
+        query,
+        retrieval.results_per_query,
+        retries=retrieval.search_retries,
+        timeout_s=retrieval.search_timeout_s,
+    )
