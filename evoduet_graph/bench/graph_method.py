@@ -56,7 +56,9 @@ def _graph_config(ctx: JobContext, overlay: dict[str, Any], source: str) -> EvoD
 
 
 def _configs_dir() -> Path:
-    return Path("configs") if Path("configs").is_dir() else Path(evoduet_graph.__file__).resolve().parent.parent / "configs"
+    if Path("configs").is_dir():
+        return Path("configs")
+    return Path(evoduet_graph.__file__).resolve().parent.parent / "configs"
 
 
 def config_method(

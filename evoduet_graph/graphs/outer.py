@@ -161,7 +161,9 @@ def fan_out(state: OuterState, runtime: Runtime[Context]) -> list[Send]:
     ]
 
 
-def route_after_gate(state: OuterState, runtime: Runtime[Context]) -> Any:
+def route_after_gate(
+    state: OuterState, runtime: Runtime[Context]
+) -> Literal["look-up", "retrieve"] | list[Send]:
     """The gate's decision as the label of the edge taken (`GATE_EDGES`): ``look-up`` →
     look_up, ``retrieve`` → retrieve, ``no-op`` → the ``generate`` fan-out (its Sends go
     straight to ``generate``, the node the ``no-op`` edge leads to)."""

@@ -31,7 +31,8 @@ OUTER_NODES = (
 """Nodes of the outer (solution) loop, in graph order."""
 
 INNER_NODES = ("construct_query", "search", "hypothetical_score", "rerank", "update_knowledge")
-"""Nodes of the inner (query-evolution) loop, in round order (`rerank` replaces `hypothetical_score` with `retrieval.ranking: listwise_rerank`)."""
+"""Nodes of the inner (query-evolution) loop, in round order (`rerank` replaces
+`hypothetical_score` with `retrieval.ranking: listwise_rerank`)."""
 
 
 class UnknownNodeError(UserError, KeyError, ValueError):

@@ -83,7 +83,8 @@ def ask_gate(
 
     Returns:
         ``(result, None)``: the structured-call result (its value is ``default()`` when the
-        reply was unusable, with a ``gate_fallback`` event); or ``(None, update)`` when the call failed (``gate_error``
+        reply was unusable, with a ``gate_fallback`` event); or ``(None, update)`` when the
+        call failed (``gate_error``
         event): the no-op state update the node returns as is.
     """
     from evoduet_graph.llm import LLMCallError, structured_call

@@ -60,7 +60,9 @@ def _url_series(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for it in sorted(per):
         distinct += per[it]["new"]
         repeated += per[it]["repeated"]
-        out.append({"iteration": it, **per[it], "distinct_total": distinct, "repeated_total": repeated})
+        out.append(
+            {"iteration": it, **per[it], "distinct_total": distinct, "repeated_total": repeated}
+        )
     return out
 
 
@@ -117,7 +119,8 @@ def lineage_steps(
 ) -> list[dict[str, Any]]:
     """The parent chain of ``best_id`` (oldest first, as `evoduet_graph.rundir.best.lineage`):
     ``id``, ``iteration``, ``score``, ``metric_value`` (with ``task``), ``delta`` (score change
-    from the parent) and ``diff`` (`evoduet_graph.candidates.diffs.code_diff_summary` from the parent;
+    from the parent) and ``diff`` (`evoduet_graph.candidates.diffs.code_diff_summary` from the
+    parent;
     None for the first program)."""
     from evoduet_graph.candidates.diffs import code_diff_summary
 

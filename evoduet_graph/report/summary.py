@@ -137,7 +137,8 @@ def _model_figures(
 ) -> dict[str, dict[str, float | None]]:
     """Calls, tokens and estimated USD per model (``llm_by_model`` of the node events; with
     ``llm.roles`` each role's calls count on its model), priced as the budget prices them
-    (`evoduet_graph.rundir.budget.usage_cost`: `evoduet_graph.rundir.pricing`, the run's ``budget.prices``
+    (`evoduet_graph.rundir.budget.usage_cost`: `evoduet_graph.rundir.pricing`, the run's
+    ``budget.prices``
     first); ``usd`` is None for an unpriced model."""
     from evoduet_graph.rundir.usage import usage_from_events
 
@@ -504,7 +505,8 @@ def _failure_figures(programs: list[Any] | None, events: list[dict[str, Any]]) -
 
 
 def _novelty_figures(events: list[dict[str, Any]], programs: list[Any] | None) -> dict[str, Any]:
-    """Candidates rejected before evaluation as near-duplicates (`evoduet_graph.candidates.novelty`).
+    """Candidates rejected before evaluation as near-duplicates
+    (`evoduet_graph.candidates.novelty`).
 
     Counts the ``novelty_rejected`` events, one per (candidate, attempt) — a resumed run that
     re-ran a ``generate`` node logs its rejections again, the latest counts. ``rejections``:

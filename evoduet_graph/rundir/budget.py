@@ -6,10 +6,12 @@ survive ``evoduet resume``: every node event carries the node's LLM calls and to
 in `INCLUSIVE_NODES`, which run a subgraph whose own nodes report the same calls, are skipped),
 and the wall time of earlier sessions is the span from each ``run_start`` to that session's
 last event. The current session keeps a running total of the events it emits
-(`EventLog.subscribe`, O(1) per event) and adds its own elapsed time. Work lost in a killed node (a call whose node never finished) is not counted.
+(`EventLog.subscribe`, O(1) per event) and adds its own elapsed time. Work lost in a killed
+node (a call whose node never finished) is not counted.
 
 Cost is an estimate: each model's tokens (``llm_by_model`` of the node events, so ``llm.roles``
-models are priced on their own) × that model's price (`evoduet_graph.rundir.pricing`: the genai-prices
+models are priced on their own) × that model's price (`evoduet_graph.rundir.pricing`: the
+genai-prices
 catalogue, overridden by ``budget.prices``); see `usage_cost`. The embedded ``local`` model
 costs 0; an unpriced model (one neither knows) counts as 0 here, so ``max_cost_usd`` cannot
 stop it (reports show its cost as n/a).

@@ -76,7 +76,9 @@ EVENTS: dict[str, EventSpec] = {
     "gate_error": EventSpec("the gate call failed: no-op"),
     "gate_lookup_fallback": EventSpec("a look-up named no document: no-op"),
     "gate_invalid_ids": EventSpec("a look-up named unknown document ids (dropped)"),
-    "queries": EventSpec("the queries of an inner round", {"queries": list}, log=False, stream=True),
+    "queries": EventSpec(
+        "the queries of an inner round", {"queries": list}, log=False, stream=True
+    ),
     "query_fallback": EventSpec("unusable query-construction output (fallback queries)"),
     "query_error": EventSpec("the query-construction call failed"),
     "search": EventSpec(
