@@ -160,6 +160,9 @@ def model_section(work: Path) -> None:
             # the fake server's programs repeat: no novelty resamples, so each scripted fault
             # meets the request it is meant for
             "novelty": {"enabled": False},
+            # no gate call either: the scripted faults are for the generate calls (the gate's
+            # own faults are the structured-output rows below)
+            "gate": {"mode": "never"},
         }
         for k, v in extra.items():
             if isinstance(v, dict):
