@@ -140,7 +140,7 @@ def model_section(work: Path) -> None:
 
     from evoduet_graph import EvoDuetConfig, resume, run
     from evoduet_graph.llm import LLMCallError, structured_call
-    from evoduet_graph.nodes.record import MODEL_DOWN_PREFIX
+    from evoduet_graph.nodes.stop_rules import MODEL_DOWN_PREFIX
     from tests.conftest import RADIUS_UP, SMOKE_TASK
     from tests.fake_openai_server import FaultyServer, last_user_text
     from tests.fakes import ScriptedChatModel
@@ -160,6 +160,9 @@ def model_section(work: Path) -> None:
             # the fake server's programs repeat: no novelty resamples, so each scripted fault
             # meets the request it is meant for
             "novelty": {"enabled": False},
+            # no gate call either: the scripted faults are for the generate calls (the gate's
+            # own faults are the structured-output rows below)
+            "gate": {"mode": "never"},
         }
         for k, v in extra.items():
             if isinstance(v, dict):

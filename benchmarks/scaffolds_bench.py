@@ -42,7 +42,6 @@ from evoduet_graph.bench.graph_method import graph_outcome
 from evoduet_graph.bench.runner import resolve_tasks
 from evoduet_graph.config import EvoDuetConfig, load_config
 from evoduet_graph.rundir.events import read_events
-from evoduet_graph.scaffolds.evox import StrategyLog
 
 CONFIGS = {
     "openevolve": ROOT / "configs" / "evoduet.yaml",
@@ -103,7 +102,8 @@ def run_scaffold(name: str, args: argparse.Namespace, llm: Any, out: Path) -> di
     )
     strategies = [
         {k: r.get(k) for k in ("iteration", "status", "strategy", "previous", "method")}
-        for r in StrategyLog.for_run(run_dir).records()
+        for r in read_events(run_dir / "events.jsonl")
+        if r.get("event") == "strategy"
     ]
     row = {
         "scaffold": name,

@@ -37,6 +37,7 @@ from evoduet_graph.config import ConfigError, EvoDuetConfig, load_config
 from evoduet_graph.context import Context
 from evoduet_graph.errors import RunError
 from evoduet_graph.evaluation import Evaluator, make_evaluator
+from evoduet_graph.evaluation.base import SandboxedEvaluator
 from evoduet_graph.evaluation.integrity import file_digests, folder_digest
 from evoduet_graph.graphs.outer import NodeFn, build_outer_graph
 from evoduet_graph.graphs.registry import split_nodes
@@ -333,9 +334,8 @@ def build_context(
         role_llms = make_role_models(config.llm, llm, seed=config.seed)
     if evaluator is None:
         evaluator = make_evaluator(task, config.evaluation)
-    protect = getattr(evaluator, "protect", None)
-    if run_dir is not None and callable(protect):  # also for Studio's contexts (DESIGN.md §5)
-        protect(run_dir)
+    if run_dir is not None and isinstance(evaluator, SandboxedEvaluator):
+        evaluator.protect(run_dir)  # also for Studio's contexts (DESIGN.md §5)
     if novelty is None:
         novelty = make_novelty_checker(config.novelty, python=task.lang.is_python)
     events = EventLog(run_dir / layout.EVENTS if run_dir else None)
@@ -430,12 +430,10 @@ def _report_task(ctx: Context, settings: TaskSettings) -> None:
 def _report_sandbox(ctx: Context) -> None:
     """Write what the evaluation sandbox enforces to the events (once per session) and warn
     about the limits this machine cannot enforce (no network namespace, no process limit)."""
-    isolation = getattr(ctx.evaluator, "isolation", None)
-    if isolation is None or not hasattr(isolation, "as_dict"):
+    if not isinstance(ctx.evaluator, SandboxedEvaluator):
         return
-    sha = getattr(ctx.evaluator, "task_sha256", None)
-    extra = {"task_sha256": sha} if isinstance(sha, str) else {}
-    ctx.events.emit("sandbox", **isolation.as_dict(), **extra)
+    isolation = ctx.evaluator.isolation
+    ctx.events.emit("sandbox", **isolation.as_dict(), task_sha256=ctx.evaluator.task_sha256)
     for message in isolation.warnings():
         logger.warning("%s", message)
         ctx.events.emit("warning", node="sandbox", message=message)
@@ -567,9 +565,8 @@ def run(
         validate_model(cfg)
     if evaluator is None:
         evaluator = make_evaluator(task, cfg.evaluation)
-    protect = getattr(evaluator, "protect", None)
-    if callable(protect):  # candidates must not write the run directory (DESIGN.md §5)
-        protect(rdir)
+    if isinstance(evaluator, SandboxedEvaluator):  # candidates must not write the run
+        evaluator.protect(rdir)  # directory (DESIGN.md §5)
     initial = None
     if not (rdir / layout.PROGRAMS).exists():  # a new run: check the initial program
         initial = check_initial_program(task, cfg, evaluator)
@@ -589,7 +586,7 @@ def run(
     rdir = rdir.resolve()
     acquire_lock(lock)
     (rdir / layout.CONFIG).write_text(cfg.to_yaml(), encoding="utf-8")
-    task_sha = getattr(evaluator, "task_sha256", None)
+    task_sha = evaluator.task_sha256 if isinstance(evaluator, SandboxedEvaluator) else None
     (rdir / layout.RUN_META).write_text(
         json.dumps(
             {

@@ -15,8 +15,9 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from evoduet_graph.api import RunError, RunResult, can_retrieve
+from evoduet_graph.api import RunResult, can_retrieve
 from evoduet_graph.config import ConfigError, load_config
+from evoduet_graph.errors import UserError
 from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.rundir import RunDir, RunDirError
 from evoduet_graph.search.registry import backend_choices
@@ -30,13 +31,12 @@ app = typer.Typer(
 )
 console = Console(stderr=True)
 
-_USER_ERRORS: tuple[type[Exception], ...] = (TaskError, ConfigError, RunError)
+_USER_ERRORS: tuple[type[Exception], ...] = (UserError,)
+"""What the user can fix: one line on stderr and exit code 2 (`evoduet_graph.errors`)."""
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
-    from evoduet_graph.llm import LLMConfigError, LocalModelError
-
-    return (*_USER_ERRORS, LLMConfigError, LocalModelError)
+    return _USER_ERRORS
 
 
 def _failed_stop(result: RunResult) -> bool:
@@ -469,7 +469,7 @@ def resume_cmd(
     )
 
 
-class _CliError(Exception):
+class _CliError(UserError):
     """A user-facing error: one line saying what is wrong, where, and what to do."""
 
 
@@ -771,7 +771,7 @@ def bench_cmd(
         )
         start = time.perf_counter()
         result = run_bench(settings, log=lambda msg: console.print(msg, markup=False))
-    except (ValueError, BenchError, *_user_errors()) as exc:
+    except (ValueError, *_user_errors()) as exc:
         _fail(str(exc))
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]: run the same command again to resume")

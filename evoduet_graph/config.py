@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from evoduet_graph.errors import UserError
 from evoduet_graph.search.registry import backend_choices
 
 # candidates per iteration: each is one LLM call and one evaluation in the same step; more
@@ -30,7 +31,7 @@ from evoduet_graph.search.registry import backend_choices
 MAX_CANDIDATES = 64
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A configuration file or override is malformed; the message names the key."""
 
 
@@ -515,8 +516,8 @@ class EvoXConfig(_Section):
         5,
         ge=0,
         description="Past strategies (with their measured effect) kept in the checkpointed "
-        "state and shown to the revision prompt; every strategy is also appended to "
-        "`<run_dir>/strategies.jsonl`.",
+        "state and shown to the revision prompt; every strategy is also a `strategy` event "
+        "in `<run_dir>/events.jsonl`.",
     )
     max_instruction_chars: int = Field(
         300, ge=20, description="Cap on the strategy instruction added to the mutation prompt."

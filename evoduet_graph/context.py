@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
@@ -20,6 +20,17 @@ from evoduet_graph.population import Population
 from evoduet_graph.rundir.events import EventLog
 from evoduet_graph.rundir.store import ProgramStore
 from evoduet_graph.task import Task
+
+if TYPE_CHECKING:  # these modules import this one
+    from evoduet_graph.graphs.inflight import IterationPool
+    from evoduet_graph.candidates.novelty import NoveltyFilter
+    from evoduet_graph.llm.structured import RetryPolicy
+    from evoduet_graph.rundir.budget import Budget
+    from evoduet_graph.scaffolds.base import Scaffold
+    from evoduet_graph.search.base import Searcher
+    from evoduet_graph.search.cache import SearchCache
+    from evoduet_graph.search.database import SearchDatabase
+    from evoduet_graph.search.memory import TaskMemory
 
 
 @dataclass(kw_only=True)
@@ -67,16 +78,16 @@ class Context:
     events: EventLog
     callbacks: list[BaseCallbackHandler] = field(default_factory=list)
     run_dir: Path | None = None
-    searcher: Any | None = None
-    search_db: Any | None = None
+    searcher: Searcher | None = None
+    search_db: SearchDatabase | None = None
     max_iterations: int | None = None
-    budget: Any | None = None
-    scaffold: Any | None = None
-    novelty: Any | None = None
-    search_cache: Any | None = None
+    budget: Budget | None = None
+    scaffold: Scaffold | None = None
+    novelty: NoveltyFilter | None = None
+    search_cache: SearchCache | None = None
     role_llms: dict[str, BaseChatModel] = field(default_factory=dict)
-    memory: Any | None = None
-    inflight: Any | None = None
+    memory: TaskMemory | None = None
+    inflight: IterationPool | None = None
 
     def model_for(self, role: str) -> BaseChatModel:
         """The chat model of node ``role`` (``llm.roles``), else the run's model."""
@@ -93,7 +104,7 @@ class Context:
         """
         from langchain_core.callbacks import BaseCallbackManager
 
-        callbacks: Any = list(self.callbacks)
+        callbacks: list[BaseCallbackHandler] | BaseCallbackManager = list(self.callbacks)
         try:
             from langgraph.config import get_config
 
@@ -112,7 +123,7 @@ class Context:
             callbacks=callbacks, tags=[f"node:{node}"], run_name=f"{node}.llm", metadata=meta
         )
 
-    def llm_retry(self, role: str | None = None) -> Any:
+    def llm_retry(self, role: str | None = None) -> RetryPolicy:
         """The `RetryPolicy` of LLM calls: ``llm.max_retries`` retries of retryable failures
         for models without retries of their own, none started after ``llm.call_deadline_s``;
         ``role``: the model of that node."""

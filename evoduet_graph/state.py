@@ -8,7 +8,7 @@ same size as one written at iteration 10.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, NotRequired, TypedDict
+from typing import Annotated, Literal, NotRequired, Required, TypedDict
 
 GateDecision = Literal["no-op", "look-up", "retrieve"]
 """Gate decision (paper §3.2): use own knowledge, reuse stored documents, or search."""
@@ -153,6 +153,9 @@ class OuterState(TypedDict, total=False):
             (``""``: none; set by ``select``).
         strategy: the active EvoX strategy (``scaffold: evox`` only).
         strategy_history: the last ``evox.history`` replaced strategies with their effect.
+        strategy_revision: iterations without a new best when ``select`` found the EvoX
+            strategy stagnated (the ``revise_strategy`` node then revises it); None: no
+            revision due.
         task_dir / config: the run settings of a graph input (`OuterInput`), kept so a
             continued thread rebuilds the same context.
         run_dir: the run directory (written by ``initialize``; a graph input may set it).
@@ -166,31 +169,35 @@ class OuterState(TypedDict, total=False):
         collected: the iteration ``collect`` took in this step, None when it took none.
         iterations_done: iterations recorded (k > 1: they finish out of order, so
             ``iteration`` is not their count).
+
+    The keys marked ``Required`` exist in every state after ``initialize`` (it writes them on
+    a new thread; a resumed thread has them in its checkpoint), so the nodes after it read
+    them as ``state[key]``, never with a default of their own.
     """
 
-    max_iterations: int
+    max_iterations: Required[int]
     task_dir: str
     run_dir: str
     config: dict[str, object]
-    iteration: int
+    iteration: Required[int]
     parent_id: str | None
     inspiration_ids: list[str]
     island: int | None
     gate_decision: GateDecision | None
     gate_reason: str
-    knowledge_state: KnowledgeState | None
+    knowledge_state: Required[KnowledgeState | None]
     gate_document_ids: list[str]
     evidence_record_id: str | None
-    documents: list[DocumentRef]
+    documents: Required[list[DocumentRef]]
     candidates: Annotated[list[CandidateRecord], merge_candidates]
-    best_id: str | None
-    best_score: float | None
-    initial_score: float | None
-    last_improvement_iteration: int
-    consecutive_failures: int
-    model_failures: int
-    model_answered: bool
-    stop_reason: str | None
+    best_id: Required[str | None]
+    best_score: Required[float | None]
+    initial_score: Required[float | None]
+    last_improvement_iteration: Required[int]
+    consecutive_failures: Required[int]
+    model_failures: Required[int]
+    model_answered: Required[bool]
+    stop_reason: Required[str | None]
     mutation_instruction: str
     strategy: SearchStrategy | None
     strategy_history: list[StrategyOutcome]
@@ -199,6 +206,7 @@ class OuterState(TypedDict, total=False):
     reissue: list[int]
     collected: int | None
     iterations_done: int
+    strategy_revision: int | None
 
 
 class OuterInput(TypedDict, total=False):

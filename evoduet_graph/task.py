@@ -40,6 +40,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from evoduet_graph.errors import UserError
 from evoduet_graph.tasks.languages import Language, language_by_name, language_for_suffix
 from evoduet_graph.tasks.openevolve_config import unknown_keys
 
@@ -66,7 +67,7 @@ _OE_TEMPLATE_NAMES = frozenset({"system_message", "evaluator_system_message"})
 _EVALUATE_FUNCTIONS = ("evaluate", "evaluate_stage1")
 
 
-class TaskError(ValueError):
+class TaskError(UserError, ValueError):
     """A task folder is malformed. The message names the folder, the problem and the fix."""
 
 

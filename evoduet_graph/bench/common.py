@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from evoduet_graph.errors import UserError
 from evoduet_graph.task import Task
 
 __all__ = [
@@ -265,5 +266,5 @@ def iteration_points(
 LogFn = Callable[[str], None]
 
 
-class BenchError(RuntimeError):
+class BenchError(UserError, RuntimeError):
     """The bench cannot start (bad task, unknown method, missing dependency, dead server)."""

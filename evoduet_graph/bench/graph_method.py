@@ -23,7 +23,7 @@ from evoduet_graph.bench.common import (
 )
 from evoduet_graph.bench.endpoint import endpoint_chat_model
 from evoduet_graph.config import EvoDuetConfig, merge_config
-from evoduet_graph.nodes.record import MODEL_DOWN_PREFIX
+from evoduet_graph.nodes.stop_rules import MODEL_DOWN_PREFIX
 from evoduet_graph.report.summary import paper_metrics, run_summary
 from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.events import read_events
@@ -56,7 +56,9 @@ def _graph_config(ctx: JobContext, overlay: dict[str, Any], source: str) -> EvoD
 
 
 def _configs_dir() -> Path:
-    return Path("configs") if Path("configs").is_dir() else Path(evoduet_graph.__file__).resolve().parent.parent / "configs"
+    if Path("configs").is_dir():
+        return Path("configs")
+    return Path(evoduet_graph.__file__).resolve().parent.parent / "configs"
 
 
 def config_method(

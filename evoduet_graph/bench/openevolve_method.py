@@ -40,7 +40,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,8 +57,10 @@ from evoduet_graph.bench.common import (
     total_wall,
 )
 from evoduet_graph.bench.server import die_with_parent, kill_process_group
+from evoduet_graph.errors import EvoDuetError
 from evoduet_graph.evaluation import Evaluator, score_from_metrics
 from evoduet_graph.llm.factory import PLACEHOLDER_API_KEY
+from evoduet_graph.rundir.lock import file_lock
 from evoduet_graph.rundir.read import iter_jsonl
 from evoduet_graph.task import EVALUATOR, INITIAL_PROGRAM, Task
 from evoduet_graph.tasks.openevolve_config import unknown_keys
@@ -97,7 +99,7 @@ _LOG_TAIL_CHARS = 4000
 
 
 
-class OpenEvolveError(RuntimeError):
+class OpenEvolveError(EvoDuetError, RuntimeError):
     """OpenEvolve could not be installed or its run failed; the message quotes its log."""
 
 
@@ -145,22 +147,6 @@ def mirrored_requirements() -> list[str]:
             continue
     return out
 
-
-@contextlib.contextmanager
-def _lock(path: Path) -> Iterator[None]:
-    """Exclusive inter-process lock on ``path`` (``fcntl.flock``; no-op without fcntl)."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        yield
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+b") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 def _venv_paths(venv: Path) -> tuple[Path, Path]:
@@ -224,7 +210,7 @@ def ensure_openevolve(
     venv_python, script = _venv_paths(venv)
     marker = venv / _MARKER
     say = log or (lambda _msg: None)
-    with _lock(venv.parent / f".{venv.name}.lock"):
+    with file_lock(venv.parent / f".{venv.name}.lock"):
         try:
             recorded = json.loads(marker.read_text(encoding="utf-8"))
         except (OSError, ValueError):

@@ -37,6 +37,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
+from evoduet_graph.errors import EvoDuetError
+
 __all__ = [
     "SERVER_MODULES",
     "LlamaCppServer",
@@ -66,7 +68,7 @@ SERVER_INSTALL_HINT = (
 _LOG_TAIL_CHARS = 3000
 
 
-class ServerError(RuntimeError):
+class ServerError(EvoDuetError, RuntimeError):
     """The local model server could not be started or did not become ready."""
 
 

@@ -11,7 +11,13 @@ Anything implementing the `Evaluator` protocol (e.g. a test fake) can stand in f
 from __future__ import annotations
 
 from evoduet_graph.config import EvaluationConfig
-from evoduet_graph.evaluation.base import EvaluationOutcome, Evaluator, score_from_metrics
+from evoduet_graph.evaluation.base import (
+    EvaluationOutcome,
+    Evaluator,
+    ParallelEvaluator,
+    SandboxedEvaluator,
+    score_from_metrics,
+)
 from evoduet_graph.evaluation.limits import SandboxLimits
 from evoduet_graph.evaluation.sandbox import (
     SandboxEvaluator,
@@ -49,9 +55,11 @@ def make_evaluator(task: Task, cfg: EvaluationConfig) -> Evaluator:
 __all__ = [
     "EvaluationOutcome",
     "Evaluator",
+    "ParallelEvaluator",
     "SandboxEvaluator",
     "SandboxLimits",
     "SandboxSetupError",
+    "SandboxedEvaluator",
     "make_evaluator",
     "score_from_metrics",
     "scrub_environment",

@@ -3,16 +3,22 @@ returns (DESIGN.md §5).
 
 `evoduet_graph.evaluation.sandbox.SandboxEvaluator` and
 `evoduet_graph.evaluation.ray_executor.RayEvaluator` implement it; a test fake does too. The
-``evaluate`` and ``initialize`` nodes call only what the protocol declares.
+``evaluate`` and ``initialize`` nodes call only what the protocol declares. Optional
+capabilities are protocols of their own, checked with ``isinstance``: `ParallelEvaluator`
+(``workers``) and `SandboxedEvaluator` (``isolation``, ``task_sha256``, ``protect``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from evoduet_graph.evaluation.isolation import Isolation
 
 
 class EvaluationOutcome(BaseModel):
@@ -51,6 +57,32 @@ class Evaluator(Protocol):
     ) -> list[EvaluationOutcome]:
         """Evaluate several programs; results in input order."""
         ...
+
+
+@runtime_checkable
+class ParallelEvaluator(Evaluator, Protocol):
+    """An `Evaluator` that says how many candidates it evaluates at once (the ``evaluate``
+    node runs that many threads; without it, ``evaluation.workers``)."""
+
+    workers: int
+
+
+@runtime_checkable
+class SandboxedEvaluator(Evaluator, Protocol):
+    """An `Evaluator` that runs candidates in a sandbox: what it enforces (reported once per
+    session), the task folder it snapshotted, and folders it must keep candidates out of."""
+
+    task_sha256: str
+
+    @property
+    def isolation(self) -> Isolation:
+        """What the sandbox enforces on this machine."""
+        ...
+
+    def protect(self, *paths: str | Path) -> None:
+        """Keep candidates from writing ``paths`` (the run directory)."""
+        ...
+
 
 def score_from_metrics(metrics: Mapping[str, float]) -> float | None:
     """Fitness from numeric metrics, as OpenEvolve computes it.

@@ -74,6 +74,7 @@ from pathlib import Path
 from typing import Any
 
 from evoduet_graph.config import EvaluationConfig
+from evoduet_graph.errors import EvoDuetError
 from evoduet_graph.evaluation.base import EvaluationOutcome, score_from_metrics
 from evoduet_graph.evaluation.integrity import TaskSnapshot
 from evoduet_graph.evaluation.isolation import (
@@ -129,7 +130,7 @@ SECRET_ENV_PATTERNS: tuple[str, ...] = (
 )
 
 
-class SandboxSetupError(RuntimeError):
+class SandboxSetupError(EvoDuetError, RuntimeError):
     """The sandbox itself cannot run (interpreter or runner missing): not a candidate fault."""
 
 

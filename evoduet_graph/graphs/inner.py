@@ -16,6 +16,7 @@ generated or evaluated.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
@@ -44,12 +45,14 @@ def default_inner_nodes() -> dict[str, object]:
     }
 
 
-def route_after_round(state: InnerState) -> str:
+def route_after_round(state: InnerState) -> Literal["construct_query", "__end__"]:
     """Another round while ``round < rounds``."""
     return "construct_query" if state.get("round", 0) < state.get("rounds", 1) else END
 
 
-def route_after_search(state: InnerState, runtime: Runtime[Context]) -> str:
+def route_after_search(
+    state: InnerState, runtime: Runtime[Context]
+) -> Literal["rerank", "hypothetical_score"]:
     """``rerank`` when ``retrieval.ranking`` is ``listwise_rerank``, else
     ``hypothetical_score``."""
     ctx = resolve_context(runtime.context)

@@ -7,10 +7,11 @@ of a run without the program text (DESIGN.md §6).
 
 Live progress goes through LangGraph's custom stream (``runtime.stream_writer``; visible with
 ``graph.stream(..., stream_mode="custom")``, a no-op otherwise): the wrapper writes a
-``node_start`` event before each node and, after it, the same ``node`` record that went to
-``events.jsonl`` plus the open knowledge gap (``knowledge_gap``) when the node updated the
-knowledge state. Nodes add their own events with `emit_progress` (``queries``, ``search``,
-``new_best``).
+``node_start`` event before each node and, after it, the ``node`` record through the one
+`emit` of both sinks: ``events.jsonl`` and the stream get the same fields (with the open
+knowledge gap, ``knowledge_gap``, when the node updated the knowledge state, and an inner
+node's ``round`` / ``rounds``). Nodes add their own catalogue events
+(`evoduet_graph.rundir.events.EVENTS`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context, resolve_context
 from evoduet_graph.llm.usage import track_node
-from evoduet_graph.nodes._common import emit_progress
+from evoduet_graph.nodes._common import emit, emit_progress
 
 __all__ = ["emit_progress", "instrument", "summarize_update"]
 
@@ -96,34 +97,40 @@ def instrument(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"[:1000]
                 elapsed = round(time.perf_counter() - start, 4)
-                if ctx is not None:
-                    ctx.events.emit(
-                        "node", node=name, iteration=iteration, elapsed_s=elapsed, error=error
-                    )
-                emit_progress(
-                    runtime, "node", node=name, iteration=iteration, elapsed_s=elapsed, error=error
+                emit(
+                    ctx,
+                    runtime,
+                    "node",
+                    node=name,
+                    iteration=iteration,
+                    elapsed_s=elapsed,
+                    error=error,
+                    **where,
                 )
                 raise
         summary = summarize_update(update)
         summary.setdefault("iteration", iteration)
-        record: dict[str, Any] = {"event": "node", "node": name, **summary}
-        if ctx is not None:
-            record = ctx.events.emit(
-                "node",
-                node=name,
-                elapsed_s=round(time.perf_counter() - start, 4),
-                llm_calls=usage.calls,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                llm_latency_s=round(usage.latency_s, 3),
-                **({"llm_by_model": usage.by_model} if usage.by_model else {}),
-                **summary,
-            )
-        fields = {k: v for k, v in record.items() if k not in ("event", "time")}
         gap = _gap(update)
-        if gap:
-            fields["knowledge_gap"] = gap
-        emit_progress(runtime, "node", **fields, **where)
+        usage_fields: dict[str, Any] = {}
+        if ctx is not None:
+            usage_fields = {
+                "llm_calls": usage.calls,
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                "llm_latency_s": round(usage.latency_s, 3),
+                **({"llm_by_model": usage.by_model} if usage.by_model else {}),
+            }
+        emit(
+            ctx,
+            runtime,
+            "node",
+            node=name,
+            elapsed_s=round(time.perf_counter() - start, 4),
+            **usage_fields,
+            **summary,
+            **({"knowledge_gap": gap} if gap else {}),
+            **where,
+        )
         return update
 
     return wrapped

@@ -3,8 +3,8 @@
 ::
 
     START → initialize → select → gate ─┬─ no-op ────────────────┬─→ generate ×N (Send)
-                                         ├─ look-up → look_up ────┤        ↓
-                                         └─ retrieve → retrieve ──┘     evaluate → record
+                   (evox) ↓         ↑    ├─ look-up → look_up ────┤        ↓
+                      revise_strategy    └─ retrieve → retrieve ──┘     evaluate → record
                                                                             ↓
                                               (iteration < max and no stop) ? select : END
 
@@ -13,6 +13,9 @@ instead of ``select``: ``dispatch`` runs ``select`` for up to k iterations and s
 gate → … → evaluate (the *iteration graph*, `build_iteration_graph`, made of the same nodes) in
 the background; ``collect`` takes the first that finishes and ``record`` commits it
 (`evoduet_graph.graphs.inflight` says why this shape).
+
+``revise_strategy`` runs only when the EvoX scaffold's strategy has stagnated
+(`route_after_select`); every LLM call is a node.
 
 The gate's three conditional edges carry the paper's decision names (§3.2) as labels through
 a path map (`GATE_EDGES`), so Studio and ``evoduet graph`` draw them. Every node of both
@@ -26,7 +29,7 @@ Every node is wrapped by `bind_context`: a graph invoked with a task in its inpu
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.graph import Graph
@@ -49,6 +52,7 @@ from evoduet_graph.nodes.initialize import initialize
 from evoduet_graph.nodes.look_up import look_up
 from evoduet_graph.nodes.record import record
 from evoduet_graph.nodes.retrieve import make_retrieve
+from evoduet_graph.nodes.revise_strategy import revise_strategy
 from evoduet_graph.nodes.select import select
 from evoduet_graph.state import GateDecision, GenerateInput, OuterInput, OuterState
 
@@ -62,6 +66,7 @@ __all__ = [
     "default_nodes",
     "fan_out",
     "route_after_gate",
+    "route_after_select",
 ]
 
 GATE_EDGES: dict[GateDecision, str] = {
@@ -123,6 +128,7 @@ def default_nodes(inner_nodes: Mapping[str, NodeFn] | None = None) -> dict[str, 
     return {
         "initialize": initialize,
         "select": select,
+        "revise_strategy": revise_strategy,
         "gate": gate,
         "look_up": look_up,
         "retrieve": make_retrieve(inner),
@@ -164,7 +170,9 @@ def fan_out(state: OuterState, runtime: Runtime[Context]) -> list[Send]:
     ]
 
 
-def route_after_gate(state: OuterState, runtime: Runtime[Context]) -> Any:
+def route_after_gate(
+    state: OuterState, runtime: Runtime[Context]
+) -> Literal["look-up", "retrieve"] | list[Send]:
     """The gate's decision as the label of the edge taken (`GATE_EDGES`): ``look-up`` →
     look_up, ``retrieve`` → retrieve, ``no-op`` → the ``generate`` fan-out (its Sends go
     straight to ``generate``, the node the ``no-op`` edge leads to)."""
@@ -174,13 +182,20 @@ def route_after_gate(state: OuterState, runtime: Runtime[Context]) -> Any:
     return fan_out(state, runtime)
 
 
+def route_after_select(state: OuterState) -> Literal["revise_strategy", "gate"]:
+    """Through ``revise_strategy`` when ``select`` found the EvoX strategy stagnated."""
+    return "revise_strategy" if state.get("strategy_revision") is not None else "gate"
+
+
 def in_flight_limit(state: OuterState, runtime: Runtime[Context] | None) -> int:
     """k, the run's ``max_iterations_in_flight`` (1 without a resolvable context)."""
     ctx = resolve_for_state(runtime.context, state) if runtime is not None else None
     return ctx.config.max_iterations_in_flight if ctx is not None else 1
 
 
-def route_after_record(state: OuterState, runtime: Runtime[Context]) -> str:
+def route_after_record(
+    state: OuterState, runtime: Runtime[Context] | None = None
+) -> Literal["select", "dispatch", "__end__"]:
     """Continue with ``select`` until ``max_iterations`` or a ``stop_reason``; with
     ``max_iterations_in_flight`` > 1 always ``dispatch`` (which ends the run when nothing is
     left in flight or to start)."""
@@ -188,12 +203,14 @@ def route_after_record(state: OuterState, runtime: Runtime[Context]) -> str:
         return "dispatch"
     if state.get("stop_reason"):
         return END
-    if state.get("iteration", 0) >= state.get("max_iterations", 0):
+    if state["iteration"] >= state["max_iterations"]:
         return END
     return "select"
 
 
-def route_after_initialize(state: OuterState, runtime: Runtime[Context]) -> str:
+def route_after_initialize(
+    state: OuterState, runtime: Runtime[Context] | None = None
+) -> Literal["select", "dispatch", "__end__"]:
     """Skip the loop when nothing is left to do (e.g. ``iterations: 0``)."""
     return route_after_record(state, runtime)
 
@@ -271,13 +288,15 @@ def build_outer_graph(
     iteration = build_iteration_graph(wrapped, context_schema=context_schema).compile(
         checkpointer=False, name="iteration"
     )
-    wrapped["dispatch"] = bind_context(wrap("dispatch", make_dispatch(iteration, wrapped["select"])))
+    dispatch = make_dispatch(iteration, wrapped["select"], wrapped.get("revise_strategy"))
+    wrapped["dispatch"] = bind_context(wrap("dispatch", dispatch))
     wrapped["collect"] = bind_context(wrap("collect", collect))
     for name, fn in wrapped.items():
         graph.add_node(name, fn)
     graph.add_edge(START, "initialize")
     graph.add_conditional_edges("initialize", route_after_initialize, ["select", "dispatch", END])
-    graph.add_edge("select", "gate")
+    graph.add_conditional_edges("select", route_after_select, ["revise_strategy", "gate"])
+    graph.add_edge("revise_strategy", "gate")
     _add_iteration_edges(graph)
     graph.add_edge("evaluate", "record")
     graph.add_conditional_edges("record", route_after_record, ["select", "dispatch", END])

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from evoduet_graph.errors import UserError
+
 NodeFn = Callable[..., Any]
 """A node: ``(state, runtime) -> dict | Command`` reading its dependencies from
 ``runtime.context``."""
@@ -18,6 +20,7 @@ NodeFn = Callable[..., Any]
 OUTER_NODES = (
     "initialize",
     "select",
+    "revise_strategy",
     "gate",
     "look_up",
     "retrieve",
@@ -28,10 +31,11 @@ OUTER_NODES = (
 """Nodes of the outer (solution) loop, in graph order."""
 
 INNER_NODES = ("construct_query", "search", "hypothetical_score", "rerank", "update_knowledge")
-"""Nodes of the inner (query-evolution) loop, in round order (`rerank` replaces `hypothetical_score` with `retrieval.ranking: listwise_rerank`)."""
+"""Nodes of the inner (query-evolution) loop, in round order (`rerank` replaces
+`hypothetical_score` with `retrieval.ranking: listwise_rerank`)."""
 
 
-class UnknownNodeError(KeyError, ValueError):
+class UnknownNodeError(UserError, KeyError, ValueError):
     """A node replacement names no node of the graph; the message lists the known names."""
 
     def __str__(self) -> str:  # KeyError would print the message quoted

@@ -12,12 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
+from evoduet_graph.errors import UserError
+
 __all__ = ["GraphRenderError", "drawable", "mermaid", "png"]
 
 Loop = Literal["outer", "inner"]
 
 
-class GraphRenderError(RuntimeError):
+class GraphRenderError(UserError, RuntimeError):
     """A picture cannot be made here (e.g. pygraphviz is not installed); says what to do."""
 
 

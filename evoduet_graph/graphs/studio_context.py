@@ -38,6 +38,7 @@ from typing import Any
 from pydantic import BaseModel, NonNegativeInt, ValidationError
 
 from evoduet_graph.context import Context, resolve_context
+from evoduet_graph.errors import UserError
 from evoduet_graph.rundir import layout
 
 __all__ = [
@@ -81,7 +82,7 @@ def runs_root() -> Path:
     return base / "evoduet_graph" / "runs"
 
 
-class StudioContextError(ValueError):
+class StudioContextError(UserError, ValueError):
     """A Studio context names something that cannot be used (bad model spec, task, config)."""
 
 

@@ -25,6 +25,8 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
 from langchain_openai import ChatOpenAI
 
+from evoduet_graph.errors import UserError
+
 if TYPE_CHECKING:
     from evoduet_graph.config import LLMConfig
 
@@ -42,7 +44,7 @@ VALID_MODEL_FORMS = (
 PLACEHOLDER_API_KEY = "not-needed"
 
 
-class LLMConfigError(ValueError):
+class LLMConfigError(UserError, ValueError):
     """The `LLMConfig` cannot produce a chat model; the message says what to set."""
 
 

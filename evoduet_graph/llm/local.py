@@ -26,7 +26,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
@@ -49,7 +49,9 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from evoduet_graph.errors import UserError
 from evoduet_graph.llm.text import message_text
+from evoduet_graph.rundir.lock import file_lock
 
 if TYPE_CHECKING:
     from evoduet_graph.config import LLMConfig
@@ -79,7 +81,7 @@ _CHUNK = 8 * 1024 * 1024  # bytes per read while copying/hashing (memory stays ~
 _MARKER_SUFFIX = ".verified.json"
 
 
-class LocalModelError(RuntimeError):
+class LocalModelError(UserError, RuntimeError):
     """The embedded model cannot be assembled, verified or loaded; the message says why/what to do."""
 
 
@@ -176,21 +178,6 @@ def _write_marker(target: Path) -> None:
         raise
 
 
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    """Exclusive inter-process lock on ``path`` (``fcntl.flock``; a no-op where unavailable)."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows: temp file + rename still keep it safe
-        yield
-        return
-    with open(path, "a+b") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
 
 def assemble_model(cache_dir: str | Path | None = None) -> Path:
     """Assemble (once) and verify the embedded GGUF; return its path.
@@ -225,7 +212,7 @@ def assemble_model(cache_dir: str | Path | None = None) -> Path:
     if _marker_matches(target):
         return target
     try:
-        with _file_lock(directory / (MODEL_FILENAME + ".lock")):
+        with file_lock(directory / (MODEL_FILENAME + ".lock")):
             if _marker_matches(target):  # another process finished while we waited
                 return target
             if (

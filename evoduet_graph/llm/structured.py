@@ -75,6 +75,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from evoduet_graph.errors import EvoDuetError
 from evoduet_graph.llm.text import extract_json_object, message_text, strip_think
 
 __all__ = [
@@ -123,7 +124,7 @@ _FATAL_CLASS_NAMES = frozenset(
 )
 
 
-class LLMCallError(RuntimeError):
+class LLMCallError(EvoDuetError, RuntimeError):
     """A chat-model call failed for a reason other than the content of the reply.
 
     Attributes:

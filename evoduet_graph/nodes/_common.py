@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context, resolve_context
+from evoduet_graph.rundir.events import check_event
+
+if TYPE_CHECKING:
+    from evoduet_graph.search.cache import SearchOutcome
 
 
 def context_of(runtime: Runtime[Context]) -> Context:
@@ -26,15 +30,49 @@ def context_of(runtime: Runtime[Context]) -> Context:
 
 
 def emit_progress(runtime: Any, event: str, **fields: Any) -> None:
-    """Write ``{"event": event, "time": unix_s, **fields}`` to LangGraph's custom stream.
+    """Write ``{"event": event, "time": unix_s, **fields}`` to LangGraph's custom stream only
+    (catalogue events with ``log=False``: ``node_start``, ``queries``, ``new_best``).
 
     Live progress for ``graph.stream(..., stream_mode="custom")`` (the CLI display, ``--json``);
     a no-op when the graph is not streamed that way or ``runtime`` has no stream writer (a node
     called directly in a test).
+
+    Raises:
+        ValueError: ``event`` is not in the catalogue (`evoduet_graph.rundir.events.EVENTS`).
     """
+    check_event(event, fields)
+    _to_stream(runtime, {"event": event, "time": round(time.time(), 3), **fields})
+
+
+def _to_stream(runtime: Any, record: dict[str, Any]) -> None:
     writer = getattr(runtime, "stream_writer", None)
     if writer is not None:
-        writer({"event": event, "time": round(time.time(), 3), **fields})
+        writer(record)
+
+
+def emit(ctx: Context | None, runtime: Any, event: str, **fields: Any) -> dict[str, Any]:
+    """The one emit of an event that goes to both sinks: the record ``events.jsonl`` gets is
+    written to the live stream unchanged (same fields, same ``time``).
+
+    Args:
+        ctx: the run context (None: no log, e.g. a graph without context).
+        runtime: the node's runtime (its stream writer, if any).
+        event: a catalogue name (`evoduet_graph.rundir.events.EVENTS`).
+        **fields: the payload.
+
+    Returns:
+        The record written.
+
+    Raises:
+        ValueError: ``event`` is not in the catalogue.
+    """
+    if ctx is not None:
+        record = ctx.events.emit(event, **fields)
+    else:
+        check_event(event, fields)
+        record = {"event": event, "time": round(time.time(), 3), **fields}
+    _to_stream(runtime, record)
+    return record
 
 
 def ask_gate(
@@ -45,7 +83,8 @@ def ask_gate(
 
     Returns:
         ``(result, None)``: the structured-call result (its value is ``default()`` when the
-        reply was unusable, with a ``gate_fallback`` event); or ``(None, update)`` when the call failed (``gate_error``
+        reply was unusable, with a ``gate_fallback`` event); or ``(None, update)`` when the
+        call failed (``gate_error``
         event): the no-op state update the node returns as is.
     """
     from evoduet_graph.llm import LLMCallError, structured_call
@@ -66,3 +105,26 @@ def ask_gate(
     if result.used_default:
         ctx.events.emit("gate_fallback", iteration=iteration, fallbacks=result.fallbacks)
     return result, None
+
+
+def search_query(ctx: Context, query: str) -> SearchOutcome:
+    """One search with the run's retrieval settings (results per query, retries, timeout)
+    behind the run's search cache (``retrieval.cache``): the one call the ``search``,
+    ``joint_search`` and grounding paths share.
+
+    Raises:
+        RuntimeError: the context has no search backend (callers check ``ctx.searcher``).
+    """
+    from evoduet_graph.search.cache import cached_search
+
+    if ctx.searcher is None:
+        raise RuntimeError("no search backend in the runtime context")
+    retrieval = ctx.config.retrieval
+    return cached_search(
+        ctx.searcher,
+        ctx.search_cache if retrieval.cache else None,
+        query,
+        retrieval.results_per_query,
+        retries=retrieval.search_retries,
+        timeout_s=retrieval.search_timeout_s,
+    )

@@ -45,12 +45,19 @@ def pool_for(ctx: Context, iteration_graph: Any) -> IterationPool:
     return pool
 
 
-def make_dispatch(iteration_graph: Any, select: Callable[..., Any]) -> Callable[..., Any]:
+def make_dispatch(
+    iteration_graph: Any,
+    select: Callable[..., Any],
+    revise_strategy: Callable[..., Any] | None = None,
+) -> Callable[..., Any]:
     """Build the ``dispatch`` node.
 
     Args:
         iteration_graph: the compiled iteration graph (no checkpointer).
         select: the registry's ``select`` node as the outer graph runs it (instrumented).
+        revise_strategy: the registry's ``revise_strategy`` node (instrumented), run on the
+            graph thread right after ``select`` when ``select`` found the EvoX strategy
+            stagnated, as the sequential loop's ``select`` → ``revise_strategy`` edge does.
     """
 
     def dispatch(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -85,6 +92,9 @@ def make_dispatch(iteration_graph: Any, select: Callable[..., Any]) -> Callable[
             else:
                 break
             selected = select({**current, "iteration": number - 1}, runtime)
+            if revise_strategy is not None and selected.get("strategy_revision") is not None:
+                revised = revise_strategy({**current, **selected, "iteration": number}, runtime)
+                selected = {**selected, **(revised or {})}
             scaffold = {k: v for k, v in selected.items() if k not in ITERATION_DEFAULTS}
             current.update(scaffold)  # EvoX: the next select sees the strategy it left
             update.update(scaffold)

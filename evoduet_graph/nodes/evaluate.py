@@ -19,6 +19,7 @@ from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
 from evoduet_graph.evaluation import EvaluationOutcome
+from evoduet_graph.evaluation.base import ParallelEvaluator
 from evoduet_graph.evaluation.sandbox import TAMPERING_PREFIX
 from evoduet_graph.nodes._common import context_of
 from evoduet_graph.state import CandidateRecord, OuterState
@@ -77,7 +78,9 @@ def evaluate_and_store(
     codes, ids = runnable_codes, runnable_ids
     if not codes:
         return outcomes
-    workers = getattr(ctx.evaluator, "workers", None) or ctx.config.evaluation.workers
+    evaluator = ctx.evaluator
+    parallel = isinstance(evaluator, ParallelEvaluator) and evaluator.workers
+    workers = parallel or ctx.config.evaluation.workers
     workers = max(1, min(int(workers), len(codes)))
     if workers == 1:
         for code, pid in zip(codes, ids, strict=True):

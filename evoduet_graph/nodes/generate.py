@@ -35,8 +35,8 @@ from langgraph.runtime import Runtime
 from evoduet_graph.candidates.diffs import candidate_from_response, code_diff_summary
 from evoduet_graph.candidates.novelty import NoveltyVerdict, population_references
 from evoduet_graph.context import Context
-from evoduet_graph.llm import LocalChatModel, invoke_text
-from evoduet_graph.nodes._common import context_of, emit_progress
+from evoduet_graph.llm import LLMCallError, LocalChatModel, invoke_text
+from evoduet_graph.nodes._common import context_of, emit
 from evoduet_graph.nodes.joint_search import joint_answer
 from evoduet_graph.prompts.generate import (
     AttemptView,
@@ -184,7 +184,7 @@ def draft(
         else:
             model = ctx.model_for("generate")
             text, _ = invoke_text(model, messages, config=config, retry=ctx.llm_retry("generate"))
-    except Exception as exc:  # noqa: BLE001 - a model fault fails this candidate only
+    except LLMCallError as exc:  # a model fault fails this candidate only; a bug is raised
         row.error = f"LLM call failed: {type(exc).__name__}: {exc}"[:500]
         return
     cand = candidate_from_response(
@@ -251,8 +251,7 @@ def check_novelty(
             "code_sha": code_sha(row.code),
             **{k: v for k, v in verdict.as_event().items() if k != "novel"},
         }
-        ctx.events.emit("novelty_rejected", **fields)
-        emit_progress(runtime, "novelty_rejected", **fields)
+        emit(ctx, runtime, "novelty_rejected", **fields)
     return verdict
 
 

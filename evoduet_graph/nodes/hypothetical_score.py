@@ -20,7 +20,7 @@ the same loop scores them again if they are still in the pool or returned again.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 from langgraph.runtime import Runtime
 
@@ -31,7 +31,7 @@ from evoduet_graph.prompts.descriptor import context_text
 from evoduet_graph.prompts.knowledge import documents_text, knowledge_text, scores_schema
 from evoduet_graph.prompts.render import render
 from evoduet_graph.search.database import Prediction
-from evoduet_graph.state import DocumentRef, InnerState
+from evoduet_graph.state import DocumentRef, InnerState, KnowledgeState
 
 
 def loop_record_id(state: InnerState) -> str:
@@ -40,6 +40,15 @@ def loop_record_id(state: InnerState) -> str:
     from evoduet_graph.nodes.retrieve import record_id_for
 
     return state.get("record_id") or record_id_for("ret", int(state.get("iteration", 0)))
+
+
+def _stored_knowledge(ctx: Context, record_id: str, round_: int) -> KnowledgeState | None:
+    """The knowledge state stored with this loop round's predictions (a re-run after a kill
+    continues from the state the killed run's reply gave), else None."""
+    for prediction in reversed(ctx.search_db.predictions(record_id=record_id)):
+        if prediction.round == round_ and prediction.knowledge_state:
+            return cast(KnowledgeState, dict(prediction.knowledge_state))
+    return None
 
 
 def hypothetical_score(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -55,8 +64,8 @@ def hypothetical_score(state: InnerState, runtime: Runtime[Context]) -> dict[str
         for d in state.get("pool", [])
     ]
     unscored = [d for d in pool if d.get("predicted_score") is None]
-    if not unscored:
-        return {"pool": pool, "pending_knowledge": None}
+    if not unscored:  # a re-run after a kill: this round's reply is already stored
+        return {"pool": pool, "pending_knowledge": _stored_knowledge(ctx, record_id, round_)}
     parent = ctx.store.get_program(state["parent_id"])
     parent_score = float(state.get("parent_score", parent.score or 0.0))
     prompt = render(
@@ -115,6 +124,7 @@ def hypothetical_score(state: InnerState, runtime: Runtime[Context]) -> dict[str
                     parent_id=parent.id,
                     parent_score=parent_score,
                     predicted_score=score,
+                    knowledge_state=dict(pending) if pending else None,
                 )
             )
             doc = DocumentRef(**{**doc, "predicted_score": score})

@@ -22,7 +22,7 @@ from evoduet_graph.evaluation import EvaluationOutcome
 from evoduet_graph.graphs.studio_context import graph_max_iterations
 from evoduet_graph.nodes._common import context_of, emit_progress
 from evoduet_graph.nodes.grounding import ground
-from evoduet_graph.nodes.stop_rules import target_reached
+from evoduet_graph.nodes.stop_rules import budget_stop, target_reached
 from evoduet_graph.population import ProgramEntry
 from evoduet_graph.rundir.best import write_best
 from evoduet_graph.rundir.store import ProgramRow
@@ -112,18 +112,9 @@ def initialize(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
     if ctx.run_dir is not None:  # where the run writes (a graph-input run's default is new)
         update["run_dir"] = str(ctx.run_dir)
     row = _seed_population(ctx)
-    budget = ctx.budget
-    if budget is not None and budget.active:  # a resumed run that already spent its budget
-        totals = budget.totals()
-        reason = budget.exceeded(totals)
-        if reason:
-            update["stop_reason"] = reason
-            ctx.events.emit(
-                "budget",
-                iteration=state.get("iteration", 0),
-                stop_reason=reason,
-                **totals.as_dict(),
-            )
+    reason = budget_stop(ctx, state.get("iteration", 0), report=False)  # a resumed run that
+    if reason:  # already spent its budget stops at once
+        update["stop_reason"] = reason
     if state.get("best_id") is not None:
         # a resumed run whose best already meets the target
         if ctx.config.stop_at_score is not None and not update.get("stop_reason"):

@@ -46,9 +46,9 @@ from pydantic import BaseModel, Field, field_validator
 
 from evoduet_graph.context import Context
 from evoduet_graph.llm import LocalChatModel, invoke_text, structured_call
+from evoduet_graph.nodes._common import search_query
 from evoduet_graph.prompts.render import render
 from evoduet_graph.prompts.untrusted import neutralise
-from evoduet_graph.search.cache import cached_search
 from evoduet_graph.search.database import RoundLog, RoundResult, SearchRecord, StoredDocument
 
 Protocol = Literal["tools", "structured"]
@@ -116,14 +116,7 @@ def run_search(ctx: Context, log: JointSearchLog, query: str, iteration: int) ->
         docs: list[Any] = []
         cached = False
     else:
-        outcome = cached_search(
-            ctx.searcher,
-            ctx.search_cache if retrieval.cache else None,
-            query,
-            retrieval.results_per_query,
-            retries=retrieval.search_retries,
-            timeout_s=retrieval.search_timeout_s,
-        )
+        outcome = search_query(ctx, query)
         docs, error, cached = outcome.documents, outcome.error, outcome.cached
     if error:
         log.errors.append(f"{query!r}: {error}")

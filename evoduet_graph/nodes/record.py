@@ -5,10 +5,11 @@ re-enters ``record`` does not add it twice), saves the population snapshot, upda
 best (``best_program.py`` / ``best_program.json`` in the run directory), credits the
 realised Δ to the search-database record whose evidence fed the iteration, and the failure counter
 that stops a run whose every iteration fails (``max_consecutive_failures``). An iteration whose
-candidates were all rejected as duplicates before evaluation (`evoduet_graph.candidates.novelty`) leaves
-that counter as it was: nothing failed (the same children, evaluated, would have been valid
+candidates were all rejected as duplicates before evaluation
+(`evoduet_graph.candidates.novelty`) leaves that counter as it was: nothing failed (the same children, evaluated, would have been valid
 copies and reset it), but nothing new was found either. A second counter stops a run whose
-model endpoint does not answer (`model_health`, ``max_consecutive_model_failures``).
+model endpoint does not answer (``max_consecutive_model_failures``). The stop rules themselves
+live in `evoduet_graph.nodes.stop_rules`, shared with ``initialize``.
 """
 
 from __future__ import annotations
@@ -19,15 +20,11 @@ from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
 from evoduet_graph.nodes._common import context_of, emit_progress
-from evoduet_graph.nodes.stop_rules import target_reached
+from evoduet_graph.nodes.stop_rules import budget_stop, failure_stop, model_health, target_reached
 from evoduet_graph.population import ProgramEntry, add_op, apply_op, next_island_op
 from evoduet_graph.rundir.best import write_best
 from evoduet_graph.search.database import Impact
 from evoduet_graph.state import CandidateRecord, OuterState
-
-MODEL_DOWN_PREFIX = "the model did not answer"
-"""Every ``stop_reason`` set because the model endpoint failed starts with this."""
-
 
 
 def measured_impact(iteration: int, parent_score: float, child: float) -> Impact:
@@ -103,48 +100,6 @@ def credit_joint_searches(ctx: Context, state: OuterState) -> None:
         ctx.search_db.add_impact(record_id, impact)
 
 
-def only_duplicates(candidates: list[CandidateRecord]) -> bool:
-    """True when the iteration had candidates and the novelty check rejected every one."""
-    return bool(candidates) and all(c["status"] == "duplicate" for c in candidates)
-
-
-def model_health(
-    ctx: Context, state: OuterState, update: dict[str, Any]
-) -> dict[str, Any]:
-    """Track iterations whose every ``generate`` call failed (status ``failed``: the model call
-    raised after its retries) and stop the run when the endpoint looks down.
-
-    The run stops after ``max_consecutive_model_failures`` such iterations in a row, or at its
-    last iteration when no ``generate`` call answered since it (re)started. The stop reason
-    starts with `MODEL_DOWN_PREFIX` and quotes the last error.
-
-    Returns:
-        ``model_failures`` and ``model_answered``, plus ``stop_reason`` when the run stops.
-    """
-    candidates = state.get("candidates", [])
-    if not candidates:
-        return {}
-    if not all(c["status"] == "failed" for c in candidates):
-        return {"model_failures": 0, "model_answered": True}
-    failures = state.get("model_failures", 0) + 1
-    out: dict[str, Any] = {"model_failures": failures}
-    last = state["iteration"] >= update.get("max_iterations", state.get("max_iterations", 0))
-    limit = ctx.config.max_consecutive_model_failures
-    if failures >= limit or (last and not state.get("model_answered")):
-        llm = ctx.config.llm
-        model = llm.model
-        if model.startswith("openai:"):
-            model += f" at {llm.base_url or 'the OpenAI default URL'}"
-        out["stop_reason"] = (
-            f"{MODEL_DOWN_PREFIX} ({model}): every generate call failed in {failures} "
-            f"iteration(s) in a row (max_consecutive_model_failures={limit}; last error: "
-            f"{candidates[-1].get('error')}); check the endpoint (`--model`, `llm.base_url` or "
-            "OPENAI_BASE_URL, its API key), then `evoduet resume "
-            f"{ctx.run_dir or 'RUN_DIR'}` (`--iterations N` to run past the planned total)"
-        )
-    return out
-
-
 def record(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Commit the iteration's outcome.
 
@@ -178,7 +133,7 @@ def record(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
             state.get("island"),
         )
         update["consecutive_failures"] = 0
-        best_score = state.get("best_score")
+        best_score = state["best_score"]
         if best_score is None or best["score"] > best_score:
             update.update(
                 best_id=best["id"],
@@ -201,24 +156,12 @@ def record(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
             )
     else:
         op = next_island_op()  # OpenEvolve moves to the next island every iteration
-        failures = state.get("consecutive_failures", 0)
-        if not only_duplicates(state.get("candidates", [])):
-            failures += 1
-        update["consecutive_failures"] = failures
-        if failures >= ctx.config.max_consecutive_failures:
-            update["stop_reason"] = (
-                f"{failures} consecutive iterations without a valid candidate "
-                f"(max_consecutive_failures={ctx.config.max_consecutive_failures}); "
-                "see the errors in events.jsonl, fix the model or task, then `evoduet resume`"
-            )
+        update.update(failure_stop(ctx, state))
     update.update(model_health(ctx, state, update))
-    budget = ctx.budget
-    if budget is not None and budget.active and not update.get("stop_reason"):
-        totals = budget.totals()
-        reason = budget.exceeded(totals)
-        if reason and iteration < state.get("max_iterations", iteration + 1):
+    if not update.get("stop_reason"):
+        reason = budget_stop(ctx, iteration)
+        if reason and iteration < state["max_iterations"]:
             update["stop_reason"] = reason
-        ctx.events.emit("budget", iteration=iteration, stop_reason=reason, **totals.as_dict())
     credit_evidence(ctx, state, valid)
     credit_joint_searches(ctx, state)
     commit_population(ctx, iteration, op)

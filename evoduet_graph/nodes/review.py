@@ -33,12 +33,13 @@ from typing import Any
 from langgraph.types import interrupt
 
 from evoduet_graph.context import Context
+from evoduet_graph.errors import UserError
 from evoduet_graph.rundir.events import read_events
 
 DECISIONS = ("no-op", "look-up", "retrieve")
 
 
-class ReviewError(ValueError):
+class ReviewError(UserError, ValueError):
     """A review answer has the wrong shape or names unknown documents."""
 
 

@@ -21,10 +21,9 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
-from evoduet_graph.nodes._common import context_of, emit_progress
+from evoduet_graph.nodes._common import context_of, emit, search_query
 from evoduet_graph.nodes.hypothetical_score import loop_record_id
 from evoduet_graph.nodes.review import review_queries
-from evoduet_graph.search.cache import cached_search
 from evoduet_graph.state import DocumentRef, InnerState
 
 
@@ -32,7 +31,6 @@ def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Returns ``pool`` (retained + new documents), ``returned`` (ids of this round's hits)
     and accumulated ``errors``."""
     ctx = context_of(runtime)
-    retrieval = ctx.config.retrieval
     pool = {d["id"]: d for d in state.get("pool", state.get("retained", []))}
     errors = list(state.get("errors", []))
     if ctx.searcher is None:
@@ -51,14 +49,7 @@ def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
     returned: dict[str, None] = {}
     scored = ctx.search_db.loop_scores(loop_record_id(state))
     for query in queries:
-        outcome = cached_search(
-            ctx.searcher,
-            ctx.search_cache if retrieval.cache else None,
-            query,
-            retrieval.results_per_query,
-            retries=retrieval.search_retries,
-            timeout_s=retrieval.search_timeout_s,
-        )
+        outcome = search_query(ctx, query)
         docs, error = outcome.documents, outcome.error
         if error:
             errors.append(f"{query!r}: {error}")
@@ -66,7 +57,8 @@ def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
                 "search_error", iteration=state.get("iteration"), query=query, error=error[:500]
             )
         stored = ctx.search_db.add_documents(docs, state.get("iteration", 0))
-        emit_progress(
+        emit(
+            ctx,
             runtime,
             "search",
             iteration=state.get("iteration"),
@@ -74,13 +66,6 @@ def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
             query=query,
             results=len(stored),
             error=error[:300] if error else None,
-            cached=outcome.cached,
-        )
-        ctx.events.emit(
-            "search",
-            iteration=state.get("iteration"),
-            round=state.get("round", 0),
-            query=query,
             urls=[d.url for d in stored],
             doc_ids=[d.doc_id for d in stored],
             cached=outcome.cached,

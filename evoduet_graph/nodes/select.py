@@ -38,7 +38,7 @@ def select(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
         EmptyPopulationError: the population holds no program (``initialize`` did not run).
     """
     ctx = context_of(runtime)
-    iteration = state.get("iteration", 0) + 1
+    iteration = state.get("iteration", 0) + 1  # 0: before initialize (a test, an ablation)
     rng = random.Random(f"{ctx.config.seed}:select:{iteration}")
     choice = scaffold_for(ctx).select(state, ctx, rng, iteration)
     code_id = ctx.population.code_id

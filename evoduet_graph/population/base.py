@@ -17,12 +17,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from evoduet_graph.config import PopulationConfig
+from evoduet_graph.errors import EvoDuetError
 
 GetCode = Callable[[str], str]
 """``get_code(program_id) -> source``; must answer for every id ever added (not migrant ids)."""
 
 
-class EmptyPopulationError(LookupError):
+class EmptyPopulationError(EvoDuetError, LookupError):
     """`sample` was called on a population that holds no program yet."""
 
 

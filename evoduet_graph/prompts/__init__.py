@@ -14,12 +14,14 @@ from __future__ import annotations
 import functools
 from importlib import resources
 
+from evoduet_graph.errors import UserError
+
 __all__ = ["UnknownPromptError", "available_prompts", "load_prompt"]
 
 _SUFFIX = ".md"
 
 
-class UnknownPromptError(LookupError):
+class UnknownPromptError(UserError, LookupError):
     """No prompt template of that name; the message lists the available names."""
 
 

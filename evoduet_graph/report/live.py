@@ -14,7 +14,6 @@ stream (``on_event``; see `evoduet_graph.api.EventFn`):
 from __future__ import annotations
 
 import json
-import math
 import sys
 from typing import IO, Any, Self
 
@@ -31,7 +30,7 @@ from rich.progress import (
 from rich.text import Text
 
 from evoduet_graph.rundir.events import _jsonable
-from evoduet_graph.rundir.usage import INCLUSIVE_NODES
+from evoduet_graph.rundir.usage import INCLUSIVE_NODES, finite_number
 from evoduet_graph.task import Task
 
 __all__ = ["JsonLines", "LiveDisplay", "RunStatus"]
@@ -42,13 +41,6 @@ def _short(text: Any, limit: int = 90) -> str:
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
-
-def _num(value: Any) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return 0.0
-    return x if math.isfinite(x) else 0.0
 
 
 class RunStatus:
@@ -129,9 +121,9 @@ class RunStatus:
         if node == "record":
             done = self._collected_done
             if done is None:  # sequential loop: iteration n is the n-th recorded
-                done = int(_num(ev.get("iteration")))
+                done = int(finite_number(ev.get("iteration")))
             self.completed = max(self.completed, done)
-            self.consecutive_failures = int(_num(ev.get("consecutive_failures")))
+            self.consecutive_failures = int(finite_number(ev.get("consecutive_failures")))
             if ev.get("best_score") is not None:
                 self.best = ev["best_score"]
                 self.best_iteration = ev.get("iteration")
@@ -142,9 +134,9 @@ class RunStatus:
                     status = "rejected"
                 self.candidates[str(cand["id"])] = status
         if node not in INCLUSIVE_NODES:
-            self.llm_calls += int(_num(ev.get("llm_calls")))
-            self.output_tokens += int(_num(ev.get("output_tokens")))
-            self.llm_seconds += _num(ev.get("llm_latency_s"))
+            self.llm_calls += int(finite_number(ev.get("llm_calls")))
+            self.output_tokens += int(finite_number(ev.get("output_tokens")))
+            self.llm_seconds += finite_number(ev.get("llm_latency_s"))
 
     def _on_novelty_rejected(self, ev: dict[str, Any]) -> None:
         self.rejections += 1
@@ -156,7 +148,7 @@ class RunStatus:
 
     def _on_search(self, ev: dict[str, Any]) -> None:
         self.query = str(ev.get("query"))
-        self.results = int(_num(ev.get("results")))
+        self.results = int(finite_number(ev.get("results")))
         self.cached = bool(ev.get("cached"))
 
     def _on_new_best(self, ev: dict[str, Any]) -> None:
@@ -177,7 +169,7 @@ class RunStatus:
         elif stage == "pydoc":
             self.index = (
                 f"building the offline search index: {ev.get('module')} "
-                f"({int(_num(ev.get('done'))) + 1}/{ev.get('total')} modules of "
+                f"({int(finite_number(ev.get('done'))) + 1}/{ev.get('total')} modules of "
                 f"{ev.get('package')})"
             )
         elif stage == "bm25":
@@ -212,7 +204,7 @@ class RunStatus:
         if self.rounds is not None or self.query:
             inner = "inner loop:"
             if self.rounds is not None:
-                inner += f" round {int(_num(self.round)) + 1}/{self.rounds}"
+                inner += f" round {int(finite_number(self.round)) + 1}/{self.rounds}"
             if self.query:
                 inner += f" · query: “{_short(self.query, 80)}”"
             if self.results is not None:

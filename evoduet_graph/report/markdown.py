@@ -357,7 +357,9 @@ def _improvement_section(imp: dict[str, Any], predictions: int) -> list[str]:
         for group, r in imp["by_evidence"].items()
     ]
     total = imp["all"]
-    rows.append(["**all iterations**", total["iterations"], total["improved"], md_pct(total["rate"])])
+    rows.append(
+        ["**all iterations**", total["iterations"], total["improved"], md_pct(total["rate"])]
+    )
     return [
         "## Improvement rate by evidence",
         "",

@@ -64,7 +64,9 @@ def _url_series(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for it in sorted(per):
         distinct += per[it]["new"]
         repeated += per[it]["repeated"]
-        out.append({"iteration": it, **per[it], "distinct_total": distinct, "repeated_total": repeated})
+        out.append(
+            {"iteration": it, **per[it], "distinct_total": distinct, "repeated_total": repeated}
+        )
     return out
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.read import load_programs, load_search_db, read_json, read_jsonl
-from evoduet_graph.rundir.usage import INCLUSIVE_NODES, session_figures
+from evoduet_graph.rundir.usage import INCLUSIVE_NODES, finite_number, session_figures
 from evoduet_graph.search.database import SearchDatabase
 
 __all__ = [
@@ -60,14 +60,6 @@ MAX_HISTORY_ROWS = 100
 # figures
 # ------------------------------------------------------------------------------------------
 
-
-def _num(value: Any) -> float:
-    """A finite number from an event field, else 0.0."""
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return 0.0
-    return x if math.isfinite(x) else 0.0
 
 
 def _mean(values: list[float]) -> float | None:
@@ -123,12 +115,12 @@ def _node_figures(events: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[st
         w = wall[node]
         w["executions"] += 1
         w["errors"] += "error" in ev
-        w["total_s"] += _num(ev.get("elapsed_s"))
+        w["total_s"] += finite_number(ev.get("elapsed_s"))
         u = llm[node]
-        u["calls"] += int(_num(ev.get("llm_calls")))
-        u["input_tokens"] += int(_num(ev.get("input_tokens")))
-        u["output_tokens"] += int(_num(ev.get("output_tokens")))
-        u["latency_s"] += _num(ev.get("llm_latency_s"))
+        u["calls"] += int(finite_number(ev.get("llm_calls")))
+        u["input_tokens"] += int(finite_number(ev.get("input_tokens")))
+        u["output_tokens"] += int(finite_number(ev.get("output_tokens")))
+        u["latency_s"] += finite_number(ev.get("llm_latency_s"))
     for w in wall.values():
         w["mean_s"] = w["total_s"] / w["executions"] if w["executions"] else 0.0
     keys = ("calls", "input_tokens", "output_tokens", "latency_s")
@@ -145,7 +137,8 @@ def _model_figures(
 ) -> dict[str, dict[str, float | None]]:
     """Calls, tokens and estimated USD per model (``llm_by_model`` of the node events; with
     ``llm.roles`` each role's calls count on its model), priced as the budget prices them
-    (`evoduet_graph.rundir.budget.usage_cost`: `evoduet_graph.rundir.pricing`, the run's ``budget.prices``
+    (`evoduet_graph.rundir.budget.usage_cost`: `evoduet_graph.rundir.pricing`, the run's
+    ``budget.prices``
     first); ``usd`` is None for an unpriced model."""
     from evoduet_graph.rundir.usage import usage_from_events
 
@@ -518,7 +511,8 @@ def _failure_figures(programs: list[Any] | None, events: list[dict[str, Any]]) -
 
 
 def _novelty_figures(events: list[dict[str, Any]], programs: list[Any] | None) -> dict[str, Any]:
-    """Candidates rejected before evaluation as near-duplicates (`evoduet_graph.candidates.novelty`).
+    """Candidates rejected before evaluation as near-duplicates
+    (`evoduet_graph.candidates.novelty`).
 
     Counts the ``novelty_rejected`` events, one per (candidate, attempt) — a resumed run that
     re-ran a ``generate`` node logs its rejections again, the latest counts. ``rejections``:
@@ -532,7 +526,7 @@ def _novelty_figures(events: list[dict[str, Any]], programs: list[Any] | None) -
     latest: dict[tuple[str, int], dict[str, Any]] = {}
     for ev in events:
         if ev.get("event") == "novelty_rejected" and ev.get("candidate_id") is not None:
-            latest[(str(ev["candidate_id"]), int(_num(ev.get("attempt"))))] = ev
+            latest[(str(ev["candidate_id"]), int(finite_number(ev.get("attempt"))))] = ev
     kinds = Counter(str(ev.get("kind")) for ev in latest.values())
     resampled = {cid for (cid, _), ev in latest.items() if ev.get("resampled")}
     if programs is not None:

@@ -135,7 +135,8 @@ def check_graph_input_run_dir(
         )
     # the graph input's max_iterations, not cfg.iterations, says how long the run goes
     done = completed_iterations(rdir)
-    return check_continuation(rdir, cfg.with_overrides({"iterations": max(cfg.iterations, done)}), task)
+    longest = cfg.with_overrides({"iterations": max(cfg.iterations, done)})
+    return check_continuation(rdir, longest, task)
 
 
 def _flat(data: Any, prefix: str = "") -> dict[str, Any]:

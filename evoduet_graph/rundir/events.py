@@ -1,4 +1,5 @@
-"""Run events: one JSON object per line in ``<run_dir>/events.jsonl`` (DESIGN.md §6).
+"""Run events: the catalogue of every event (`EVENTS`) and the log, one JSON object per line
+in ``<run_dir>/events.jsonl`` (DESIGN.md §6).
 
 Every node execution appends one event with its wall time and LLM usage; nodes add their own
 fields (gate decision, candidate scores, ...). The file is append-only; a last line torn by a
@@ -12,7 +13,8 @@ import json
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -27,6 +29,106 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
     return value
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    """One kind of event in the catalogue.
+
+    Attributes:
+        doc: what it records.
+        fields: the payload fields every such event carries (besides ``event`` and ``time``),
+            name → type; other fields are optional and event-specific.
+        log: written to ``events.jsonl``.
+        stream: written to the live stream (LangGraph's custom stream: the CLI display,
+            ``--json``, Studio); an event written to both carries the same fields in both.
+    """
+
+    doc: str
+    fields: Mapping[str, type | tuple[type, ...]] = field(default_factory=dict)
+    log: bool = True
+    stream: bool = False
+
+
+EVENTS: dict[str, EventSpec] = {
+    # the run
+    "run_start": EventSpec("a session of the run starts (``resumed``: a resume)"),
+    "run_end": EventSpec("a session ends (``stop_reason``)"),
+    "config_change": EventSpec("a resume applied a changed setting"),
+    "task_settings": EventSpec("what the task config's own settings changed"),
+    "sandbox": EventSpec("what the evaluation sandbox enforces on this machine"),
+    "warning": EventSpec("a startup warning (``node``, ``message``)", {"message": str}),
+    "memory": EventSpec("long-term memory recalled into D_search"),
+    "budget": EventSpec("usage against the ``budget:`` limits after an iteration"),
+    # every node
+    "node_start": EventSpec("a node starts", {"node": str}, log=False, stream=True),
+    "node": EventSpec(
+        "a node finished (wall time, LLM usage, a summary of its update) or raised (``error``)",
+        {"node": str},
+        stream=True,
+    ),
+    "new_best": EventSpec(
+        "a new best program", {"iteration": int, "id": str}, log=False, stream=True
+    ),
+    # gate and knowledge layer
+    "gate_decision": EventSpec("the gate's decision and reason", {"iteration": (int, type(None))}),
+    "gate_fallback": EventSpec("the gate's reply was unusable: no-op"),
+    "gate_error": EventSpec("the gate call failed: no-op"),
+    "gate_lookup_fallback": EventSpec("a look-up named no document: no-op"),
+    "gate_invalid_ids": EventSpec("a look-up named unknown document ids (dropped)"),
+    "queries": EventSpec(
+        "the queries of an inner round", {"queries": list}, log=False, stream=True
+    ),
+    "query_fallback": EventSpec("unusable query-construction output (fallback queries)"),
+    "query_error": EventSpec("the query-construction call failed"),
+    "search": EventSpec(
+        "one search: query, results, cache hit", {"query": str}, stream=True
+    ),
+    "search_error": EventSpec("a search failed (the round goes on)", {"error": str}),
+    "hypothetical_scores": EventSpec("predicted child scores of the round's documents"),
+    "score_fallback": EventSpec("unusable scoring output (documents scored by default)"),
+    "score_error": EventSpec("the scoring call failed"),
+    "rerank": EventSpec("the listwise rerank of the round's documents"),
+    "rerank_fallback": EventSpec("unusable rerank output"),
+    "rerank_error": EventSpec("the rerank call failed"),
+    "retrieve_empty": EventSpec("the inner loop retained no document"),
+    "grounding": EventSpec("D_search seeded before iteration 1"),
+    "joint_search": EventSpec("searches the generating model made itself"),
+    "impact": EventSpec("a realised Δ credited to a D_search record"),
+    # candidates and evaluation
+    "novelty_rejected": EventSpec(
+        "a child rejected as a near-copy before evaluation", {"candidate_id": str}, stream=True
+    ),
+    "novelty_error": EventSpec("the novelty check failed (the child is evaluated)"),
+    "evaluation_skipped": EventSpec("a program that killed its evaluations is not run again"),
+    "tampering": EventSpec("a candidate tried to write outside its sandbox"),
+    # scaffolds and review
+    "strategy": EventSpec(
+        "an EvoX strategy: initial, revised, failed or error", {"status": str, "strategy": dict}
+    ),
+    "review_pending": EventSpec("a proposal waits for human review"),
+    "review": EventSpec("the reviewer's answer"),
+    "review_refused": EventSpec("a review answer that does not parse"),
+}
+"""The event catalogue: every event the package writes, by name (`EventLog.emit` and
+`evoduet_graph.nodes._common.emit_progress` refuse another name, and a listed field of the
+wrong type)."""
+
+
+def check_event(event: str, fields: Mapping[str, Any]) -> EventSpec:
+    """The catalogue entry of ``event``, after checking its listed fields.
+
+    Raises:
+        ValueError: ``event`` is not in `EVENTS`, or a listed field is missing or of the
+            wrong type.
+    """
+    spec = EVENTS.get(event)
+    if spec is None:
+        raise ValueError(f"unknown event {event!r}: add it to the catalogue (rundir/events.py)")
+    for name, kind in spec.fields.items():
+        if name not in fields or not isinstance(fields[name], kind):
+            raise ValueError(f"event {event!r}: field {name!r} must be {kind}")
+    return spec
 
 
 class EventLog:
@@ -59,7 +161,12 @@ class EventLog:
             self._subscribers.append(callback)
 
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:
-        """Append one event ``{"event": event, "time": unix_s, **fields}`` and return it."""
+        """Append one event ``{"event": event, "time": unix_s, **fields}`` and return it.
+
+        Raises:
+            ValueError: ``event`` is not in the catalogue `EVENTS` (or lacks a listed field).
+        """
+        check_event(event, fields)
         record = _jsonable({"event": event, "time": round(time.time(), 3), **fields})
         line = json.dumps(record, default=str)
         with self._lock:

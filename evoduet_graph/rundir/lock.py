@@ -23,10 +23,12 @@ import errno
 import fcntl
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from evoduet_graph.errors import UserError
 from evoduet_graph.rundir import layout
 
 __all__ = ["RunDirLock", "RunDirLockedError"]
@@ -37,7 +39,7 @@ _HELD: set[str] = set()
 _HELD_GUARD = threading.Lock()
 
 
-class RunDirLockedError(RuntimeError):
+class RunDirLockedError(UserError, RuntimeError):
     """Another process (or another `RunDirLock` of this process) holds the directory's lock."""
 
 
@@ -127,3 +129,22 @@ class RunDirLock:
     def __del__(self) -> None:  # an abandoned lock object must not keep the directory locked
         with contextlib.suppress(Exception):
             self.release()
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Exclusive inter-process lock on ``path`` for the enclosed block (``fcntl.flock``; a
+    no-op where unavailable): the one helper for short critical sections (assembling the
+    embedded model, creating the OpenEvolve venv)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)

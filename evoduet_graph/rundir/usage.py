@@ -10,6 +10,7 @@ so a running total (the budget's) costs O(1) per event.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ __all__ = [
     "SessionClock",
     "UsageTotals",
     "completed_iterations",
+    "finite_number",
     "history_from_events",
     "iterations_of",
     "session_figures",
@@ -35,6 +37,15 @@ INCLUSIVE_NODES = frozenset({"retrieve", "dispatch", "collect"})
 ``retrieve``, ``select`` inside ``dispatch``, and ``collect`` waits while the iterations in
 flight run: ``max_iterations_in_flight``); they are listed per node but left out of the
 totals."""
+
+
+def finite_number(value: Any) -> float:
+    """A finite number from an event field, else 0.0."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return x if math.isfinite(x) else 0.0
 
 
 def _int(value: Any) -> int:

@@ -7,8 +7,10 @@ starts as ``evox.initial_rule`` with no instruction (``diverse_island``: exactly
 and the number of iterations that produced a new best.
 
 When ``evox.strategy_patience`` iterations in a row produced no new best (counted from the
-later of the last improvement and the strategy's stagnation window start), the ``select``
-node makes one structured LLM call (prompt ``evox_strategy.md``) with the population-state
+later of the last improvement and the strategy's stagnation window start), ``select`` marks
+the revision as due (``strategy_revision`` in the state) and the ``revise_strategy`` node
+(`evoduet_graph.nodes.revise_strategy`, between ``select`` and ``gate``) makes one
+structured LLM call (prompt ``evox_strategy.md``) with the population-state
 descriptor (`evoduet_graph.prompts.descriptor.population_descriptor`), the current strategy and the
 last ``evox.history`` strategies with their measured effect, and the model returns a new
 rule, instruction and rationale (`StrategyOutput`). Unusable output (after
@@ -16,10 +18,10 @@ rule, instruction and rationale (`StrategyOutput`). Unusable output (after
 restarts its stagnation window, so a failing model is asked again only after another
 ``strategy_patience`` iterations.
 
-Every strategy change (and failure) is an event (``strategy``) and a line of
-``<run_dir>/strategies.jsonl`` (`StrategyLog`). A run killed after that line was written but
-before the checkpoint replays the logged answer instead of asking again, so a resumed run
-continues with the same strategy even with a sampling model.
+Every strategy change (and failure) is an event (``strategy``, with the whole strategy).
+The revision is a graph node like every other LLM call: its answer is in the checkpoint once
+the node has finished, so a resumed run continues with the same strategy; a run killed inside
+the node asks again, as for any node.
 
 Only parent selection and the prompt instruction change; the gate, inner loop, generate and
 evaluate nodes and the world-knowledge layer's prompts are those of every scaffold.
@@ -27,10 +29,7 @@ evaluate nodes and the world-knowledge layer's prompts are those of every scaffo
 
 from __future__ import annotations
 
-import json
 import random
-import time
-from pathlib import Path
 from typing import Any, ClassVar, cast, get_args
 
 from pydantic import BaseModel, Field, field_validator
@@ -48,18 +47,15 @@ from evoduet_graph.state import OuterState, SearchStrategy, StrategyOutcome
 
 __all__ = [
     "RULES",
-    "STRATEGY_FILE",
     "EvoXScaffold",
-    "StrategyLog",
     "StrategyOutput",
     "advance_strategy",
     "initial_strategy",
+    "revise",
     "select_by_rule",
     "select_recent_improver",
     "strategy_prompt",
 ]
-
-STRATEGY_FILE = "strategies.jsonl"
 
 RULES: dict[str, str] = {
     "best": "always mutate the best program found so far (exploit it)",
@@ -121,69 +117,6 @@ class StrategyOutput(BaseModel):
     @classmethod
     def _text(cls, value: Any) -> str:
         return _one_line(value, _TEXT_CHARS)
-
-
-# --------------------------------------------------------------------------------------------
-# The strategy log (<run_dir>/strategies.jsonl)
-# --------------------------------------------------------------------------------------------
-
-
-class StrategyLog:
-    """``<run_dir>/strategies.jsonl``: one JSON object per strategy event, append-only.
-
-    Records: ``{"iteration", "status", "strategy", "previous", "stale_iterations", "method",
-    "fallbacks", "error", "time"}`` where ``status`` is ``initial`` (the first strategy),
-    ``revised`` (``strategy`` replaced ``previous``, whose measured effect it carries),
-    ``failed`` (unusable model output: ``strategy`` is the kept one) or ``error`` (the call
-    failed). With ``path=None`` (in-memory runs) nothing is written or found.
-    """
-
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
-
-    @classmethod
-    def for_run(cls, run_dir: Path | None) -> StrategyLog:
-        """The log of a run directory (None: an in-memory run)."""
-        return cls(run_dir / STRATEGY_FILE if run_dir is not None else None)
-
-    def records(self) -> list[dict[str, Any]]:
-        """Every record, in order; a torn last line (killed mid-write) is skipped."""
-        if self.path is None or not self.path.is_file():
-            return []
-        out = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                out.append(record)
-        return out
-
-    def find(
-        self, iteration: int, *, status: str | None = None, previous_id: int | None = None
-    ) -> dict[str, Any] | None:
-        """The last record of ``iteration`` (with that ``status`` / that previous strategy)."""
-        found = None
-        for record in self.records():
-            if record.get("iteration") != iteration:
-                continue
-            if status is not None and record.get("status") != status:
-                continue
-            prev = record.get("previous") or {}
-            if previous_id is not None and prev.get("id") != previous_id:
-                continue
-            found = record
-        return found
-
-    def append(self, record: dict[str, Any]) -> None:
-        """Append one record (flushed; a no-op without a path)."""
-        if self.path is None:
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record, default=str) + "\n")
-            fh.flush()
 
 
 # --------------------------------------------------------------------------------------------
@@ -320,31 +253,24 @@ def _record(
     strategy: SearchStrategy,
     previous: StrategyOutcome | None,
     **extra: Any,
-) -> dict[str, Any]:
-    record = {
-        "iteration": iteration,
-        "status": status,
-        "strategy": dict(strategy),
-        "previous": dict(previous) if previous is not None else None,
-        **extra,
-        "time": round(time.time(), 3),
-    }
-    StrategyLog.for_run(ctx.run_dir).append(record)
+) -> None:
+    """The ``strategy`` event: ``status`` (``initial`` / ``revised`` / ``failed`` /
+    ``error``), the strategy in force after it, the replaced one's measured effect."""
     ctx.events.emit(
         "strategy",
         iteration=iteration,
         status=status,
+        strategy=dict(strategy),
         strategy_id=strategy["id"],
         parent_rule=strategy["parent_rule"],
         instruction=strategy["instruction"],
         rationale=strategy["rationale"],
         previous=dict(previous) if previous is not None else None,
-        **{k: v for k, v in extra.items() if k in ("method", "fallbacks", "error")},
+        **extra,
     )
-    return record
 
 
-def _revise(
+def revise(
     state: OuterState,
     ctx: Context,
     iteration: int,
@@ -352,23 +278,32 @@ def _revise(
     history: list[StrategyOutcome],
     stale: int,
 ) -> tuple[SearchStrategy, list[StrategyOutcome]]:
+    """Ask the model for a new strategy (the ``revise_strategy`` node's call).
+
+    Args:
+        state: the outer state (population descriptor, best score).
+        ctx: the run context.
+        iteration: the iteration being started.
+        current: the stagnated strategy.
+        history: the replaced strategies so far.
+        stale: iterations without a new best.
+
+    Returns:
+        ``(strategy, history)``: the new strategy and the history with the replaced one
+        appended, or (unusable answer, failed call) the current one with its stagnation
+        window restarted and the history unchanged.
+    """
     cfg = ctx.config.evox
     best = state.get("best_score")
     previous = _outcome(current, iteration, best)
     kept = cast(SearchStrategy, {**current, "window_start": iteration})
-    logged = StrategyLog.for_run(ctx.run_dir).find(iteration, previous_id=current["id"])
-    if logged is not None:  # replay the answer of a killed attempt at this select
-        if logged.get("status") == "revised":
-            history = (history + [previous])[-cfg.history :] if cfg.history else []
-            return cast(SearchStrategy, dict(logged["strategy"])), history
-        return kept, history
     try:
         result = structured_call(
             ctx.model_for("revise_strategy"),
             strategy_prompt(state, ctx, iteration, current, history, stale),
             StrategyOutput,
             default=lambda: StrategyOutput(parent_rule=current["parent_rule"]),  # type: ignore[arg-type]
-            config=ctx.llm_config("select", iteration=iteration, role="revise_strategy"),
+            config=ctx.llm_config("revise_strategy", iteration=iteration, role="revise_strategy"),
             retry=ctx.llm_retry("revise_strategy"),
         )
     except LLMCallError as exc:
@@ -416,29 +351,30 @@ def _revise(
 
 def advance_strategy(
     state: OuterState, ctx: Context, iteration: int
-) -> tuple[SearchStrategy, list[StrategyOutcome]]:
+) -> tuple[SearchStrategy, list[StrategyOutcome], int | None]:
     """The strategy for ``iteration``: the state's one with its effect counters brought up to
-    date, revised when it has stagnated for ``evox.strategy_patience`` iterations.
+    date (no model call).
 
     Returns:
-        ``(strategy, history)`` to write into the state.
+        ``(strategy, history, stale)``: ``stale`` is the number of iterations without a new
+        best when it reached ``evox.strategy_patience`` (the ``revise_strategy`` node then
+        revises the strategy), else None.
     """
     history = list(state.get("strategy_history") or [])
     stored = state.get("strategy")
     best = state.get("best_score")
     if stored is None:
         strategy = initial_strategy(ctx.config.evox, iteration, best)
-        if StrategyLog.for_run(ctx.run_dir).find(iteration, status="initial") is None:
-            _record(ctx, iteration, "initial", strategy, None)
-        return strategy, history
+        _record(ctx, iteration, "initial", strategy, None)
+        return strategy, history, None
     strategy = cast(SearchStrategy, dict(stored))
     last_improvement = int(state.get("last_improvement_iteration", 0))
     if last_improvement == iteration - 1 and last_improvement >= strategy["started_iteration"]:
         strategy["new_bests"] += 1
     stale = (iteration - 1) - max(last_improvement, strategy["window_start"] - 1)
     if stale < ctx.config.evox.strategy_patience:
-        return strategy, history
-    return _revise(state, ctx, iteration, strategy, history, stale)
+        return strategy, history, None
+    return strategy, history, stale
 
 
 class EvoXScaffold:
@@ -455,12 +391,13 @@ class EvoXScaffold:
 
         Returns:
             The rule's `Selection` with the strategy's instruction and the state update
-            ``strategy`` / ``strategy_history``.
+            ``strategy`` / ``strategy_history`` / ``strategy_revision`` (the stagnation count
+            when the ``revise_strategy`` node is to revise the strategy, else None).
 
         Raises:
             EmptyPopulationError: the population holds no program.
         """
-        strategy, history = advance_strategy(state, ctx, iteration)
+        strategy, history, stale = advance_strategy(state, ctx, iteration)
         chosen = select_by_rule(strategy["parent_rule"], ctx, rng)
         return Selection(
             parent_id=chosen.parent_id,
@@ -468,5 +405,9 @@ class EvoXScaffold:
             island=chosen.island,
             mode=chosen.mode,
             instruction=strategy["instruction"],
-            update={"strategy": strategy, "strategy_history": history},
+            update={
+                "strategy": strategy,
+                "strategy_history": history,
+                "strategy_revision": stale,
+            },
         )

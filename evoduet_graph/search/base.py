@@ -29,6 +29,8 @@ from tenacity import (
     wait_exponential,
 )
 
+from evoduet_graph.errors import EvoDuetError
+
 logger = logging.getLogger(__name__)
 
 MAX_CONTENT_CHARS = 20_000
@@ -40,7 +42,7 @@ MAX_TITLE_CHARS = 500
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
-class SearchError(RuntimeError):
+class SearchError(EvoDuetError, RuntimeError):
     """A search backend failed (network, quota, malformed response, timeout)."""
 
 

@@ -165,6 +165,9 @@ class Prediction(_Model):
         round: the inner round (0-based) that scored it.
         parent_id / parent_score: the parent the prediction is for (fitness scale).
         predicted_score: the predicted child score (task's higher-is-better scale).
+        knowledge_state: the knowledge state the scoring reply returned with it (the round's
+            ``pending_knowledge``), so a loop re-run after a kill recovers it with the scores
+            instead of continuing from an older state; None: the reply carried none.
     """
 
     record_id: str
@@ -174,6 +177,7 @@ class Prediction(_Model):
     parent_id: str
     parent_score: float
     predicted_score: float
+    knowledge_state: dict[str, str] | None = None
 
 
 class StoredDocument(_Model):

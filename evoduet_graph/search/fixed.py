@@ -22,12 +22,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from evoduet_graph.errors import UserError
 from evoduet_graph.search.base import Document, clean_text
 
 __all__ = ["DocumentSetError", "grounding_source", "load_documents", "oracle_source"]
 
 
-class DocumentSetError(ValueError):
+class DocumentSetError(UserError, ValueError):
     """A fixed document set cannot be read; the message names the file (and line)."""
 
 

@@ -10,8 +10,10 @@ import importlib
 import keyword
 from typing import Any
 
+from evoduet_graph.errors import UserError
 
-class PluginError(ValueError):
+
+class PluginError(UserError, ValueError):
     """A plugin spec is malformed, does not import, or its factory fails."""
 
 

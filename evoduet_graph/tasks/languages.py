@@ -18,6 +18,8 @@ import re
 import shutil
 from dataclasses import dataclass, field
 
+from evoduet_graph.errors import UserError
+
 __all__ = [
     "Language",
     "ToolchainError",
@@ -27,7 +29,7 @@ __all__ = [
 ]
 
 
-class ToolchainError(RuntimeError):
+class ToolchainError(UserError, RuntimeError):
     """A program the task's evaluator needs (compiler, interpreter) is not installed."""
 
 

@@ -17,6 +17,7 @@ from evoduet_graph.bench import BenchError, BenchSettings, run_bench
 from evoduet_graph.bench.graph_method import config_method
 from evoduet_graph.bench.runner import GRAPH_METHODS
 from evoduet_graph.cli import app
+from evoduet_graph.rundir.events import read_events
 from tests.conftest import RADIUS_UP, ROOT, SMOKE_TASK
 from tests.fakes import FakeSearcher, KnowledgeResponder, ScriptedChatModel
 
@@ -106,8 +107,9 @@ def test_scaffold_methods_and_config_stems_run_and_are_tabled(tmp_path):
     assert _bench_run(out, "scaffold_evox")["outcome"]["details"]["config"].endswith(
         "configs/scaffold_evox.yaml"
     )
-    # the evox methods wrote their strategy log
-    assert (out / "runs/smoke_polygon_area/evoduet-evox/seed0/run/strategies.jsonl").is_file()
+    # the evox methods recorded their strategy
+    evox_events = out / "runs/smoke_polygon_area/evoduet-evox/seed0/run/events.jsonl"
+    assert any(e["event"] == "strategy" for e in read_events(evox_events))
 
     with open(out / "runs.csv", newline="", encoding="utf-8") as fh:
         runs = {r["method"]: r for r in csv.DictReader(fh)}

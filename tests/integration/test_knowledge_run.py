@@ -457,8 +457,8 @@ def test_unknown_node_names_are_a_clear_error_listing_the_known_ones():
     with pytest.raises(UnknownNodeError) as err:
         build_outer_graph(nodes={"gates": node})
     assert str(err.value) == (
-        "unknown node 'gates'; known nodes: outer loop: initialize, select, gate, look_up, "
-        "retrieve, generate, evaluate, record; inner loop: construct_query, search, "
+        "unknown node 'gates'; known nodes: outer loop: initialize, select, revise_strategy, gate, "
+        "look_up, retrieve, generate, evaluate, record; inner loop: construct_query, search, "
         "hypothetical_score, rerank, update_knowledge"
     )
     assert isinstance(err.value, KeyError)  # what the registry raised before

@@ -23,7 +23,7 @@ from evoduet_graph import EvoDuetConfig, load_task, run
 from evoduet_graph.cli import app
 from evoduet_graph.config import load_config
 from evoduet_graph.llm import LLMCallError, RetryPolicy, invoke_text, structured_call
-from evoduet_graph.nodes.record import MODEL_DOWN_PREFIX
+from evoduet_graph.nodes.stop_rules import MODEL_DOWN_PREFIX
 from evoduet_graph.rundir.events import read_events
 from evoduet_graph.rundir.store import ProgramStore
 from tests.conftest import RADIUS_UP, SMOKE_TASK

@@ -27,11 +27,11 @@ from evoduet_graph.nodes.generate import generate
 from evoduet_graph.nodes.initialize import initialize
 from evoduet_graph.nodes.look_up import look_up
 from evoduet_graph.nodes.record import record
+from evoduet_graph.nodes.revise_strategy import revise_strategy
 from evoduet_graph.nodes.select import select
 from evoduet_graph.rundir.events import read_events
 from evoduet_graph.rundir.store import ProgramStore
 from evoduet_graph.scaffolds import Selection, select_best
-from evoduet_graph.scaffolds.evox import STRATEGY_FILE, StrategyLog
 from tests.conftest import GARBAGE, RADIUS_UP, ROOT, SPREAD_UP
 from tests.fakes import (
     FakeSearcher,
@@ -105,10 +105,28 @@ def _final_state(run_dir: Path) -> dict[str, Any]:
 
 
 def _strategy_records(run_dir: Path) -> list[dict[str, Any]]:
-    return [
-        {k: v for k, v in r.items() if k != "time"}
-        for r in StrategyLog(run_dir / STRATEGY_FILE).records()
-    ]
+    """The ``strategy`` events, each once (a node re-run after a kill may repeat one)."""
+    seen: set[str] = set()
+    out = []
+    for e in read_events(run_dir / "events.jsonl"):
+        if e.get("event") != "strategy":
+            continue
+        record = {k: v for k, v in e.items() if k not in ("time", "event")}
+        key = json.dumps(record, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            out.append(record)
+    return out
+
+
+def _parents(run_dir: Path) -> dict[int, str]:
+    """Each iteration's parent: ``select``'s, or ``revise_strategy``'s after a revision."""
+    out: dict[int, str] = {}
+    for e in read_events(run_dir / "events.jsonl"):
+        node = e.get("node") if e.get("event") == "node" else None
+        if node in ("select", "revise_strategy") and e.get("parent_id") is not None:
+            out[e["iteration"]] = e["parent_id"]
+    return out
 
 
 # ------------------------------------------------------------------------------------------
@@ -147,7 +165,7 @@ def test_each_scaffold_runs_three_iterations(smoke_task_dir, tmp_path, scaffold)
         store.close()
     assert snapshot is not None and snapshot[1]["kind"] == KINDS[scaffold]
 
-    parents = {e["iteration"]: e["parent_id"] for e in _node_events(rdir, "select")}
+    parents = _parents(rdir)
     assert parents[1] == "initial"
     assert all(rows[p].valid for p in parents.values())
     best, best_after = "initial", {}
@@ -162,7 +180,7 @@ def test_each_scaffold_runs_three_iterations(smoke_task_dir, tmp_path, scaffold)
         assert _strategy_lines(_generate_prompts(llm)) == [None, None, "strategy 0"]
         assert len(_prompts(llm, "evox_strategy")) == 1
     else:
-        assert strategies == [] and not (rdir / STRATEGY_FILE).exists()
+        assert strategies == [] and not _node_events(rdir, "revise_strategy")
         assert _strategy_lines(_generate_prompts(llm)) == [None] * (3 * n)
         assert "strategy" not in _final_state(rdir)
 
@@ -345,7 +363,7 @@ def test_evox_revises_on_stagnation_and_records_each_strategy_with_its_effect(
     lines = _strategy_lines(_generate_prompts(llm))
     assert lines == [None, None, "instruction 0", "instruction 0", "instruction 0", "instruction 1"]
     # parents follow the rules: best at 3, the recent improver (the new best) at 6
-    parents = {e["iteration"]: e["parent_id"] for e in _node_events(rdir, "select")}
+    parents = _parents(rdir)
     assert parents[3] == "initial" and parents[6] == "it00003-c0"
 
     # the revision prompt shows the descriptor and the measured effect of earlier strategies
@@ -371,8 +389,10 @@ def test_evox_revises_on_stagnation_and_records_each_strategy_with_its_effect(
         (3, "revised", 1),
         (6, "revised", 2),
     ]
-    select_calls = [e["llm_calls"] for e in _node_events(rdir, "select")]
-    assert select_calls == [0, 0, 1, 0, 0, 1]
+    # the revision is its own node: select makes no model call
+    assert [e["llm_calls"] for e in _node_events(rdir, "select")] == [0] * 6
+    revisions_run = [(e["iteration"], e["llm_calls"]) for e in _node_events(rdir, "revise_strategy")]
+    assert revisions_run == [(3, 1), (6, 1)]
 
 
 def test_evox_keeps_its_strategy_when_the_revision_is_garbage_or_fails(smoke_task_dir, tmp_path):
@@ -477,21 +497,21 @@ def test_a_crashed_evox_run_resumes_with_the_same_strategies(smoke_task_dir, tmp
     assert len(got["strategy_history"]) == 4
 
 
-def test_a_revision_logged_before_the_checkpoint_is_replayed_not_asked_again(
-    smoke_task_dir, tmp_path
-):
+def test_a_revision_is_checkpointed_by_its_node_and_not_asked_again(smoke_task_dir, tmp_path):
+    """The revision is the ``revise_strategy`` node: once it has finished, its answer is in
+    the checkpoint; a run that dies later in the iteration (here in ``gate``) resumes with it
+    and never asks the model again for that iteration."""
     cfg = _config("evox", **EVOX_RESUME)
     rdir = tmp_path / "run"
-    with pytest.raises(Crash):  # select writes strategies.jsonl, then the process "dies"
+    with pytest.raises(Crash):
         run(
             smoke_task_dir,
             cfg,
             llm=_evox_llm(),
             run_dir=rdir,
-            nodes={"select": _crash_after(select, 3)},
+            nodes={"gate": _crash_after(gate, 3)},
         )
-    logged = StrategyLog(rdir / STRATEGY_FILE).find(3, previous_id=1)
-    assert logged is not None and logged["status"] == "revised"
+    assert [e["iteration"] for e in _node_events(rdir, "revise_strategy")][-1] == 3
 
     def other(_n, _text):  # a model that would now answer differently
         return {"parent_rule": "best", "instruction": "something else", "rationale": "x"}
@@ -511,6 +531,30 @@ def test_a_revision_logged_before_the_checkpoint_is_replayed_not_asked_again(
         "after strategy 1",
         "something else",
     ]
+
+
+def test_a_run_killed_inside_the_revision_asks_again_on_resume(smoke_task_dir, tmp_path):
+    """Like every LLM node, a revision that did not finish is not in the checkpoint: the
+    resumed run runs the node again (no side file replays it)."""
+    cfg = _config("evox", **EVOX_RESUME)
+    rdir = tmp_path / "run"
+    with pytest.raises(Crash):
+        run(
+            smoke_task_dir,
+            cfg,
+            llm=_evox_llm(),
+            run_dir=rdir,
+            nodes={"revise_strategy": _crash_after(revise_strategy, 3)},
+        )
+
+    def other(_n, _text):
+        return {"parent_rule": "best", "instruction": "something else", "rationale": "x"}
+
+    resumed_llm = _evox_llm(other)
+    result = api.resume(rdir, llm=resumed_llm)
+    assert result.iterations == 5
+    assert len(_prompts(resumed_llm, "evox_strategy")) == 3  # iterations 3, 4 and 5
+    assert _strategy_lines(_generate_prompts(resumed_llm)) == ["something else"] * 3
 
 
 def _start(run_dir: Path, *extra: str) -> subprocess.Popen:

@@ -48,7 +48,6 @@ from evoduet_graph.config import EvoDuetConfig, load_config
 from evoduet_graph.nodes.gate import rule_decision
 from evoduet_graph.rundir.events import read_events
 from evoduet_graph.rundir.store import ProgramStore
-from evoduet_graph.scaffolds.evox import STRATEGY_FILE, StrategyLog
 from evoduet_graph.search import SearchDatabase
 from tests.conftest import ROOT, diff
 from tests.fakes import (
@@ -289,14 +288,13 @@ def check_behaviour(
         stale = {i: i - 1 - last_improvement(i) for i in range(2, ITERATIONS + 1)}
         revised = [i for i in stale if stale[i] >= cfg.evox.strategy_patience][:1]
         expected_log = [(1, "initial")] + [(i, "revised") for i in revised]
-        strategies = StrategyLog(rdir / STRATEGY_FILE).records()
-        assert [(s["iteration"], s["status"]) for s in strategies] == expected_log
-        assert strategies[0]["strategy"]["parent_rule"] == cfg.evox.initial_rule
-        assert kinds["evox_strategy"] == len(revised)
         events = [e for e in read_events(rdir / "events.jsonl") if e["event"] == "strategy"]
         assert [(e["iteration"], e["status"]) for e in events] == expected_log
+        assert events[0]["strategy"]["parent_rule"] == cfg.evox.initial_rule
+        assert kinds["evox_strategy"] == len(revised)
     else:
-        assert not (rdir / STRATEGY_FILE).exists() and kinds["evox_strategy"] == 0
+        events = [e for e in read_events(rdir / "events.jsonl") if e["event"] == "strategy"]
+        assert events == [] and kinds["evox_strategy"] == 0
 
     # -- novelty ---------------------------------------------------------------------------
     second = [p for p in rows if p.iteration == 2]

@@ -412,6 +412,22 @@ def test_hypothetical_score_scores_only_documents_unscored_in_this_loop(smoke_ta
     assert again["pending_knowledge"] is None and env.llm.calls == 1
 
 
+def test_a_rerun_round_recovers_the_knowledge_state_stored_with_its_scores(smoke_task_dir):
+    """A loop re-run after a kill (its scores already in D_search) continues from the
+    knowledge state the killed run's reply gave, not from an older one: the next round's
+    queries are the uninterrupted run's."""
+    responder = KnowledgeResponder(score=lambda i, t, u: 0.7)
+    env = make_env(smoke_task_dir, responder=responder)
+    ids = add_docs(env, "a", "b")
+    pool = [ref(env, i) for i in ids]
+    first = hypothetical_score(inner_input(env, pool=pool, round=1), env.runtime)
+    assert first["pending_knowledge"] == {"known": "k", "established": "e", "unresolved": "gap"}
+    rerun = hypothetical_score(inner_input(env, pool=pool, round=1), env.runtime)
+    assert rerun["pending_knowledge"] == first["pending_knowledge"]
+    assert [d["predicted_score"] for d in rerun["pool"]] == [0.7, 0.7]
+    assert env.llm.calls == 1  # the re-run asks nothing
+
+
 @pytest.mark.parametrize("failure", ["garbage", "transport"])
 def test_a_failed_scoring_call_leaves_no_prediction(smoke_task_dir, failure):
     if failure == "garbage":

@@ -257,6 +257,24 @@ def test_generate_records_the_candidate(evaluator, answer, status, kind, error):
     assert [e["id"] for e in evaluator.evaluated()] == ["initial"]  # generate never evaluates
 
 
+def test_a_bug_around_the_model_call_is_raised_not_a_failed_candidate(evaluator, monkeypatch):
+    """Only a model/transport fault (`LLMCallError`) makes a ``failed`` candidate: a
+    programming error in the code around the call must surface, not read as "the model did
+    not answer"."""
+    env = env_with(evaluator, answers=[REWRITE], seeded=True, prompt__diff_based=False)
+    state = env.state
+    payload = GenerateInput(iteration=state["iteration"], index=0, parent_id=state["parent_id"],
+                            inspiration_ids=state["inspiration_ids"], documents=[])
+
+    def broken(*_args, **_kwargs):
+        raise KeyError("a bug in the call's metadata")
+
+    monkeypatch.setattr(env.ctx, "llm_config", broken)
+    with pytest.raises(KeyError, match="a bug"):
+        generate(payload, env.runtime)
+    assert env.llm.calls == 0
+
+
 # ------------------------------------------------------------------------------------------
 # evaluate
 # ------------------------------------------------------------------------------------------
