@@ -490,7 +490,8 @@ def tampering_rows(work: Path, task_dir: Path, namespace: bool) -> None:
     this machine allows bwrap, and the detection fallback): survived when the candidate is
     caught (``tampering: ...``) or could not write, and the task folder (by hash), the run
     directory, the program store and the runner are unchanged, and the next candidate scores
-    honestly."""
+    honestly.
+    """
     import sqlite3
 
     from evoduet_graph.evaluation import SandboxEvaluator

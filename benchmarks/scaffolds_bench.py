@@ -1,5 +1,7 @@
-"""The four scaffolds on one task with the embedded local model: best score, NDG, LLM calls and
-wall time, each against the ``openevolve`` scaffold measured in the same invocation.
+"""The four scaffolds on one task with the embedded local model.
+
+Best score, NDG, LLM calls and wall time, each against the ``openevolve`` scaffold measured in the
+same invocation.
 
 Every scaffold runs the full method (``gate.mode: llm`` with the offline search backend, so
 the inner query loop runs) from its ablation file: ``configs/evoduet.yaml`` (openevolve),

@@ -173,9 +173,11 @@ def validate_model(config: EvoDuetConfig) -> None:
 
 
 def can_retrieve(config: EvoDuetConfig) -> bool:
-    """Whether the run ever calls the search backend: a gate mode that can decide
-    ``retrieve`` / ``look-up``, joint-level in-loop search, or online grounding. (The oracle
-    baseline reads fixed documents and never searches.)"""
+    """Whether the run ever calls the search backend.
+
+    A gate mode that can decide ``retrieve`` / ``look-up``, joint-level in-loop search, or online
+    grounding. (The oracle baseline reads fixed documents and never searches.)
+    """
     return (
         config.gate.mode not in ("never", "oracle")
         or config.joint_search.enabled
@@ -408,7 +410,8 @@ def check_initial_program(task: Task, config: EvoDuetConfig, evaluator: Evaluato
 
 def _report_task(ctx: Context, settings: TaskSettings) -> None:
     """Write the task's language, layout and the task config's settings in force (used /
-    ignored) to the events, and warn about unmet ``requirements.txt`` entries."""
+    ignored) to the events, and warn about unmet ``requirements.txt`` entries.
+    """
     task = ctx.task
     ctx.events.emit(
         "task_settings",
@@ -429,7 +432,8 @@ def _report_task(ctx: Context, settings: TaskSettings) -> None:
 
 def _report_sandbox(ctx: Context) -> None:
     """Write what the evaluation sandbox enforces to the events (once per session) and warn
-    about the limits this machine cannot enforce (no network namespace, no process limit)."""
+    about the limits this machine cannot enforce (no network namespace, no process limit).
+    """
     if not isinstance(ctx.evaluator, SandboxedEvaluator):
         return
     isolation = ctx.evaluator.isolation
@@ -443,7 +447,8 @@ def _pin_base_url(cfg: EvoDuetConfig) -> EvoDuetConfig:
     """``cfg`` with ``llm.base_url`` set from ``$OPENAI_BASE_URL`` for a hosted model that has
     none (``llm.model`` or an ``llm.roles`` model, which inherits it), so the run's
     ``config.yaml`` records the endpoint it used and a resume in another shell cannot send the
-    prompts elsewhere."""
+    prompts elsewhere.
+    """
     env = os.environ.get("OPENAI_BASE_URL")
     hosted = cfg.llm.model.startswith("openai:") or any(
         role_config(cfg.llm, role).model.startswith("openai:") for role in cfg.llm.roles
@@ -455,7 +460,8 @@ def _pin_base_url(cfg: EvoDuetConfig) -> EvoDuetConfig:
 
 def program_entry(task: Task) -> dict[str, str]:
     """``run.json``'s ``program``: the absolute path of the evolved file (what ``--program``
-    chose, so a resume evolves the same file); empty for a task without one."""
+    chose, so a resume evolves the same file); empty for a task without one.
+    """
     if task.program_file is None:
         return {}
     return {"program": str((task.path / task.program_file).resolve())}

@@ -40,8 +40,10 @@ def _user_errors() -> tuple[type[Exception], ...]:
 
 
 def _failed_stop(result: RunResult) -> bool:
-    """Whether the run stopped on failures (not a budget stop or a reached ``stop_at_score``):
-    `_exit_for_stop` exits 1."""
+    """Whether the run stopped on failures (not a budget stop or a reached ``stop_at_score``).
+
+    `_exit_for_stop` exits 1.
+    """
     from evoduet_graph.nodes.stop_rules import TARGET_PREFIX
     from evoduet_graph.rundir.budget import STOP_PREFIX
 
@@ -51,9 +53,11 @@ def _failed_stop(result: RunResult) -> bool:
 
 
 def _summary(result: RunResult, elapsed: float, *, write_report: bool = False) -> None:
-    """The end-of-run summary a newcomer reads: iterations, best score and NDG, gate decisions
-    by kind, queries issued, distinct documents, and where the report is (written first when
-    ``write_report``)."""
+    """The end-of-run summary a newcomer reads.
+
+    Iterations, best score and NDG, gate decisions by kind, queries issued, distinct documents, and
+    where the report is (written first when ``write_report``).
+    """
     from evoduet_graph.nodes.stop_rules import TARGET_PREFIX
     from evoduet_graph.report.summary import GATE_DECISIONS, GATE_FALLBACK, run_summary
     from evoduet_graph.rundir.budget import STOP_PREFIX
@@ -116,7 +120,8 @@ def _num(value: Any) -> str:
 
 def _task_documents(rdir: Path) -> int:
     """Distinct documents of the run's search database that come from the task's ``docs/``
-    folder (offline backend ids ``file:docs/...``)."""
+    folder (offline backend ids ``file:docs/...``).
+    """
     path = rdir / layout.SEARCH_DB
     if not path.is_file():
         return 0
@@ -151,8 +156,9 @@ def _run_with_display(
     preamble: Sequence[str] = (),
     **kwargs: Any,
 ) -> None:
-    """Run ``fn`` (api.run / api.resume) with the live display, ``--quiet`` or ``--json``;
-    then the summary (`_summary`), after writing the report when ``write_report``.
+    """Run ``fn`` (api.run / api.resume) with the live display, ``--quiet`` or ``--json``.
+
+    Then the summary (`_summary`), after writing the report when ``write_report``.
 
     ``preamble`` lines (what the task is, the task config's settings in force) are printed
     when the run has started (its first progress event), with the live display only: a run
@@ -264,9 +270,11 @@ def _review_on_terminal(payload: dict[str, Any], display: Any) -> Any:
 
 
 def _exit_for_stop(result: RunResult) -> None:
-    """Exit 1 when the run stopped on failures (e.g. ``max_consecutive_failures``): the
-    checkpoint is resumable, but the run did not do its work. A budget stop and a reached
-    ``stop_at_score`` are clean ends."""
+    """Exit 1 when the run stopped on failures (e.g. ``max_consecutive_failures``).
+
+    The checkpoint is resumable, but the run did not do its work. A budget stop and a reached
+    ``stop_at_score`` are clean ends.
+    """
     if _failed_stop(result):
         _fail(f"the run stopped: {result.stop_reason}", code=1)
 
@@ -348,8 +356,11 @@ def run_cmd(
         typer.Option("--report", help="Write RUN_DIR/report/ (plots, report.md) at the end."),
     ] = False,
 ) -> None:
-    """Run an EvoDuet search on TASK_DIR and write a run directory. The LLM gate and the
-    offline search backend are on by default; `--gate never` runs the OpenEvolve baseline."""
+    """Run an EvoDuet search on TASK_DIR and write a run directory.
+
+    The LLM gate and the offline search backend are on by default; `--gate never` runs the
+    OpenEvolve baseline.
+    """
     from evoduet_graph.api import run
 
     try:
@@ -581,8 +592,10 @@ def report_cmd(
         bool, typer.Option("--plots/--no-plots", help="Write PNG plots into RUN_DIR/report/.")
     ] = True,
 ) -> None:
-    """Report a run: PNG plots, report.md (and report.html) in RUN_DIR/report/; print the
-    markdown (scores, gate decisions, queries by Δ, URLs, lineage of the best, LLM usage)."""
+    """Report a run: PNG plots, report.md (and report.html) in RUN_DIR/report/.
+
+    Print the markdown (scores, gate decisions, queries by Δ, URLs, lineage of the best, LLM usage).
+    """
     from evoduet_graph.report.markdown import report_markdown, write_report
 
     try:
@@ -634,7 +647,8 @@ def compare_cmd(
     ] = None,
 ) -> None:
     """Compare runs: print a table (task, gate, best score, NDG, LLM usage) and write overlaid
-    best-so-far / NDG vs iteration plots."""
+    best-so-far / NDG vs iteration plots.
+    """
     from evoduet_graph.report.compare import compare_runs
 
     for run_dir in run_dirs:

@@ -22,8 +22,8 @@ from evoduet_graph.rundir.store import ProgramStore
 from evoduet_graph.task import Task
 
 if TYPE_CHECKING:  # these modules import this one
-    from evoduet_graph.graphs.inflight import IterationPool
     from evoduet_graph.candidates.novelty import NoveltyFilter
+    from evoduet_graph.graphs.inflight import IterationPool
     from evoduet_graph.llm.structured import RetryPolicy
     from evoduet_graph.rundir.budget import Budget
     from evoduet_graph.scaffolds.base import Scaffold
@@ -124,9 +124,11 @@ class Context:
         )
 
     def llm_retry(self, role: str | None = None) -> RetryPolicy:
-        """The `RetryPolicy` of LLM calls: ``llm.max_retries`` retries of retryable failures
-        for models without retries of their own, none started after ``llm.call_deadline_s``;
-        ``role``: the model of that node."""
+        """The `RetryPolicy` of LLM calls.
+
+        ``llm.max_retries`` retries of retryable failures for models without retries of their own,
+        none started after ``llm.call_deadline_s``; ``role``: the model of that node.
+        """
         from evoduet_graph.llm.structured import RetryPolicy
 
         llm = self.config.llm

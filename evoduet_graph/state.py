@@ -42,9 +42,11 @@ class CandidateRecord(TypedDict):
 def merge_candidates(
     current: list[CandidateRecord] | None, update: list[CandidateRecord] | None
 ) -> list[CandidateRecord]:
-    """Reducer of the ``candidates`` channel: ``None`` resets it (new iteration); otherwise
-    records are merged by id (an update replaces the record with the same id, new ids append,
-    order by ``index``)."""
+    """Reducer of the ``candidates`` channel: ``None`` resets it (new iteration).
+
+    Otherwise records are merged by id (an update replaces the record with the same id, new ids
+    append, order by ``index``).
+    """
     if update is None:
         return []
     merged = {c["id"]: c for c in (current or [])}
@@ -230,9 +232,12 @@ class OuterInput(TypedDict, total=False):
 
 
 class GenerateInput(TypedDict):
-    """Payload of one ``Send("generate", ...)``: which candidate slot to fill, the scaffold's
-    ``mutation_instruction`` for the prompt (absent or ``""``: none), and the graph input's
-    run settings when the run was started from them (``task_dir``, ``run_dir``, ``config``)."""
+    """Payload of one ``Send("generate", ...)``.
+
+    Which candidate slot to fill, the scaffold's ``mutation_instruction`` for the prompt (absent or
+    ``""``: none), and the graph input's run settings when the run was started from them
+    (``task_dir``, ``run_dir``, ``config``).
+    """
 
     iteration: int
     index: int

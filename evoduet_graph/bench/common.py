@@ -243,7 +243,8 @@ def iteration_points(
 ) -> list[IterationPoint]:
     """Cumulative per-iteration figures 0..``iterations`` (best so far, LLM calls, tokens,
     wall seconds over all sessions). Usage recorded past the last iteration counts in the last
-    point; the last point's wall time is at least the runs' total."""
+    point; the last point's wall time is at least the runs' total.
+    """
     walls = cumulative_wall(sessions, stamps)
     total = total_wall(sessions, stamps.values())
     points: list[IterationPoint] = []

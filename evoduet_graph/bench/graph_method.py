@@ -44,7 +44,8 @@ if TYPE_CHECKING:
 def _graph_config(ctx: JobContext, overlay: dict[str, Any], source: str) -> EvoDuetConfig:
     """The job's configuration: ``overlay`` over the bench's base (`merge_config`), with the
     bench's iterations and seed, and diffs as the task's OpenEvolve config asks unless the
-    base sets ``prompt.diff_based``."""
+    base sets ``prompt.diff_based``.
+    """
     job = ctx.job
     cfg = merge_config(ctx.config, overlay, source)
     overrides: dict[str, Any] = {"iterations": job.iterations, "seed": job.seed}
@@ -64,8 +65,10 @@ def _configs_dir() -> Path:
 def config_method(
     name: str, configs_dir: Path | None = None
 ) -> tuple[str, dict[str, Any], Path] | None:
-    """A method given as a configuration file: a ``.yaml``/``.yml`` path, or the stem of a
-    file in ``configs_dir`` (default ``./configs`` if it exists, else the repository's).
+    """A method given as a configuration file.
+
+    A ``.yaml``/``.yml`` path, or the stem of a file in ``configs_dir`` (default ``./configs`` if it
+    exists, else the repository's).
 
     Returns:
         ``(label, overlay, path)`` — the label is the file's stem (the job folder's name),

@@ -129,7 +129,8 @@ class OpenEvolveEnv:
 
 def default_venv_dir(version: str = OPENEVOLVE_VERSION) -> Path:
     """``$EVODUET_CACHE_DIR/venvs/openevolve-<version>-py<XY>`` (default cache:
-    ``~/.cache/evoduet_graph``)."""
+    ``~/.cache/evoduet_graph``).
+    """
     base = os.environ.get("EVODUET_CACHE_DIR")
     root = Path(base).expanduser() if base else Path.home() / ".cache" / "evoduet_graph"
     tag = f"py{sys.version_info.major}{sys.version_info.minor}"
@@ -138,7 +139,8 @@ def default_venv_dir(version: str = OPENEVOLVE_VERSION) -> Path:
 
 def mirrored_requirements() -> list[str]:
     """``numpy==X``, ``scipy==Y``: the versions installed in this environment (skipped when a
-    package is not installed here)."""
+    package is not installed here).
+    """
     out = []
     for name in MIRRORED_PACKAGES:
         try:
@@ -281,8 +283,9 @@ def openevolve_config(
     endpoint: Endpoint,
     trace_path: str | Path,
 ) -> dict[str, Any]:
-    """OpenEvolve's configuration for one bench run: the task's ``config.yaml`` with the
-    bench's settings laid over it.
+    """OpenEvolve's configuration for one bench run.
+
+    The task's ``config.yaml`` with the bench's settings laid over it.
 
     Kept from the task: ``prompt`` (its system message), ``database`` (islands, feature
     map, ...), ``evaluator`` (cascade, thresholds, ...), ``diff_based_evolution`` and every
@@ -398,7 +401,8 @@ class OpenEvolveRecord:
     @property
     def fitness(self) -> float | None:
         """OpenEvolve's fitness of the child (``combined_score``, else the mean of numeric
-        metrics); None when the child is missing or its evaluator reported an error."""
+        metrics); None when the child is missing or its evaluator reported an error.
+        """
         if self.code is None or _reported_error(self.metrics):
             return None
         numeric = {
@@ -480,8 +484,11 @@ def latest_checkpoint(output_dir: str | Path) -> tuple[int, Path] | None:
 
 
 def read_best(output_dir: str | Path) -> tuple[str, dict[str, Any], int | None] | None:
-    """``(code, metrics, iteration)`` of OpenEvolve's best program: ``best/`` (written at the
-    end of a run), else the newest checkpoint's copy; None when neither exists."""
+    """``(code, metrics, iteration)`` of OpenEvolve's best program.
+
+    ``best/`` (written at the end of a run), else the newest checkpoint's copy; None when neither
+    exists.
+    """
     output_dir = Path(output_dir)
     folders = [output_dir / "best"]
     ck = latest_checkpoint(output_dir)

@@ -62,15 +62,19 @@ class Evaluator(Protocol):
 @runtime_checkable
 class ParallelEvaluator(Evaluator, Protocol):
     """An `Evaluator` that says how many candidates it evaluates at once (the ``evaluate``
-    node runs that many threads; without it, ``evaluation.workers``)."""
+    node runs that many threads; without it, ``evaluation.workers``).
+    """
 
     workers: int
 
 
 @runtime_checkable
 class SandboxedEvaluator(Evaluator, Protocol):
-    """An `Evaluator` that runs candidates in a sandbox: what it enforces (reported once per
-    session), the task folder it snapshotted, and folders it must keep candidates out of."""
+    """An `Evaluator` that runs candidates in a sandbox.
+
+    What it enforces (reported once per session), the task folder it snapshotted, and folders it
+    must keep candidates out of.
+    """
 
     task_sha256: str
 

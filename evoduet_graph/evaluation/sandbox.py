@@ -233,8 +233,10 @@ class SandboxEvaluator:
         return self.snapshot.digest
 
     def protect(self, *paths: str | Path) -> None:
-        """Also protect ``paths`` (e.g. the run directory) from candidates: read-only under
-        the namespace (everything is), refused by the audit hook in the fallback."""
+        """Also protect ``paths`` (e.g. the run directory) from candidates.
+
+        read-only under the namespace (everything is), refused by the audit hook in the fallback.
+        """
         for path in paths:
             resolved = Path(path).resolve()
             if resolved not in self.protected_paths:
@@ -253,9 +255,11 @@ class SandboxEvaluator:
 
     @property
     def isolation(self) -> Isolation:
-        """What this sandbox enforces on this machine (probed once per process, then cached):
-        network namespace or not, and how the process count is limited. See
-        `Isolation.warnings` for what is requested but not enforced."""
+        """What this sandbox enforces on this machine (probed once per process, then cached).
+
+        Network namespace or not, and how the process count is limited. See `Isolation.warnings` for
+        what is requested but not enforced.
+        """
         if self._isolation is None:
             self._isolation = probe_isolation(
                 network=self.isolate_network,
@@ -367,7 +371,8 @@ class SandboxEvaluator:
 
     def _argv(self, spec_path: Path, tmp: Path) -> list[str]:
         """The child's command line: the runner, inside bwrap (read-only filesystem, its own
-        network namespace when isolating) or ``unshare --net``, as this machine allows."""
+        network namespace when isolating) or ``unshare --net``, as this machine allows.
+        """
         argv = [self.python, str(RUNNER_PATH), str(spec_path)]
         isolation = self.isolation
         if isolation.filesystem == "namespace" and isolation.bwrap is not None:
@@ -400,8 +405,11 @@ class SandboxEvaluator:
         return None, None
 
     def _task_copy(self, tmp: Path) -> Path:
-        """The folder this evaluation imports the evaluator from: the shared on-disk snapshot
-        under a read-only namespace, else a private copy of the snapshot in ``tmp``."""
+        """The folder this evaluation imports the evaluator from.
+
+        The shared on-disk snapshot under a read-only namespace, else a private copy of the snapshot
+        in ``tmp``.
+        """
         if self.isolation.filesystem == "namespace":
             with self._snapshot_lock:
                 if self._snapshot_dir is None:
@@ -436,9 +444,11 @@ class SandboxEvaluator:
     def _tampering(
         self, task_dir: Path, before: tuple[str, TaskSnapshot] | None, attempts: list[str]
     ) -> list[str]:
-        """What this evaluation changed or tried to change (empty: nothing); restores what it
-        changed. ``before`` (fallback only): the task folder's digest and the package's files
-        before the evaluation."""
+        """What this evaluation changed or tried to change (empty: nothing).
+
+        Restores what it changed. ``before`` (fallback only): the task folder's digest and the
+        package's files before the evaluation.
+        """
         found: list[str] = []
         changed = self.snapshot.changes(task_dir)
         if changed:
@@ -684,7 +694,8 @@ class SandboxEvaluator:
 
 def _read_reports(fd: int, limit: int = 64_000) -> list[str]:
     """The lines the child's write guard reported on the pipe ``fd`` (read without blocking:
-    a stray process of the candidate may still hold the write end)."""
+    a stray process of the candidate may still hold the write end).
+    """
     os.set_blocking(fd, False)
     chunks: list[bytes] = []
     size = 0

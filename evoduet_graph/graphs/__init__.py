@@ -1,5 +1,6 @@
 """Graph builders: the outer solution loop, the inner query loop, and the one node registry
-of both (used for ablations)."""
+of both (used for ablations).
+"""
 
 from evoduet_graph.graphs.outer import GATE_EDGES, build_outer_graph, default_nodes
 from evoduet_graph.graphs.registry import (

@@ -93,9 +93,11 @@ def snapshot_population(ctx: Context) -> Any:
 
 
 def iteration_payload(state: dict[str, Any], selected: dict[str, Any]) -> dict[str, Any]:
-    """The input of one iteration graph: the outer state as it is now, with ``select``'s
-    update for this iteration on top; without the dispatcher's keys and without
-    ``candidates`` (the iteration starts with none)."""
+    """The input of one iteration graph.
+
+    The outer state as it is now, with ``select``'s update for this iteration on top; without the
+    dispatcher's keys and without ``candidates`` (the iteration starts with none).
+    """
     payload = {k: v for k, v in state.items() if k not in BOOKKEEPING_KEYS}
     payload.update(selected)
     payload.pop("candidates", None)

@@ -53,8 +53,7 @@ def route_after_round(state: InnerState) -> Literal["construct_query", "__end__"
 def route_after_search(
     state: InnerState, runtime: Runtime[Context]
 ) -> Literal["rerank", "hypothetical_score"]:
-    """``rerank`` when ``retrieval.ranking`` is ``listwise_rerank``, else
-    ``hypothetical_score``."""
+    """``rerank`` when ``retrieval.ranking`` is ``listwise_rerank``, else ``hypothetical_score``."""
     ctx = resolve_context(runtime.context)
     if ctx is not None and ctx.config.retrieval.ranking == "listwise_rerank":
         return "rerank"

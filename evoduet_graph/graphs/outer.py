@@ -96,7 +96,8 @@ def label_gate_edges(drawn: Graph) -> Graph:
 class OuterGraph(CompiledStateGraph):  # type: ignore[type-arg]
     """The compiled outer graph: a `CompiledStateGraph` whose drawings (``get_graph``, what
     Studio and ``evoduet graph`` show) label the gate's edges ``no-op`` / ``look-up`` /
-    ``retrieve`` (`label_gate_edges`)."""
+    ``retrieve`` (`label_gate_edges`).
+    """
 
     def get_graph(self, config: RunnableConfig | None = None, *, xray: int | bool = False) -> Graph:
         return label_gate_edges(super().get_graph(config, xray=xray))
@@ -117,8 +118,9 @@ class OuterStateGraph(StateGraph):  # type: ignore[type-arg]
 
 
 def default_nodes(inner_nodes: Mapping[str, NodeFn] | None = None) -> dict[str, NodeFn]:
-    """The outer loop's nodes: name → node function, ``retrieve`` wrapping the compiled inner
-    loop. Copy and edit it to build an ablation, or pass replacements of either loop to
+    """The outer loop's nodes: name → node function, ``retrieve`` wrapping the compiled inner loop.
+
+    Copy and edit it to build an ablation, or pass replacements of either loop to
     `build_outer_graph`.
 
     Args:
@@ -139,8 +141,9 @@ def default_nodes(inner_nodes: Mapping[str, NodeFn] | None = None) -> dict[str, 
 
 
 def fan_out(state: OuterState, runtime: Runtime[Context]) -> list[Send]:
-    """One ``Send("generate", GenerateInput)`` per candidate slot; each carries the parent,
-    inspirations, evidence and the scaffold's ``mutation_instruction``.
+    """One ``Send("generate", GenerateInput)`` per candidate slot.
+
+    Each carries the parent, inspirations, evidence and the scaffold's ``mutation_instruction``.
 
     N is ``config.candidates``, or ``config.candidates_after_retrieval`` (when set) after a
     ``retrieve`` / ``look-up`` decision (DESIGN.md §1 parallel mode). The run settings of a
@@ -173,9 +176,11 @@ def fan_out(state: OuterState, runtime: Runtime[Context]) -> list[Send]:
 def route_after_gate(
     state: OuterState, runtime: Runtime[Context]
 ) -> Literal["look-up", "retrieve"] | list[Send]:
-    """The gate's decision as the label of the edge taken (`GATE_EDGES`): ``look-up`` →
-    look_up, ``retrieve`` → retrieve, ``no-op`` → the ``generate`` fan-out (its Sends go
-    straight to ``generate``, the node the ``no-op`` edge leads to)."""
+    """The gate's decision as the label of the edge taken (`GATE_EDGES`).
+
+    ``look-up`` → look_up, ``retrieve`` → retrieve, ``no-op`` → the ``generate`` fan-out (its Sends
+    go straight to ``generate``, the node the ``no-op`` edge leads to).
+    """
     decision = state.get("gate_decision")
     if decision in ("look-up", "retrieve"):
         return decision
@@ -196,9 +201,11 @@ def in_flight_limit(state: OuterState, runtime: Runtime[Context] | None) -> int:
 def route_after_record(
     state: OuterState, runtime: Runtime[Context] | None = None
 ) -> Literal["select", "dispatch", "__end__"]:
-    """Continue with ``select`` until ``max_iterations`` or a ``stop_reason``; with
-    ``max_iterations_in_flight`` > 1 always ``dispatch`` (which ends the run when nothing is
-    left in flight or to start)."""
+    """Continue with ``select`` until ``max_iterations`` or a ``stop_reason``.
+
+    With ``max_iterations_in_flight`` > 1 always ``dispatch`` (which ends the run when nothing is
+    left in flight or to start).
+    """
     if in_flight_limit(state, runtime) > 1:
         return "dispatch"
     if state.get("stop_reason"):
@@ -221,13 +228,16 @@ def route_after_dispatch(state: OuterState) -> str:
 
 
 def route_after_collect(state: OuterState) -> str:
-    """``record`` the iteration ``collect`` took; none (a resumed run whose iterations in
-    flight were lost): back to ``dispatch``, which starts them again."""
+    """``record`` the iteration ``collect`` took.
+
+    None (a resumed run whose iterations in flight were lost): back to ``dispatch``, which starts
+    them again.
+    """
     return "record" if state.get("collected") is not None else "dispatch"
 
 
 def _add_iteration_edges(graph: StateGraph) -> None:
-    """gate → look_up | retrieve | generate ×N → evaluate: the body both graphs share."""
+    """Gate → look_up | retrieve | generate ×N → evaluate: the body both graphs share."""
     graph.add_conditional_edges("gate", route_after_gate, dict(GATE_EDGES))
     graph.add_conditional_edges("look_up", fan_out, ["generate"])
     graph.add_conditional_edges("retrieve", fan_out, ["generate"])
@@ -237,9 +247,10 @@ def _add_iteration_edges(graph: StateGraph) -> None:
 def build_iteration_graph(
     nodes: Mapping[str, NodeFn], *, context_schema: type[Any] = Context
 ) -> StateGraph:
-    """The body of one iteration after ``select``: gate → look_up | retrieve → generate ×N →
-    evaluate → END, over `OuterState`; what each in-flight iteration runs when
-    ``max_iterations_in_flight`` > 1.
+    """The body of one iteration after ``select``.
+
+    Gate → look_up | retrieve → generate ×N → evaluate → END, over `OuterState`; what each in-flight
+    iteration runs when ``max_iterations_in_flight`` > 1.
 
     Args:
         nodes: the outer graph's nodes as it runs them (wrapped), by name.

@@ -1,5 +1,7 @@
-"""The package's default compiled graph: ``evoduet_graph.graph`` and the graph
-``langgraph.json`` serves to ``langgraph dev`` / LangGraph Studio.
+"""The package's default compiled graph.
+
+``evoduet_graph.graph`` and the graph ``langgraph.json`` serves to ``langgraph dev`` / LangGraph
+Studio.
 
 It is compiled without a checkpointer (the server supplies its own; in-process, pass one to
 ``graph.with_config`` / compile your own with `evoduet_graph.build_graph`), and it needs no

@@ -71,9 +71,12 @@ _CACHE_LOCK = threading.Lock()
 
 
 def runs_root() -> Path:
-    """Where Studio and graph-input runs write by default: ``$EVODUET_RUNS_DIR``, else
-    ``$XDG_DATA_HOME/evoduet_graph/runs``, else ``~/.local/share/evoduet_graph/runs`` — outside
-    the project, so the dev server's file watcher does not reload on a new best program."""
+    """Where Studio and graph-input runs write by default.
+
+    ``$EVODUET_RUNS_DIR``, else ``$XDG_DATA_HOME/evoduet_graph/runs``, else
+    ``~/.local/share/evoduet_graph/runs`` — outside the project, so the dev server's file watcher
+    does not reload on a new best program.
+    """
     env = os.environ.get(RUNS_ENV)
     if env:
         return Path(env).expanduser()
@@ -124,7 +127,8 @@ def _thread_id() -> str | None:
 
 def _default_run_dir(task_dir: str) -> Path:
     """``<runs_root>/threads/<thread_id>`` (a continued thread keeps its population), or a new
-    ``<runs_root>/<task>-<timestamp>-<random>`` for a run without a thread."""
+    ``<runs_root>/<task>-<timestamp>-<random>`` for a run without a thread.
+    """
     thread = _thread_id()
     if thread is not None:
         return runs_root() / "threads" / thread
@@ -191,9 +195,10 @@ class StudioContext:
         )
 
     def with_input(self, settings: Mapping[str, Any]) -> StudioContext:
-        """This context with graph-input settings laid over it: ``task_dir`` and ``run_dir``
-        replace the context's, ``config`` overrides are merged over the context's (the input
-        wins key by key).
+        """This context with graph-input settings laid over it.
+
+        ``task_dir`` and ``run_dir`` replace the context's, ``config`` overrides are merged over the
+        context's (the input wins key by key).
 
         Raises:
             StudioContextError: a setting has the wrong type.

@@ -49,8 +49,10 @@ ROLE_FIELDS = (
 
 
 def role_config(cfg: LLMConfig, role: str) -> LLMConfig:
-    """The ``llm`` settings of ``role``: ``cfg`` with the role's model or fields laid over it
-    (``cfg`` itself when the role is not mapped).
+    """The ``llm`` settings of ``role``.
+
+    ``cfg`` with the role's model or fields laid over it (``cfg`` itself when the role is not
+    mapped).
 
     Raises:
         ValueError: ``role`` is not one of `ROLE_NODES`.

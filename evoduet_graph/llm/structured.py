@@ -168,15 +168,18 @@ class RetryPolicy:
     @classmethod
     def for_model(cls, llm: Any, retries: int, **kwargs: float | None) -> RetryPolicy:
         """``retries`` app-level retries, or none when ``llm`` retries by itself (a positive
-        integer ``max_retries`` attribute, as a caller's own ``ChatOpenAI`` may have)."""
+        integer ``max_retries`` attribute, as a caller's own ``ChatOpenAI`` may have).
+        """
         own = getattr(llm, "max_retries", None)
         if isinstance(own, int) and not isinstance(own, bool) and own > 0:
             return cls(retries=0, **kwargs)  # type: ignore[arg-type]
         return cls(retries=max(0, int(retries)), **kwargs)  # type: ignore[arg-type]
 
     def call(self, fn: Callable[[], R]) -> R:
-        """``fn()``, retried while it raises a retryable error and the deadline has not passed;
-        the last error is re-raised."""
+        """``fn()``, retried while it raises a retryable error and the deadline has not passed.
+
+        The last error is re-raised.
+        """
         if self.retries <= 0:
             return fn()
         stop = stop_after_attempt(self.retries + 1)
@@ -201,7 +204,8 @@ _NO_RETRY = RetryPolicy()
 
 def _retry_after_s(exc: BaseException | None) -> float | None:
     """Seconds a rate-limited endpoint asked to wait (``retry-after-ms`` / ``retry-after``
-    header of the HTTP response an openai/httpx error carries), if it said."""
+    header of the HTTP response an openai/httpx error carries), if it said.
+    """
     response = getattr(exc, "response", None)
     headers = getattr(response, "headers", None)
     if exc is not None and headers is None and exc.__cause__ is not None:
@@ -220,7 +224,8 @@ def _retry_after_s(exc: BaseException | None) -> float | None:
 
 def _honour_retry_after(base: Callable[[Any], float], cap: float) -> Callable[[Any], float]:
     """A tenacity wait: the backoff, or longer when the endpoint sent ``Retry-After`` (at
-    most ``cap`` seconds), as the openai SDK's own retries did."""
+    most ``cap`` seconds), as the openai SDK's own retries did.
+    """
 
     def wait(retry_state: Any) -> float:
         backoff = base(retry_state)
@@ -348,7 +353,8 @@ def _schema_json(schema: type[BaseModel]) -> str:
 
 class _LazyInstruction:
     """The schema instruction message, built only when a stage needs it (the first stage,
-    the provider's JSON-schema mode, does not)."""
+    the provider's JSON-schema mode, does not).
+    """
 
     def __init__(self, schema: type[BaseModel]) -> None:
         self._schema = schema

@@ -1,2 +1,4 @@
-"""Graph nodes, one module per node: ``(state, runtime) -> dict``; dependencies come from
-``runtime.context`` (`evoduet_graph.context.Context`)."""
+"""Graph nodes, one module per node: ``(state, runtime) -> dict``.
+
+Dependencies come from ``runtime.context`` (`evoduet_graph.context.Context`).
+"""

@@ -51,8 +51,10 @@ def _to_stream(runtime: Any, record: dict[str, Any]) -> None:
 
 
 def emit(ctx: Context | None, runtime: Any, event: str, **fields: Any) -> dict[str, Any]:
-    """The one emit of an event that goes to both sinks: the record ``events.jsonl`` gets is
-    written to the live stream unchanged (same fields, same ``time``).
+    """The one emit of an event that goes to both sinks.
+
+    The record ``events.jsonl`` gets is written to the live stream unchanged (same fields, same
+    ``time``).
 
     Args:
         ctx: the run context (None: no log, e.g. a graph without context).

@@ -35,8 +35,7 @@ from evoduet_graph.state import DocumentRef, InnerState, KnowledgeState
 
 
 def loop_record_id(state: InnerState) -> str:
-    """The D_search record id of the inner loop (``ret_<iteration>``) that owns its
-    predictions."""
+    """The D_search record id of the inner loop (``ret_<iteration>``) that owns its predictions."""
     from evoduet_graph.nodes.retrieve import record_id_for
 
     return state.get("record_id") or record_id_for("ret", int(state.get("iteration", 0)))
@@ -44,7 +43,8 @@ def loop_record_id(state: InnerState) -> str:
 
 def _stored_knowledge(ctx: Context, record_id: str, round_: int) -> KnowledgeState | None:
     """The knowledge state stored with this loop round's predictions (a re-run after a kill
-    continues from the state the killed run's reply gave), else None."""
+    continues from the state the killed run's reply gave), else None.
+    """
     for prediction in reversed(ctx.search_db.predictions(record_id=record_id)):
         if prediction.round == round_ and prediction.knowledge_state:
             return cast(KnowledgeState, dict(prediction.knowledge_state))
@@ -53,7 +53,8 @@ def _stored_knowledge(ctx: Context, record_id: str, round_: int) -> KnowledgeSta
 
 def hypothetical_score(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Returns the ``pool`` with this round's predictions and ``pending_knowledge`` (the
-    reply's knowledge state when it scored something, else None)."""
+    reply's knowledge state when it scored something, else None).
+    """
     ctx = context_of(runtime)
     iteration = int(state.get("iteration", 0))
     round_ = int(state.get("round", 0))

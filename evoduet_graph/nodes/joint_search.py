@@ -101,8 +101,11 @@ class JointSearchLog:
 
 
 def document_chars(ctx: Context) -> int:
-    """Characters shown per returned document: ``joint_search.max_result_chars`` split over
-    the most documents one mutation call can receive (at least 100)."""
+    """Characters shown per returned document.
+
+    ``joint_search.max_result_chars`` split over the most documents one mutation call can receive
+    (at least 100).
+    """
     most = max(1, ctx.config.joint_search.max_calls * ctx.config.retrieval.results_per_query)
     return max(100, ctx.config.joint_search.max_result_chars // most)
 
@@ -216,8 +219,10 @@ def _structured_answer(
 def joint_answer(
     ctx: Context, iteration: int, index: int, parent_id: str
 ) -> Callable[[list[BaseMessage], RunnableConfig], str]:
-    """The ``answer`` function ``generate`` uses instead of a plain model call: it runs the
-    search loop, writes the candidate's D_search record and returns the model's final text.
+    """The ``answer`` function ``generate`` uses instead of a plain model call.
+
+    It runs the search loop, writes the candidate's D_search record and returns the model's final
+    text.
 
     Raises:
         LLMCallError: a model call failed (the candidate fails, as for a plain call).

@@ -41,7 +41,8 @@ def measured_impact(iteration: int, parent_score: float, child: float) -> Impact
 
 def credit_evidence(ctx: Context, state: OuterState, valid: list[CandidateRecord]) -> None:
     """Write the realised Δ = best valid child score − parent score onto the search-database
-    record that fed this iteration (``impacts``; idempotent per (record, iteration))."""
+    record that fed this iteration (``impacts``; idempotent per (record, iteration)).
+    """
     record_id = state.get("evidence_record_id")
     if not record_id or ctx.search_db is None:
         return
@@ -78,9 +79,11 @@ def credit_evidence(ctx: Context, state: OuterState, valid: list[CandidateRecord
 
 
 def credit_joint_searches(ctx: Context, state: OuterState) -> None:
-    """Joint-level in-loop search (`evoduet_graph.nodes.joint_search`): credit each
-    candidate's own joint-search record (``jnt_<iteration>_c<index>``) with that candidate's
-    realised Δ, as the method's records are credited with the iteration's."""
+    """Joint-level in-loop search (`evoduet_graph.nodes.joint_search`).
+
+    Credit each candidate's own joint-search record (``jnt_<iteration>_c<index>``) with that
+    candidate's realised Δ, as the method's records are credited with the iteration's.
+    """
     if ctx.search_db is None or not ctx.config.joint_search.enabled:
         return
     iteration = state["iteration"]
@@ -169,10 +172,12 @@ def record(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
 
 
 def commit_population(ctx: Context, iteration: int, op: dict[str, Any]) -> None:
-    """Apply the iteration's population operation and persist it: journal it, and every
-    ``population.snapshot_interval`` iterations snapshot the whole population (which drops the
-    journal). An iteration therefore writes O(1) bytes whatever the population's size; see
-    `evoduet_graph.population.restore_population` for the read side."""
+    """Apply the iteration's population operation and persist it.
+
+    Journal it, and every ``population.snapshot_interval`` iterations snapshot the whole population
+    (which drops the journal). An iteration therefore writes O(1) bytes whatever the population's
+    size; see `evoduet_graph.population.restore_population` for the read side.
+    """
     apply_op(ctx.population, op, iteration, ctx.store.get_code)
     ctx.store.log_population_op(iteration, op)
     if iteration % ctx.config.population.snapshot_interval == 0:

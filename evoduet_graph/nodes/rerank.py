@@ -1,5 +1,7 @@
-"""``rerank`` node (inner loop): LLM listwise reranking, the alternative to hypothetical
-scoring (``retrieval.ranking: listwise_rerank``).
+"""``rerank`` node (inner loop).
+
+LLM listwise reranking, the alternative to hypothetical scoring (``retrieval.ranking:
+listwise_rerank``).
 
 The world-knowledge scaffold's "no query evolution" row (its ``query_evolution_steps: 1``):
 one query, one search, then **one call** that rates every document of the pool by actionable
@@ -37,7 +39,8 @@ def rank_score(relevance: float, novelty: float, ctx: Context) -> float:
 
 def rerank(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Returns the ``pool`` with ``relevance``, ``novelty`` and ``rerank_score`` on every
-    document, and ``pending_knowledge``. No call when the pool is empty."""
+    document, and ``pending_knowledge``. No call when the pool is empty.
+    """
     ctx = context_of(runtime)
     pool = list(state.get("pool", []))
     if not pool:

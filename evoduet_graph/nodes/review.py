@@ -1,5 +1,7 @@
-"""Human review with LangGraph's ``interrupt()``: the proposed queries before each search
-(``retrieval.review_queries``) and the gate's decision (``gate.review``).
+"""Human review with LangGraph's ``interrupt()``.
+
+The proposed queries before each search (``retrieval.review_queries``) and the gate's decision
+(``gate.review``).
 
 The node pauses the graph with a JSON payload; the run's checkpoint holds the pause, so Studio
 shows it (and resumes with ``Command(resume=...)``), the CLI asks on the terminal, and a killed
@@ -73,7 +75,8 @@ def _ask(
     parse: Callable[[Any, Any], Any],
 ) -> tuple[Any, Any]:
     """``(proposal, parsed answer)``: the proposal (made once, see the module docstring) and
-    the reviewer's answer to it, asked again (with ``error``) until it parses."""
+    the reviewer's answer to it, asked again (with ``error``) until it parses.
+    """
     proposal = _pending(ctx, kind, iteration, round_)
     if proposal is None:
         proposal = propose()
@@ -130,8 +133,11 @@ def parse_queries(answer: Any, proposal: list[str], max_chars: int) -> list[str]
 
 
 def review_queries(ctx: Context, state: dict[str, Any], queries: list[str]) -> list[str]:
-    """Pause before a search with the proposed ``queries``; return the approved/edited list
-    (``queries`` unchanged when ``retrieval.review_queries`` is off)."""
+    """Pause before a search with the proposed ``queries``.
+
+    Return the approved/edited list (``queries`` unchanged when ``retrieval.review_queries`` is
+    off).
+    """
     if not ctx.config.retrieval.review_queries:
         return queries
     iteration, round_ = int(state.get("iteration", 0)), int(state.get("round", 0))
@@ -201,8 +207,11 @@ def parse_decision(answer: Any, proposal: dict[str, Any], ctx: Context) -> dict[
 def review_gate(
     ctx: Context, state: dict[str, Any], decide: Callable[[], dict[str, Any]]
 ) -> dict[str, Any]:
-    """The gate's update after review: ``decide()`` once (its proposal survives a resume),
-    then the reviewer's answer (``decide()`` itself when ``gate.review`` is off)."""
+    """The gate's update after review.
+
+    ``decide()`` once (its proposal survives a resume), then the reviewer's answer (``decide()``
+    itself when ``gate.review`` is off).
+    """
     if not ctx.config.gate.review:
         return decide()
     iteration = int(state.get("iteration", 0))

@@ -29,7 +29,8 @@ from evoduet_graph.state import DocumentRef, InnerState
 
 def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Returns ``pool`` (retained + new documents), ``returned`` (ids of this round's hits)
-    and accumulated ``errors``."""
+    and accumulated ``errors``.
+    """
     ctx = context_of(runtime)
     pool = {d["id"]: d for d in state.get("pool", state.get("retained", []))}
     errors = list(state.get("errors", []))

@@ -1,5 +1,6 @@
-"""Stop rules shared by ``initialize`` and ``record`` (not a node): every reason a run ends
-before its planned iterations is decided here.
+"""Stop rules shared by ``initialize`` and ``record`` (not a node).
+
+Every reason a run ends before its planned iterations is decided here.
 
 * `failure_stop`: ``max_consecutive_failures`` iterations in a row without a valid candidate
   (an iteration whose candidates were all duplicates leaves the counter as it was);

@@ -20,7 +20,8 @@ from evoduet_graph.state import InnerState, RoundLog
 
 def top_k_documents(pool: list[Any], k: int) -> list[Any]:
     """The ``k`` documents with the highest ``rerank_score`` when the listwise reranker rated
-    them, else the highest ``predicted_score`` (None ranks last)."""
+    them, else the highest ``predicted_score`` (None ranks last).
+    """
     def key(doc: Any) -> tuple[float, str]:
         score = doc.get("rerank_score")
         if score is None:
@@ -32,7 +33,8 @@ def top_k_documents(pool: list[Any], k: int) -> list[Any]:
 
 def update_knowledge(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Returns ``knowledge_state``, ``retained``, ``pool`` (= retained), ``round`` + 1 and the
-    appended ``round_logs``."""
+    appended ``round_logs``.
+    """
     ctx = context_of(runtime)
     pool = list(state.get("pool", []))
     retained = top_k_documents(pool, ctx.config.retrieval.top_k)

@@ -184,7 +184,8 @@ class RunStatus:
 
     def failures(self) -> dict[str, int]:
         """Candidates by failure kind: ``invalid`` (no usable code), ``failed`` (LLM call
-        failed), ``rejected`` (evaluated but not valid)."""
+        failed), ``rejected`` (evaluated but not valid).
+        """
         out = {"invalid": 0, "failed": 0, "rejected": 0}
         for status in self.candidates.values():
             if status in out:

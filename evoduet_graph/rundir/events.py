@@ -156,7 +156,8 @@ class EventLog:
 
     def subscribe(self, callback: Callable[[dict[str, Any]], None]) -> None:
         """Call ``callback(record)`` with every event emitted from now on (under the log's
-        lock, in emission order; it must be quick and must not emit)."""
+        lock, in emission order; it must be quick and must not emit).
+        """
         with self._lock:
             self._subscribers.append(callback)
 
@@ -205,9 +206,11 @@ class EventLog:
 
 
 def _repair_torn_tail(path: Path) -> None:
-    """Repair a last line left without a newline by a killed writer: terminate it when it is a
-    complete JSON object, else cut it (a half-written event is dropped, never kept as garbage
-    that later appends would follow)."""
+    """Repair a last line left without a newline by a killed writer.
+
+    Terminate it when it is a complete JSON object, else cut it (a half-written event is dropped,
+    never kept as garbage that later appends would follow).
+    """
     if not path.exists() or path.stat().st_size == 0:
         return
     with path.open("rb+") as fh:
@@ -255,5 +258,6 @@ def _read_from(path: Path, offset: int) -> list[dict[str, Any]]:
 
 def read_events(path: str | Path) -> Iterator[dict[str, Any]]:
     """Yield the events of a log, skipping lines that are not complete JSON objects
-    (`evoduet_graph.rundir.read.iter_jsonl`)."""
+    (`evoduet_graph.rundir.read.iter_jsonl`).
+    """
     return iter_jsonl(path)

@@ -135,7 +135,8 @@ class RunDirLock:
 def file_lock(path: Path) -> Iterator[None]:
     """Exclusive inter-process lock on ``path`` for the enclosed block (``fcntl.flock``; a
     no-op where unavailable): the one helper for short critical sections (assembling the
-    embedded model, creating the OpenEvolve venv)."""
+    embedded model, creating the OpenEvolve venv).
+    """
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX

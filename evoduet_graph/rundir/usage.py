@@ -225,8 +225,11 @@ def completed_iterations(run_dir: str | Path) -> int:
 
 
 def iterations_of(values: dict[str, Any]) -> int:
-    """Iterations a run's graph state has recorded: ``iteration`` (sequential loop), or
-    ``iterations_done`` when iterations ran in flight (they finish out of order)."""
+    """Iterations a run's graph state has recorded.
+
+    ``iteration`` (sequential loop), or ``iterations_done`` when iterations ran in flight (they
+    finish out of order).
+    """
     if "iterations_done" in values:
         return int(values["iterations_done"])
     return int(values.get("iteration", 0))

@@ -97,9 +97,12 @@ def _one_line(value: Any, limit: int) -> str:
 
 
 class StrategyOutput(BaseModel):
-    """The revision call's answer. Rule spellings such as ``top-k`` or ``Recent improver``
-    are normalised; text fields are collapsed to one line and capped (the caps are part of
-    the JSON schema, so a grammar-constrained model cannot ramble)."""
+    """The revision call's answer.
+
+    Rule spellings such as ``top-k`` or ``Recent improver`` are normalised; text fields are
+    collapsed to one line and capped (the caps are part of the JSON schema, so a grammar-constrained
+    model cannot ramble).
+    """
 
     parent_rule: StrategyRule
     instruction: str = Field("", max_length=_TEXT_CHARS)
@@ -231,8 +234,10 @@ def strategy_prompt(
     history: list[StrategyOutcome],
     stale: int,
 ) -> str:
-    """The revision prompt (``prompts/evox_strategy.md``) for ``iteration``; deterministic
-    for equal inputs."""
+    """The revision prompt (``prompts/evox_strategy.md``) for ``iteration``.
+
+    Deterministic for equal inputs.
+    """
     rules = "\n".join(f"   - {name}: {text}" for name, text in RULES.items())
     descriptor = population_descriptor(ctx, {**state, "iteration": iteration})
     return render(
@@ -255,7 +260,8 @@ def _record(
     **extra: Any,
 ) -> None:
     """The ``strategy`` event: ``status`` (``initial`` / ``revised`` / ``failed`` /
-    ``error``), the strategy in force after it, the replaced one's measured effect."""
+    ``error``), the strategy in force after it, the replaced one's measured effect.
+    """
     ctx.events.emit(
         "strategy",
         iteration=iteration,
@@ -352,8 +358,9 @@ def revise(
 def advance_strategy(
     state: OuterState, ctx: Context, iteration: int
 ) -> tuple[SearchStrategy, list[StrategyOutcome], int | None]:
-    """The strategy for ``iteration``: the state's one with its effect counters brought up to
-    date (no model call).
+    """The strategy for ``iteration``.
+
+    The state's one with its effect counters brought up to date (no model call).
 
     Returns:
         ``(strategy, history, stale)``: ``stale`` is the number of iterations without a new

@@ -1,6 +1,7 @@
-"""Helper process for the iterations-in-flight kill/resume test: a gate-llm smoke-task run with
-``max_iterations_in_flight: 4``, a slow scripted model (every call 0.3 s) and a `FakeSearcher`;
-every evaluation is logged.
+"""Helper process for the iterations-in-flight kill/resume test.
+
+A gate-llm smoke-task run with ``max_iterations_in_flight: 4``, a slow scripted model (every call
+0.3 s) and a `FakeSearcher`; every evaluation is logged.
 
 Usage: python -m tests.integration._run_inflight RUN_DIR ITERATIONS [resume]
 """

@@ -1,6 +1,7 @@
 """`evoduet bench --methods` with the scaffold methods (``evoduet-topk``, ``evoduet-bestofn``,
 ``evoduet-evox``) and with configuration files given by stem (``configs/<stem>.yaml``) or path;
-the results tables list them like the built-in methods. Scripted model and fake search backend."""
+the results tables list them like the built-in methods. Scripted model and fake search backend.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
-"""Iterations in flight (``max_iterations_in_flight``): k iterations run at once, each recorded
-once when it finishes, D_search credit stays with its own iteration, k = 1 is the sequential
-loop, and a SIGKILL mid-flight loses only the iterations in flight."""
+"""Iterations in flight (``max_iterations_in_flight``).
+
+K iterations run at once, each recorded once when it finishes, D_search credit stays with its own
+iteration, k = 1 is the sequential loop, and a SIGKILL mid-flight loses only the iterations in
+flight.
+"""
 
 from __future__ import annotations
 

@@ -308,8 +308,10 @@ def _down_config(**extra: Any) -> EvoDuetConfig:
 
 
 def test_a_short_run_whose_model_never_answers_ends_failed(tmp_path: Path) -> None:
-    """Fewer iterations than ``max_consecutive_model_failures``, every generate call raising:
-    the run still ends with the model-down reason (not a quiet "done" with NDG 0)."""
+    """Fewer iterations than ``max_consecutive_model_failures``, every generate call raising.
+
+    The run still ends with the model-down reason (not a quiet "done" with NDG 0).
+    """
     llm = ScriptedChatModel(responses=[], default=ConnectionError("connection refused"))
     result = run(SMOKE_TASK, _down_config(iterations=2), llm=llm, run_dir=tmp_path / "run",
                  evaluator=_evaluator(tmp_path))
@@ -345,8 +347,11 @@ def test_model_failures_that_do_not_last_do_not_stop_the_run(tmp_path: Path) -> 
 def test_a_dead_endpoint_short_cli_run_exits_1_naming_the_model(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The endpoint comes from $OPENAI_BASE_URL: the message names it (once), and the run's
-    config.yaml records it, so a resume in a shell without the variable uses the same one."""
+    """The endpoint comes from $OPENAI_BASE_URL.
+
+    The message names it (once), and the run's config.yaml records it, so a resume in a shell
+    without the variable uses the same one.
+    """
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # refused
@@ -370,10 +375,12 @@ def test_a_dead_endpoint_short_cli_run_exits_1_naming_the_model(
 def test_a_connected_but_silent_endpoint_stops_the_run_within_its_call_deadlines(
     tmp_path: Path,
 ) -> None:
-    """Issue 13: an endpoint that accepts connections and never answers. Each call gives up at
-    ``llm.call_deadline_s`` (one request: no retry starts after the deadline, whatever
-    ``timeout_s`` × ``max_retries`` says), so the run stops after
-    ``max_consecutive_model_failures`` iterations, not after an hour."""
+    """Issue 13: an endpoint that accepts connections and never answers.
+
+    Each call gives up at ``llm.call_deadline_s`` (one request: no retry starts after the deadline,
+    whatever ``timeout_s`` × ``max_retries`` says), so the run stops after
+    ``max_consecutive_model_failures`` iterations, not after an hour.
+    """
     with FaultyServer(["sleep"], content=rewrite, sleep_s=30) as server:
         cfg = _config(server.base_url, iterations=10,
                       llm={"max_retries": 3, "timeout_s": 300, "call_deadline_s": 1.0})

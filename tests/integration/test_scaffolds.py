@@ -1,8 +1,10 @@
-"""The four scaffolds end to end with fakes: each runs 3 iterations; only the select node's
-policy differs (the other nodes are the same objects, and the world-knowledge layer's and the
-mutation prompts are byte-identical for the same parent and evidence); the EvoX strategy loop
-revises on stagnation, records each strategy with its measured effect, keeps the old one on
-garbage, and a crashed or killed EvoX run resumes with the same strategies."""
+"""The four scaffolds end to end with fakes: each runs 3 iterations.
+
+Only the select node's policy differs (the other nodes are the same objects, and the world-knowledge
+layer's and the mutation prompts are byte-identical for the same parent and evidence); the EvoX
+strategy loop revises on stagnation, records each strategy with its measured effect, keeps the old
+one on garbage, and a crashed or killed EvoX run resumes with the same strategies.
+"""
 
 from __future__ import annotations
 
@@ -274,7 +276,8 @@ def test_layer_and_generate_prompts_are_byte_identical_across_scaffolds(smoke_ta
     iterations, with the same history and (scripted, same-query) evidence. The gate,
     construct_query and hypothetical_score prompts are then identical bytes for every
     scaffold; so are the generate prompts, except that EvoX's revised strategy (iteration 2,
-    patience 1) adds its one instruction line."""
+    patience 1) adds its one instruction line.
+    """
     llms: dict[str, ScriptedChatModel] = {}
     for scaffold in SCAFFOLDS:
         cfg = _config(
@@ -435,7 +438,8 @@ def test_evox_keeps_its_strategy_when_the_revision_is_garbage_or_fails(smoke_tas
 
 def _prompt_rules(_n: int, text: str) -> dict[str, str]:
     """A strategy answer that depends only on the prompt (the current strategy's id), so a
-    resumed process answers as the uninterrupted one did."""
+    resumed process answers as the uninterrupted one did.
+    """
     current = int(
         re.search(r"## Current strategy and its effect so far\n- strategy (\d+)", text)[1]
     )
@@ -498,9 +502,11 @@ def test_a_crashed_evox_run_resumes_with_the_same_strategies(smoke_task_dir, tmp
 
 
 def test_a_revision_is_checkpointed_by_its_node_and_not_asked_again(smoke_task_dir, tmp_path):
-    """The revision is the ``revise_strategy`` node: once it has finished, its answer is in
-    the checkpoint; a run that dies later in the iteration (here in ``gate``) resumes with it
-    and never asks the model again for that iteration."""
+    """The revision is the ``revise_strategy`` node.
+
+    Once it has finished, its answer is in the checkpoint; a run that dies later in the iteration
+    (here in ``gate``) resumes with it and never asks the model again for that iteration.
+    """
     cfg = _config("evox", **EVOX_RESUME)
     rdir = tmp_path / "run"
     with pytest.raises(Crash):
@@ -534,8 +540,10 @@ def test_a_revision_is_checkpointed_by_its_node_and_not_asked_again(smoke_task_d
 
 
 def test_a_run_killed_inside_the_revision_asks_again_on_resume(smoke_task_dir, tmp_path):
-    """Like every LLM node, a revision that did not finish is not in the checkpoint: the
-    resumed run runs the node again (no side file replays it)."""
+    """Like every LLM node, a revision that did not finish is not in the checkpoint.
+
+    The resumed run runs the node again (no side file replays it).
+    """
     cfg = _config("evox", **EVOX_RESUME)
     rdir = tmp_path / "run"
     with pytest.raises(Crash):

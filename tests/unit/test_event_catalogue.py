@@ -1,5 +1,6 @@
 """Events as a catalogue: every event the package writes is named in one module, and an event
-written to both sinks carries the same fields in both."""
+written to both sinks carries the same fields in both.
+"""
 
 from __future__ import annotations
 

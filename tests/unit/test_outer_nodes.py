@@ -1,5 +1,6 @@
-"""The outer loop's own nodes, called directly: ``initialize``, ``select``, ``generate``,
-``evaluate``.
+"""The outer loop's own nodes, called directly.
+
+``initialize``, ``select``, ``generate``, ``evaluate``.
 
 Every node runs with a real `Context` (`tests.node_env.make_env` on the smoke task) whose chat
 model is a `ScriptedChatModel` and whose evaluator is a `CountingEvaluator` around the task's
@@ -56,7 +57,8 @@ def evaluator(tmp_path: Path) -> CountingEvaluator:
 
 def env_with(evaluator: CountingEvaluator, *, answers: list | None = None, **kw) -> Env:
     """``make_env`` on the smoke task with ``evaluator`` and a model scripted with
-    ``answers`` (an exhausted script raises), unseeded unless ``seeded=True``."""
+    ``answers`` (an exhausted script raises), unseeded unless ``seeded=True``.
+    """
     kw.setdefault("seeded", False)
     llm = ScriptedChatModel(responses=list(answers or []))
     return make_env(SMOKE_TASK, llm=llm, evaluator=evaluator, **kw)
@@ -258,9 +260,11 @@ def test_generate_records_the_candidate(evaluator, answer, status, kind, error):
 
 
 def test_a_bug_around_the_model_call_is_raised_not_a_failed_candidate(evaluator, monkeypatch):
-    """Only a model/transport fault (`LLMCallError`) makes a ``failed`` candidate: a
-    programming error in the code around the call must surface, not read as "the model did
-    not answer"."""
+    """Only a model/transport fault (`LLMCallError`) makes a ``failed`` candidate.
+
+    A programming error in the code around the call must surface, not read as "the model did not
+    answer".
+    """
     env = env_with(evaluator, answers=[REWRITE], seeded=True, prompt__diff_based=False)
     state = env.state
     payload = GenerateInput(iteration=state["iteration"], index=0, parent_id=state["parent_id"],

@@ -1,5 +1,8 @@
-"""The budget keeps running totals: each event is folded in once, and a file-backed event log
-keeps nothing in memory (a long run is O(n), not O(n²))."""
+"""The budget keeps running totals.
+
+Each event is folded in once, and a file-backed event log keeps nothing in memory (a long run is
+O(n), not O(n²)).
+"""
 
 from __future__ import annotations
 
