@@ -1,4 +1,6 @@
-"""Fault-injection report: inject every fault the reliability issue lists, count the injections,
+"""Fault-injection report: every listed fault injected, counted and checked for lost programs.
+
+Fault-injection report: inject every fault the reliability issue lists, count the injections,
 record the outcome (survived / clear error), and check that no program is lost.
 
 Areas: SIGKILL anywhere with resume (`tests.fault_harness`), model endpoint faults against a real
@@ -486,7 +488,9 @@ TAMPER_TAIL = (
 
 
 def tampering_rows(work: Path, task_dir: Path, namespace: bool) -> None:
-    """Each route of `TAMPER_ROUTES` on both protection paths (the read-only namespace where
+    """Rows of the tampering routes on both protection paths.
+
+    Each route of `TAMPER_ROUTES` on both protection paths (the read-only namespace where
     this machine allows bwrap, and the detection fallback): survived when the candidate is
     caught (``tampering: ...``) or could not write, and the task folder (by hash), the run
     directory, the program store and the runner are unchanged, and the next candidate scores

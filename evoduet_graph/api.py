@@ -236,7 +236,9 @@ def validate_setup(config: EvoDuetConfig) -> None:
 
 
 def check_document_sets(task: Task, config: EvoDuetConfig) -> None:
-    """Read the fixed document sets a run needs (oracle documents, offline grounding) once,
+    """Read the fixed document sets a run needs, once, at startup.
+
+    Read the fixed document sets a run needs (oracle documents, offline grounding) once,
     so a missing or malformed set fails at startup.
 
     Raises:
@@ -265,7 +267,9 @@ def check_document_sets(task: Task, config: EvoDuetConfig) -> None:
 
 
 def make_checked_searcher(task: Task, config: EvoDuetConfig) -> Searcher | None:
-    """The configured search backend after its preflight, or None when the gate never
+    """The configured search backend after its preflight, or None.
+
+    The configured search backend after its preflight, or None when the gate never
     retrieves (DESIGN.md §4: a run configured to retrieve fails at startup when its backend is
     unusable — never a silent closed-world run).
 
@@ -409,7 +413,9 @@ def check_initial_program(task: Task, config: EvoDuetConfig, evaluator: Evaluato
 
 
 def _report_task(ctx: Context, settings: TaskSettings) -> None:
-    """Write the task's language, layout and the task config's settings in force (used /
+    """Write the task's language, layout and settings in force to the events.
+
+    Write the task's language, layout and the task config's settings in force (used /
     ignored) to the events, and warn about unmet ``requirements.txt`` entries.
     """
     task = ctx.task
@@ -431,7 +437,9 @@ def _report_task(ctx: Context, settings: TaskSettings) -> None:
 
 
 def _report_sandbox(ctx: Context) -> None:
-    """Write what the evaluation sandbox enforces to the events (once per session) and warn
+    """Write what the evaluation sandbox enforces to the events.
+
+    Write what the evaluation sandbox enforces to the events (once per session) and warn
     about the limits this machine cannot enforce (no network namespace, no process limit).
     """
     if not isinstance(ctx.evaluator, SandboxedEvaluator):
@@ -444,7 +452,9 @@ def _report_sandbox(ctx: Context) -> None:
 
 
 def _pin_base_url(cfg: EvoDuetConfig) -> EvoDuetConfig:
-    """``cfg`` with ``llm.base_url`` set from ``$OPENAI_BASE_URL`` for a hosted model that has
+    """Pin ``llm.base_url`` from ``$OPENAI_BASE_URL`` for a hosted model without one.
+
+    ``cfg`` with ``llm.base_url`` set from ``$OPENAI_BASE_URL`` for a hosted model that has
     none (``llm.model`` or an ``llm.roles`` model, which inherits it), so the run's
     ``config.yaml`` records the endpoint it used and a resume in another shell cannot send the
     prompts elsewhere.
@@ -459,7 +469,9 @@ def _pin_base_url(cfg: EvoDuetConfig) -> EvoDuetConfig:
 
 
 def program_entry(task: Task) -> dict[str, str]:
-    """``run.json``'s ``program``: the absolute path of the evolved file (what ``--program``
+    """The ``program`` entry of ``run.json``.
+
+    ``run.json``'s ``program``: the absolute path of the evolved file (what ``--program``
     chose, so a resume evolves the same file); empty for a task without one.
     """
     if task.program_file is None:

@@ -119,7 +119,9 @@ def _num(value: Any) -> str:
 
 
 def _task_documents(rdir: Path) -> int:
-    """Distinct documents of the run's search database that come from the task's ``docs/``
+    """Distinct documents of the run's search database from the task's ``docs/``.
+
+    Distinct documents of the run's search database that come from the task's ``docs/``
     folder (offline backend ids ``file:docs/...``).
     """
     path = rdir / layout.SEARCH_DB
@@ -646,7 +648,9 @@ def compare_cmd(
         typer.Option(help="Folder for best.png, ndg.png, compare.md (default runs/compare-*)."),
     ] = None,
 ) -> None:
-    """Compare runs: print a table (task, gate, best score, NDG, LLM usage) and write overlaid
+    """Compare runs in a table and in overlaid plots.
+
+    Compare runs: print a table (task, gate, best score, NDG, LLM usage) and write overlaid
     best-so-far / NDG vs iteration plots.
     """
     from evoduet_graph.report.compare import compare_runs

@@ -212,7 +212,9 @@ class OuterState(TypedDict, total=False):
 
 
 class OuterInput(TypedDict, total=False):
-    """Input of ``graph.invoke``: how many iterations to run (default: the config's) and,
+    """Input of ``graph.invoke``.
+
+    Input of ``graph.invoke``: how many iterations to run (default: the config's) and,
     for a graph invoked without a hand-built context (``evoduet_graph.graph``, Studio), the
     run itself: ``{"task_dir": "tasks/x", "max_iterations": 3}``.
 

@@ -488,7 +488,9 @@ _WORKDIR_RE = re.compile(r"(?im)^\s*WORKDIR\s+(\S+)")
 
 
 def _container_path_warnings(script: Path) -> list[str]:
-    """A warning when ``evaluate.sh`` names the Dockerfile's WORKDIR (e.g. ``/benchmark``),
+    """Warn when ``evaluate.sh`` names a path that exists only in the container.
+
+    A warning when ``evaluate.sh`` names the Dockerfile's WORKDIR (e.g. ``/benchmark``),
     a path that exists only inside the container SkyDiscover builds.
     """
     dockerfile = script.parent / "Dockerfile"
@@ -630,7 +632,9 @@ def _check_python(source: str, path: Path, folder: Path) -> None:
 
 
 def _check_evolve_blocks(source: str, path: Path) -> None:
-    """An EVOLVE-BLOCK with nothing (or only blank lines) between its markers leaves the model
+    """Reject an empty EVOLVE-BLOCK.
+
+    An EVOLVE-BLOCK with nothing (or only blank lines) between its markers leaves the model
     nothing to edit: a SEARCH cannot anchor in it and a rewrite has nowhere to go.
     """
     from evoduet_graph.candidates.diffs import evolve_regions

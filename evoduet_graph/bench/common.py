@@ -1,4 +1,6 @@
-"""Shared types of the bench: the model endpoint, a method's outcome, and the arithmetic that
+"""Shared types and arithmetic of the bench methods.
+
+Shared types of the bench: the model endpoint, a method's outcome, and the arithmetic that
 every method's figures go through (best over explored programs, floored NDG, wall time over
 resumed sessions), so the three methods are scored by the same code.
 """
@@ -241,7 +243,9 @@ def iteration_points(
     stamps: dict[int, float],
     iterations: int,
 ) -> list[IterationPoint]:
-    """Cumulative per-iteration figures 0..``iterations`` (best so far, LLM calls, tokens,
+    """Cumulative per-iteration figures of a run.
+
+    Cumulative per-iteration figures 0..``iterations`` (best so far, LLM calls, tokens,
     wall seconds over all sessions). Usage recorded past the last iteration counts in the last
     point; the last point's wall time is at least the runs' total.
     """

@@ -1,4 +1,6 @@
-"""Our graph as a bench method: the configuration a method name stands for (a built-in method,
+"""Our graph as a bench method.
+
+Our graph as a bench method: the configuration a method name stands for (a built-in method,
 a row of the ablation ladder or any configuration file), the run on the bench's endpoint, and
 the figures read back from its run directory (`graph_outcome`). The real OpenEvolve is the
 other kind of method (`evoduet_graph.bench.openevolve_method`).
@@ -42,7 +44,9 @@ if TYPE_CHECKING:
 
 
 def _graph_config(ctx: JobContext, overlay: dict[str, Any], source: str) -> EvoDuetConfig:
-    """The job's configuration: ``overlay`` over the bench's base (`merge_config`), with the
+    """The job's configuration.
+
+    The job's configuration: ``overlay`` over the bench's base (`merge_config`), with the
     bench's iterations and seed, and diffs as the task's OpenEvolve config asks unless the
     base sets ``prompt.diff_based``.
     """

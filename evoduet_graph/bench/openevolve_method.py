@@ -128,7 +128,9 @@ class OpenEvolveEnv:
 
 
 def default_venv_dir(version: str = OPENEVOLVE_VERSION) -> Path:
-    """``$EVODUET_CACHE_DIR/venvs/openevolve-<version>-py<XY>`` (default cache:
+    """The default folder of OpenEvolve's virtual environment.
+
+    ``$EVODUET_CACHE_DIR/venvs/openevolve-<version>-py<XY>`` (default cache:
     ``~/.cache/evoduet_graph``).
     """
     base = os.environ.get("EVODUET_CACHE_DIR")
@@ -138,7 +140,9 @@ def default_venv_dir(version: str = OPENEVOLVE_VERSION) -> Path:
 
 
 def mirrored_requirements() -> list[str]:
-    """``numpy==X``, ``scipy==Y``: the versions installed in this environment (skipped when a
+    """Pins of the packages installed here that OpenEvolve's environment mirrors.
+
+    ``numpy==X``, ``scipy==Y``: the versions installed in this environment (skipped when a
     package is not installed here).
     """
     out = []
@@ -337,7 +341,9 @@ def openevolve_config(
 
 
 def unknown_config_keys(cfg: dict[str, Any]) -> list[str]:
-    """Keys of a config the bench wrote that are no field of OpenEvolve 0.4.1's config
+    """Keys of a bench-written config that OpenEvolve's config does not know.
+
+    Keys of a config the bench wrote that are no field of OpenEvolve 0.4.1's config
     (`evoduet_graph.tasks.openevolve_config.OPENEVOLVE_FIELDS`; OpenEvolve's loader would
     drop them without a word). The task's own keys are checked when the task is loaded.
     """
@@ -400,7 +406,9 @@ class OpenEvolveRecord:
 
     @property
     def fitness(self) -> float | None:
-        """OpenEvolve's fitness of the child (``combined_score``, else the mean of numeric
+        """OpenEvolve's fitness of the child, or None.
+
+        OpenEvolve's fitness of the child (``combined_score``, else the mean of numeric
         metrics); None when the child is missing or its evaluator reported an error.
         """
         if self.code is None or _reported_error(self.metrics):

@@ -338,7 +338,9 @@ class LlamaCppServer:
 
 
 def kill_process_group(proc: subprocess.Popen[Any], *, grace_s: float = 10.0) -> None:
-    """Terminate the process group led by ``proc`` (started with ``start_new_session=True``,
+    """Terminate the process group led by ``proc``.
+
+    Terminate the process group led by ``proc`` (started with ``start_new_session=True``,
     so its group id is its pid).
 
     Sends SIGTERM to the group, waits up to ``grace_s`` for ``proc`` to exit, then SIGKILLs

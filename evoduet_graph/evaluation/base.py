@@ -1,4 +1,6 @@
-"""The evaluation seam: the `Evaluator` protocol the nodes use and the `EvaluationOutcome` it
+"""The evaluation seam: the `Evaluator` protocol and `EvaluationOutcome`.
+
+The evaluation seam: the `Evaluator` protocol the nodes use and the `EvaluationOutcome` it
 returns (DESIGN.md §5).
 
 `evoduet_graph.evaluation.sandbox.SandboxEvaluator` and
@@ -61,7 +63,9 @@ class Evaluator(Protocol):
 
 @runtime_checkable
 class ParallelEvaluator(Evaluator, Protocol):
-    """An `Evaluator` that says how many candidates it evaluates at once (the ``evaluate``
+    """An `Evaluator` that says how many candidates it evaluates at once.
+
+    An `Evaluator` that says how many candidates it evaluates at once (the ``evaluate``
     node runs that many threads; without it, ``evaluation.workers``).
     """
 

@@ -370,7 +370,9 @@ class SandboxEvaluator:
         return env
 
     def _argv(self, spec_path: Path, tmp: Path) -> list[str]:
-        """The child's command line: the runner, inside bwrap (read-only filesystem, its own
+        """The child's command line.
+
+        The child's command line: the runner, inside bwrap (read-only filesystem, its own
         network namespace when isolating) or ``unshare --net``, as this machine allows.
         """
         argv = [self.python, str(RUNNER_PATH), str(spec_path)]
@@ -693,7 +695,9 @@ class SandboxEvaluator:
 
 
 def _read_reports(fd: int, limit: int = 64_000) -> list[str]:
-    """The lines the child's write guard reported on the pipe ``fd`` (read without blocking:
+    """The lines the child's write guard reported on the pipe ``fd``.
+
+    The lines the child's write guard reported on the pipe ``fd`` (read without blocking:
     a stray process of the candidate may still hold the write end).
     """
     os.set_blocking(fd, False)

@@ -1,4 +1,6 @@
-"""Graph builders: the outer solution loop, the inner query loop, and the one node registry
+"""Graph builders: the outer loop, the inner loop and their node registry.
+
+Graph builders: the outer solution loop, the inner query loop, and the one node registry
 of both (used for ablations).
 """
 

@@ -94,7 +94,9 @@ def label_gate_edges(drawn: Graph) -> Graph:
 
 
 class OuterGraph(CompiledStateGraph):  # type: ignore[type-arg]
-    """The compiled outer graph: a `CompiledStateGraph` whose drawings (``get_graph``, what
+    """The compiled outer graph, with labelled gate edges in its drawings.
+
+    The compiled outer graph: a `CompiledStateGraph` whose drawings (``get_graph``, what
     Studio and ``evoduet graph`` show) label the gate's edges ``no-op`` / ``look-up`` /
     ``retrieve`` (`label_gate_edges`).
     """

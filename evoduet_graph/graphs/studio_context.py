@@ -1,4 +1,6 @@
-"""`StudioContext`: the JSON run context of LangGraph Studio / SDK runs and of runs that name
+"""`StudioContext`: the JSON run context of Studio / SDK runs.
+
+`StudioContext`: the JSON run context of LangGraph Studio / SDK runs and of runs that name
 their task in the graph input (see `graphs/studio.py`).
 
 A run started from Studio (or any LangGraph SDK client) sends its context as JSON, so the
@@ -126,7 +128,9 @@ def _thread_id() -> str | None:
 
 
 def _default_run_dir(task_dir: str) -> Path:
-    """``<runs_root>/threads/<thread_id>`` (a continued thread keeps its population), or a new
+    """The run directory of a Studio / SDK run.
+
+    ``<runs_root>/threads/<thread_id>`` (a continued thread keeps its population), or a new
     ``<runs_root>/<task>-<timestamp>-<random>`` for a run without a thread.
     """
     thread = _thread_id()
@@ -291,7 +295,9 @@ class _IterationsInput(BaseModel):
 
 
 def graph_max_iterations(state: Any, default: int) -> int:
-    """The run's total iterations: the graph input's ``max_iterations`` (a whole number ≥ 0;
+    """The run's total iterations.
+
+    The run's total iterations: the graph input's ``max_iterations`` (a whole number ≥ 0;
     a JSON client's ``"3"`` is taken as 3), else ``default``.
 
     Raises:
@@ -343,7 +349,9 @@ def resolve_for_state(value: Any, state: Any) -> Context | None:
 
 
 def bind_context(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap an outer-graph node so ``runtime.context`` is the run's resolved `Context`
+    """Wrap an outer-graph node so it sees the run's resolved `Context`.
+
+    Wrap an outer-graph node so ``runtime.context`` is the run's resolved `Context`
     (`resolve_for_state`), built from the graph input when no context was passed.
 
     The wrapped node receives ``runtime.override(context=ctx)``; nodes and the inner loop

@@ -167,7 +167,9 @@ class RetryPolicy:
 
     @classmethod
     def for_model(cls, llm: Any, retries: int, **kwargs: float | None) -> RetryPolicy:
-        """``retries`` app-level retries, or none when ``llm`` retries by itself (a positive
+        """The retry policy for ``llm``.
+
+        ``retries`` app-level retries, or none when ``llm`` retries by itself (a positive
         integer ``max_retries`` attribute, as a caller's own ``ChatOpenAI`` may have).
         """
         own = getattr(llm, "max_retries", None)
@@ -203,7 +205,9 @@ _NO_RETRY = RetryPolicy()
 
 
 def _retry_after_s(exc: BaseException | None) -> float | None:
-    """Seconds a rate-limited endpoint asked to wait (``retry-after-ms`` / ``retry-after``
+    """Seconds a rate-limited endpoint asked to wait, if it said.
+
+    Seconds a rate-limited endpoint asked to wait (``retry-after-ms`` / ``retry-after``
     header of the HTTP response an openai/httpx error carries), if it said.
     """
     response = getattr(exc, "response", None)
@@ -223,7 +227,9 @@ def _retry_after_s(exc: BaseException | None) -> float | None:
 
 
 def _honour_retry_after(base: Callable[[Any], float], cap: float) -> Callable[[Any], float]:
-    """A tenacity wait: the backoff, or longer when the endpoint sent ``Retry-After`` (at
+    """A tenacity wait that honours ``Retry-After``.
+
+    A tenacity wait: the backoff, or longer when the endpoint sent ``Retry-After`` (at
     most ``cap`` seconds), as the openai SDK's own retries did.
     """
 
@@ -352,7 +358,9 @@ def _schema_json(schema: type[BaseModel]) -> str:
 
 
 class _LazyInstruction:
-    """The schema instruction message, built only when a stage needs it (the first stage,
+    """The schema instruction message, built only when a stage needs it.
+
+    The schema instruction message, built only when a stage needs it (the first stage,
     the provider's JSON-schema mode, does not).
     """
 

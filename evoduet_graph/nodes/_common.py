@@ -30,7 +30,9 @@ def context_of(runtime: Runtime[Context]) -> Context:
 
 
 def emit_progress(runtime: Any, event: str, **fields: Any) -> None:
-    """Write ``{"event": event, "time": unix_s, **fields}`` to LangGraph's custom stream only
+    """Write a progress event to LangGraph's custom stream only.
+
+    Write ``{"event": event, "time": unix_s, **fields}`` to LangGraph's custom stream only
     (catalogue events with ``log=False``: ``node_start``, ``queries``, ``new_best``).
 
     Live progress for ``graph.stream(..., stream_mode="custom")`` (the CLI display, ``--json``);
@@ -80,7 +82,9 @@ def emit(ctx: Context | None, runtime: Any, event: str, **fields: Any) -> dict[s
 def ask_gate(
     state: Any, ctx: Context, prompt: str, schema: type[Any], default: Any
 ) -> tuple[Any, dict[str, Any] | None]:
-    """One structured gate call on the ``gate`` role's model, shared by the knowledge-gap
+    """One structured gate call on the ``gate`` role's model.
+
+    One structured gate call on the ``gate`` role's model, shared by the knowledge-gap
     gate and the stateless gate (paper §3.2).
 
     Returns:
@@ -110,7 +114,9 @@ def ask_gate(
 
 
 def search_query(ctx: Context, query: str) -> SearchOutcome:
-    """One search with the run's retrieval settings (results per query, retries, timeout)
+    """One search with the run's retrieval settings behind the run's search cache.
+
+    One search with the run's retrieval settings (results per query, retries, timeout)
     behind the run's search cache (``retrieval.cache``): the one call the ``search``,
     ``joint_search`` and grounding paths share.
 

@@ -58,7 +58,9 @@ def _store(ctx: Context, code: str, pid: str, outcome: EvaluationOutcome) -> Non
 def evaluate_and_store(
     ctx: Context, codes: Sequence[str], ids: Sequence[str]
 ) -> dict[str, EvaluationOutcome]:
-    """Evaluate ``codes`` (up to the evaluator's ``workers``, else ``evaluation.workers``, at a
+    """Evaluate ``codes`` in parallel and store each outcome as it completes.
+
+    Evaluate ``codes`` (up to the evaluator's ``workers``, else ``evaluation.workers``, at a
     time) and cache each outcome in the program store the moment it completes.
 
     Returns:

@@ -42,7 +42,9 @@ def loop_record_id(state: InnerState) -> str:
 
 
 def _stored_knowledge(ctx: Context, record_id: str, round_: int) -> KnowledgeState | None:
-    """The knowledge state stored with this loop round's predictions (a re-run after a kill
+    """The knowledge state stored with this loop round's predictions, else None.
+
+    The knowledge state stored with this loop round's predictions (a re-run after a kill
     continues from the state the killed run's reply gave), else None.
     """
     for prediction in reversed(ctx.search_db.predictions(record_id=record_id)):
@@ -52,7 +54,9 @@ def _stored_knowledge(ctx: Context, record_id: str, round_: int) -> KnowledgeSta
 
 
 def hypothetical_score(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Returns the ``pool`` with this round's predictions and ``pending_knowledge`` (the
+    """Score the pool's documents by hypothetical evidence scoring.
+
+    Returns the ``pool`` with this round's predictions and ``pending_knowledge`` (the
     reply's knowledge state when it scored something, else None).
     """
     ctx = context_of(runtime)

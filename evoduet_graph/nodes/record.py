@@ -40,7 +40,9 @@ def measured_impact(iteration: int, parent_score: float, child: float) -> Impact
     )
 
 def credit_evidence(ctx: Context, state: OuterState, valid: list[CandidateRecord]) -> None:
-    """Write the realised Δ = best valid child score − parent score onto the search-database
+    """Credit the realised Δ to the search-database record that fed this iteration.
+
+    Write the realised Δ = best valid child score − parent score onto the search-database
     record that fed this iteration (``impacts``; idempotent per (record, iteration)).
     """
     record_id = state.get("evidence_record_id")

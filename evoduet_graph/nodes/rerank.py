@@ -38,7 +38,9 @@ def rank_score(relevance: float, novelty: float, ctx: Context) -> float:
 
 
 def rerank(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Returns the ``pool`` with ``relevance``, ``novelty`` and ``rerank_score`` on every
+    """Rerank the pool by relevance and novelty.
+
+    Returns the ``pool`` with ``relevance``, ``novelty`` and ``rerank_score`` on every
     document, and ``pending_knowledge``. No call when the pool is empty.
     """
     ctx = context_of(runtime)

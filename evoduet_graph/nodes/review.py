@@ -74,7 +74,9 @@ def _ask(
     payload: Callable[[Any], dict[str, Any]],
     parse: Callable[[Any, Any], Any],
 ) -> tuple[Any, Any]:
-    """``(proposal, parsed answer)``: the proposal (made once, see the module docstring) and
+    """Ask the reviewer about the proposal until its answer parses.
+
+    ``(proposal, parsed answer)``: the proposal (made once, see the module docstring) and
     the reviewer's answer to it, asked again (with ``error``) until it parses.
     """
     proposal = _pending(ctx, kind, iteration, round_)

@@ -28,7 +28,9 @@ from evoduet_graph.state import DocumentRef, InnerState
 
 
 def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Returns ``pool`` (retained + new documents), ``returned`` (ids of this round's hits)
+    """Search the round's queries and add the hits to the pool.
+
+    Returns ``pool`` (retained + new documents), ``returned`` (ids of this round's hits)
     and accumulated ``errors``.
     """
     ctx = context_of(runtime)

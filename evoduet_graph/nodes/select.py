@@ -1,4 +1,6 @@
-"""``select`` node: start an iteration by choosing a parent, inspirations and what the
+"""``select`` node: choose the parent, inspirations and prompt of an iteration.
+
+``select`` node: start an iteration by choosing a parent, inspirations and what the
 mutation prompt asks for.
 
 The choice is the scaffold's (``config.scaffold``, `evoduet_graph.scaffolds`): OpenEvolve's

@@ -61,7 +61,9 @@ def only_duplicates(candidates: list[CandidateRecord]) -> bool:
 
 
 def model_health(ctx: Context, state: OuterState, update: dict[str, Any]) -> dict[str, Any]:
-    """Track iterations whose every ``generate`` call failed (status ``failed``: the model call
+    """Stop the run when the model endpoint looks down.
+
+    Track iterations whose every ``generate`` call failed (status ``failed``: the model call
     raised after its retries) and stop the run when the endpoint looks down.
 
     The run stops after ``max_consecutive_model_failures`` such iterations in a row, or at its

@@ -19,7 +19,9 @@ from evoduet_graph.state import InnerState, RoundLog
 
 
 def top_k_documents(pool: list[Any], k: int) -> list[Any]:
-    """The ``k`` documents with the highest ``rerank_score`` when the listwise reranker rated
+    """The ``k`` best-ranked documents.
+
+    The ``k`` documents with the highest ``rerank_score`` when the listwise reranker rated
     them, else the highest ``predicted_score`` (None ranks last).
     """
     def key(doc: Any) -> tuple[float, str]:
@@ -32,7 +34,9 @@ def top_k_documents(pool: list[Any], k: int) -> list[Any]:
 
 
 def update_knowledge(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Returns ``knowledge_state``, ``retained``, ``pool`` (= retained), ``round`` + 1 and the
+    """Update the knowledge state and retain the best documents.
+
+    Returns ``knowledge_state``, ``retained``, ``pool`` (= retained), ``round`` + 1 and the
     appended ``round_logs``.
     """
     ctx = context_of(runtime)

@@ -183,7 +183,9 @@ class RunStatus:
         return self.output_tokens / self.llm_seconds if self.llm_seconds > 0 else None
 
     def failures(self) -> dict[str, int]:
-        """Candidates by failure kind: ``invalid`` (no usable code), ``failed`` (LLM call
+        """Candidates by failure kind.
+
+        Candidates by failure kind: ``invalid`` (no usable code), ``failed`` (LLM call
         failed), ``rejected`` (evaluated but not valid).
         """
         out = {"invalid": 0, "failed": 0, "rejected": 0}

@@ -1,4 +1,6 @@
-"""Run events: the catalogue of every event (`EVENTS`) and the log, one JSON object per line
+"""Run events: the catalogue (`EVENTS`) and the log.
+
+Run events: the catalogue of every event (`EVENTS`) and the log, one JSON object per line
 in ``<run_dir>/events.jsonl`` (DESIGN.md §6).
 
 Every node execution appends one event with its wall time and LLM usage; nodes add their own
@@ -155,7 +157,9 @@ class EventLog:
             self._session_offset = self.path.stat().st_size if self.path.exists() else 0
 
     def subscribe(self, callback: Callable[[dict[str, Any]], None]) -> None:
-        """Call ``callback(record)`` with every event emitted from now on (under the log's
+        """Call ``callback(record)`` with every event emitted from now on.
+
+        Call ``callback(record)`` with every event emitted from now on (under the log's
         lock, in emission order; it must be quick and must not emit).
         """
         with self._lock:
@@ -257,7 +261,9 @@ def _read_from(path: Path, offset: int) -> list[dict[str, Any]]:
 
 
 def read_events(path: str | Path) -> Iterator[dict[str, Any]]:
-    """Yield the events of a log, skipping lines that are not complete JSON objects
+    """Yield the events of a log, skipping incomplete lines.
+
+    Yield the events of a log, skipping lines that are not complete JSON objects
     (`evoduet_graph.rundir.read.iter_jsonl`).
     """
     return iter_jsonl(path)

@@ -133,7 +133,9 @@ class RunDirLock:
 
 @contextlib.contextmanager
 def file_lock(path: Path) -> Iterator[None]:
-    """Exclusive inter-process lock on ``path`` for the enclosed block (``fcntl.flock``; a
+    """Exclusive inter-process lock on ``path`` for the enclosed block.
+
+    Exclusive inter-process lock on ``path`` for the enclosed block (``fcntl.flock``; a
     no-op where unavailable): the one helper for short critical sections (assembling the
     embedded model, creating the OpenEvolve venv).
     """

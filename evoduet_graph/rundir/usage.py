@@ -1,4 +1,6 @@
-"""LLM usage, sessions (wall time) and completed iterations of a run, computed once from its
+"""LLM usage, sessions and completed iterations of a run, from its events.
+
+LLM usage, sessions (wall time) and completed iterations of a run, computed once from its
 events: the budget, the report, the live progress, the bench and the API use these.
 
 Every node event carries the node's LLM calls and tokens (``llm_calls``, ``input_tokens``,

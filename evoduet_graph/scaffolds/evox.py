@@ -128,7 +128,9 @@ class StrategyOutput(BaseModel):
 
 
 def select_recent_improver(ctx: Context, num_inspirations: int) -> Selection:
-    """The newest program that scored strictly better than its parent (ties: higher score,
+    """Select the newest program that improved on its parent.
+
+    The newest program that scored strictly better than its parent (ties: higher score,
     then id); inspirations: the best programs other than it. None yet: the best program
     (mode ``best``).
 
@@ -259,7 +261,9 @@ def _record(
     previous: StrategyOutcome | None,
     **extra: Any,
 ) -> None:
-    """The ``strategy`` event: ``status`` (``initial`` / ``revised`` / ``failed`` /
+    """Write the ``strategy`` event.
+
+    The ``strategy`` event: ``status`` (``initial`` / ``revised`` / ``failed`` /
     ``error``), the strategy in force after it, the replaced one's measured effect.
     """
     ctx.events.emit(

@@ -33,7 +33,9 @@ class DocumentSetError(UserError, ValueError):
 
 
 def oracle_source(setting: str | None, task_dir: Path) -> Path:
-    """The oracle documents' path: ``setting`` (relative to the working directory), else the
+    """The oracle documents' path.
+
+    The oracle documents' path: ``setting`` (relative to the working directory), else the
     task's ``oracle/`` folder.
     """
     return Path(setting).expanduser() if setting else task_dir / "oracle"

@@ -1,4 +1,6 @@
-"""`evoduet bench --methods` with the scaffold methods (``evoduet-topk``, ``evoduet-bestofn``,
+"""`evoduet bench --methods` with scaffold methods and configuration files.
+
+`evoduet bench --methods` with the scaffold methods (``evoduet-topk``, ``evoduet-bestofn``,
 ``evoduet-evox``) and with configuration files given by stem (``configs/<stem>.yaml``) or path;
 the results tables list them like the built-in methods. Scripted model and fake search backend.
 """

@@ -1,4 +1,6 @@
-"""Model endpoint faults (issue item 2), against a real misbehaving HTTP server on 127.0.0.1
+"""Model endpoint faults, against a real misbehaving HTTP server and fakes.
+
+Model endpoint faults (issue item 2), against a real misbehaving HTTP server on 127.0.0.1
 (``openai:<model>`` with ``llm.base_url``) and against fakes.
 
 Retries: ChatOpenAI retries connection errors, timeouts, 429 (honouring ``retry-after``) and

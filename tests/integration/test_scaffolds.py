@@ -272,7 +272,9 @@ def test_select_applies_the_policy_injected_through_the_context(smoke_task_dir):
 
 
 def test_layer_and_generate_prompts_are_byte_identical_across_scaffolds(smoke_task_dir, tmp_path):
-    """Every candidate is garbage, so each scaffold's parent is the initial program in both
+    """Layer and generate prompts are identical bytes across scaffolds.
+
+    Every candidate is garbage, so each scaffold's parent is the initial program in both
     iterations, with the same history and (scripted, same-query) evidence. The gate,
     construct_query and hypothetical_score prompts are then identical bytes for every
     scaffold; so are the generate prompts, except that EvoX's revised strategy (iteration 2,
@@ -437,7 +439,9 @@ def test_evox_keeps_its_strategy_when_the_revision_is_garbage_or_fails(smoke_tas
 
 
 def _prompt_rules(_n: int, text: str) -> dict[str, str]:
-    """A strategy answer that depends only on the prompt (the current strategy's id), so a
+    """A strategy answer that depends only on the prompt.
+
+    A strategy answer that depends only on the prompt (the current strategy's id), so a
     resumed process answers as the uninterrupted one did.
     """
     current = int(

@@ -1,4 +1,6 @@
-"""One exception base: every error the package raises on purpose is an `EvoDuetError`, and
+"""One exception base for every error the package raises on purpose.
+
+One exception base: every error the package raises on purpose is an `EvoDuetError`, and
 what the user can fix is a `UserError`, which the CLI turns into one line and exit code 2.
 """
 

@@ -1,4 +1,6 @@
-"""Events as a catalogue: every event the package writes is named in one module, and an event
+"""Events as a catalogue, with the same fields in both sinks.
+
+Events as a catalogue: every event the package writes is named in one module, and an event
 written to both sinks carries the same fields in both.
 """
 

@@ -56,7 +56,9 @@ def evaluator(tmp_path: Path) -> CountingEvaluator:
 
 
 def env_with(evaluator: CountingEvaluator, *, answers: list | None = None, **kw) -> Env:
-    """``make_env`` on the smoke task with ``evaluator`` and a model scripted with
+    """``make_env`` on the smoke task with a scripted model.
+
+    ``make_env`` on the smoke task with ``evaluator`` and a model scripted with
     ``answers`` (an exhausted script raises), unseeded unless ``seeded=True``.
     """
     kw.setdefault("seeded", False)
