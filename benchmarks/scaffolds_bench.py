@@ -1,4 +1,4 @@
-"""The four scaffolds on one task with the embedded local model.
+r"""The four scaffolds on one task with the embedded local model.
 
 Best score, NDG, LLM calls and wall time, each against the ``openevolve`` scaffold measured in the
 same invocation.
@@ -13,7 +13,7 @@ revises within 3 iterations) and ``--best-of-n`` (N of best_of_n; default: the f
 
 Run (the model is one process at a time on this machine)::
 
-    flock /tmp/evoduet_model.lock .venv/bin/python benchmarks/scaffolds_bench.py \\
+    flock /tmp/evoduet_model.lock .venv/bin/python benchmarks/scaffolds_bench.py \
         --task sums_diffs --iterations 3 --out benchmarks/results/scaffolds/script
 
 Writes ``<out>/summary.md`` and ``<out>/summary.json`` (the table, the EvoX strategies and

@@ -7,7 +7,7 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -673,12 +673,16 @@ def compare_cmd(
         console.print(f"  {path}", highlight=False, markup=False)
 
 
-class GraphFormat(str, Enum):
+class GraphFormat(StrEnum):
+    """The ``--format`` of ``evoduet graph``."""
+
     mermaid = "mermaid"
     png = "png"
 
 
-class GraphLoop(str, Enum):
+class GraphLoop(StrEnum):
+    """The ``--loop`` that ``evoduet graph`` draws."""
+
     outer = "outer"
     inner = "inner"
 

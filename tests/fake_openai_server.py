@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
+import contextlib
 
 Fault = str
 Script = list[Fault] | Callable[[dict[str, Any]], Fault]
@@ -149,10 +150,8 @@ class FaultyServer:
         for k, v in (headers or {}).items():
             handler.send_header(k, v)
         handler.end_headers()
-        try:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             handler.wfile.write(payload)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
 
     def _answer(self, handler: BaseHTTPRequestHandler, fault: Fault, body: dict[str, Any]) -> None:
         model = str(body.get("model") or "fake-model")
@@ -169,10 +168,8 @@ class FaultyServer:
             return
         if fault == "close":
             handler.close_connection = True
-            try:
+            with contextlib.suppress(OSError):
                 handler.connection.shutdown(2)
-            except OSError:
-                pass
             return
         if fault == "sleep":
             if self._stop.wait(self.sleep_s):

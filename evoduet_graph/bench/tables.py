@@ -94,7 +94,7 @@ def _pooled(figs: list[dict[str, Any]], key: str) -> str:
 
 
 def knowledge_section(records: Sequence[RunRecord], methods: list[str]) -> list[str]:
-    """"Knowledge figures per method".
+    """The "Knowledge figures per method" section.
 
     The paper's improvement rates (pooled over the finished runs of a method: improved /
     iterations), the mean repeated-URL share, the mean LLM cost in USD (n/a when a run's model is

@@ -732,10 +732,8 @@ def _relative_to(path: Path, folder: Path) -> str:
 
 
 def _kill_group(pgid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _describe_exit(returncode: int) -> str:

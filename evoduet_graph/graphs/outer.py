@@ -102,11 +102,13 @@ class OuterGraph(CompiledStateGraph):  # type: ignore[type-arg]
     """
 
     def get_graph(self, config: RunnableConfig | None = None, *, xray: int | bool = False) -> Graph:
+        """The drawable graph, with the gate's edges labelled."""
         return label_gate_edges(super().get_graph(config, xray=xray))
 
     async def aget_graph(
         self, config: RunnableConfig | None = None, *, xray: int | bool = False
     ) -> Graph:
+        """The drawable graph (async), with the gate's edges labelled."""
         return label_gate_edges(await super().aget_graph(config, xray=xray))
 
 
@@ -114,6 +116,7 @@ class OuterStateGraph(StateGraph):  # type: ignore[type-arg]
     """`StateGraph` of the outer loop; ``compile()`` returns an `OuterGraph`."""
 
     def compile(self, *args: Any, **kwargs: Any) -> OuterGraph:  # type: ignore[override]
+        """Compile the graph into an `OuterGraph`."""
         compiled = super().compile(*args, **kwargs)
         # the same construction as Pregel.copy, into the subclass
         return OuterGraph(**{k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"})

@@ -81,6 +81,7 @@ class EnsembleChatModel(BaseChatModel):
     _local: threading.local = PrivateAttr(default_factory=threading.local)
 
     def model_post_init(self, context: Any, /) -> None:
+        """Check the members line up with their weights and seed the choice."""
         if not (len(self.names) == len(self.members) == len(self.weights)):
             raise ValueError("names, members and weights must have the same length")
         self._choice = WeightedChoice(self.weights, self.seed)

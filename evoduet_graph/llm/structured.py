@@ -571,10 +571,8 @@ def structured_call(
         fallbacks.append(f"repair: {reason}")
 
     # Stage 5: the typed default.
-    if isinstance(default, BaseModel):
-        value = default.model_copy(deep=True)  # callers may mutate it; keep theirs intact
-    else:
-        value = default()
+    # a model default is copied: callers may mutate it, keep theirs intact
+    value = default.model_copy(deep=True) if isinstance(default, BaseModel) else default()
     if not isinstance(value, schema):
         raise TypeError(f"default factory returned {type(value)!r}, not {schema.__name__}")
     return StructuredResult(value=value, method="default", fallbacks=fallbacks, raw=last_raw)

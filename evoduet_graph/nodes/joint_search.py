@@ -185,7 +185,7 @@ def _structured_answer(
     texts: list[str] = []
     while len(log.queries) < max_calls:
         searches = "\n".join(
-            f"- {json.dumps(q)}: {len(r)} result(s)" for q, r in zip(log.queries, log.results)
+            f"- {json.dumps(q)}: {len(r)} result(s)" for q, r in zip(log.queries, log.results, strict=True)
         )
         prompt = [
             *messages,
@@ -262,7 +262,7 @@ def record_searches(
                     results=[RoundResult(doc_id=d.doc_id, url=d.url, title=d.title) for d in docs],
                     retained=[d.doc_id for d in docs],
                 )
-                for n, (q, docs) in enumerate(zip(log.queries, log.results))
+                for n, (q, docs) in enumerate(zip(log.queries, log.results, strict=True))
             ],
             final_doc_ids=final,
             decision="joint-search",

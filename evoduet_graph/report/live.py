@@ -326,8 +326,10 @@ class JsonLines:
         self.stream = stream if stream is not None else sys.stdout
 
     def on_event(self, event: dict[str, Any]) -> None:
+        """Write one progress event."""
         self.write(event)
 
     def write(self, obj: dict[str, Any]) -> None:
+        """Write ``obj`` as one JSON line and flush."""
         self.stream.write(json.dumps(_jsonable(obj), default=str) + "\n")
         self.stream.flush()

@@ -65,6 +65,7 @@ class RunDirLock:
 
     @property
     def held(self) -> bool:
+        """Whether this process holds the lock."""
         return self._fd is not None
 
     def acquire(self) -> Self:

@@ -163,6 +163,7 @@ class Document(BaseModel):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def normalized_url(self) -> str:
+        """The URL normalised for de-duplication (`normalize_url`)."""
         return normalize_url(self.url)
 
 
@@ -200,9 +201,11 @@ class NoneSearcher:
     name = "none"
 
     def search(self, query: str, max_results: int) -> list[Document]:
+        """Return no documents."""
         return []
 
     def preflight(self) -> None:
+        """Refuse: this backend cannot retrieve."""
         raise SearchUnavailableError(
             "retrieval.backend is none: this run cannot retrieve. Set retrieval.backend to "
             "'offline' (local BM25 corpus), a web source such as 'tavily' or 'arxiv' (see "
