@@ -518,9 +518,9 @@ def run(
         on_event: callback for every live progress event (see `EventFn`).
         review: answers the graph's pauses for human review (``retrieval.review_queries``,
             ``gate.review``; see `evoduet_graph.nodes.review`): called with the pause's payload,
-            returns the resume value (None keeps the proposal). None: a pause ends the call with ``stop_reason``
-            starting with `REVIEW_PREFIX`; the run waits in its checkpoint (answer it with
-            `resume` and a ``review``, or in Studio).
+            returns the resume value (None keeps the proposal). None: a pause ends the call
+            with ``stop_reason`` starting with `REVIEW_PREFIX`; the run waits in its checkpoint
+            (answer it with `resume` and a ``review``, or in Studio).
 
     Returns:
         `RunResult` with the best program and the per-iteration history.
@@ -553,18 +553,7 @@ def run(
         cfg = cfg.with_overrides({"iterations": iterations})
     settings = apply_task_settings(task, cfg)  # idempotent: the CLI has applied it already
     cfg = settings.config
-    validate_setup(cfg)
-    check_document_sets(task, cfg)
-    if evaluator is None:
-        try:
-            check_toolchain(task)
-        except ToolchainError as exc:
-            raise TaskError(str(exc)) from None
-    if searcher is None:
-        with _index_progress(on_event):
-            searcher = make_checked_searcher(task, cfg)
-    elif can_retrieve(cfg):
-        preflight(searcher, cfg)
+    searcher = _check_setup(task, cfg, evaluator, searcher, on_event)
     model_name = cfg.llm.model if llm is None else type(llm).__name__
     rdir = Path(run_dir) if run_dir is not None else default_run_dir(task)
     check_run_dir(rdir, task)
@@ -581,10 +570,7 @@ def run(
     # directory exists: a failed start leaves nothing behind but the error.
     if llm is None:
         validate_model(cfg)
-    if evaluator is None:
-        evaluator = make_evaluator(task, cfg.evaluation)
-    if isinstance(evaluator, SandboxedEvaluator):  # candidates must not write the run
-        evaluator.protect(rdir)  # directory (DESIGN.md §5)
+    evaluator = _run_evaluator(task, cfg, evaluator, rdir)
     initial = None
     if not (rdir / layout.PROGRAMS).exists():  # a new run: check the initial program
         initial = check_initial_program(task, cfg, evaluator)
@@ -596,29 +582,11 @@ def run(
     role_llms = make_role_models(cfg.llm, llm, seed=cfg.seed)
     # loads embeddings: may fail on a bad config
     novelty = make_novelty_checker(cfg.novelty, python=task.lang.is_python)
-    if cfg.memory:  # a memory path that is not a store fails here, not mid-run
-        from evoduet_graph.search.memory import open_store
-
-        open_store(cfg.memory).conn.close()
+    _check_memory(cfg)
     rdir.mkdir(parents=True, exist_ok=True)
     rdir = rdir.resolve()
     acquire_lock(lock)
-    (rdir / layout.CONFIG).write_text(cfg.to_yaml(), encoding="utf-8")
-    task_sha = evaluator.task_sha256 if isinstance(evaluator, SandboxedEvaluator) else None
-    (rdir / layout.RUN_META).write_text(
-        json.dumps(
-            {
-                "task_dir": str(task.path),
-                "task_sha256": task_sha if isinstance(task_sha, str) else folder_digest(task.path),
-                "task_files": file_digests(task.path),
-                "thread_id": THREAD_ID,
-                **program_entry(task),
-                "config": cfg.model_dump(mode="json"),
-            },
-            indent=2,
-        ),
-        encoding="utf-8",
-    )
+    _write_run_files(rdir, task, cfg, evaluator)
     with lock, ExitStack() as stack:
         ctx = build_context(
             task,
@@ -650,18 +618,7 @@ def run(
         # writes saved) but whose checkpoint was not written yet has next=() and tasks
         # left to commit; starting a new invocation then would drop that step.
         resuming = bool(snapshot.next or snapshot.tasks)
-        ctx.events.emit(
-            "run_start",
-            task=task.name,
-            iterations=cfg.iterations,
-            model=model_name,
-            resumed=resuming or existing,
-            **(
-                {"roles": {r: role_config(cfg.llm, r).model for r in cfg.llm.roles}}
-                if cfg.llm.roles
-                else {}
-            ),
-        )
+        _emit_run_start(ctx, task, cfg, model_name, resumed=resuming or existing)
         _report_task(ctx, settings)
         for note in notes:
             ctx.events.emit("config_change", message=note)
@@ -669,30 +626,132 @@ def run(
         graph_input = None if resuming else {"max_iterations": cfg.iterations}
         if resuming and snapshot.values.get("max_iterations") != cfg.iterations:
             ctx.max_iterations = cfg.iterations  # applied by `record` at the iteration's end
-        while True:
-            _stream(graph, graph_input, thread, ctx, progress, on_event)
-            snapshot = graph.get_state(thread)
-            pending = _interrupts(snapshot)
-            if not pending:
-                break
-            if review is None:
-                # paused for a person: the checkpoint waits; Studio or a resume with a
-                # ``review`` callback answers it
-                ctx.events.emit("run_end", iterations=iterations_of(snapshot.values),
-                                waiting_for_review=pending[0])
-                result = _result(ctx, snapshot.values, rdir)
-                result.stop_reason = f"{REVIEW_PREFIX} ({pending[0].get('kind')})"
-                return result
-            answer = review(pending[0])
-            graph_input = Command(resume=True if answer is None else answer)
-        final = snapshot.values
-        ctx.events.emit(
-            "run_end",
-            iterations=iterations_of(final),
-            best_score=final.get("best_score"),
-            stop_reason=final.get("stop_reason"),
-        )
-        return _result(ctx, final, rdir)
+        return _drive(graph, graph_input, thread, ctx, rdir, progress, on_event, review)
+
+
+def _run_evaluator(
+    task: Task, cfg: EvoDuetConfig, evaluator: Evaluator | None, rdir: Path
+) -> Evaluator:
+    """``evaluator``, else the configured one; a sandboxed one protects ``rdir``."""
+    if evaluator is None:
+        evaluator = make_evaluator(task, cfg.evaluation)
+    if isinstance(evaluator, SandboxedEvaluator):  # candidates must not write the run
+        evaluator.protect(rdir)  # directory (DESIGN.md §5)
+    return evaluator
+
+
+def _check_memory(cfg: EvoDuetConfig) -> None:
+    """Open and close the memory store: a path that is not a store fails here, not mid-run."""
+    if cfg.memory:
+        from evoduet_graph.search.memory import open_store
+
+        open_store(cfg.memory).conn.close()
+
+
+def _check_setup(
+    task: Task,
+    cfg: EvoDuetConfig,
+    evaluator: Evaluator | None,
+    searcher: Searcher | None,
+    on_event: EventFn | None,
+) -> Searcher | None:
+    """Check the configuration, document sets, toolchain and search backend of a run.
+
+    Returns:
+        The search backend to use: ``searcher`` (preflighted when the gate can retrieve),
+        else the configured one (`make_checked_searcher`).
+    """
+    validate_setup(cfg)
+    check_document_sets(task, cfg)
+    if evaluator is None:
+        try:
+            check_toolchain(task)
+        except ToolchainError as exc:
+            raise TaskError(str(exc)) from None
+    if searcher is None:
+        with _index_progress(on_event):
+            return make_checked_searcher(task, cfg)
+    if can_retrieve(cfg):
+        preflight(searcher, cfg)
+    return searcher
+
+
+def _write_run_files(rdir: Path, task: Task, cfg: EvoDuetConfig, evaluator: Evaluator) -> None:
+    """Write the run's ``config.yaml`` and ``run.json`` (task digests, thread, config)."""
+    (rdir / layout.CONFIG).write_text(cfg.to_yaml(), encoding="utf-8")
+    task_sha = evaluator.task_sha256 if isinstance(evaluator, SandboxedEvaluator) else None
+    (rdir / layout.RUN_META).write_text(
+        json.dumps(
+            {
+                "task_dir": str(task.path),
+                "task_sha256": task_sha if isinstance(task_sha, str) else folder_digest(task.path),
+                "task_files": file_digests(task.path),
+                "thread_id": THREAD_ID,
+                **program_entry(task),
+                "config": cfg.model_dump(mode="json"),
+            },
+            indent=2,
+        ),
+        encoding="utf-8",
+    )
+
+
+def _emit_run_start(
+    ctx: Context, task: Task, cfg: EvoDuetConfig, model_name: str, *, resumed: bool
+) -> None:
+    """Write the ``run_start`` event (with the role models when roles are configured)."""
+    ctx.events.emit(
+        "run_start",
+        task=task.name,
+        iterations=cfg.iterations,
+        model=model_name,
+        resumed=resumed,
+        **(
+            {"roles": {r: role_config(cfg.llm, r).model for r in cfg.llm.roles}}
+            if cfg.llm.roles
+            else {}
+        ),
+    )
+
+
+def _drive(
+    graph: Any,
+    graph_input: Any,
+    thread: Any,
+    ctx: Context,
+    rdir: Path,
+    progress: ProgressFn | None,
+    on_event: EventFn | None,
+    review: ReviewFn | None,
+) -> RunResult:
+    """Stream the graph until it ends, answering review pauses with ``review``.
+
+    Without ``review``, a pause ends the call (``stop_reason`` starts with `REVIEW_PREFIX`).
+    """
+    while True:
+        _stream(graph, graph_input, thread, ctx, progress, on_event)
+        snapshot = graph.get_state(thread)
+        pending = _interrupts(snapshot)
+        if not pending:
+            break
+        if review is None:
+            # paused for a person: the checkpoint waits; Studio or a resume with a
+            # ``review`` callback answers it
+            ctx.events.emit("run_end", iterations=iterations_of(snapshot.values),
+                            waiting_for_review=pending[0])
+            result = _result(ctx, snapshot.values, rdir)
+            result.stop_reason = f"{REVIEW_PREFIX} ({pending[0].get('kind')})"
+            return result
+        answer = review(pending[0])
+        graph_input = Command(resume=True if answer is None else answer)
+    final = snapshot.values
+    ctx.events.emit(
+        "run_end",
+        iterations=iterations_of(final),
+        best_score=final.get("best_score"),
+        stop_reason=final.get("stop_reason"),
+    )
+    return _result(ctx, final, rdir)
 
 
 def _stream(

@@ -216,6 +216,78 @@ class _TaskMeta(BaseModel):
 _TASK_META_KEYS = frozenset(_TaskMeta.model_fields)
 
 
+def _task_language(
+    config_language: str | None, config_suffix: str | None, initial_path: Path | None
+) -> Language:
+    """The task's language: the config's ``language``, else its suffix, else the program's."""
+    if config_language:
+        return language_by_name(config_language)
+    if config_suffix:
+        return language_for_suffix(config_suffix)
+    if initial_path is not None:
+        return language_for_suffix(initial_path.suffix or ".py")
+    return language_by_name("python")
+
+
+def _timeout_s(meta: _TaskMeta, oe_config: dict[str, Any], folder: Path) -> float:
+    """Timeout: ``task.yaml`` > ``config.yaml`` ``evaluator.timeout`` > default."""
+    if meta.timeout_s is not None:
+        return meta.timeout_s
+    oe_timeout = _config_value(oe_config, ("evaluator", "timeout"), (int, float), folder)
+    if oe_timeout is None:
+        return DEFAULT_TIMEOUT_S
+    if oe_timeout <= 0:
+        raise TaskError(
+            f"{folder / OPENEVOLVE_CONFIG}: evaluator.timeout must be a positive number "
+            f"of seconds, got {oe_timeout!r}"
+        )
+    return float(oe_timeout)
+
+
+def _cascade(
+    oe_config: dict[str, Any], functions: set[str], kind: str, folder: Path, warnings: list[str]
+) -> tuple[bool, list[float]]:
+    """Cascade evaluation and its thresholds.
+
+    OpenEvolve enables cascade evaluation by default; it only applies with ``evaluate_stage1``
+    (a warning goes to ``warnings`` when the config asks for it explicitly without one).
+    """
+    cascade_flag = _config_value(oe_config, ("evaluator", "cascade_evaluation"), bool, folder)
+    cascade_flag = True if cascade_flag is None else cascade_flag
+    cascade = bool(cascade_flag and "evaluate_stage1" in functions)
+    thresholds_raw = _config_value(oe_config, ("evaluator", "cascade_thresholds"), list, folder)
+    if thresholds_raw is None:
+        thresholds = list(DEFAULT_CASCADE_THRESHOLDS)
+    else:
+        if not all(isinstance(t, int | float) and not isinstance(t, bool) for t in thresholds_raw):
+            raise TaskError(
+                f"{folder / OPENEVOLVE_CONFIG}: evaluator.cascade_thresholds must be a list of "
+                f"numbers, got {thresholds_raw!r}"
+            )
+        thresholds = [float(t) for t in thresholds_raw]
+    explicit_cascade = isinstance(oe_config.get("evaluator"), dict) and oe_config["evaluator"].get(
+        "cascade_evaluation"
+    )
+    if explicit_cascade and "evaluate_stage1" not in functions and kind == "python":
+        warnings.append(
+            f"{OPENEVOLVE_CONFIG}: evaluator.cascade_evaluation is true but {EVALUATOR} "
+            "defines no evaluate_stage1; evaluating directly with evaluate()"
+        )
+    return cascade, thresholds
+
+
+def _system_message(oe_config: dict[str, Any], folder: Path) -> str | None:
+    """The task's system message: ``prompt.system_message``, else ``llm.system_message``."""
+    system_message = _config_value(oe_config, ("prompt", "system_message"), str, folder)
+    if system_message is not None and system_message.strip() in _OE_TEMPLATE_NAMES:
+        system_message = None  # OpenEvolve's default: a template name, not a message
+    if system_message is None:  # OpenEvolve copies llm.system_message into every model
+        system_message = _config_value(oe_config, ("llm", "system_message"), str, folder)
+        if system_message is not None and system_message.strip() in _OE_TEMPLATE_NAMES:
+            system_message = None
+    return system_message
+
+
 def load_task(path: str | Path, program: str | Path | None = None) -> Task:
     """Load a task folder (OpenEvolve's or SkyDiscover's, unchanged, plus optional ``task.yaml``).
 
@@ -282,14 +354,7 @@ def load_task(path: str | Path, program: str | Path | None = None) -> Task:
     initial_path = _find_program(folder, program, config_suffix, config_language)
     layout, kind, evaluator_path, functions = _find_evaluator(folder)
 
-    if config_language:
-        lang = language_by_name(config_language)
-    elif config_suffix:
-        lang = language_for_suffix(config_suffix)
-    elif initial_path is not None:
-        lang = language_for_suffix(initial_path.suffix or ".py")
-    else:
-        lang = language_by_name("python")
+    lang = _task_language(config_language, config_suffix, initial_path)
     file_suffix = config_suffix or (
         initial_path.suffix if initial_path is not None and initial_path.suffix else lang.suffix
     )
@@ -313,51 +378,11 @@ def load_task(path: str | Path, program: str | Path | None = None) -> Task:
     if kind == "shell":
         warnings += _container_path_warnings(evaluator_path)
 
-    # Timeout: task.yaml > config.yaml evaluator.timeout > default.
-    timeout_s = meta.timeout_s
-    if timeout_s is None:
-        oe_timeout = _config_value(oe_config, ("evaluator", "timeout"), (int, float), folder)
-        if oe_timeout is not None:
-            if oe_timeout <= 0:
-                raise TaskError(
-                    f"{folder / OPENEVOLVE_CONFIG}: evaluator.timeout must be a positive number "
-                    f"of seconds, got {oe_timeout!r}"
-                )
-            timeout_s = float(oe_timeout)
-    if timeout_s is None:
-        timeout_s = DEFAULT_TIMEOUT_S
-
-    # Cascade: OpenEvolve enables it by default; it only applies with evaluate_stage1.
-    cascade_flag = _config_value(oe_config, ("evaluator", "cascade_evaluation"), bool, folder)
-    cascade_flag = True if cascade_flag is None else cascade_flag
-    cascade = bool(cascade_flag and "evaluate_stage1" in functions)
-    thresholds_raw = _config_value(oe_config, ("evaluator", "cascade_thresholds"), list, folder)
-    if thresholds_raw is None:
-        thresholds = list(DEFAULT_CASCADE_THRESHOLDS)
-    else:
-        if not all(isinstance(t, int | float) and not isinstance(t, bool) for t in thresholds_raw):
-            raise TaskError(
-                f"{folder / OPENEVOLVE_CONFIG}: evaluator.cascade_thresholds must be a list of "
-                f"numbers, got {thresholds_raw!r}"
-            )
-        thresholds = [float(t) for t in thresholds_raw]
-    explicit_cascade = isinstance(oe_config.get("evaluator"), dict) and oe_config["evaluator"].get(
-        "cascade_evaluation"
-    )
-    if explicit_cascade and "evaluate_stage1" not in functions and kind == "python":
-        warnings.append(
-            f"{OPENEVOLVE_CONFIG}: evaluator.cascade_evaluation is true but {EVALUATOR} "
-            "defines no evaluate_stage1; evaluating directly with evaluate()"
-        )
+    timeout_s = _timeout_s(meta, oe_config, folder)
+    cascade, thresholds = _cascade(oe_config, functions, kind, folder, warnings)
 
     name = meta.name or folder.name
-    system_message = _config_value(oe_config, ("prompt", "system_message"), str, folder)
-    if system_message is not None and system_message.strip() in _OE_TEMPLATE_NAMES:
-        system_message = None  # OpenEvolve's default: a template name, not a message
-    if system_message is None:  # OpenEvolve copies llm.system_message into every model
-        system_message = _config_value(oe_config, ("llm", "system_message"), str, folder)
-        if system_message is not None and system_message.strip() in _OE_TEMPLATE_NAMES:
-            system_message = None
+    system_message = _system_message(oe_config, folder)
     instruction = (
         (system_message or "").strip()
         or (meta.instruction or "").strip()

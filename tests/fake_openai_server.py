@@ -25,13 +25,13 @@ headers were read and when its answer was written, in the order of ``requests``
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
-import contextlib
 
 Fault = str
 Script = list[Fault] | Callable[[dict[str, Any]], Fault]

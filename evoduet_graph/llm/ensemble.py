@@ -107,7 +107,7 @@ class EnsembleChatModel(BaseChatModel):
         """Name of the member that answered this thread's latest call (None before any)."""
         return getattr(self._local, "last", None)
 
-    def pick(self) -> tuple[str, BaseChatModel]:
+    def pick_member(self) -> tuple[str, BaseChatModel]:
         """Draw the member for one call: ``(name, model)``."""
         index = self._choice.pick()
         self._local.last = self.names[index]
@@ -120,7 +120,7 @@ class EnsembleChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        name, member = self.pick()
+        name, member = self.pick_member()
         result = member._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
         for generation in result.generations:
             message = getattr(generation, "message", None)
@@ -130,13 +130,13 @@ class EnsembleChatModel(BaseChatModel):
         llm_output["ensemble_member"] = name
         return ChatResult(generations=result.generations, llm_output=llm_output)
 
-    def with_structured_output(  # type: ignore[override]
+    def with_structured_output(
         self, schema: Any, **kwargs: Any
     ) -> Runnable[Any, Any]:
         """Structured output from one member per call (the member's own implementation)."""
 
         def call(value: Any, config: RunnableConfig | None = None) -> Any:
-            _, member = self.pick()
+            _, member = self.pick_member()
             return member.with_structured_output(schema, **kwargs).invoke(value, config=config)
 
         return RunnableLambda(call)

@@ -74,6 +74,7 @@ from tenacity import (
     stop_after_delay,
     wait_exponential_jitter,
 )
+from tenacity.stop import stop_base
 
 from evoduet_graph.errors import EvoDuetError
 from evoduet_graph.llm.text import extract_json_object, message_text, strip_think
@@ -184,7 +185,7 @@ class RetryPolicy:
         """
         if self.retries <= 0:
             return fn()
-        stop = stop_after_attempt(self.retries + 1)
+        stop: stop_base = stop_after_attempt(self.retries + 1)
         if self.deadline_s is not None:
             stop = stop | stop_after_delay(self.deadline_s)
         retrying = Retrying(
@@ -442,6 +443,59 @@ def _unpack_structured(out: Any, schema: type[T]) -> tuple[T | None, str | None,
     return value, raw_text, reason
 
 
+def _provider_stages(
+    llm: BaseChatModel,
+    msgs: list[BaseMessage],
+    schema: type[T],
+    instruction: _LazyInstruction,
+    *,
+    config: RunnableConfig | None,
+    policy: RetryPolicy,
+    fallbacks: list[str],
+    fatal: Callable[[str, BaseException], LLMCallError],
+) -> tuple[StructuredResult[T] | None, str | None]:
+    """Stages 1-2 of `structured_call`: the provider's json_schema and json_mode outputs.
+
+    Returns:
+        The result when a stage produced a valid value (or one extracted from its raw text),
+        else None; and the last raw reply text seen. Each failed stage appends its reason to
+        ``fallbacks``.
+    """
+    last_raw: str | None = None
+    method: Literal["json_schema", "json_mode"]
+    for method in ("json_schema", "json_mode"):
+        stage_msgs = msgs if method == "json_schema" else [*msgs, instruction.message]
+        try:
+            runnable = llm.with_structured_output(schema, method=method, include_raw=True)
+        except Exception as exc:  # noqa: BLE001 - NotImplementedError, ValueError("unsupported")
+            fallbacks.append(f"{method}: not supported by the model ({_describe(exc)})")
+            continue
+        try:
+            out = policy.call(
+                lambda r=runnable, m=stage_msgs: r.invoke(m, config=config)  # type: ignore[misc]
+            )
+        except Exception as exc:
+            if is_transport_error(exc):
+                raise fatal(method, exc) from exc
+            fallbacks.append(f"{method}: call rejected ({_describe(exc)})")
+            continue
+        value, raw_text, reason = _unpack_structured(out, schema)
+        if raw_text is not None:
+            last_raw = raw_text
+        if value is not None:
+            result = StructuredResult(value=value, method=method, fallbacks=fallbacks, raw=raw_text)
+            return result, last_raw
+        fallbacks.append(f"{method}: {reason}")
+        if raw_text:
+            rescued, _ = _parse_text(raw_text, schema)
+            if rescued is not None:
+                result = StructuredResult(
+                    value=rescued, method="extraction", fallbacks=fallbacks, raw=raw_text
+                )
+                return result, last_raw
+    return None, last_raw
+
+
 def structured_call(
     llm: BaseChatModel,
     messages: Any,
@@ -484,7 +538,6 @@ def structured_call(
         )
     msgs = _as_messages(messages)
     fallbacks: list[str] = []
-    last_raw: str | None = None
     policy = retry or _NO_RETRY
 
     def fatal(stage: str, exc: BaseException) -> LLMCallError:
@@ -498,35 +551,12 @@ def structured_call(
     instruction = _LazyInstruction(schema)
 
     # Stages 1-2: the provider's own structured-output modes.
-    method: Literal["json_schema", "json_mode"]
-    for method in ("json_schema", "json_mode"):
-        stage_msgs = msgs if method == "json_schema" else [*msgs, instruction.message]
-        try:
-            runnable = llm.with_structured_output(schema, method=method, include_raw=True)
-        except Exception as exc:  # noqa: BLE001 - NotImplementedError, ValueError("unsupported")
-            fallbacks.append(f"{method}: not supported by the model ({_describe(exc)})")
-            continue
-        try:
-            out = policy.call(
-                lambda r=runnable, m=stage_msgs: r.invoke(m, config=config)  # type: ignore[misc]
-            )
-        except Exception as exc:
-            if is_transport_error(exc):
-                raise fatal(method, exc) from exc
-            fallbacks.append(f"{method}: call rejected ({_describe(exc)})")
-            continue
-        value, raw_text, reason = _unpack_structured(out, schema)
-        if raw_text is not None:
-            last_raw = raw_text
-        if value is not None:
-            return StructuredResult(value=value, method=method, fallbacks=fallbacks, raw=raw_text)
-        fallbacks.append(f"{method}: {reason}")
-        if raw_text:
-            rescued, _ = _parse_text(raw_text, schema)
-            if rescued is not None:
-                return StructuredResult(
-                    value=rescued, method="extraction", fallbacks=fallbacks, raw=raw_text
-                )
+    result, last_raw = _provider_stages(
+        llm, msgs, schema, instruction, config=config, policy=policy, fallbacks=fallbacks,
+        fatal=fatal,
+    )
+    if result is not None:
+        return result
 
     # Stage 3: plain call, tolerant extraction.
     extraction_msgs = [*msgs, instruction.message]

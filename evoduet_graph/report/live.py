@@ -196,6 +196,16 @@ class RunStatus:
 
     def lines(self) -> list[str]:
         """The status lines under the bar (plain text, one line each)."""
+        lines = [self._node_line()]
+        if self.rounds is not None or self.query:
+            lines.append(self._inner_line())
+        lines.append(self._best_line())
+        if self.index:
+            lines.append(self.index)
+        return lines
+
+    def _node_line(self) -> str:
+        """The current node, iteration and gate decision."""
         node = f"node: {self.node}"
         if self.iteration:
             node += f" (iteration {self.iteration})"
@@ -203,16 +213,21 @@ class RunStatus:
             node += f" · gate: {self.decision}"
             if self.gap:
                 node += f" — gap: {_short(self.gap, 120)}"
-        lines = [node]
-        if self.rounds is not None or self.query:
-            inner = "inner loop:"
-            if self.rounds is not None:
-                inner += f" round {int(finite_number(self.round)) + 1}/{self.rounds}"
-            if self.query:
-                inner += f" · query: “{_short(self.query, 80)}”"
-            if self.results is not None:
-                inner += f" · {self.results} results" + (" (cached)" if self.cached else "")
-            lines.append(inner)
+        return node
+
+    def _inner_line(self) -> str:
+        """The inner loop's round, query and results."""
+        inner = "inner loop:"
+        if self.rounds is not None:
+            inner += f" round {int(finite_number(self.round)) + 1}/{self.rounds}"
+        if self.query:
+            inner += f" · query: “{_short(self.query, 80)}”"
+        if self.results is not None:
+            inner += f" · {self.results} results" + (" (cached)" if self.cached else "")
+        return inner
+
+    def _best_line(self) -> str:
+        """The best score, NDG, LLM usage and failures so far."""
         best = "best: " + (f"{self.best:.6g}" if isinstance(self.best, int | float) else "n/a")
         if self.best_iteration is not None:
             best += f" (iteration {self.best_iteration})"
@@ -239,10 +254,7 @@ class RunStatus:
             )
         if self.node_errors:
             best += f" · node errors: {self.node_errors}"
-        lines.append(best)
-        if self.index:
-            lines.append(self.index)
-        return lines
+        return best
 
 
 class LiveDisplay:
