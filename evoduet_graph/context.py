@@ -89,6 +89,16 @@ class Context:
     memory: TaskMemory | None = None
     inflight: IterationPool | None = None
 
+    def require_search_db(self) -> SearchDatabase:
+        """The search database D_search, which every knowledge-layer node writes.
+
+        Raises:
+            RuntimeError: this context has none (built without the knowledge layer).
+        """
+        if self.search_db is None:
+            raise RuntimeError("the runtime context has no search database (search_db)")
+        return self.search_db
+
     def model_for(self, role: str) -> BaseChatModel:
         """The chat model of node ``role`` (``llm.roles``), else the run's model."""
         return self.role_llms.get(role, self.llm)

@@ -23,7 +23,13 @@ from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context, resolve_context
 from evoduet_graph.graphs.instrument import instrument
-from evoduet_graph.graphs.registry import INNER_NODES, UnknownNodeError, known_nodes_text
+from evoduet_graph.graphs.registry import (
+    END_NODE,
+    INNER_NODES,
+    NodeFn,
+    UnknownNodeError,
+    known_nodes_text,
+)
 from evoduet_graph.nodes.construct_query import construct_query
 from evoduet_graph.nodes.hypothetical_score import hypothetical_score
 from evoduet_graph.nodes.rerank import rerank
@@ -34,7 +40,7 @@ from evoduet_graph.state import InnerState
 __all__ = ["INNER_NODES", "build_inner_graph", "default_inner_nodes", "route_after_round"]
 
 
-def default_inner_nodes() -> dict[str, object]:
+def default_inner_nodes() -> dict[str, NodeFn]:
     """The inner node registry: name → node function."""
     return {
         "construct_query": construct_query,
@@ -47,7 +53,7 @@ def default_inner_nodes() -> dict[str, object]:
 
 def route_after_round(state: InnerState) -> Literal["construct_query", "__end__"]:
     """Another round while ``round < rounds``."""
-    return "construct_query" if state.get("round", 0) < state.get("rounds", 1) else END
+    return "construct_query" if state.get("round", 0) < state.get("rounds", 1) else END_NODE
 
 
 def route_after_search(
@@ -61,8 +67,8 @@ def route_after_search(
 
 
 def build_inner_graph(
-    nodes: Mapping[str, object] | None = None, *, instrumented: bool = True
-) -> StateGraph:
+    nodes: Mapping[str, NodeFn] | None = None, *, instrumented: bool = True
+) -> StateGraph[InnerState, Context, InnerState, InnerState]:
     """Build the uncompiled inner graph over `InnerState` with ``context_schema=Context``.
 
     Args:
@@ -83,7 +89,7 @@ def build_inner_graph(
         registry[name] = fn
     graph = StateGraph(InnerState, context_schema=Context)
     for name, fn in registry.items():
-        graph.add_node(name, instrument(name, fn) if instrumented else fn)  # type: ignore[arg-type]
+        graph.add_node(name, instrument(name, fn) if instrumented else fn)
     graph.add_edge(START, "construct_query")
     graph.add_edge("construct_query", "search")
     graph.add_conditional_edges("search", route_after_search, ["hypothetical_score", "rerank"])

@@ -28,7 +28,7 @@ Every node is wrapped by `bind_context`: a graph invoked with a task in its inpu
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
@@ -41,7 +41,7 @@ from langgraph.types import Send
 from evoduet_graph.context import Context
 from evoduet_graph.graphs.inner import build_inner_graph
 from evoduet_graph.graphs.instrument import instrument
-from evoduet_graph.graphs.registry import NodeFn, split_nodes
+from evoduet_graph.graphs.registry import END_NODE, NodeFn, split_nodes
 from evoduet_graph.graphs.studio_context import bind_context, input_settings, resolve_for_state
 from evoduet_graph.nodes.collect import collect
 from evoduet_graph.nodes.dispatch import make_dispatch
@@ -112,10 +112,10 @@ class OuterGraph(CompiledStateGraph):  # type: ignore[type-arg]
         return label_gate_edges(await super().aget_graph(config, xray=xray))
 
 
-class OuterStateGraph(StateGraph):  # type: ignore[type-arg]
+class OuterStateGraph(StateGraph[OuterState, Any, OuterInput, OuterState]):
     """`StateGraph` of the outer loop; ``compile()`` returns an `OuterGraph`."""
 
-    def compile(self, *args: Any, **kwargs: Any) -> OuterGraph:  # type: ignore[override]
+    def compile(self, *args: Any, **kwargs: Any) -> OuterGraph:
         """Compile the graph into an `OuterGraph`."""
         compiled = super().compile(*args, **kwargs)
         # the same construction as Pregel.copy, into the subclass
@@ -214,9 +214,9 @@ def route_after_record(
     if in_flight_limit(state, runtime) > 1:
         return "dispatch"
     if state.get("stop_reason"):
-        return END
+        return END_NODE
     if state["iteration"] >= state["max_iterations"]:
-        return END
+        return END_NODE
     return "select"
 
 
@@ -227,12 +227,12 @@ def route_after_initialize(
     return route_after_record(state, runtime)
 
 
-def route_after_dispatch(state: OuterState) -> str:
+def route_after_dispatch(state: OuterState) -> Literal["collect", "__end__"]:
     """``collect`` while an iteration is in flight, else the run ends."""
-    return "collect" if state.get("in_flight") else END
+    return "collect" if state.get("in_flight") else END_NODE
 
 
-def route_after_collect(state: OuterState) -> str:
+def route_after_collect(state: OuterState) -> Literal["record", "dispatch"]:
     """``record`` the iteration ``collect`` took.
 
     None (a resumed run whose iterations in flight were lost): back to ``dispatch``, which starts
@@ -241,9 +241,10 @@ def route_after_collect(state: OuterState) -> str:
     return "record" if state.get("collected") is not None else "dispatch"
 
 
-def _add_iteration_edges(graph: StateGraph) -> None:
+def _add_iteration_edges(graph: OuterStateGraph) -> None:
     """Gate → look_up | retrieve | generate ×N → evaluate: the body both graphs share."""
-    graph.add_conditional_edges("gate", route_after_gate, dict(GATE_EDGES))
+    path_map: dict[Hashable, str] = {decision: node for decision, node in GATE_EDGES.items()}
+    graph.add_conditional_edges("gate", route_after_gate, path_map)
     graph.add_conditional_edges("look_up", fan_out, ["generate"])
     graph.add_conditional_edges("retrieve", fan_out, ["generate"])
     graph.add_edge("generate", "evaluate")
@@ -251,7 +252,7 @@ def _add_iteration_edges(graph: StateGraph) -> None:
 
 def build_iteration_graph(
     nodes: Mapping[str, NodeFn], *, context_schema: type[Any] = Context
-) -> StateGraph:
+) -> OuterStateGraph:
     """The body of one iteration after ``select``.
 
     Gate → look_up | retrieve → generate ×N → evaluate → END, over `OuterState`; what each in-flight
@@ -275,7 +276,7 @@ def build_outer_graph(
     *,
     instrumented: bool = True,
     context_schema: type[Any] = Context,
-) -> StateGraph:
+) -> OuterStateGraph:
     """Build the uncompiled outer graph.
 
     Args:

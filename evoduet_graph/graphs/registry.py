@@ -11,9 +11,13 @@ Replacing ``retrieve`` replaces the whole inner loop (its nodes are then unused)
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from evoduet_graph.errors import UserError
+
+END_NODE: Literal["__end__"] = "__end__"
+"""LangGraph's ``END``, as the literal a router's return type names (LangGraph types ``END``
+as plain ``str``)."""
 
 NodeFn = Callable[..., Any]
 """A node: ``(state, runtime) -> dict | Command`` reading its dependencies from

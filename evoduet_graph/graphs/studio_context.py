@@ -367,5 +367,5 @@ def bind_context(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     # LangGraph finds a node's subgraph (retrieve's inner loop) in the closure of the function
     # ``__wrapped__`` names, one level deep: point it at the innermost node function
-    wrapped.__wrapped__ = inspect.unwrap(fn)  # type: ignore[attr-defined]
+    wrapped.__wrapped__ = inspect.unwrap(fn)
     return wrapped

@@ -17,6 +17,7 @@ Idempotent: a resumed run finds the record and does nothing.
 from __future__ import annotations
 
 from evoduet_graph.context import Context
+from evoduet_graph.search.base import Document
 from evoduet_graph.search.cache import cached_search
 from evoduet_graph.search.database import RoundLog, RoundResult, SearchRecord
 from evoduet_graph.search.fixed import grounding_source, load_documents
@@ -42,27 +43,31 @@ def ground(ctx: Context) -> str | None:
     retrieval = ctx.config.retrieval
     if retrieval.grounding == "none" or ctx.search_db is None:
         return None
-    if ctx.search_db.get_record(GROUNDING_RECORD) is not None:
+    db = ctx.search_db
+    if db.get_record(GROUNDING_RECORD) is not None:
         return GROUNDING_RECORD
     rounds: list[RoundLog] = []
     limit = retrieval.grounding_max_documents
     if retrieval.grounding == "offline":
         path = grounding_source(retrieval.grounding_documents, ctx.task.path)
-        stored = ctx.search_db.add_documents(load_documents(path, source="grounding")[:limit], 0)
+        stored = db.add_documents(load_documents(path, source="grounding")[:limit], 0)
     else:
         query = grounding_query(ctx)
-        outcome = cached_search(
-            ctx.searcher,
-            ctx.search_cache if retrieval.cache else None,
-            query,
-            limit,
-            retries=retrieval.search_retries,
-            timeout_s=retrieval.search_timeout_s,
-        )
-        docs, error = outcome.documents, outcome.error
+        docs: list[Document] = []
+        error: str | None = "no search backend in the runtime context"
+        if ctx.searcher is not None:
+            outcome = cached_search(
+                ctx.searcher,
+                ctx.search_cache if retrieval.cache else None,
+                query,
+                limit,
+                retries=retrieval.search_retries,
+                timeout_s=retrieval.search_timeout_s,
+            )
+            docs, error = outcome.documents, outcome.error
         if error:
             ctx.events.emit("search_error", iteration=0, query=query, error=error[:500])
-        stored = ctx.search_db.add_documents(docs[:limit], 0)
+        stored = db.add_documents(docs[:limit], 0)
         ctx.events.emit(
             "search",
             iteration=0,
@@ -82,7 +87,7 @@ def ground(ctx: Context) -> str | None:
             )
         )
     initial = ctx.store.get_program("initial")
-    ctx.search_db.add_record(
+    db.add_record(
         SearchRecord(
             record_id=GROUNDING_RECORD,
             iteration=0,

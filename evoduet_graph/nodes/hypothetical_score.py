@@ -47,7 +47,7 @@ def _stored_knowledge(ctx: Context, record_id: str, round_: int) -> KnowledgeSta
     The knowledge state stored with this loop round's predictions (a re-run after a kill
     continues from the state the killed run's reply gave), else None.
     """
-    for prediction in reversed(ctx.search_db.predictions(record_id=record_id)):
+    for prediction in reversed(ctx.require_search_db().predictions(record_id=record_id)):
         if prediction.round == round_ and prediction.knowledge_state:
             return cast(KnowledgeState, dict(prediction.knowledge_state))
     return None
@@ -63,7 +63,7 @@ def hypothetical_score(state: InnerState, runtime: Runtime[Context]) -> dict[str
     iteration = int(state.get("iteration", 0))
     round_ = int(state.get("round", 0))
     record_id = loop_record_id(state)
-    stored = ctx.search_db.loop_scores(record_id)  # a resumed loop keeps what it scored
+    stored = ctx.require_search_db().loop_scores(record_id)  # a resumed loop keeps what it scored
     pool = [
         DocumentRef(**{**d, "predicted_score": stored.get(d["id"], d.get("predicted_score"))})
         for d in state.get("pool", [])
@@ -81,7 +81,7 @@ def hypothetical_score(state: InnerState, runtime: Runtime[Context]) -> dict[str
         knowledge=knowledge_text(state.get("knowledge_state")),
         documents=documents_text(
             unscored,
-            {d["id"]: ctx.search_db.document_text(d["id"]) for d in unscored},
+            {d["id"]: ctx.require_search_db().document_text(d["id"]) for d in unscored},
             ctx.config.prompt.max_document_chars // 2,
         ),
     )
@@ -120,7 +120,7 @@ def hypothetical_score(state: InnerState, runtime: Runtime[Context]) -> dict[str
     for doc in pool:
         score = predicted.get(doc["id"])
         if doc.get("predicted_score") is None and score is not None:
-            ctx.search_db.add_prediction(
+            ctx.require_search_db().add_prediction(
                 Prediction(
                     record_id=record_id,
                     doc_id=doc["id"],

@@ -124,7 +124,7 @@ def run_search(ctx: Context, log: JointSearchLog, query: str, iteration: int) ->
     if error:
         log.errors.append(f"{query!r}: {error}")
         ctx.events.emit("search_error", iteration=iteration, query=query, error=error[:500])
-    stored = ctx.search_db.add_documents(docs, iteration)
+    stored = ctx.require_search_db().add_documents(docs, iteration)
     ctx.events.emit(
         "search",
         iteration=iteration,
@@ -249,7 +249,7 @@ def record_searches(
     """Write the candidate's joint-search record (one round per search) to D_search."""
     parent = ctx.store.get_program(parent_id)
     final = list(dict.fromkeys(d.doc_id for docs in log.results for d in docs))
-    ctx.search_db.add_record(
+    ctx.require_search_db().add_record(
         SearchRecord(
             record_id=f"jnt_{iteration:06d}_c{index}",
             iteration=iteration,

@@ -25,12 +25,13 @@ def look_up(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     iteration = state["iteration"]
     parent = ctx.store.get_program(state["parent_id"] or "")
+    db = ctx.require_search_db()
     docs = []
     for doc_id in state.get("gate_document_ids", []):
-        if not ctx.search_db.has_document(doc_id):
+        stored = db.get_document(doc_id)
+        if stored is None:  # not in the database
             continue
-        stored = ctx.search_db.get_document(doc_id)
-        prediction = ctx.search_db.prediction_for(doc_id, parent.id)
+        prediction = db.prediction_for(doc_id, parent.id)
         docs.append(
             DocumentRef(
                 id=stored.doc_id,
@@ -40,7 +41,7 @@ def look_up(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
             )
         )
     record_id = record_id_for("lku", iteration)
-    ctx.search_db.add_record(
+    db.add_record(
         SearchRecord(
             record_id=record_id,
             iteration=iteration,

@@ -14,7 +14,7 @@ live in `evoduet_graph.nodes.stop_rules`, shared with ``initialize``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from langgraph.runtime import Runtime
 
@@ -139,7 +139,8 @@ def record(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
         )
         update["consecutive_failures"] = 0
         best_score = state["best_score"]
-        if best_score is None or best["score"] > best_score:
+        # an evaluated, valid candidate always carries its score
+        if best_score is None or cast(float, best["score"]) > best_score:
             update.update(
                 best_id=best["id"],
                 best_score=best["score"],

@@ -57,7 +57,7 @@ def rerank(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
         knowledge=knowledge_text(state.get("knowledge_state")),
         documents=documents_text(
             pool,
-            {d["id"]: ctx.search_db.document_text(d["id"]) for d in pool},
+            {d["id"]: ctx.require_search_db().document_text(d["id"]) for d in pool},
             retrieval.rerank_max_document_chars,
         ),
     )

@@ -53,7 +53,7 @@ def round_log(log: RoundLog) -> SearchRoundLog:
     )
 
 
-def make_retrieve(inner: CompiledStateGraph) -> Any:
+def make_retrieve(inner: CompiledStateGraph[InnerState, Context, InnerState, InnerState]) -> Any:
     """Build the ``retrieve`` node around a compiled inner graph."""
 
     def retrieve(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -82,7 +82,7 @@ def make_retrieve(inner: CompiledStateGraph) -> Any:
         )
         out = inner.invoke(inner_input, context=ctx)
         retained = list(out.get("retained", []))
-        ctx.search_db.add_record(
+        ctx.require_search_db().add_record(
             SearchRecord(
                 record_id=record_id,
                 iteration=iteration,

@@ -30,7 +30,7 @@ A resume value of the wrong shape is refused: the node pauses again with the sam
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from langgraph.types import interrupt
 
@@ -39,6 +39,8 @@ from evoduet_graph.errors import UserError
 from evoduet_graph.rundir.events import read_events
 
 DECISIONS = ("no-op", "look-up", "retrieve")
+P = TypeVar("P")  # what a review pause proposes
+R = TypeVar("R")  # the parsed answer
 
 
 class ReviewError(UserError, ValueError):
@@ -70,16 +72,16 @@ def _ask(
     kind: str,
     iteration: int,
     round_: int | None,
-    propose: Callable[[], Any],
-    payload: Callable[[Any], dict[str, Any]],
-    parse: Callable[[Any, Any], Any],
-) -> tuple[Any, Any]:
+    propose: Callable[[], P],
+    payload: Callable[[P], dict[str, Any]],
+    parse: Callable[[Any, P], R],
+) -> tuple[P, R]:
     """Ask the reviewer about the proposal until its answer parses.
 
     ``(proposal, parsed answer)``: the proposal (made once, see the module docstring) and
     the reviewer's answer to it, asked again (with ``error``) until it parses.
     """
-    proposal = _pending(ctx, kind, iteration, round_)
+    proposal: P | None = _pending(ctx, kind, iteration, round_)  # a replay's proposal
     if proposal is None:
         proposal = propose()
         ctx.events.emit(

@@ -50,7 +50,7 @@ def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
         history = [q for q in state.get("query_history", []) if q not in proposed]
         reviewed = {"queries": queries, "query_history": history + queries}
     returned: dict[str, None] = {}
-    scored = ctx.search_db.loop_scores(loop_record_id(state))
+    scored = ctx.require_search_db().loop_scores(loop_record_id(state))
     for query in queries:
         outcome = search_query(ctx, query)
         docs, error = outcome.documents, outcome.error
@@ -59,7 +59,7 @@ def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
             ctx.events.emit(
                 "search_error", iteration=state.get("iteration"), query=query, error=error[:500]
             )
-        stored = ctx.search_db.add_documents(docs, state.get("iteration", 0))
+        stored = ctx.require_search_db().add_documents(docs, state.get("iteration", 0))
         emit(
             ctx,
             runtime,
