@@ -18,9 +18,10 @@ Public API::
 
 from typing import Any
 
-from evoduet_graph.api import RunError, RunResult, build_context, build_graph, resume, run
+from evoduet_graph.api import RunResult, build_context, build_graph, resume, run
 from evoduet_graph.config import ConfigError, EvoDuetConfig, load_config
 from evoduet_graph.context import Context
+from evoduet_graph.errors import RunError
 from evoduet_graph.task import Task, TaskError, load_task
 
 __all__ = [

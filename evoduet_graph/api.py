@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.graph import StateGraph
 from langgraph.types import Command
 from pydantic import ValidationError
 
@@ -39,7 +39,7 @@ from evoduet_graph.errors import RunError
 from evoduet_graph.evaluation import Evaluator, make_evaluator
 from evoduet_graph.evaluation.base import SandboxedEvaluator
 from evoduet_graph.evaluation.integrity import file_digests, folder_digest
-from evoduet_graph.graphs.outer import NodeFn, build_outer_graph
+from evoduet_graph.graphs.outer import NodeFn, OuterStateGraph, build_outer_graph
 from evoduet_graph.graphs.registry import split_nodes
 from evoduet_graph.llm.roles import make_role_models, role_config
 from evoduet_graph.llm.usage import UsageTracker
@@ -111,7 +111,7 @@ class RunResult:
     run_dir: Path | None = None
 
 
-def build_graph(nodes: dict[str, NodeFn] | None = None) -> StateGraph:
+def build_graph(nodes: dict[str, NodeFn] | None = None) -> OuterStateGraph:
     """The uncompiled outer graph; see `evoduet_graph.graphs.outer.build_outer_graph`.
 
     Args:
@@ -490,7 +490,7 @@ def run(
     *,
     llm: BaseChatModel | None = None,
     evaluator: Evaluator | None = None,
-    checkpointer: BaseCheckpointSaver | None = None,
+    checkpointer: BaseCheckpointSaver[Any] | None = None,
     run_dir: str | Path | None = None,
     iterations: int | None = None,
     progress: ProgressFn | None = None,
@@ -599,7 +599,7 @@ def run(
             role_llms=role_llms,
         )
         stack.callback(ctx.store.close)
-        stack.callback(lambda: ctx.inflight is not None and ctx.inflight.close())
+        stack.callback(_close_inflight, ctx)
         if ctx.search_cache is not None:
             stack.callback(ctx.search_cache.close)
         if initial is not None:
@@ -608,7 +608,7 @@ def run(
             checkpointer = open_checkpointer(rdir / layout.CHECKPOINTS)
             stack.callback(checkpointer.conn.close)
         graph = build_outer_graph(nodes).compile(checkpointer=checkpointer)
-        thread = {
+        thread: RunnableConfig = {
             "configurable": {"thread_id": THREAD_ID},
             "recursion_limit": 20 * cfg.iterations + 100,
             "max_concurrency": graph_concurrency(cfg),
@@ -627,6 +627,12 @@ def run(
         if resuming and snapshot.values.get("max_iterations") != cfg.iterations:
             ctx.max_iterations = cfg.iterations  # applied by `record` at the iteration's end
         return _drive(graph, graph_input, thread, ctx, rdir, progress, on_event, review)
+
+
+def _close_inflight(ctx: Context) -> None:
+    """Close the iterations in flight, if any were started."""
+    if ctx.inflight is not None:
+        ctx.inflight.close()
 
 
 def _run_evaluator(

@@ -793,7 +793,7 @@ def bench_cmd(
         )
         start = time.perf_counter()
         result = run_bench(settings, log=lambda msg: console.print(msg, markup=False))
-    except (ValueError, *_user_errors()) as exc:
+    except (ValueError, UserError) as exc:
         _fail(str(exc))
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]: run the same command again to resume")

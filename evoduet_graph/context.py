@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
@@ -157,4 +157,5 @@ def resolve_context(value: Any) -> Context | None:
     if value is None or isinstance(value, Context):
         return value
     resolve = getattr(value, "resolve", None)
-    return resolve() if callable(resolve) else value
+    # a lazy factory's ``resolve()`` returns the `Context` it builds
+    return cast("Context | None", resolve() if callable(resolve) else value)

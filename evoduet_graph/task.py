@@ -278,7 +278,7 @@ def _cascade(
 
 def _system_message(oe_config: dict[str, Any], folder: Path) -> str | None:
     """The task's system message: ``prompt.system_message``, else ``llm.system_message``."""
-    system_message = _config_value(oe_config, ("prompt", "system_message"), str, folder)
+    system_message: str | None = _config_value(oe_config, ("prompt", "system_message"), str, folder)
     if system_message is not None and system_message.strip() in _OE_TEMPLATE_NAMES:
         system_message = None  # OpenEvolve's default: a template name, not a message
     if system_message is None:  # OpenEvolve copies llm.system_message into every model

@@ -236,7 +236,7 @@ def total_wall(sessions: list[Session], stamps: Iterable[float] = ()) -> float |
 
 
 def iteration_points(
-    curve: list[float],
+    curve: list[float | None],
     calls_by_it: dict[int, int],
     tokens_by_it: dict[int, int],
     sessions: list[Session],

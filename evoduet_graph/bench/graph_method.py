@@ -188,7 +188,8 @@ def graph_outcome(
     events = list(read_events(run_dir / layout.EVENTS))
     stamps: dict[int, float] = {}
     for ev in events:
-        it = ev.get("iteration") if isinstance(ev.get("iteration"), int) else 0
+        raw_it = ev.get("iteration")
+        it = raw_it if isinstance(raw_it, int) else 0
         is_record = ev.get("event") == "node" and ev.get("node") == "record"
         if is_record and isinstance(ev.get("time"), int | float):
             stamps[it] = float(ev["time"])

@@ -451,7 +451,8 @@ def read_trace(trace_path: str | Path) -> list[OpenEvolveRecord]:
     latest: dict[int, OpenEvolveRecord] = {}
     records: list[OpenEvolveRecord] = []
     for obj in iter_jsonl(trace_path):
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        raw_meta = obj.get("metadata")
+        meta = raw_meta if isinstance(raw_meta, dict) else {}
         records.append(
             OpenEvolveRecord(
                 iteration=int(obj.get("iteration", 0)),

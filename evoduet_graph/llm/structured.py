@@ -62,10 +62,10 @@ from langchain_core.exceptions import (
     ModelRateLimitError,
     ModelTimeoutError,
 )
-from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, convert_to_messages
 from langchain_core.prompt_values import PromptValue
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig
 from pydantic import BaseModel, ValidationError
 from tenacity import (
     Retrying,
@@ -313,7 +313,7 @@ def _as_messages(messages: Any) -> list[BaseMessage]:
 
 
 def invoke_text(
-    llm: BaseChatModel,
+    llm: Runnable[LanguageModelInput, BaseMessage],
     messages: Any,
     config: RunnableConfig | None = None,
     *,
@@ -322,7 +322,7 @@ def invoke_text(
     """Call a chat model and return its reply text without ``<think>`` blocks.
 
     Args:
-        llm: any LangChain chat model.
+        llm: any LangChain chat model (or one with tools bound: ``bind_tools``).
         messages: a prompt string, a `PromptValue`, or a sequence of messages (anything
             ``convert_to_messages`` accepts).
         config: passed to ``llm.invoke`` (callbacks such as `UsageTracker`, tags, metadata).

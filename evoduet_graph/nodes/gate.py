@@ -71,7 +71,8 @@ def gate_prompt(state: OuterState, ctx: Context) -> str:
     knowledge state.
     """
     parent_id = state["parent_id"] or ""
-    unresolved = (state.get("knowledge_state") or {}).get("unresolved")
+    knowledge = state.get("knowledge_state")
+    unresolved = knowledge.get("unresolved") if knowledge else None
     return render(
         "gate",
         context=context_text(ctx, parent_id, state.get("iteration", 0)),

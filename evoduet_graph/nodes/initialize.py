@@ -115,10 +115,11 @@ def initialize(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
     reason = budget_stop(ctx, state.get("iteration", 0), report=False)  # a resumed run that
     if reason:  # already spent its budget stops at once
         update["stop_reason"] = reason
-    if state.get("best_id") is not None:
+    best_id = state.get("best_id")
+    if best_id is not None:
         # a resumed run whose best already meets the target
         if ctx.config.stop_at_score is not None and not update.get("stop_reason"):
-            reason = target_reached(ctx, ctx.store.get_program(state["best_id"]).metrics)
+            reason = target_reached(ctx, ctx.store.get_program(best_id).metrics)
             if reason:
                 update["stop_reason"] = reason
         return update

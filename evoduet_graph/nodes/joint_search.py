@@ -115,7 +115,7 @@ def run_search(ctx: Context, log: JointSearchLog, query: str, iteration: int) ->
     retrieval = ctx.config.retrieval
     query = " ".join(query.split())[: retrieval.max_query_chars]
     if ctx.searcher is None:
-        error = "no search backend in the runtime context"
+        error: str | None = "no search backend in the runtime context"
         docs: list[Any] = []
         cached = False
     else:

@@ -172,7 +172,7 @@ class EventLog:
             ValueError: ``event`` is not in the catalogue `EVENTS` (or lacks a listed field).
         """
         check_event(event, fields)
-        record = _jsonable({"event": event, "time": round(time.time(), 3), **fields})
+        record: dict[str, Any] = _jsonable({"event": event, "time": round(time.time(), 3), **fields})
         line = json.dumps(record, default=str)
         with self._lock:
             if self.path is None:

@@ -71,5 +71,5 @@ def scaffold_for(ctx: Context) -> Scaffold:
     ``ctx.scaffold`` when one was injected, else the one ``ctx.config.scaffold`` names.
     """
     if ctx.scaffold is not None:
-        return ctx.scaffold  # type: ignore[no-any-return]
+        return ctx.scaffold
     return make_scaffold(ctx.config.scaffold)

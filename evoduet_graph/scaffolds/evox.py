@@ -312,7 +312,7 @@ def revise(
             ctx.model_for("revise_strategy"),
             strategy_prompt(state, ctx, iteration, current, history, stale),
             StrategyOutput,
-            default=lambda: StrategyOutput(parent_rule=current["parent_rule"]),  # type: ignore[arg-type]
+            default=lambda: StrategyOutput(parent_rule=current["parent_rule"]),
             config=ctx.llm_config("revise_strategy", iteration=iteration, role="revise_strategy"),
             retry=ctx.llm_retry("revise_strategy"),
         )

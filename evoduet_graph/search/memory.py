@@ -25,9 +25,12 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.store.base import BaseStore
+
+if TYPE_CHECKING:
+    from langgraph.store.sqlite import SqliteStore
 
 from evoduet_graph.config import ConfigError
 from evoduet_graph.search.base import Document, normalize_url
@@ -44,7 +47,7 @@ MEMORY_PREFIX = "mem_"
 """Record ids of outcomes recalled from memory (``mem_000001``)."""
 
 
-def open_store(path: str | Path) -> BaseStore:
+def open_store(path: str | Path) -> SqliteStore:
     """The SQLite store at ``path`` (created with its tables when missing).
 
     Raises:
