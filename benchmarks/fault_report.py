@@ -1,4 +1,4 @@
-"""Fault-injection report: every listed fault injected, counted and checked for lost programs.
+r"""Fault-injection report: every listed fault injected, counted and checked for lost programs.
 
 Fault-injection report: inject every fault the reliability issue lists, count the injections,
 record the outcome (survived / clear error), and check that no program is lost.
@@ -18,8 +18,8 @@ Outcomes:
 
 Run from the repository root (takes a few minutes on 2 cores)::
 
-    .venv/bin/python benchmarks/fault_report.py [--out benchmarks/fault_report.md] [--kill-points 100]
-        [--evaluator sandbox|inprocess]
+    .venv/bin/python benchmarks/fault_report.py [--out benchmarks/fault_report.md] \
+        [--kill-points 100] [--evaluator sandbox|inprocess]
 
 The kill & resume runs evaluate with the real sandbox by default (``--evaluator``, as in
 ``kill_soak.py``).

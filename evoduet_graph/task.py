@@ -455,7 +455,8 @@ def _find_program(
     )
     if len(found) > 1:
         raise TaskError(
-            f"task folder {folder} has several initial programs ({', '.join(p.name for p in found)}); "
+            f"task folder {folder} has several initial programs "
+            f"({', '.join(p.name for p in found)}); "
             "name the one to evolve with --program FILE or `file_suffix:` in config.yaml"
         )
     return found[0] if found else None

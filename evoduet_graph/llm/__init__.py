@@ -2,7 +2,8 @@
 
 * `make_chat_model` — ``LLMConfig`` → ``BaseChatModel`` (``local`` or ``openai:<model>``, or a
   weighted ensemble of them from ``llm.models``);
-* `EnsembleChatModel`, `WeightedChoice` — the seeded weighted ensemble (`evoduet_graph.llm.ensemble`);
+* `EnsembleChatModel`, `WeightedChoice` — the seeded weighted ensemble
+  (`evoduet_graph.llm.ensemble`);
 * `structured_call` — typed output with the json_schema → json_mode → extraction → repair →
   default chain; `invoke_text` — plain text call; both raise `LLMCallError` for transport
   failures;

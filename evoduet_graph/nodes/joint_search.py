@@ -23,8 +23,8 @@ and does not declare ``native_tool_calling = False``; else ``structured``.
 Each returned document is shown with at most ``joint_search.max_result_chars`` / (max_calls ×
 results_per_query) characters, so one mutation call sees no more document text than the
 method's evidence block (a real run on the embedded model overflowed its 8192-token context
-with uncapped results). Every search is recorded exactly as the method's: a ``search`` event (query, URLs, document
-ids), the documents in D_search, and one record per candidate (``jnt_<iteration>_c<index>``,
+with uncapped results). Every search is recorded exactly as the method's: a ``search`` event
+(query, URLs, document ids), the documents in D_search, and one record per candidate (``jnt_<iteration>_c<index>``,
 decision ``joint-search``, one round per search with its query and results), so queries,
 distinct URLs and the repeated-URL share are measured the same way for both (the paper's
 88.1% vs 62.4% comparison); ``record`` credits each candidate's record with that candidate's

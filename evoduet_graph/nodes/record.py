@@ -6,8 +6,9 @@ best (``best_program.py`` / ``best_program.json`` in the run directory), credits
 realised Δ to the search-database record whose evidence fed the iteration, and the failure counter
 that stops a run whose every iteration fails (``max_consecutive_failures``). An iteration whose
 candidates were all rejected as duplicates before evaluation
-(`evoduet_graph.candidates.novelty`) leaves that counter as it was: nothing failed (the same children, evaluated, would have been valid
-copies and reset it), but nothing new was found either. A second counter stops a run whose
+(`evoduet_graph.candidates.novelty`) leaves that counter as it was: nothing failed (the same
+children, evaluated, would have been valid copies and reset it), but nothing new was found
+either. A second counter stops a run whose
 model endpoint does not answer (``max_consecutive_model_failures``). The stop rules themselves
 live in `evoduet_graph.nodes.stop_rules`, shared with ``initialize``.
 """
