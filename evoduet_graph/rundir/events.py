@@ -97,6 +97,9 @@ EVENTS: dict[str, EventSpec] = {
     "grounding": EventSpec("D_search seeded before iteration 1"),
     "joint_search": EventSpec("searches the generating model made itself"),
     "impact": EventSpec("a realised Δ credited to a D_search record"),
+    "inflight_lost": EventSpec(
+        "iterations in flight at a kill, started again (``iterations``)", {"iterations": list}
+    ),
     # candidates and evaluation
     "novelty_rejected": EventSpec(
         "a child rejected as a near-copy before evaluation", {"candidate_id": str}, stream=True
