@@ -28,6 +28,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from evoduet_graph.report_calls import call_figures, call_table
 from evoduet_graph.search.database import SearchDatabase
 from evoduet_graph.store import ProgramStore
 
@@ -798,6 +799,7 @@ def run_summary(run_dir: str | Path) -> dict[str, Any]:
             rdir, events, starts[-1].get("model") if starts else None, llm["total"]
         ),
         "llm": llm,
+        "llm_calls": call_figures(events),
         "llm_models": _model_figures(events, rdir, starts[-1].get("model") if starts else None),
         "wall_time": wall_time,
         "failures": _failure_figures(programs, events),
@@ -851,6 +853,25 @@ def _images(plots: dict[str, str] | None, *names: str) -> list[str]:
         if link:
             out += [f"![{PLOT_TITLES.get(name, name)}]({link})", ""]
     return out
+
+
+def _calls_section(figures: dict[str, Any] | None) -> list[str]:
+    """``## Model calls per node`` (`evoduet_graph.report_calls`), when the run has
+    ``llm_call`` events."""
+    if not figures or not figures["by_node"]:
+        return []
+    headers, rows = call_table(figures)
+    return [
+        "## Model calls per node: prompt cache and model time",
+        "",
+        (
+            "Cached: prompt tokens the model did not evaluate again (the embedded model reuses "
+            "the prefix its context already holds; hosted models report their prompt-cache hits)."
+        ),
+        "",
+        _table(headers, rows),
+        "",
+    ]
 
 
 def _model_section(models: dict[str, dict[str, float]]) -> list[str]:
@@ -1047,6 +1068,7 @@ def report_markdown(
             ],
         ),
         "",
+        *_calls_section(s.get("llm_calls")),
         *_images(plots, "llm"),
         *_model_section(s.get("llm_models") or {}),
         *_cost_section(s["cost"], llm["total"]),

@@ -342,6 +342,71 @@ def _load_llama(model_path: str, n_ctx: int, n_threads: int) -> _Loaded:
 
 
 # --------------------------------------------------------------------------------------------
+# One measured completion: prompt tokens reused from the context, prompt-evaluation and decode time
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompletionTiming:
+    """What one llama.cpp completion cost (issue 17 item 1).
+
+    Attributes:
+        reused_tokens: prompt tokens llama.cpp did not evaluate because the context already
+            held them: the longest common prefix of the new prompt with the tokens the previous
+            call left in the context (``Llama.generate`` keeps that prefix; a prompt that is
+            entirely a prefix re-evaluates its last token to get fresh logits).
+        prompt_eval_s: seconds spent evaluating the rest of the prompt (llama.cpp's own
+            ``t_p_eval`` perf counter).
+        decode_s: seconds after the prompt: token-by-token decoding, sampling and the JSON
+            grammar (the call's compute time minus ``prompt_eval_s``).
+    """
+
+    reused_tokens: int
+    prompt_eval_s: float
+    decode_s: float
+
+
+def common_prefix_length(before: Sequence[int], prompt: Sequence[int]) -> int:
+    """Tokens of ``prompt`` that llama.cpp reuses from a context holding ``before``."""
+    n = 0
+    for a, b in zip(before, prompt, strict=False):
+        if a != b:
+            break
+        n += 1
+    return n - 1 if n >= len(prompt) > 0 else n
+
+
+def measured_completion(
+    llama: Any, messages: list[dict[str, str]], params: dict[str, Any]
+) -> tuple[dict[str, Any], CompletionTiming]:
+    """``llama.create_chat_completion`` with its `CompletionTiming` (call it under the lock).
+
+    The context's tokens before the call are compared with the prompt's tokens after it
+    (`common_prefix_length`); llama.cpp's perf counters are reset before the call and read
+    after it. Reading them costs microseconds; a binding without them gives 0 s prompt time.
+    """
+    import llama_cpp
+
+    before = list(llama.input_ids)
+    ctx = getattr(getattr(llama, "_ctx", None), "ctx", None)
+    perf = ctx is not None and hasattr(llama_cpp, "llama_perf_context")
+    if perf:
+        llama_cpp.llama_perf_context_reset(ctx)
+    started = time.perf_counter()
+    response = llama.create_chat_completion(messages=messages, **params)
+    compute = time.perf_counter() - started
+    prompt_eval = llama_cpp.llama_perf_context(ctx).t_p_eval_ms / 1000.0 if perf else 0.0
+    prompt_tokens = int((response.get("usage") or {}).get("prompt_tokens", 0))
+    reused = common_prefix_length(before, list(llama.input_ids[:prompt_tokens]))
+    timing = CompletionTiming(
+        reused_tokens=max(0, reused),
+        prompt_eval_s=min(prompt_eval, compute),
+        decode_s=max(0.0, compute - prompt_eval),
+    )
+    return response, timing
+
+
+# --------------------------------------------------------------------------------------------
 # The chat model
 # --------------------------------------------------------------------------------------------
 
@@ -381,7 +446,10 @@ class LocalChatModel(BaseChatModel):
 
     Calls are serialised per loaded model (llama.cpp is not thread-safe); threads generating
     candidates in parallel queue up. Every reply carries ``usage_metadata`` (input/output
-    tokens) and ``response_metadata`` (``model_name``, ``finish_reason``, ``latency_s``).
+    tokens; ``input_token_details.cache_read``: prompt tokens reused from the context, the
+    field LangChain's OpenAI models fill from ``prompt_tokens_details.cached_tokens``) and
+    ``response_metadata`` (``model_name``, ``finish_reason``, ``latency_s``, ``lock_wait_s``,
+    ``prompt_eval_s``, ``decode_s``; see `CompletionTiming`).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -448,7 +516,7 @@ class LocalChatModel(BaseChatModel):
         with self._loaded.lock:
             waited = time.perf_counter() - started
             try:
-                response = self._loaded.llama.create_chat_completion(messages=payload, **params)
+                response, timing = measured_completion(self._loaded.llama, payload, params)
             except ValueError as exc:
                 if "exceed context window" in str(exc):
                     raise ContextOverflowError(
@@ -462,6 +530,7 @@ class LocalChatModel(BaseChatModel):
             input_tokens=int(usage.get("prompt_tokens", 0)),
             output_tokens=int(usage.get("completion_tokens", 0)),
             total_tokens=int(usage.get("total_tokens", 0)),
+            input_token_details={"cache_read": timing.reused_tokens},
         )
         message = AIMessage(
             content=choice["message"].get("content") or "",
@@ -472,6 +541,8 @@ class LocalChatModel(BaseChatModel):
                 "finish_reason": choice.get("finish_reason"),
                 "latency_s": round(latency, 4),
                 "lock_wait_s": round(waited, 4),
+                "prompt_eval_s": round(timing.prompt_eval_s, 4),
+                "decode_s": round(timing.decode_s, 4),
             },
         )
         generation = ChatGeneration(
