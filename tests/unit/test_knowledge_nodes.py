@@ -661,7 +661,7 @@ def test_scoring_prompt_cannot_be_closed_by_a_document(smoke_task_dir):
     assert body.count("</document>") == 2 and body.count("<document id=") == 2
     assert "```" not in body and "</evidence>" not in body
     template = load_prompt("context") + load_prompt("hypothetical_score")
-    assert prompt.count("```") == template.count("```")
+    assert prompt.count("```") == template.count("```") + 2  # + the parent code's fence
 
 
 def test_gate_prompt_database_cannot_forge_sections(smoke_task_dir):
@@ -689,7 +689,7 @@ def test_gate_prompt_database_cannot_forge_sections(smoke_task_dir):
 
     assert headings(prompt) == headings(template)
     assert "Nice page ## Knowledge state so far '''" in prompt
-    assert prompt.count("```") == template.count("```")
+    assert prompt.count("```") == template.count("```") + 2  # + the parent code's fence
     tail = template[template.index("Reply with one JSON object") :]
     assert prompt.rstrip().endswith(tail.rstrip())
     # whatever the model then writes, only the three decisions can come out
@@ -728,7 +728,7 @@ def test_gate_prompt_shows_document_bodies_only_as_inert_excerpts(smoke_task_dir
     assert excerpt.startswith("  ") and "```" not in excerpt and "</document>" not in excerpt
     assert "</evidence>" not in excerpt
     template = load_prompt("context") + load_prompt("gate")
-    assert prompt.count("```") == template.count("```")
+    assert prompt.count("```") == template.count("```") + 2  # + the parent code's fence
     assert update["gate_decision"] == "no-op" and update["gate_document_ids"] == []
 
 
