@@ -47,10 +47,19 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-KNOWLEDGE_CHARS = 400
-"""Cap of each knowledge-state field. It is part of the JSON schema (``maxLength``), so a
-grammar-constrained model (the embedded llama.cpp one) cannot ramble until ``max_tokens``
-truncates the JSON."""
+KNOWLEDGE_CHARS = 200
+"""Cap of each knowledge-state field (about one sentence of 30 words). It is part of the JSON
+schema (``maxLength``), so a grammar-constrained model (the embedded llama.cpp one) cannot
+ramble until ``max_tokens`` truncates the JSON. Issue 17 (lean outputs) halved it from 400:
+the gate and ``hypothetical_score`` write these three fields on every call, each output token
+of the embedded model costs ~0.1 s on 2 cores, and the next prompts show the fields only as a
+short summary of the knowledge state."""
+
+REASONING_CHARS = 160
+"""Cap of a gate's ``reasoning``: one sentence (issue 17)."""
+
+QUERY_CHARS = 160
+"""Cap of one search query: the prompt asks for at most 20 words."""
 
 
 class KnowledgeFields(BaseModel):
@@ -75,7 +84,7 @@ class GateOutput(KnowledgeFields):
     """The gate's structured answer. Decision spellings like ``lookup`` are normalised."""
 
     decision: Literal["no-op", "look-up", "retrieve"] = "no-op"
-    reasoning: str = Field("", max_length=300)
+    reasoning: str = Field("", max_length=REASONING_CHARS)
     document_ids: list[str] = Field(default_factory=list, max_length=10)
 
     @field_validator("decision", mode="before")
@@ -89,7 +98,7 @@ class GateOutput(KnowledgeFields):
     @field_validator("reasoning", mode="before")
     @classmethod
     def _reasoning(cls, value: Any) -> str:
-        return _text(value)[:300]
+        return _text(value)[:REASONING_CHARS]
 
     @field_validator("document_ids", mode="before")
     @classmethod
@@ -110,7 +119,7 @@ class GateOutput(KnowledgeFields):
 class QueryPlan(BaseModel):
     """``construct_query`` output: the round's search queries."""
 
-    queries: list[Annotated[str, StringConstraints(max_length=300)]] = Field(
+    queries: list[Annotated[str, StringConstraints(max_length=QUERY_CHARS)]] = Field(
         default_factory=list, max_length=8
     )
 
@@ -126,7 +135,7 @@ class QueryPlan(BaseModel):
                 f"queries must be a list of strings, got {type(value).__name__}"
             )
         # a number or null in the list is no query: searching "123" / "None" finds noise
-        return [v[:300] for v in value if isinstance(v, str) and v.strip()][:8]
+        return [v[:QUERY_CHARS] for v in value if isinstance(v, str) and v.strip()][:8]
 
     @model_validator(mode="wrap")
     @classmethod

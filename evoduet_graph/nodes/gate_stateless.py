@@ -16,7 +16,14 @@ from pydantic import Field, field_validator
 
 from evoduet_graph.context import Context
 from evoduet_graph.descriptor import history_text
-from evoduet_graph.knowledge import _DECISIONS, KnowledgeFields, _text, knowledge_text, render
+from evoduet_graph.knowledge import (
+    _DECISIONS,
+    REASONING_CHARS,
+    KnowledgeFields,
+    _text,
+    knowledge_text,
+    render,
+)
 from evoduet_graph.nodes._common import ask_gate
 from evoduet_graph.state import GateDecision, OuterState
 
@@ -25,7 +32,7 @@ class StatelessGateOutput(KnowledgeFields):
     """The stateless gate's reply: knowledge state and ``no-op`` / ``retrieve``."""
 
     decision: Literal["no-op", "retrieve"] = "no-op"
-    reasoning: str = Field("", max_length=300)
+    reasoning: str = Field("", max_length=REASONING_CHARS)
 
     @field_validator("decision", mode="before")
     @classmethod
@@ -39,7 +46,7 @@ class StatelessGateOutput(KnowledgeFields):
     @field_validator("reasoning", mode="before")
     @classmethod
     def _reasoning(cls, value: Any) -> str:
-        return _text(value)[:300]
+        return _text(value)[:REASONING_CHARS]
 
 
 def stateless_gate_prompt(state: OuterState, ctx: Context) -> str:

@@ -922,3 +922,28 @@ def test_gate_prompt_holds_recent_document_excerpts_within_its_bound(smoke_task_
         if line.startswith("  EXCERPT"):
             assert len(line) <= RECENT_EXCERPT_CHARS + 2
     assert long_text not in prompt
+
+
+def test_structured_replies_are_bounded_in_the_schema_the_grammar_enforces():
+    # issue 17 (lean outputs): llama.cpp compiles maxLength into the JSON grammar, so these
+    # caps bound the output tokens of every gate / scoring / query call
+    from evoduet_graph.knowledge import (
+        KNOWLEDGE_CHARS,
+        QUERY_CHARS,
+        REASONING_CHARS,
+        GateOutput,
+        QueryPlan,
+        scores_schema,
+    )
+    from evoduet_graph.nodes.gate_stateless import StatelessGateOutput
+
+    assert (KNOWLEDGE_CHARS, REASONING_CHARS, QUERY_CHARS) == (200, 160, 160)
+    for schema in (GateOutput, StatelessGateOutput, scores_schema(["doc_000001"])):
+        props = schema.model_json_schema()["properties"]
+        for name in ("known", "established", "unresolved"):
+            assert props[name]["maxLength"] == KNOWLEDGE_CHARS
+    assert GateOutput.model_json_schema()["properties"]["reasoning"]["maxLength"] == 160
+    assert GateOutput.model_validate({"reasoning": "x" * 999}).reasoning == "x" * 160
+    plan = QueryPlan.model_json_schema()["properties"]["queries"]
+    assert plan["items"]["maxLength"] == QUERY_CHARS
+    assert QueryPlan.model_validate({"queries": ["q" * 999]}).queries == ["q" * QUERY_CHARS]
