@@ -22,6 +22,9 @@ Per case it prints and records:
   the llama.cpp boundary, so it is the same yardstick for any version of the product;
 * prompt-evaluation and decode seconds (llama.cpp's own perf counters), prompt / output tokens,
   model calls per iteration and per node;
+* what a bounded in-memory prompt cache (llama-cpp-python's ``LlamaRAMCache``, 4 entries)
+  could add: the reuse share if every call could also start from the best of the last 4 calls'
+  states, and the bytes one such entry holds (llama.cpp's state and the logits copy);
 * **valid-child rate** (valid candidates / candidates) and **NDG** of the run, and the gate
   decisions.
 
@@ -89,11 +92,13 @@ class CallMeter:
     counters, wall seconds and the finish reason.
     """
 
-    def __init__(self, llama: Any) -> None:
+    def __init__(self, llama: Any, cache_entries: int = 4) -> None:
         self.llama = llama
         self.calls: list[dict[str, Any]] = []
         self._original = llama.create_chat_completion
         self._lock = threading.Lock()
+        self._recent: list[list[int]] = []  # token sequences of the last calls (what-if cache)
+        self.cache_entries = cache_entries
         llama.create_chat_completion = self._call
 
     def _node(self) -> str | None:
@@ -120,6 +125,11 @@ class CallMeter:
         reused = _common_prefix(before, prompt)
         if reused >= prompt_tokens > 0:
             reused = prompt_tokens - 1
+        # what a bounded prompt cache (llama-cpp-python's LlamaRAMCache, `cache_entries` states
+        # of earlier calls besides the live context) could have reused: its best prefix match
+        cached = max([reused, *(_common_prefix(t, prompt) for t in self._recent)])
+        cached = min(cached, max(prompt_tokens - 1, 0))
+        self._recent = [*self._recent[-(self.cache_entries - 1) :], list(llama.input_ids)]
         choice = (response.get("choices") or [{}])[0]
         with self._lock:
             self.calls.append(
@@ -127,6 +137,7 @@ class CallMeter:
                     "node": self._node(),
                     "prompt_tokens": prompt_tokens,
                     "reused_tokens": reused,
+                    "ram_cache_reusable_tokens": cached,
                     "output_tokens": int(usage.get("completion_tokens", 0)),
                     "prompt_eval_s": round(perf.t_p_eval_ms / 1000.0, 3),
                     "decode_s": round(perf.t_eval_ms / 1000.0, 3),
@@ -140,6 +151,17 @@ class CallMeter:
         """Drop the context's evaluated tokens: the next call evaluates its whole prompt."""
         self.llama.reset()
         self.calls.clear()
+        self._recent.clear()
+
+    def state_bytes(self) -> dict[str, int]:
+        """Bytes one `LlamaRAMCache` entry would hold now: llama.cpp's state (KV cache of the
+        evaluated tokens) and the logits array llama-cpp-python's ``save_state`` copies."""
+        state = self.llama.save_state()
+        return {
+            "llama_state": int(state.llama_state_size),
+            "logits_copy": int(state.scores.nbytes),
+            "n_tokens": int(state.n_tokens),
+        }
 
 
 def _loaded_llama(llm: Any) -> Any:
@@ -243,6 +265,7 @@ def run_case(
     valid = sum(1 for c in cands if c.get("valid"))
     prompt = _sum(calls, "prompt_tokens")
     reused = _sum(calls, "reused_tokens")
+    reusable = _sum(calls, "ram_cache_reusable_tokens")
     by_node: dict[str, dict[str, float]] = collections.defaultdict(
         lambda: {
             "calls": 0,
@@ -280,6 +303,8 @@ def run_case(
         "prompt_tokens": int(prompt),
         "reused_tokens": int(reused),
         "reuse_share": round(reused / prompt, 4) if prompt else None,
+        "ram_cache_reuse_share": round(reusable / prompt, 4) if prompt else None,
+        "ram_cache_entry_bytes": meter.state_bytes() if calls else None,
         "output_tokens": int(_sum(calls, "output_tokens")),
         "prompt_eval_s": round(_sum(calls, "prompt_eval_s"), 2),
         "decode_s": round(_sum(calls, "decode_s"), 2),
@@ -317,6 +342,7 @@ def case_line(label: str, case: dict[str, Any]) -> str:
     return (
         f"{label:<16} {_fmt(case['s_per_iteration']):>7} s/it  walls {case['iteration_walls_s']}"
         f"  calls/it {case['calls_per_iteration']}  reuse {_fmt(case['reuse_share'], True)}"
+        f" (RAM cache {_fmt(case.get('ram_cache_reuse_share'), True)})"
         f"  prompt-eval {case['prompt_eval_s']} s  decode {case['decode_s']} s"
         f"  out {case['output_tokens']} tok  valid {case['valid_children']}/"
         f"{case['candidates_total']}  NDG {_fmt(case['ndg'])}  gate {case['gate_decisions']}"
@@ -355,6 +381,20 @@ def markdown(results: dict[str, Any]) -> str:
             f"{c['output_tokens']} | {c['valid_children']}/{c['candidates_total']} | "
             f"{_fmt(c['ndg'])} | {c['gate_decisions']} |"
         )
+    lines += [
+        "",
+        "A bounded prompt cache (LlamaRAMCache, 4 entries) would reuse: "
+        + "; ".join(
+            f"{label} {_fmt(c.get('ram_cache_reuse_share'), True)}"
+            for label, c in results["cases"].items()
+        )
+        + ". One entry holds: "
+        + "; ".join(
+            f"{label} {_mib(c.get('ram_cache_entry_bytes'))}"
+            for label, c in results["cases"].items()
+        )
+        + ".",
+    ]
     lines += ["", "| ratio | value | target |", "|---|---|---|"]
     for name, (value, target) in results["ratios"].items():
         lines.append(f"| {name} | {_fmt(value)} | ≤ {target} |")
@@ -373,6 +413,15 @@ def markdown(results: dict[str, Any]) -> str:
             )
         )
     return "\n".join(lines) + "\n"
+
+
+def _mib(entry: dict[str, int] | None) -> str:
+    if not entry:
+        return "n/a"
+    return (
+        f"{entry['llama_state'] / 2**20:.0f} MiB state + {entry['logits_copy'] / 2**20:.0f} MiB "
+        f"logits ({entry['n_tokens']} tokens)"
+    )
 
 
 def _procs(load: dict[str, Any]) -> str:
