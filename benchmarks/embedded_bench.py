@@ -397,7 +397,8 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     lines += ["", "| ratio | value | target |", "|---|---|---|"]
     for name, (value, target) in results["ratios"].items():
-        lines.append(f"| {name} | {_fmt(value)} | ≤ {target} |")
+        bound = "≥" if name.startswith("reuse") else "≤"
+        lines.append(f"| {name} | {_fmt(value)} | {bound} {target} |")
     lines += [
         "",
         "Per node (calls, prompt tokens, reused, output tokens, prompt-eval s, decode s):",
