@@ -18,15 +18,21 @@ Per case it prints and records:
 * the ratios gate-llm / gate-never and N=4 / N=1 (one process, one machine, same seed);
 * **prompt-token reuse**: the share of prompt tokens llama.cpp did not evaluate because the
   context already held them (the longest common prefix with what the previous call left in the
-  context, as ``Llama.generate`` computes it), summed over the case's calls; measured here at
-  the llama.cpp boundary, so it is the same yardstick for any version of the product;
-* prompt-evaluation and decode seconds (llama.cpp's own perf counters), prompt / output tokens,
-  model calls per iteration and per node;
+  context, as ``Llama.generate`` computes it), summed over the case's calls;
+* prompt-evaluation seconds (llama.cpp's perf counter) and decode seconds (the rest of the
+  call: decoding, sampling, the JSON grammar), prompt / output tokens, model calls per
+  iteration and per node;
 * what a bounded in-memory prompt cache (llama-cpp-python's ``LlamaRAMCache``, 4 entries)
   could add: the reuse share if every call could also start from the best of the last 4 calls'
   states, and the bytes one such entry holds (llama.cpp's state and the logits copy);
 * **valid-child rate** (valid candidates / candidates) and **NDG** of the run, and the gate
   decisions.
+
+Where do the per-call figures come from: the run's ``llm_call`` events when the package writes
+them (issue 17 item 1; they also cover batched candidates), else a wrapper around
+``Llama.create_chat_completion`` of the loaded model that measures the same things at the
+llama.cpp boundary (so the bench also runs on code from before issue 17; ``calls_source`` in
+the results says which).
 
 Results go to ``benchmarks/results/embedded/<label>-<task>.json`` and ``.md`` together with the
 machine's load (1/5/15-minute load average before and after, the busiest other processes) and
@@ -140,7 +146,8 @@ class CallMeter:
                     "ram_cache_reusable_tokens": cached,
                     "output_tokens": int(usage.get("completion_tokens", 0)),
                     "prompt_eval_s": round(perf.t_p_eval_ms / 1000.0, 3),
-                    "decode_s": round(perf.t_eval_ms / 1000.0, 3),
+                    # what follows the prompt: decoding, sampling, grammar (as the product)
+                    "decode_s": round(max(0.0, wall - perf.t_p_eval_ms / 1000.0), 3),
                     "wall_s": round(wall, 3),
                     "finish_reason": choice.get("finish_reason"),
                 }
@@ -260,35 +267,10 @@ def run_case(
     result = run(load_task(task_dir), cfg, llm=llm, run_dir=run_dir, progress=progress)
     total = time.perf_counter() - started
     walls = [b - a for a, b in itertools.pairwise(marks)]
-    calls = list(meter.calls)
+    events = calls_from_events(run_dir / "events.jsonl")
+    calls = events if events is not None else list(meter.calls)
     cands = [c for h in result.history for c in h.get("candidates", [])]
     valid = sum(1 for c in cands if c.get("valid"))
-    prompt = _sum(calls, "prompt_tokens")
-    reused = _sum(calls, "reused_tokens")
-    reusable = _sum(calls, "ram_cache_reusable_tokens")
-    by_node: dict[str, dict[str, float]] = collections.defaultdict(
-        lambda: {
-            "calls": 0,
-            "prompt_tokens": 0,
-            "reused_tokens": 0,
-            "output_tokens": 0,
-            "prompt_eval_s": 0.0,
-            "decode_s": 0.0,
-            "wall_s": 0.0,
-        }
-    )
-    for c in calls:
-        row = by_node[str(c.get("node") or "unknown")]
-        row["calls"] += 1
-        for key in (
-            "prompt_tokens",
-            "reused_tokens",
-            "output_tokens",
-            "prompt_eval_s",
-            "decode_s",
-            "wall_s",
-        ):
-            row[key] += c.get(key) or 0
     n_it = len(walls) or 1
     return {
         "gate": gate,
@@ -298,19 +280,11 @@ def run_case(
         "s_per_iteration": round(statistics.fmean(walls), 2) if walls else None,
         "startup_s": round(marks[0] - started, 2) if marks else None,
         "total_s": round(total, 2),
-        "llm_calls": len(calls),
+        "calls_source": "llm_call events" if events is not None else "llama.cpp boundary",
         "calls_per_iteration": round(len(calls) / n_it, 2),
-        "prompt_tokens": int(prompt),
-        "reused_tokens": int(reused),
-        "reuse_share": round(reused / prompt, 4) if prompt else None,
-        "ram_cache_reuse_share": round(reusable / prompt, 4) if prompt else None,
-        "ram_cache_entry_bytes": meter.state_bytes() if calls else None,
-        "output_tokens": int(_sum(calls, "output_tokens")),
-        "prompt_eval_s": round(_sum(calls, "prompt_eval_s"), 2),
-        "decode_s": round(_sum(calls, "decode_s"), 2),
-        "model_wall_s": round(_sum(calls, "wall_s"), 2),
-        "finish_reasons": dict(collections.Counter(str(c.get("finish_reason")) for c in calls)),
-        "by_node": {k: {kk: round(vv, 2) for kk, vv in v.items()} for k, v in by_node.items()},
+        **call_totals(calls),
+        "ram_cache_reuse_share": _share(meter.calls, "ram_cache_reusable_tokens"),
+        "ram_cache_entry_bytes": meter.state_bytes() if meter.calls else None,
         "candidates_total": len(cands),
         "valid_children": valid,
         "valid_child_rate": round(valid / len(cands), 3) if cands else None,
@@ -321,6 +295,67 @@ def run_case(
         "ndg": None if result.ndg is None else round(result.ndg, 3),
         "stop_reason": result.stop_reason,
         "calls": calls,
+    }
+
+
+def calls_from_events(path: Path) -> list[dict[str, Any]] | None:
+    """The run's model calls from its ``llm_call`` events (None when the package writes none:
+    code from before issue 17). They include calls that do not go through
+    ``create_chat_completion`` (batched candidates), which the meter cannot see."""
+    from evoduet_graph.events import read_events
+
+    out = [
+        {
+            "node": ev.get("from_node"),
+            "prompt_tokens": int(ev.get("input_tokens") or 0),
+            "reused_tokens": int(ev.get("cached_input_tokens") or 0),
+            "output_tokens": int(ev.get("output_tokens") or 0),
+            "prompt_eval_s": float(ev.get("prompt_eval_s") or 0.0),
+            "decode_s": float(ev.get("decode_s") or 0.0),
+            "lock_wait_s": float(ev.get("lock_wait_s") or 0.0),
+            "wall_s": float(ev.get("latency_s") or 0.0),
+            "finish_reason": ev.get("finish_reason"),
+        }
+        for ev in read_events(path)
+        if ev.get("event") == "llm_call"
+    ]
+    return out or None
+
+
+def _share(calls: list[dict[str, Any]], key: str) -> float | None:
+    prompt = _sum(calls, "prompt_tokens")
+    return round(_sum(calls, key) / prompt, 4) if prompt else None
+
+
+_NODE_KEYS = (
+    "prompt_tokens",
+    "reused_tokens",
+    "output_tokens",
+    "prompt_eval_s",
+    "decode_s",
+    "wall_s",
+)
+
+
+def call_totals(calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """Sums over a case's calls: tokens, reuse share, seconds, finish reasons, per node."""
+    by_node: dict[str, dict[str, float]] = {}
+    for c in calls:
+        row = by_node.setdefault(str(c.get("node") or "unknown"), dict.fromkeys(_NODE_KEYS, 0.0))
+        row["calls"] = row.get("calls", 0) + 1
+        for key in _NODE_KEYS:
+            row[key] += c.get(key) or 0
+    return {
+        "llm_calls": len(calls),
+        "prompt_tokens": int(_sum(calls, "prompt_tokens")),
+        "reused_tokens": int(_sum(calls, "reused_tokens")),
+        "reuse_share": _share(calls, "reused_tokens"),
+        "output_tokens": int(_sum(calls, "output_tokens")),
+        "prompt_eval_s": round(_sum(calls, "prompt_eval_s"), 2),
+        "decode_s": round(_sum(calls, "decode_s"), 2),
+        "model_wall_s": round(_sum(calls, "wall_s"), 2),
+        "finish_reasons": dict(collections.Counter(str(c.get("finish_reason")) for c in calls)),
+        "by_node": {k: {kk: round(vv, 2) for kk, vv in v.items()} for k, v in by_node.items()},
     }
 
 
@@ -429,6 +464,21 @@ def _procs(load: dict[str, Any]) -> str:
     return ", ".join(f"{p['name']} {p['cpu_percent']:g}%" for p in load["busiest_other_processes"])
 
 
+def _public_args(argv: list[str] | None) -> list[str]:
+    """The command line as the results record it: ``--out`` (a local folder) left out."""
+    args = list(argv if argv is not None else sys.argv[1:])
+    out: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == "--out":
+            skip = True
+        elif not arg.startswith("--out="):
+            out.append(arg)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--task", default="tasks/smoke_polygon_area", help="task folder")
@@ -503,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
     results = {
         "label": args.label,
         "task": task_dir.name,
-        "command": "python benchmarks/embedded_bench.py " + " ".join(argv or sys.argv[1:]),
+        "command": "python benchmarks/embedded_bench.py " + " ".join(_public_args(argv)),
         "package_commit": package_commit(),
         "iterations": args.iterations,
         "seed": args.seed,
