@@ -7,10 +7,11 @@ the documented defaults, never to a crash.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from string import Template
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -117,7 +118,10 @@ class GateOutput(KnowledgeFields):
 
 
 class QueryPlan(BaseModel):
-    """``construct_query`` output: the round's search queries."""
+    """``construct_query`` output: the round's search queries (at most `MAX_QUERIES`; extra
+    ones are dropped, never a validation error)."""
+
+    MAX_QUERIES: ClassVar[int] = 8
 
     queries: list[Annotated[str, StringConstraints(max_length=QUERY_CHARS)]] = Field(
         default_factory=list, max_length=8
@@ -135,7 +139,8 @@ class QueryPlan(BaseModel):
                 f"queries must be a list of strings, got {type(value).__name__}"
             )
         # a number or null in the list is no query: searching "123" / "None" finds noise
-        return [v[:QUERY_CHARS] for v in value if isinstance(v, str) and v.strip()][:8]
+        queries = [v[:QUERY_CHARS] for v in value if isinstance(v, str) and v.strip()]
+        return queries[: cls.MAX_QUERIES]
 
     @model_validator(mode="wrap")
     @classmethod
@@ -152,6 +157,24 @@ class QueryPlan(BaseModel):
     def dropped(self) -> list[str]:
         """The reply's list entries that were no string (dropped), as ``repr``."""
         return list(self._dropped)
+
+
+@functools.cache
+def query_plan_schema(num_queries: int) -> type[QueryPlan]:
+    """A `QueryPlan` whose JSON schema allows exactly as many queries as the round uses
+    (``retrieval.queries_per_round``; issue 17, lean outputs): a grammar-constrained model
+    (the embedded one) stops after them instead of writing queries that would be dropped;
+    a model without a grammar that writes more has the extra ones dropped."""
+    n = max(1, num_queries)
+
+    class SizedQueryPlan(QueryPlan):
+        MAX_QUERIES: ClassVar[int] = n
+        queries: list[Annotated[str, StringConstraints(max_length=QUERY_CHARS)]] = Field(
+            default_factory=list, max_length=n
+        )
+
+    SizedQueryPlan.__name__ = "QueryPlan"
+    return SizedQueryPlan
 
 
 class DocumentScore(BaseModel):

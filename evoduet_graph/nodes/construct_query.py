@@ -29,7 +29,7 @@ from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
 from evoduet_graph.descriptor import context_text, database_text, population_descriptor
-from evoduet_graph.knowledge import QueryPlan, knowledge_text, render, retained_text
+from evoduet_graph.knowledge import knowledge_text, query_plan_schema, render, retained_text
 from evoduet_graph.llm import LLMCallError, structured_call
 from evoduet_graph.nodes._common import context_of, emit_progress
 from evoduet_graph.state import InnerState
@@ -72,12 +72,13 @@ def construct_query(state: InnerState, runtime: Runtime[Context]) -> dict[str, A
     )
     raw: list[str] = []
     dropped: list[str] = []
+    schema = query_plan_schema(retrieval.queries_per_round)
     try:
         result = structured_call(
             ctx.model_for("construct_query"),
             prompt,
-            QueryPlan,
-            default=QueryPlan,
+            schema,
+            default=schema,
             config=ctx.llm_config(
                 "construct_query",
                 iteration=state.get("iteration"),
