@@ -333,3 +333,21 @@ def test_code_with_backtick_fences_gets_a_longer_fence() -> None:
 
     code = 'DOC = """\n```python\nexample\n```\n"""\n'
     assert fenced(code, "python") == "````python\n" + code.rstrip("\n") + "\n````"
+
+
+def test_block_answer_closed_by_a_lone_end_marker_is_spliced_into_the_parent() -> None:
+    from evoduet_graph.diffs import candidate_from_response
+
+    # asked for the block only, a small model repeated the fixed head and closed the block
+    answer = (
+        "```python\nimport numpy as np\nimport math\n\ndef solve(n):\n"
+        "    return math.floor(sum(range(n)))\n# EVOLVE-BLOCK-END\n```\n"
+    )
+    cand = candidate_from_response(
+        PARENT_CODE, answer, diff_based=False, restrict_to_evolve_blocks=True
+    )
+    assert cand.error is None and cand.code is not None
+    assert cand.code.startswith(
+        "import numpy as np\n\n# EVOLVE-BLOCK-START\nimport math\n\ndef solve(n):\n"
+    )
+    assert cand.code.count("# EVOLVE-BLOCK-END") == 1 and cand.code.endswith("return solve(10)\n")
