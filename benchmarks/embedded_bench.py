@@ -302,7 +302,10 @@ def calls_from_events(path: Path) -> list[dict[str, Any]] | None:
     """The run's model calls from its ``llm_call`` events (None when the package writes none:
     code from before issue 17). They include calls that do not go through
     ``create_chat_completion`` (batched candidates), which the meter cannot see."""
-    from evoduet_graph.events import read_events
+    try:
+        from evoduet_graph.rundir.events import read_events
+    except ImportError:  # the flat layout of the code from before issue 14
+        from evoduet_graph.events import read_events  # type: ignore[no-redef]
 
     out = [
         {

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from evoduet_graph.graphs.inner import build_inner_graph
-from evoduet_graph.knowledge import GateOutput
 from evoduet_graph.nodes.construct_query import construct_query
 from evoduet_graph.nodes.gate import gate, gate_prompt, rule_decision
 from evoduet_graph.nodes.hypothetical_score import hypothetical_score
@@ -25,9 +24,10 @@ from evoduet_graph.nodes.retrieve import inner_rounds, make_retrieve
 from evoduet_graph.nodes.search import search
 from evoduet_graph.nodes.update_knowledge import top_k_documents, update_knowledge
 from evoduet_graph.prompts import load_prompt
+from evoduet_graph.prompts.knowledge import GateOutput
+from evoduet_graph.rundir.store import ProgramRow
 from evoduet_graph.search import Document, Prediction
 from evoduet_graph.state import CandidateRecord, DocumentRef, InnerState
-from evoduet_graph.store import ProgramRow
 from tests.fakes import (
     FailingSearcher,
     FakeSearcher,
@@ -959,7 +959,7 @@ def test_gate_and_inner_prompts_share_the_stable_prefix(smoke_task_dir):
 
 
 def test_gate_prompt_holds_recent_document_excerpts_within_its_bound(smoke_task_dir):
-    from evoduet_graph.descriptor import (
+    from evoduet_graph.prompts.descriptor import (
         RECENT_DOCUMENTS,
         RECENT_DOCUMENTS_MAX_CHARS,
         RECENT_EXCERPT_CHARS,
@@ -997,7 +997,8 @@ def test_gate_prompt_holds_recent_document_excerpts_within_its_bound(smoke_task_
 def test_structured_replies_are_bounded_in_the_schema_the_grammar_enforces():
     # issue 17 (lean outputs): llama.cpp compiles maxLength into the JSON grammar, so these
     # caps bound the output tokens of every gate / scoring / query call
-    from evoduet_graph.knowledge import (
+    from evoduet_graph.nodes.gate_stateless import StatelessGateOutput
+    from evoduet_graph.prompts.knowledge import (
         KNOWLEDGE_CHARS,
         QUERY_CHARS,
         REASONING_CHARS,
@@ -1005,7 +1006,6 @@ def test_structured_replies_are_bounded_in_the_schema_the_grammar_enforces():
         QueryPlan,
         scores_schema,
     )
-    from evoduet_graph.nodes.gate_stateless import StatelessGateOutput
 
     assert (KNOWLEDGE_CHARS, REASONING_CHARS, QUERY_CHARS) == (200, 160, 160)
     for schema in (GateOutput, StatelessGateOutput, scores_schema(["doc_000001"])):
@@ -1020,7 +1020,7 @@ def test_structured_replies_are_bounded_in_the_schema_the_grammar_enforces():
 
 
 def test_query_plan_schema_asks_for_the_round_s_queries_only():
-    from evoduet_graph.knowledge import QueryPlan, query_plan_schema
+    from evoduet_graph.prompts.knowledge import QueryPlan, query_plan_schema
 
     one = query_plan_schema(1)
     assert one.model_json_schema()["properties"]["queries"]["maxItems"] == 1

@@ -9,14 +9,14 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from evoduet_graph.config import PromptConfig
-from evoduet_graph.prompting import (
+from evoduet_graph.prompts import UnknownPromptError, available_prompts, load_prompt
+from evoduet_graph.prompts.generate import (
     AttemptView,
     DocumentView,
     ProgramView,
     build_generation_messages,
-    neutralise_document_text,
 )
-from evoduet_graph.prompts import UnknownPromptError, available_prompts, load_prompt
+from evoduet_graph.prompts.untrusted import neutralise
 
 PARENT_CODE = """\
 import numpy as np
@@ -202,8 +202,8 @@ def test_evidence_injection_cannot_break_out() -> None:
         "<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE",
     ],
 )
-def test_neutralise_document_text(text: str) -> None:
-    out = neutralise_document_text(text)
+def test_neutralise(text: str) -> None:
+    out = neutralise(text)
     assert not re.search(r"<\s*/?\s*(evidence|document)", out, re.IGNORECASE)
     assert "```" not in out and "~~~" not in out
     assert "<<<<<" not in out and "=====" not in out and ">>>>>" not in out
@@ -265,7 +265,7 @@ def test_rewrite_of_a_program_without_exactly_one_block_asks_for_the_whole_progr
 
 
 def test_block_only_answer_is_spliced_into_the_parent() -> None:
-    from evoduet_graph.diffs import candidate_from_response
+    from evoduet_graph.candidates.diffs import candidate_from_response
 
     answer = "Double the sum.\n```python\ndef solve(n):\n    return 2 * sum(range(n))\n```\n"
     cand = candidate_from_response(
@@ -329,14 +329,14 @@ def test_load_prompt_known_and_unknown() -> None:
 
 
 def test_code_with_backtick_fences_gets_a_longer_fence() -> None:
-    from evoduet_graph.prompting import fenced
+    from evoduet_graph.prompts.generate import fenced
 
     code = 'DOC = """\n```python\nexample\n```\n"""\n'
     assert fenced(code, "python") == "````python\n" + code.rstrip("\n") + "\n````"
 
 
 def test_block_answer_closed_by_a_lone_end_marker_is_spliced_into_the_parent() -> None:
-    from evoduet_graph.diffs import candidate_from_response
+    from evoduet_graph.candidates.diffs import candidate_from_response
 
     # asked for the block only, a small model repeated the fixed head and closed the block
     answer = (
