@@ -10,9 +10,9 @@ compare a batched run with the same requests run one at a time.
 from __future__ import annotations
 
 import hashlib
-import time
 import random
 import threading
+import time
 from collections import deque
 
 import pytest
@@ -286,9 +286,8 @@ class _SlowBackend(FakeBackend):
 class _TokenizingLlama:
     """What `LocalChatModel` needs of ``llama_cpp.Llama`` on the batched path."""
 
-    metadata: dict = {}  # no chat template: ChatML
-
     def __init__(self) -> None:
+        self.metadata: dict[str, str] = {}  # no chat template: ChatML
         self._seed = 1234
         self.calls: list[dict] = []
 
@@ -328,7 +327,7 @@ def batched_model(monkeypatch, tmp_path):
 def test_concurrent_calls_decode_as_one_batch(batched_model):
     from langchain_core.messages import HumanMessage, SystemMessage
 
-    model, backend, _ = batched_model
+    model, _, _ = batched_model
     messages = [SystemMessage("You improve programs."), HumanMessage("Improve this program.")]
     replies = model.batch([messages] * 4)  # LangChain's standard path: one thread per input
     assert len(replies) == 4 and all(r.content for r in replies)
