@@ -31,6 +31,7 @@ is the llama.cpp implementation, unit tests use a fake one.
 
 from __future__ import annotations
 
+import ctypes
 import random
 import threading
 import time
@@ -488,8 +489,14 @@ class LlamaBackend:
     def piece(self, token: int) -> bytes:
         piece = self._pieces.get(token)
         if piece is None:
-            piece = self.llama._model.token_to_piece(token)
-            self._pieces[token] = piece
+            size = 32
+            while True:
+                buf = ctypes.create_string_buffer(size)
+                n = self._lib.llama_token_to_piece(self._vocab, token, buf, size, 0, False)
+                if n >= 0:
+                    break
+                size = -n  # the piece needs this many bytes
+            piece = self._pieces[token] = buf.raw[:n]
         return piece
 
 
