@@ -38,11 +38,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from evoduet_graph.candidates.diffs import candidate_from_response
 from evoduet_graph.config import LLMConfig, PromptConfig
-from evoduet_graph.diffs import candidate_from_response
 from evoduet_graph.llm import make_local_chat_model
 from evoduet_graph.nodes.generate import compile_error
-from evoduet_graph.prompting import ProgramView, build_generation_messages
+from evoduet_graph.prompts.generate import ProgramView, build_generation_messages
 from evoduet_graph.task import load_task
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -119,7 +119,7 @@ def kill_section(points: int, work: Path) -> None:
 
 
 def _program_rows(run_dir: Path) -> dict[str, str]:
-    from evoduet_graph.store import ProgramStore
+    from evoduet_graph.rundir.store import ProgramStore
 
     store = ProgramStore(run_dir / "programs.sqlite")
     try:
@@ -290,7 +290,7 @@ def model_section(work: Path) -> None:
 
 def search_section(work: Path) -> None:
     from evoduet_graph import EvoDuetConfig, load_task, run
-    from evoduet_graph.events import read_events
+    from evoduet_graph.rundir.events import read_events
     from evoduet_graph.search.base import MAX_CONTENT_CHARS
     from evoduet_graph.search.database import SearchDatabase
     from tests.conftest import SMOKE_TASK
@@ -645,7 +645,7 @@ def concurrency_section(work: Path) -> None:
 
     from evoduet_graph import EvoDuetConfig, load_task, run
     from evoduet_graph.cli import app
-    from evoduet_graph.locking import RunDirLock
+    from evoduet_graph.rundir.lock import RunDirLock
     from tests.conftest import SMOKE_TASK
     from tests.fakes import CountingEvaluator, FakeSearcher, KnowledgeResponder, ScriptedChatModel
     from tests.fault_harness import InProcessEvaluator
@@ -675,7 +675,7 @@ def concurrency_section(work: Path) -> None:
 
 
 def fuzz_section(count: int) -> None:
-    from evoduet_graph.diffs import candidate_from_response
+    from evoduet_graph.candidates.diffs import candidate_from_response
     from tests.unit.test_diffs_fuzz import PARENT, PARENT_LINES
 
     area = "diff application"

@@ -1,6 +1,6 @@
 """Novelty rejection: what a check costs, and how similar real children are to their parents.
 
-Two reports (`evoduet_graph.novelty`):
+Two reports (`evoduet_graph.candidates.novelty`):
 
 ``cost`` (default) — wall time of `NoveltyChecker.check` against 1 … 1,000 reference programs
 (circle_packing_26-sized programs, each a few edits from the last), cold (every reference
@@ -39,13 +39,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evoduet_graph.config import NoveltyConfig
-from evoduet_graph.novelty import (
+from evoduet_graph.candidates.novelty import (
     NoveltyChecker,
     load_embeddings,
     normalise,
     token_similarity,
 )
+from evoduet_graph.config import NoveltyConfig
 
 THRESHOLDS = (0.9, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999, 1.0)
 
@@ -125,7 +125,7 @@ def cost(sizes: list[int], embeddings_spec: str | None) -> dict[str, Any]:
 
 
 def similarity(run_dirs: list[Path], embeddings_spec: str | None) -> dict[str, Any]:
-    from evoduet_graph.store import ProgramStore
+    from evoduet_graph.rundir.store import ProgramStore
 
     checker = None
     if embeddings_spec:

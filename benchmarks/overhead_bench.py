@@ -183,7 +183,7 @@ def dir_bytes(path: Path) -> int:
 def run_ours(method: str, n: int, points: list[int], width: int, server: Server,
              work: Path) -> MethodResult:
     from evoduet_graph import EvoDuetConfig, load_task, run
-    from evoduet_graph.events import read_events
+    from evoduet_graph.rundir.events import read_events
     from tests.fakes import FakeSearcher
     from tests.fault_harness import InProcessEvaluator
 
@@ -331,7 +331,7 @@ def run_openevolve(n: int, points: list[int], width: int, server: Server,
 def run_sandbox_check(n: int, server: Server, work: Path) -> dict[str, Any]:
     """Our graph with the production sandbox (a subprocess per candidate), for the record."""
     from evoduet_graph import EvoDuetConfig, load_task, run
-    from evoduet_graph.store import ProgramStore
+    from evoduet_graph.rundir.store import ProgramStore
 
     task_dir = write_task(work / "task")
     cfg = EvoDuetConfig.model_validate({

@@ -57,7 +57,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from evoduet_graph import EvoDuetConfig, load_task, run
-from evoduet_graph.events import read_events
+from evoduet_graph.rundir.events import read_events
 from tests.fakes import ScriptedChatModel
 
 TARGET_RATIO = 1.5

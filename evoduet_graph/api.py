@@ -18,7 +18,6 @@ import json
 import logging
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack, nullcontext
@@ -33,35 +32,39 @@ from langgraph.graph import StateGraph
 from langgraph.types import Command
 from pydantic import ValidationError
 
-from evoduet_graph.budget import budget_for
+from evoduet_graph.candidates.novelty import NoveltyFilter, make_novelty_checker
 from evoduet_graph.config import ConfigError, EvoDuetConfig, load_config
 from evoduet_graph.context import Context
+from evoduet_graph.errors import RunError
 from evoduet_graph.evaluation import Evaluator, make_evaluator
-from evoduet_graph.evaluation.integrity import changed_files, file_digests, folder_digest
-from evoduet_graph.events import EventLog, read_events
+from evoduet_graph.evaluation.integrity import file_digests, folder_digest
 from evoduet_graph.graphs.outer import NodeFn, build_outer_graph
 from evoduet_graph.graphs.registry import split_nodes
-from evoduet_graph.languages import ToolchainError
 from evoduet_graph.llm.roles import make_role_models, role_config
 from evoduet_graph.llm.usage import UsageTracker
-from evoduet_graph.locking import RunDirLock, RunDirLockedError
-from evoduet_graph.novelty import NoveltyFilter, make_novelty_checker
 from evoduet_graph.population import Population, restore_population
+from evoduet_graph.rundir import layout
+from evoduet_graph.rundir.budget import budget_for
+from evoduet_graph.rundir.continuation import acquire_lock, check_continuation, check_run_dir
+from evoduet_graph.rundir.events import EventLog
+from evoduet_graph.rundir.lock import RunDirLock
+from evoduet_graph.rundir.rundir import RunDir, RunDirError
+from evoduet_graph.rundir.store import ProgramStore
+from evoduet_graph.rundir.usage import history_from_events
 from evoduet_graph.search import Searcher, SearchUnavailableError, make_searcher
 from evoduet_graph.search.cache import SearchCache
 from evoduet_graph.search.database import SearchDatabase
-from evoduet_graph.store import ProgramStore
 from evoduet_graph.task import Task, TaskError, load_task
-from evoduet_graph.task_environment import check_toolchain, requirements_warning
-from evoduet_graph.task_settings import TaskSettings, apply_task_settings
+from evoduet_graph.tasks.environment import check_toolchain, requirements_warning
+from evoduet_graph.tasks.languages import ToolchainError
+from evoduet_graph.tasks.settings import TaskSettings, apply_task_settings
 
 logger = logging.getLogger(__name__)
 
-RUN_FILE = "run.json"
 THREAD_ID = "evoduet"
 
 ReviewFn = Callable[[dict[str, Any]], Any]
-"""Answers a pause for human review: payload in, resume value out (`evoduet_graph.review`)."""
+"""Answers a pause for human review: payload in, resume value out (`evoduet_graph.nodes.review`)."""
 
 REVIEW_PREFIX = "waiting for review"
 """``stop_reason`` of a run that paused for a review nobody answered in this call."""
@@ -75,10 +78,6 @@ EventFn = Callable[[dict[str, Any]], None]
 ``search``, ``new_best``, and ``index`` while an offline search index is built. Each is a
 JSON-ready dict with ``event`` and ``time``; events from the inner loop carry
 ``"subgraph": "retrieve"``. Used by the CLI's display and ``--json``."""
-
-
-class RunError(RuntimeError):
-    """A run cannot start or resume (bad run directory, unavailable backend, ...)."""
 
 
 @dataclass
@@ -312,7 +311,7 @@ def build_context(
     check_document_sets(task, config)
     if searcher is None:
         searcher = make_checked_searcher(task, config)
-    store = ProgramStore(run_dir / "programs.sqlite" if run_dir else ":memory:")
+    store = ProgramStore(run_dir / layout.PROGRAMS if run_dir else ":memory:")
     population: Population
     population, _ = restore_population(store, config.population, seed=config.seed)
     if llm is None:
@@ -328,16 +327,16 @@ def build_context(
         protect(run_dir)
     if novelty is None:
         novelty = make_novelty_checker(config.novelty, python=task.lang.is_python)
-    events = EventLog(run_dir / "events.jsonl" if run_dir else None)
+    events = EventLog(run_dir / layout.EVENTS if run_dir else None)
     stateful = config.retrieval.use_search_database
     search_db = SearchDatabase(
-        run_dir / "search_database.jsonl"
+        run_dir / layout.SEARCH_DB
         if run_dir and stateful
         else None  # stateless retrieval (ablation): documents live in memory only
     )
     task_memory = None
     if config.memory and stateful:  # stateless retrieval neither recalls nor remembers
-        from evoduet_graph.memory import TaskMemory, open_store, run_tag
+        from evoduet_graph.search.memory import TaskMemory, open_store, run_tag
 
         task_memory = TaskMemory(open_store(config.memory), task.name, run_tag(run_dir))
         recalled = task_memory.recall_into(search_db)
@@ -396,40 +395,6 @@ def check_initial_program(task: Task, config: EvoDuetConfig, evaluator: Evaluato
     return outcome
 
 
-def _acquire(lock: RunDirLock) -> None:
-    """Take the run directory's lock, as a `RunError` when another process holds it."""
-    try:
-        lock.acquire()
-    except RunDirLockedError as exc:
-        raise RunError(str(exc)) from None
-
-
-_HELD_RUN_DIRS: dict[str, RunDirLock] = {}
-_HELD_RUN_DIRS_GUARD = threading.Lock()
-
-
-def hold_run_dir(rdir: Path) -> Path:
-    """Create ``rdir`` and take its lock for the rest of this process (graph-input runs: the
-    graph may be invoked again on the same thread, so the lock outlives one invocation).
-
-    Returns:
-        The resolved run directory.
-
-    Raises:
-        RunError: another process holds the lock.
-    """
-    key = os.path.realpath(rdir)
-    with _HELD_RUN_DIRS_GUARD:
-        if key not in _HELD_RUN_DIRS:
-            lock = RunDirLock(rdir)
-            if rdir.is_dir():  # refuse before creating anything
-                _acquire(lock)
-            rdir.mkdir(parents=True, exist_ok=True)
-            _acquire(lock)
-            _HELD_RUN_DIRS[key] = lock
-    return rdir.resolve()
-
-
 def _report_task(ctx: Context, settings: TaskSettings) -> None:
     """Write the task's language, layout and the task config's settings in force (used /
     ignored) to the events, and warn about unmet ``requirements.txt`` entries."""
@@ -463,280 +428,6 @@ def _report_sandbox(ctx: Context) -> None:
     for message in isolation.warnings():
         logger.warning("%s", message)
         ctx.events.emit("warning", node="sandbox", message=message)
-
-
-def check_run_dir(rdir: Path, task: Task) -> None:
-    """Refuse a run directory that would mix or destroy other work.
-
-    Raises:
-        RunError: ``rdir`` is a file; a non-empty folder that is not an evoduet run directory
-            (e.g. a task folder, whose ``config.yaml`` would be overwritten); or the run
-            directory of another task.
-    """
-    if rdir.exists() and not rdir.is_dir():
-        raise RunError(f"run directory {rdir} is a file; choose another --out")
-    if not rdir.is_dir() or all(p.name == ".lock" for p in rdir.iterdir()):
-        return  # new, empty, or only the lock file of a run that is starting
-    meta_path = rdir / RUN_FILE
-    if not meta_path.is_file():
-        raise RunError(
-            f"{rdir} is not empty and is not an evoduet run directory (no {RUN_FILE}); "
-            "choose a new or empty --out"
-        )
-    try:
-        previous = Path(json.loads(meta_path.read_text(encoding="utf-8"))["task_dir"])
-    except (OSError, ValueError, KeyError, TypeError):
-        raise RunError(f"{meta_path} is unreadable; choose a new --out") from None
-    if previous.resolve() != Path(task.path).resolve():
-        raise RunError(
-            f"{rdir} holds a run of another task ({previous}); choose a new --out, or "
-            f"`evoduet resume {rdir}` to continue that run"
-        )
-
-
-def check_graph_input_run_dir(
-    rdir: Path, task: Task, cfg: EvoDuetConfig, thread_id: str | None
-) -> list[str]:
-    """The run-directory rules of a graph-input run (``evoduet_graph.graph``, LangGraph
-    Studio, the SDK): `check_run_dir`, then what only such a run can get wrong.
-
-    A graph-input run keeps its place in its LangGraph thread, not in the run directory, so it
-    may continue only the run its own thread started there (``run.json``'s ``studio`` and
-    ``thread_id``), under the resume table (`check_continuation`); anything else would restart
-    at iteration 0 and overwrite the candidates and ``run.json`` of the run already there.
-
-    Returns:
-        One line per applied `RESUME_NOTED` change (as `check_continuation`).
-
-    Raises:
-        RunError: every refusal of `check_run_dir` and `check_continuation`; the directory holds
-            a run started with ``evoduet run`` / `run` (continue it with ``evoduet resume``), or
-            a graph-input run of another (or no) thread.
-    """
-    check_run_dir(rdir, task)
-    meta_path = rdir / RUN_FILE
-    if not meta_path.is_file():
-        return []
-    meta = json.loads(meta_path.read_text(encoding="utf-8"))  # readable: check_run_dir
-    if not meta.get("studio"):
-        raise RunError(
-            f"{rdir} holds a run started with `evoduet run` (or evoduet_graph.run); the graph "
-            f"input cannot continue it: `evoduet resume {rdir}` continues it, or choose a new "
-            "run_dir"
-        )
-    if not (rdir / "programs.sqlite").exists():
-        return []  # started, killed before its first write
-    if thread_id is None or meta.get("thread_id") != thread_id:
-        raise RunError(
-            f"{rdir} holds an earlier graph-input run (thread {meta.get('thread_id')}); a new "
-            "run there would overwrite its candidates: continue it on its own thread, or "
-            "choose a new run_dir"
-        )
-    # the graph input's max_iterations, not cfg.iterations, says how long the run goes
-    done = completed_iterations(rdir)
-    return check_continuation(rdir, cfg.with_overrides({"iterations": max(cfg.iterations, done)}), task)
-
-
-def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
-    """``{"a.b": value}`` of a nested dict (lists are leaves)."""
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        name = f"{prefix}{key}"
-        out.update(_flat(value, name + ".") if isinstance(value, dict) else {name: value})
-    return out
-
-
-def completed_iterations(rdir: Path) -> int:
-    """The last iteration whose ``record`` node finished, from ``events.jsonl`` (0 if none)."""
-    return max(
-        (
-            ev["iteration"]
-            for ev in read_events(rdir / "events.jsonl")
-            if ev.get("event") == "node"
-            and ev.get("node") == "record"
-            and isinstance(ev.get("iteration"), int)
-        ),
-        default=0,
-    )
-
-
-RESUME_APPLIED: tuple[str, ...] = (
-    "iterations",
-    "budget.",
-    "stop_at_score",
-    "max_concurrency",
-    "max_consecutive_failures",
-    "max_consecutive_model_failures",
-    "allow_invalid_initial",
-    "llm.base_url",
-    "llm.api_key_env",
-    "llm.timeout_s",
-    "llm.call_deadline_s",
-    "llm.max_retries",
-    "llm.local_n_ctx",
-    "llm.local_n_threads",
-    "llm.local_parallel",
-    "llm.local_cache_dir",
-    "evaluation.workers",
-    "evaluation.executor",
-    "evaluation.ray_",
-    "retrieval.search_timeout_s",
-    "retrieval.search_retries",
-    "retrieval.index_cache_dir",
-)
-"""Config keys (dotted; a trailing ``.`` or ``_`` is a prefix) a continued run applies
-silently: how long it runs, its budgets, how it reaches the model and where it evaluates."""
-
-RESUME_NOTED: tuple[str, ...] = (
-    "llm.model",
-    "seed",
-    "llm.temperature",
-    "llm.max_tokens",
-    "evaluation.timeout_s",
-    "evaluation.memory_mb",
-    "evaluation.cpu_time_s",
-    "evaluation.max_processes",
-    "evaluation.max_file_mb",
-    "evaluation.isolate_network",
-    "evaluation.isolate_filesystem",
-)
-"""Config keys a continued run applies with one line each (logged and a ``config_change``
-event): they change what later iterations generate or how candidates are judged, not the
-stored population. Every key in neither tuple is refused (population layout, scaffold, gate,
-retrieval method, prompts, novelty, EvoX, candidates per iteration, cascade, ...)."""
-
-
-def _matches(key: str, names: tuple[str, ...]) -> bool:
-    return any(key == n or (n[-1] in "._" and key.startswith(n)) for n in names)
-
-
-def _baseline(rdir: Path) -> dict[str, Any] | None:
-    """The configuration the run last started with (``run.json``'s ``config``), flattened;
-    None for run directories written before it was recorded."""
-    try:
-        meta = json.loads((rdir / RUN_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    config = meta.get("config") if isinstance(meta, dict) else None
-    return _flat(config) if isinstance(config, dict) else None
-
-
-def _stored_task_sha(rdir: Path) -> str | None:
-    try:
-        meta = json.loads((rdir / RUN_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    sha = meta.get("task_sha256") if isinstance(meta, dict) else None
-    return sha if isinstance(sha, str) else None
-
-
-def _stored_task_files(rdir: Path) -> dict[str, str]:
-    """``run.json``'s ``task_files`` (per-file sha256 at run start; empty for older runs)."""
-    try:
-        meta = json.loads((rdir / RUN_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    files = meta.get("task_files") if isinstance(meta, dict) else None
-    return {str(k): str(v) for k, v in files.items()} if isinstance(files, dict) else {}
-
-
-def check_continuation(rdir: Path, cfg: EvoDuetConfig, task: Task | None = None) -> list[str]:
-    """Check that an existing run may continue with ``cfg`` — every check before anything in
-    the run directory is written — and say what changes.
-
-    The run's configuration when it last started is kept in ``run.json`` (``config``; older run
-    directories: their ``config.yaml``). ``cfg`` (for ``evoduet resume``: the run's possibly
-    edited ``config.yaml``) may differ from it only in `RESUME_APPLIED` keys (applied) and
-    `RESUME_NOTED` keys (applied, one line each); any other difference is refused, and so is a
-    task folder whose content changed since the run started (``run.json``'s ``task_sha256``).
-
-    Returns:
-        One line per applied `RESUME_NOTED` change (empty for a new run).
-
-    Raises:
-        RunError: ``programs.sqlite`` / ``checkpoints.sqlite`` is not a readable SQLite
-            database; ``config.yaml`` is unreadable; ``cfg`` differs in a refused key (all such
-            keys are named, with both values); ``cfg.iterations`` is below the iterations
-            already completed; or the task folder changed.
-    """
-    if not (rdir / "programs.sqlite").exists():
-        return []  # a new run, or one killed before its first write
-    done = completed_iterations(rdir)
-    if cfg.iterations < done:
-        raise RunError(
-            f"{rdir} has already completed {done} iterations, more than the {cfg.iterations} "
-            f"asked for; pass a total of at least {done} iterations"
-        )
-    for name in ("programs.sqlite", "checkpoints.sqlite"):
-        path = rdir / name
-        if not path.exists():
-            continue
-        wal = path.with_name(path.name + "-wal")
-        if done and path.stat().st_size == 0 and not (wal.exists() and wal.stat().st_size):
-            # sqlite would open it as a new, empty database and the run would start over
-            raise RunError(
-                f"{path} is empty although the run has completed {done} iterations; it cannot "
-                "be continued: restore the file from a copy, or start a new run with a new --out"
-            )
-        try:
-            # immutable: reading a WAL database must not create -shm/-wal files next to it
-            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
-            try:
-                conn.execute("PRAGMA schema_version").fetchone()
-            finally:
-                conn.close()
-        except sqlite3.Error as exc:
-            raise RunError(
-                f"{path} is damaged ({exc}); the run cannot be continued: restore the file from "
-                "a copy, or start a new run with a new --out"
-            ) from None
-    stored = _baseline(rdir)
-    path = rdir / "config.yaml"
-    if stored is None and path.is_file():
-        try:
-            stored = _flat(load_config(path).model_dump(mode="json"))
-        except ConfigError as exc:
-            raise RunError(f"{exc}; the run in {rdir} cannot be continued") from None
-    notes: list[str] = []
-    if stored is not None:
-        given = _flat(cfg.model_dump(mode="json"))
-        changed = sorted(k for k in stored.keys() | given.keys() if stored.get(k) != given.get(k))
-        refused = [k for k in changed if not _matches(k, RESUME_APPLIED + RESUME_NOTED)]
-        if refused:
-            shown = ", ".join(
-                f"{k} ({stored.get(k)!r} → {given.get(k)!r})" for k in refused[:6]
-            ) + (f" and {len(refused) - 6} more" if len(refused) > 6 else "")
-            raise RunError(
-                f"{rdir} cannot continue with a changed {shown}: a resume may change only how "
-                "long the run goes and how it reaches the model (see the README's resume "
-                f"table); restore the run's values in its config.yaml and `evoduet resume "
-                f"{rdir}`, or start a new run with a new --out"
-            )
-        notes = [
-            f"{k} changed from {stored.get(k)!r} to {given.get(k)!r}: applied from now on "
-            "(earlier iterations used the old value)"
-            for k in changed
-            if _matches(k, RESUME_NOTED)
-        ]
-    recorded = _stored_task_sha(rdir)
-    if task is not None and recorded is not None:
-        try:
-            current = folder_digest(Path(task.path))
-        except TaskError as exc:
-            raise RunError(f"{exc}; the run in {rdir} cannot be continued") from None
-        if current != recorded:
-            files = _stored_task_files(rdir)
-            what = (
-                ", ".join(changed_files(files, file_digests(Path(task.path)))[:6]) + "; "
-                if files
-                else ""
-            )
-            raise RunError(
-                f"the task folder {task.path} changed since the run in {rdir} started ({what}"
-                f"sha256 {current[:12]}…, run.json has {recorded[:12]}…): its files (evaluator, "
-                "docs, ...) must stay the same for the whole run; restore them, or start a new run"
-            )
-    return notes
 
 
 def _pin_base_url(cfg: EvoDuetConfig) -> EvoDuetConfig:
@@ -799,7 +490,7 @@ def run(
             retrieve (its preflight runs before the first iteration).
         on_event: callback for every live progress event (see `EventFn`).
         review: answers the graph's pauses for human review (``retrieval.review_queries``,
-            ``gate.review``; see `evoduet_graph.review`): called with the pause's payload,
+            ``gate.review``; see `evoduet_graph.nodes.review`): called with the pause's payload,
             returns the resume value (None keeps the proposal). None: a pause ends the call with ``stop_reason``
             starting with `REVIEW_PREFIX`; the run waits in its checkpoint (answer it with
             `resume` and a ``review``, or in Studio).
@@ -808,14 +499,14 @@ def run(
         `RunResult` with the best program and the per-iteration history.
 
     The task config's own settings are folded into ``config`` first
-    (`evoduet_graph.task_settings.apply_task_settings`; idempotent) and reported in the
+    (`evoduet_graph.tasks.settings.apply_task_settings`; idempotent) and reported in the
     ``task_settings`` event; a missing compiler/interpreter the evaluator calls is a
     `TaskError` (`check_toolchain`).
 
     Every check that can fail on a bad task, configuration or model (task folder, config
     values, model string and key, search backend preflight, the initial program's own
     evaluation) runs before the run directory is created. The run directory is locked for
-    the run's lifetime (`evoduet_graph.locking`); the sandbox's isolation is written to the
+    the run's lifetime (`evoduet_graph.rundir.lock`); the sandbox's isolation is written to the
     events (``sandbox``, plus a ``warning`` for each limit this machine cannot enforce).
 
     Raises:
@@ -852,13 +543,13 @@ def run(
     check_run_dir(rdir, task)
     if llm is None:
         cfg = _pin_base_url(cfg)
-    existing = (rdir / "programs.sqlite").exists()
+    existing = (rdir / layout.PROGRAMS).exists()
     notes = check_continuation(rdir, cfg, task)
     for note in notes:
         logger.warning("resume: %s", note)
     lock = RunDirLock(rdir)
     if rdir.is_dir():  # an existing run: refuse before any slow work if another process has it
-        _acquire(lock)
+        acquire_lock(lock)
     # Everything that can fail on a bad task, config or model happens before the run
     # directory exists: a failed start leaves nothing behind but the error.
     if llm is None:
@@ -869,7 +560,7 @@ def run(
     if callable(protect):  # candidates must not write the run directory (DESIGN.md §5)
         protect(rdir)
     initial = None
-    if not (rdir / "programs.sqlite").exists():  # a new run: check the initial program
+    if not (rdir / layout.PROGRAMS).exists():  # a new run: check the initial program
         initial = check_initial_program(task, cfg, evaluator)
     if llm is None:
         from evoduet_graph.llm import make_chat_model
@@ -880,15 +571,15 @@ def run(
     # loads embeddings: may fail on a bad config
     novelty = make_novelty_checker(cfg.novelty, python=task.lang.is_python)
     if cfg.memory:  # a memory path that is not a store fails here, not mid-run
-        from evoduet_graph.memory import open_store
+        from evoduet_graph.search.memory import open_store
 
         open_store(cfg.memory).conn.close()
     rdir.mkdir(parents=True, exist_ok=True)
     rdir = rdir.resolve()
-    _acquire(lock)
-    (rdir / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
+    acquire_lock(lock)
+    (rdir / layout.CONFIG).write_text(cfg.to_yaml(), encoding="utf-8")
     task_sha = getattr(evaluator, "task_sha256", None)
-    (rdir / RUN_FILE).write_text(
+    (rdir / layout.RUN_META).write_text(
         json.dumps(
             {
                 "task_dir": str(task.path),
@@ -919,7 +610,7 @@ def run(
         if initial is not None:
             ctx.store.put_evaluation(task.initial_program, initial)
         if checkpointer is None:
-            checkpointer = open_checkpointer(rdir / "checkpoints.sqlite")
+            checkpointer = open_checkpointer(rdir / layout.CHECKPOINTS)
             stack.callback(checkpointer.conn.close)
         graph = build_outer_graph(nodes).compile(checkpointer=checkpointer)
         thread = {
@@ -1035,20 +726,16 @@ def resume(
     pauses again at the same review (``review`` answers it).
 
     Raises:
-        RunError: ``run_dir`` is not a run directory (no ``run.json`` / ``config.yaml``).
+        RunError: ``run_dir`` is not a run directory that can be rebuilt (`RunDir.open`).
     """
-    rdir = Path(run_dir)
-    if not (rdir / RUN_FILE).is_file() or not (rdir / "config.yaml").is_file():
-        raise RunError(f"{rdir} is not an evoduet run directory (no {RUN_FILE} / config.yaml)")
-    if not (rdir / "config.yaml").read_text(encoding="utf-8", errors="replace").strip():
-        raise RunError(
-            f"{rdir / 'config.yaml'} is empty, so the run's configuration is lost; restore it "
-            "from a copy (the defaults would silently change the run)"
-        )
-    meta = json.loads((rdir / RUN_FILE).read_text(encoding="utf-8"))
+    try:
+        opened = RunDir.open(run_dir, resumable=True)
+    except RunDirError as exc:
+        raise RunError(f"{run_dir}: {exc}") from None
+    rdir = opened.path
     return run(
-        load_task(meta["task_dir"], meta.get("program")),
-        rdir / "config.yaml",
+        opened.load_task(),
+        rdir / layout.CONFIG,
         llm=llm,
         evaluator=evaluator,
         run_dir=rdir,
@@ -1070,37 +757,11 @@ def _index_progress(on_event: EventFn | None) -> Any:
     return index_progress(on_event)
 
 
-def history_from_events(events_path: Path) -> list[dict[str, Any]]:
-    """Per-iteration history rebuilt from ``events.jsonl`` (latest record per iteration)."""
-    by_iter: dict[int, dict[str, Any]] = {}
-    for ev in read_events(events_path):
-        if ev.get("event") != "node" or not isinstance(ev.get("iteration"), int):
-            continue
-        entry = by_iter.setdefault(ev["iteration"], {"iteration": ev["iteration"]})
-        if ev.get("node") == "gate" and "gate_decision" in ev:
-            entry["gate_decision"] = ev["gate_decision"]
-        if ev.get("node") == "evaluate" and "candidates" in ev:
-            entry["candidates"] = ev["candidates"]
-        if ev.get("node") == "record":
-            entry["recorded"] = True
-            if "best_score" in ev:
-                entry["new_best"] = ev["best_score"]
-    history, best = [], None
-    for it in sorted(by_iter):
-        entry = by_iter[it]
-        if it == 0 or not entry.pop("recorded", False):
-            continue
-        best = entry.pop("new_best", best)
-        entry["best_score"] = best
-        history.append(entry)
-    return history
-
-
 def _result(ctx: Context, final: dict[str, Any], rdir: Path) -> RunResult:
     best_id = final.get("best_id")
     row = ctx.store.get_program(best_id) if best_id else None
     metric_value = ctx.task.metric_value(row.metrics) if row else None
-    history = history_from_events(rdir / "events.jsonl")
+    history = history_from_events(rdir / layout.EVENTS)
     initial = final.get("initial_score")
     for entry in history:
         if entry.get("best_score") is None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import sys
 import time
@@ -18,8 +17,11 @@ from rich.text import Text
 
 from evoduet_graph.api import RunError, RunResult, can_retrieve
 from evoduet_graph.config import ConfigError, load_config
-from evoduet_graph.languages import ToolchainError
+from evoduet_graph.rundir import layout
+from evoduet_graph.rundir.rundir import RunDir, RunDirError
+from evoduet_graph.search.registry import backend_choices
 from evoduet_graph.task import Task, TaskError, load_task
+from evoduet_graph.tasks.languages import ToolchainError
 
 app = typer.Typer(
     add_completion=False,
@@ -40,8 +42,8 @@ def _user_errors() -> tuple[type[Exception], ...]:
 def _failed_stop(result: RunResult) -> bool:
     """Whether the run stopped on failures (not a budget stop or a reached ``stop_at_score``):
     `_exit_for_stop` exits 1."""
-    from evoduet_graph.budget import STOP_PREFIX
     from evoduet_graph.nodes.stop_rules import TARGET_PREFIX
+    from evoduet_graph.rundir.budget import STOP_PREFIX
 
     return bool(result.stop_reason) and not str(result.stop_reason).startswith(
         (STOP_PREFIX, TARGET_PREFIX)
@@ -52,9 +54,9 @@ def _summary(result: RunResult, elapsed: float, *, write_report: bool = False) -
     """The end-of-run summary a newcomer reads: iterations, best score and NDG, gate decisions
     by kind, queries issued, distinct documents, and where the report is (written first when
     ``write_report``)."""
-    from evoduet_graph.budget import STOP_PREFIX
     from evoduet_graph.nodes.stop_rules import TARGET_PREFIX
-    from evoduet_graph.report import GATE_DECISIONS, GATE_FALLBACK, run_summary
+    from evoduet_graph.report.summary import GATE_DECISIONS, GATE_FALLBACK, run_summary
+    from evoduet_graph.rundir.budget import STOP_PREFIX
 
     rdir = result.run_dir
     figures = run_summary(rdir) if rdir is not None else {}
@@ -87,7 +89,7 @@ def _summary(result: RunResult, elapsed: float, *, write_report: bool = False) -
     )
     if rdir is not None:
         if write_report:
-            from evoduet_graph.report import write_report as write
+            from evoduet_graph.report.markdown import write_report as write
 
             try:
                 path = write(rdir)["markdown_path"]
@@ -115,7 +117,7 @@ def _num(value: Any) -> str:
 def _task_documents(rdir: Path) -> int:
     """Distinct documents of the run's search database that come from the task's ``docs/``
     folder (offline backend ids ``file:docs/...``)."""
-    path = rdir / "search_database.jsonl"
+    path = rdir / layout.SEARCH_DB
     if not path.is_file():
         return 0
     from evoduet_graph.search.database import SearchDatabase
@@ -156,7 +158,7 @@ def _run_with_display(
     when the run has started (its first progress event), with the live display only: a run
     refused at startup prints its one error line alone.
     """
-    from evoduet_graph.progress import JsonLines, LiveDisplay
+    from evoduet_graph.report.live import JsonLines, LiveDisplay
 
     if quiet and json_lines:
         _fail("--quiet and --json exclude each other: --json prints events on stdout; pick one")
@@ -188,7 +190,7 @@ def _run_with_display(
         raise typer.Exit(130) from None
     if sink is not None:
         if write_report and result.run_dir is not None:
-            from evoduet_graph.report import write_report as write
+            from evoduet_graph.report.markdown import write_report as write
 
             write(result.run_dir)
         sink.write(_result_json(result, time.perf_counter() - start))
@@ -216,7 +218,7 @@ def _check_can_review(json_lines: bool) -> None:
 
 
 def _review_on_terminal(payload: dict[str, Any], display: Any) -> Any:
-    """Ask the person at the terminal to answer one review pause (`evoduet_graph.review`).
+    """Ask the person at the terminal to answer one review pause (`evoduet_graph.nodes.review`).
 
     Queries: Enter keeps the proposal; otherwise type the queries, separated by ``;``
     (``-`` alone skips this round's search). Gate: Enter keeps the decision; otherwise type
@@ -305,8 +307,7 @@ def run_cmd(
     backend: Annotated[
         str | None,
         typer.Option(
-            help="Search backend(s), comma-separated: offline|tavily|arxiv|wikipedia|"
-            "duckduckgo|searxng|exa|brave|langchain:<module>:<factory>|none."
+            help=f"Search backend(s), comma-separated: {backend_choices()}."
         ),
     ] = None,
     stop_at_score: Annotated[
@@ -370,8 +371,8 @@ def run_cmd(
             source=f"{config} with the command-line options" if config else "the command line",
         )
         from evoduet_graph.api import validate_model
-        from evoduet_graph.task_environment import check_toolchain
-        from evoduet_graph.task_settings import apply_task_settings
+        from evoduet_graph.tasks.environment import check_toolchain
+        from evoduet_graph.tasks.settings import apply_task_settings
 
         settings = apply_task_settings(task, cfg)
         cfg = settings.config
@@ -381,15 +382,16 @@ def run_cmd(
         _fail(str(exc))
     except ToolchainError as exc:
         _fail(str(exc))
-    from evoduet_graph.api import RUN_FILE, default_run_dir
+    from evoduet_graph.api import default_run_dir
+    from evoduet_graph.rundir import layout
 
     out = out if out is not None else default_run_dir(task)
-    if (out / RUN_FILE).is_file():
+    if (out / layout.RUN_META).is_file():
         _fail(
             f"{out} already holds a run; continue it with `evoduet resume {out}` (it keeps that "
             "run's configuration; --iterations N raises the total), or choose a new --out"
         )
-    from evoduet_graph.task_environment import requirements_warning
+    from evoduet_graph.tasks.environment import requirements_warning
 
     warnings = list(task.warnings)
     requirements = requirements_warning(task)
@@ -441,7 +443,7 @@ def resume_cmd(
 
     try:
         task, total, done = _resume_target(run_dir, iterations)
-        reviewed = _needs_review(load_config(run_dir / "config.yaml"))
+        reviewed = _needs_review(load_config(run_dir / layout.CONFIG))
     except _CliError as exc:
         _fail(f"cannot resume {run_dir}: {exc}")
     except _USER_ERRORS as exc:
@@ -470,22 +472,14 @@ def _fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
-_RUN_HINT = "pass the run directory that `evoduet run` printed (runs/<task>-<timestamp>)"
 
 
-def _check_run_dir(run_dir: Path) -> None:
-    """Raise `_CliError` unless ``run_dir`` is a directory written by ``evoduet run``."""
-    if not run_dir.exists():
-        raise _CliError(f"no such directory; {_RUN_HINT}")
-    if not run_dir.is_dir():
-        raise _CliError(f"not a directory; {_RUN_HINT}")
-    # config.yaml alone is not enough: an OpenEvolve task folder has one too
-    markers = ("run.json", "events.jsonl")
-    if not any((run_dir / name).is_file() for name in markers):
-        raise _CliError(
-            f"not an evoduet run directory (neither {' nor '.join(markers)} is there); "
-            f"{_RUN_HINT}"
-        )
+def _check_run_dir(run_dir: Path, *, resumable: bool = False) -> RunDir:
+    """`RunDir.open`, its refusal raised as `_CliError`."""
+    try:
+        return RunDir.open(run_dir, resumable=resumable)
+    except RunDirError as exc:
+        raise _CliError(str(exc)) from None
 
 
 def _resume_target(run_dir: Path, iterations: int | None) -> tuple[Task, int, int]:
@@ -494,41 +488,26 @@ def _resume_target(run_dir: Path, iterations: int | None) -> tuple[Task, int, in
     Raises:
         _CliError: with a one-line reason and what to do.
     """
-    from evoduet_graph.api import RUN_FILE, completed_iterations
-
-    _check_run_dir(run_dir)
-    for name in (RUN_FILE, "config.yaml"):
-        if not (run_dir / name).is_file():
-            raise _CliError(
-                f"{name} is missing, so the run cannot be rebuilt; {_RUN_HINT}, or start a new "
-                "run with `evoduet run`"
-            )
-    try:
-        meta = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8"))
-        task_dir = meta["task_dir"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise _CliError(
-            f"{run_dir / RUN_FILE} is damaged ({type(exc).__name__}: {exc}); it must be JSON "
-            'with "task_dir"'
-        ) from None
-    if meta.get("studio"):
+    rdir = _check_run_dir(run_dir, resumable=True)
+    if rdir.studio:
         raise _CliError(
             "this run was started through the graph input (LangGraph Studio, the SDK or "
             "evoduet_graph.graph) and its checkpoints live with that caller (the dev server's "
             "thread); continue the thread there, or start a new run with `evoduet run`"
         )
     try:
-        task = load_task(task_dir, meta.get("program"))
+        task = rdir.load_task()
     except TaskError as exc:
+        task_dir = rdir.meta["task_dir"]
         raise _CliError(
-            f"its task folder {task_dir} (from {RUN_FILE}) cannot be loaded: {exc}; restore the "
-            f"folder or correct task_dir in {run_dir / RUN_FILE}"
+            f"its task folder {task_dir} (from {layout.RUN_META}) cannot be loaded: {exc}; "
+            f"restore the folder or correct task_dir in {run_dir / layout.RUN_META}"
         ) from None
     try:
-        total = iterations or load_config(run_dir / "config.yaml").iterations
+        total = iterations or load_config(run_dir / layout.CONFIG).iterations
     except ConfigError as exc:
         raise _CliError(f"{exc}; fix {run_dir / 'config.yaml'}") from None
-    done = completed_iterations(run_dir)
+    done = rdir.completed_iterations()
     if total < done:
         given = (
             f"--iterations {total}" if iterations else f"iterations: {total} in config.yaml"
@@ -552,7 +531,7 @@ def eval_cmd(
 ) -> None:
     """Evaluate PROGRAM through the sandbox; print its metrics as one JSON object on stdout."""
     from evoduet_graph.evaluation import SandboxEvaluator
-    from evoduet_graph.task_environment import check_toolchain, requirements_warning
+    from evoduet_graph.tasks.environment import check_toolchain, requirements_warning
 
     try:
         task = (
@@ -596,7 +575,7 @@ def report_cmd(
 ) -> None:
     """Report a run: PNG plots, report.md (and report.html) in RUN_DIR/report/; print the
     markdown (scores, gate decisions, queries by Δ, URLs, lineage of the best, LLM usage)."""
-    from evoduet_graph.report import report_markdown, write_report
+    from evoduet_graph.report.markdown import report_markdown, write_report
 
     try:
         _check_run_dir(run_dir)
@@ -621,7 +600,7 @@ def report_cmd(
         )
     if out is not None:
         if written:
-            from evoduet_graph.report import relink
+            from evoduet_graph.report.markdown import relink
 
             text_out = relink(text, written["plots"], out.parent)
         else:
@@ -648,7 +627,7 @@ def compare_cmd(
 ) -> None:
     """Compare runs: print a table (task, gate, best score, NDG, LLM usage) and write overlaid
     best-so-far / NDG vs iteration plots."""
-    from evoduet_graph.report import compare_runs
+    from evoduet_graph.report.compare import compare_runs
 
     for run_dir in run_dirs:
         try:

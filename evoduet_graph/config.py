@@ -23,6 +23,8 @@ from pydantic import (
     model_validator,
 )
 
+from evoduet_graph.search.registry import backend_choices
+
 # candidates per iteration: each is one LLM call and one evaluation in the same step; more
 # than this is a typo (a search that wide is several runs, or several islands)
 MAX_CANDIDATES = 64
@@ -335,11 +337,10 @@ class RetrievalConfig(_Section):
     backend: str | list[str] = Field(
         "offline",
         description="Search backend, or a list of them searched together (results merged, "
-        "de-duplicated by normalised URL): `offline` (BM25 over the task's docs/, --corpus "
-        "folders and numpy/scipy API docs), `tavily`, `arxiv`, `wikipedia`, `duckduckgo`, "
-        "`searxng`, `exa`, `brave` (see the README's table of search sources), "
-        "`langchain:<module>:<factory>` for a LangChain retriever or search tool of yours, "
-        "or `none`.",
+        f"de-duplicated by normalised URL): {backend_choices()} (the registry "
+        "`evoduet_graph.search.registry`; see the README's table of search sources). "
+        "`offline` is BM25 over the task's docs/, --corpus folders and numpy/scipy API docs; "
+        "`langchain:<module>:<factory>` loads a LangChain retriever or search tool of yours.",
     )
     exclude_domains: list[str] = Field(
         default_factory=list,
@@ -485,14 +486,15 @@ ScaffoldName = Literal["openevolve", "top_k", "best_of_n", "evox"]
 """Search scaffolds: population + parent-selection policy + what the mutation prompt asks for
 (`evoduet_graph.scaffolds`)."""
 
-SCAFFOLD_POPULATIONS: dict[str, tuple[str, ...]] = {
-    "openevolve": ("islands", "top_k"),
-    "top_k": ("top_k",),
-    "best_of_n": ("top_k",),
-    "evox": ("islands",),
-}
-"""Population kinds each scaffold runs over; the first is the one it chooses when
-``population.kind`` is left out."""
+
+
+def scaffold_populations() -> dict[str, tuple[str, ...]]:
+    """Population kinds each scaffold runs over (each scaffold's ``populations``
+    attribute in the registry `evoduet_graph.scaffolds.SCAFFOLDS`); the first is the one it
+    chooses when ``population.kind`` is left out."""
+    from evoduet_graph.scaffolds import SCAFFOLDS  # the scaffolds import this module
+
+    return {name: cls.populations for name, cls in SCAFFOLDS.items()}
 
 StrategyRule = Literal["best", "top_k_uniform", "diverse_island", "recent_improver"]
 """Parent-selection rules an EvoX strategy chooses from (`evoduet_graph.scaffolds.evox`)."""
@@ -530,7 +532,7 @@ class EvoXConfig(_Section):
 
 
 class NoveltyConfig(_Section):
-    """Novelty rejection before evaluation (`evoduet_graph.novelty`): a child that is a
+    """Novelty rejection before evaluation (`evoduet_graph.candidates.novelty`): a child that is a
     near-duplicate of its parent or of a population program is recorded as ``duplicate``
     with the reason and never evaluated; ``generate`` may ask the model once more.
 
@@ -638,7 +640,7 @@ class BudgetConfig(_Section):
         None,
         gt=0,
         description="Most estimated spend in USD for priced models (the genai-prices "
-        "catalogue, overridden/extended by `prices`: `evoduet_graph.pricing`); `local` costs "
+        "catalogue, overridden/extended by `prices`: `evoduet_graph.rundir.pricing`); `local` costs "
         "0, and a model neither prices cannot be stopped by this limit.",
     )
     max_wall_s: float | None = Field(
@@ -766,8 +768,9 @@ class EvoDuetConfig(_Section):
             if population is None:
                 population = {}
             # an unknown scaffold or a bad population: the fields' own validation reports it
-            if scaffold in SCAFFOLD_POPULATIONS and isinstance(population, dict):
-                kind = SCAFFOLD_POPULATIONS[scaffold][0]
+            kinds = scaffold_populations()
+            if scaffold in kinds and isinstance(population, dict):
+                kind = kinds[scaffold][0]
                 data = {**data, "population": {**population, "kind": kind}}
         cfg = handler(data)
         if isinstance(cfg, EvoDuetConfig):
@@ -776,7 +779,7 @@ class EvoDuetConfig(_Section):
 
     @model_validator(mode="after")
     def _check_scaffold_population(self) -> EvoDuetConfig:
-        allowed = SCAFFOLD_POPULATIONS[self.scaffold]
+        allowed = scaffold_populations()[self.scaffold]
         if self.population.kind not in allowed:
             raise ValueError(
                 f"scaffold {self.scaffold!r} runs over population.kind "

@@ -16,9 +16,9 @@ from langchain_core.runnables import RunnableConfig
 
 from evoduet_graph.config import EvoDuetConfig
 from evoduet_graph.evaluation import Evaluator
-from evoduet_graph.events import EventLog
 from evoduet_graph.population import Population
-from evoduet_graph.store import ProgramStore
+from evoduet_graph.rundir.events import EventLog
+from evoduet_graph.rundir.store import ProgramStore
 from evoduet_graph.task import Task
 
 
@@ -41,18 +41,18 @@ class Context:
         max_iterations: a new total set by a resume that changes ``--iterations`` while an
             iteration is in flight; ``record`` writes it into the state (no ``update_state``
             on a half-finished superstep).
-        budget: usage against the ``budget:`` limits (`evoduet_graph.budget.Budget`); None:
+        budget: usage against the ``budget:`` limits (`evoduet_graph.rundir.budget.Budget`); None:
             no budget checks.
         scaffold: the parent-selection policy the ``select`` node applies
             (`evoduet_graph.scaffolds.Scaffold`); None: the one ``config.scaffold`` names.
         novelty: the near-duplicate check ``generate`` runs on every child before evaluation
-            (`evoduet_graph.novelty.NoveltyFilter`; `build_context` builds it from
+            (`evoduet_graph.candidates.novelty.NoveltyFilter`; `build_context` builds it from
             ``config.novelty``); None: no check, every child is evaluated.
         search_cache: answers of earlier searches (`evoduet_graph.search.cache.SearchCache`);
             None: every query is searched.
         role_llms: the chat model of each node that ``llm.roles`` maps
             (`evoduet_graph.llm.roles`); unmapped nodes use ``llm``.
-        memory: the task's long-term memory (`evoduet_graph.memory.TaskMemory`); None: off.
+        memory: the task's long-term memory (`evoduet_graph.search.memory.TaskMemory`); None: off.
     """
 
     task: Task

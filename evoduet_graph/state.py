@@ -2,7 +2,7 @@
 
 State holds only small, typed, serialisable values: ids, scores, the gate decision, the current
 knowledge state and documents, this iteration's candidates and counters. Program source lives
-in the program store (`evoduet_graph.store`); a checkpoint written at iteration 1000 has the
+in the program store (`evoduet_graph.rundir.store`); a checkpoint written at iteration 1000 has the
 same size as one written at iteration 10.
 """
 
@@ -25,7 +25,7 @@ class CandidateRecord(TypedDict):
         status: ``generated`` (code ready), ``invalid`` (no usable code: the reason is in
             ``error``), ``failed`` (the LLM call failed), ``duplicate`` (rejected before
             evaluation as a near-duplicate of its parent or a population program; the reason
-            is in ``error``: `evoduet_graph.novelty`), ``evaluated`` (metrics known).
+            is in ``error``: `evoduet_graph.candidates.novelty`), ``evaluated`` (metrics known).
         score: fitness on the internal higher-is-better scale, or None before evaluation.
         valid: the evaluator accepted the program.
         error: why the candidate is invalid / failed / a duplicate, shown to the next prompt.

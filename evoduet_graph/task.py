@@ -4,7 +4,7 @@ A task folder holds (DESIGN.md §5):
 
 - the program to evolve (optional): ``initial_program.<ext>`` in any language, or the file
   named by ``--program``; the language comes from the config's ``language:`` (else
-  ``file_suffix:``, else the file's suffix) (`evoduet_graph.languages`). Code between
+  ``file_suffix:``, else the file's suffix) (`evoduet_graph.tasks.languages`). Code between
   ``EVOLVE-BLOCK-START`` / ``EVOLVE-BLOCK-END`` marker lines (any comment syntax: ``#``,
   ``//``, ``--``, ``/* */``) is what the model may change; without markers the whole file may
   change (SkyDiscover's rule). Without a program, the first iteration asks the model for one
@@ -17,7 +17,7 @@ A task folder holds (DESIGN.md §5):
 - ``config.yaml`` (optional): an OpenEvolve or SkyDiscover configuration. We read
   ``prompt.system_message`` (also ``llm.system_message``), ``evaluator.timeout``,
   ``evaluator.cascade_evaluation``, ``evaluator.cascade_thresholds``, ``language`` and
-  ``file_suffix`` here; `evoduet_graph.task_settings` reads the rest that is the task's business
+  ``file_suffix`` here; `evoduet_graph.tasks.settings` reads the rest that is the task's business
   (``diff_based_*``, ``max_code_length`` / ``max_solution_length``, ``random_seed``, the model
   settings). Every key is kept verbatim in `Task.openevolve_config`; keys neither framework
   knows are reported as warnings;
@@ -40,7 +40,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from evoduet_graph.languages import Language, language_by_name, language_for_suffix
+from evoduet_graph.tasks.languages import Language, language_by_name, language_for_suffix
+from evoduet_graph.tasks.openevolve_config import unknown_keys
 
 logger = logging.getLogger(__name__)
 
@@ -59,172 +60,6 @@ EVOLVE_BLOCK_END = "# EVOLVE-BLOCK-END"
 DEFAULT_CASCADE_THRESHOLDS: tuple[float, ...] = (0.5, 0.75, 0.9)
 DEFAULT_TIMEOUT_S = 60.0
 
-# Keys of OpenEvolve's ``Config`` dataclasses (openevolve/config.py). Unknown keys are not an
-# error (OpenEvolve versions differ); they only produce a warning.
-_OE_TOP_LEVEL: frozenset[str] = frozenset(
-    {
-        "max_iterations",
-        "checkpoint_interval",
-        "log_level",
-        "log_dir",
-        "random_seed",
-        "language",
-        "file_suffix",
-        "diff_based_evolution",
-        "max_code_length",
-        "enforce_evolve_blocks",
-        "diff_pattern",
-        "early_stopping_patience",
-        "convergence_threshold",
-        "early_stopping_metric",
-        "max_tasks_per_child",
-        "allowed_files",
-        "llm",
-        "prompt",
-        "database",
-        "evaluator",
-        "evolution_trace",
-        # SkyDiscover's Config (skydiscover/config.py)
-        "diff_based_generation",
-        "max_solution_length",
-        "context_builder",
-        "search",
-        "agentic",
-        "benchmark",
-        "monitor",
-        "human_feedback_enabled",
-        "human_feedback_file",
-        "human_feedback_mode",
-        "max_parallel_iterations",
-        "system_prompt_override",
-        "alphaevolve",
-    }
-)
-_OE_LLM_MODEL: frozenset[str] = frozenset(
-    {
-        "api_base",
-        "api_key",
-        "name",
-        "provider",
-        "init_client",
-        "weight",
-        "system_message",
-        "temperature",
-        "top_p",
-        "max_tokens",
-        "timeout",
-        "retries",
-        "retry_delay",
-        "random_seed",
-        "reasoning_effort",
-        "max_budget_usd",
-        "max_ai_credits",
-        "allow_all_tools",
-        "manual_mode",
-    }
-)
-_OE_SECTIONS: dict[str, frozenset[str]] = {
-    "llm": _OE_LLM_MODEL
-    | {
-        "models",
-        "evaluator_models",
-        "primary_model",
-        "primary_model_weight",
-        "secondary_model",
-        "secondary_model_weight",
-        "guide_models",
-    },
-    "prompt": frozenset(
-        {
-            "template_dir",
-            "system_message",
-            "island_system_messages",
-            "evaluator_system_message",
-            "programs_as_changes_description",
-            "system_message_changes_description",
-            "initial_changes_description",
-            "num_top_programs",
-            "num_diverse_programs",
-            "use_template_stochasticity",
-            "template_variations",
-            "use_meta_prompting",
-            "meta_prompt_weight",
-            "include_artifacts",
-            "max_artifact_bytes",
-            "artifact_security_filter",
-            "suggest_simplification_after_chars",
-            "include_changes_under_chars",
-            "concise_implementation_max_lines",
-            "comprehensive_implementation_min_lines",
-            "diff_summary_max_line_len",
-            "diff_summary_max_lines",
-            "code_length_threshold",
-        }
-    ),
-    "database": frozenset(
-        {
-            "db_path",
-            "in_memory",
-            "log_prompts",
-            "population_size",
-            "archive_size",
-            "num_islands",
-            "elite_selection_ratio",
-            "exploration_ratio",
-            "exploitation_ratio",
-            "diversity_metric",
-            "feature_dimensions",
-            "feature_bins",
-            "diversity_reference_size",
-            "migration_interval",
-            "migration_rate",
-            "random_seed",
-            "artifacts_base_path",
-            "artifact_size_threshold",
-            "cleanup_old_artifacts",
-            "artifact_retention_days",
-            "max_snapshot_artifacts",
-            "novelty_llm",
-            "embedding_model",
-            "embedding_api_base",
-            "similarity_threshold",
-        }
-    ),
-    "evaluator": frozenset(
-        {
-            "timeout",
-            "max_retries",
-            "memory_limit_mb",
-            "cpu_limit",
-            "cascade_evaluation",
-            "cascade_thresholds",
-            "parallel_evaluations",
-            "distributed",
-            "use_llm_feedback",
-            "llm_feedback_weight",
-            "enable_artifacts",
-            "max_artifact_storage",
-            "evaluator_args",
-            # SkyDiscover's EvaluatorConfig
-            "evaluation_file",
-            "file_suffix",
-            "is_image_mode",
-            "inject_evaluator_context",
-            "llm_as_judge",
-        }
-    ),
-    "evolution_trace": frozenset(
-        {
-            "enabled",
-            "format",
-            "include_code",
-            "include_prompts",
-            "output_path",
-            "buffer_size",
-            "compress",
-        }
-    ),
-}
 # OpenEvolve's PromptConfig default for system_message is a template *name*, not a message.
 _OE_TEMPLATE_NAMES = frozenset({"system_message", "evaluator_system_message"})
 
@@ -328,7 +163,7 @@ class Task(BaseModel):
 
     @property
     def lang(self) -> Language:
-        """The program language (`evoduet_graph.languages.Language`)."""
+        """The program language (`evoduet_graph.tasks.languages.Language`)."""
         lang = language_by_name(self.language)
         if lang.suffix != self.file_suffix and self.file_suffix:
             return Language(
@@ -677,7 +512,7 @@ def _container_path_warnings(script: Path) -> list[str]:
 
 def _has_markers(source: str) -> bool:
     """Whether ``source`` has a well-formed EVOLVE-BLOCK region (any comment syntax)."""
-    from evoduet_graph.diffs import has_evolve_blocks
+    from evoduet_graph.candidates.diffs import has_evolve_blocks
 
     return has_evolve_blocks(source)
 
@@ -718,33 +553,11 @@ def _read_yaml_mapping(path: Path, folder: Path) -> dict[str, Any]:
 
 
 def _unknown_openevolve_keys(config: dict[str, Any]) -> list[str]:
-    found: list[str] = []
-    for key, value in config.items():
-        if key.startswith("early_stopping_"):
-            continue
-        if key not in _OE_TOP_LEVEL:
-            found.append(f"{OPENEVOLVE_CONFIG}: unknown OpenEvolve key {key!r} ignored")
-            continue
-        allowed = _OE_SECTIONS.get(key)
-        if allowed is None or not isinstance(value, dict):
-            continue
-        for sub in value:
-            if sub not in allowed:
-                found.append(f"{OPENEVOLVE_CONFIG}: unknown OpenEvolve key '{key}.{sub}' ignored")
-        if key == "llm":
-            for list_key in ("models", "evaluator_models"):
-                models = value.get(list_key)
-                if not isinstance(models, list):
-                    continue
-                for i, model in enumerate(models):
-                    if isinstance(model, dict):
-                        found += [
-                            f"{OPENEVOLVE_CONFIG}: unknown OpenEvolve key "
-                            f"'llm.{list_key}[{i}].{sub}' ignored"
-                            for sub in model
-                            if sub not in _OE_LLM_MODEL
-                        ]
-    return found
+    """One warning per key of the task's config that OpenEvolve and SkyDiscover do not know."""
+    return [
+        f"{OPENEVOLVE_CONFIG}: unknown OpenEvolve key '{key}' ignored"
+        for key in unknown_keys(config)
+    ]
 
 
 def _config_value(
@@ -817,7 +630,7 @@ def _check_python(source: str, path: Path, folder: Path) -> None:
 def _check_evolve_blocks(source: str, path: Path) -> None:
     """An EVOLVE-BLOCK with nothing (or only blank lines) between its markers leaves the model
     nothing to edit: a SEARCH cannot anchor in it and a rewrite has nowhere to go."""
-    from evoduet_graph.diffs import evolve_regions
+    from evoduet_graph.candidates.diffs import evolve_regions
 
     lines = source.split("\n")
     for first, stop in evolve_regions(source):

@@ -148,9 +148,9 @@ def install_hooks() -> None:
 
     import evoduet_graph.graphs.inner as inner_mod
     import evoduet_graph.graphs.outer as outer_mod
-    from evoduet_graph.events import EventLog
+    from evoduet_graph.rundir.events import EventLog
+    from evoduet_graph.rundir.store import ProgramStore
     from evoduet_graph.search.database import SearchDatabase
-    from evoduet_graph.store import ProgramStore
 
     original_instrument = outer_mod.instrument
 
@@ -565,7 +565,7 @@ def _restored_population(db: Path) -> dict[str, Any]:
     """The population a resume would rebuild (snapshot + journal), as data."""
     from evoduet_graph.config import EvoDuetConfig
     from evoduet_graph.population import restore_population
-    from evoduet_graph.store import ProgramStore
+    from evoduet_graph.rundir.store import ProgramStore
 
     cfg = EvoDuetConfig.model_validate(HARNESS_CONFIG)
     store = ProgramStore(db)

@@ -152,9 +152,9 @@ def fork_child(run_dir: Path, kill_at: tuple[str, int] | None = None) -> tuple[i
 def outcome(scenario_dir: Path) -> dict[str, Any]:
     """What must equal between a killed-and-resumed run and the reference."""
     from evoduet_graph.config import EvoDuetConfig
-    from evoduet_graph.events import read_events
     from evoduet_graph.population import restore_population
-    from evoduet_graph.store import ProgramStore
+    from evoduet_graph.rundir.events import read_events
+    from evoduet_graph.rundir.store import ProgramStore
 
     run_dir = scenario_dir / "run"
     conn = sqlite3.connect(f"file:{run_dir / 'programs.sqlite'}?mode=ro", uri=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -260,3 +260,10 @@ def iteration_points(
         if total is not None:
             points[-1].wall_s = max(points[-1].wall_s or 0.0, total)
     return points
+
+
+LogFn = Callable[[str], None]
+
+
+class BenchError(RuntimeError):
+    """The bench cannot start (bad task, unknown method, missing dependency, dead server)."""

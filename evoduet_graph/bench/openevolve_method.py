@@ -59,10 +59,11 @@ from evoduet_graph.bench.common import (
 from evoduet_graph.bench.server import die_with_parent, kill_process_group
 from evoduet_graph.evaluation import Evaluator, score_from_metrics
 from evoduet_graph.llm.factory import PLACEHOLDER_API_KEY
+from evoduet_graph.rundir.read import iter_jsonl
 from evoduet_graph.task import EVALUATOR, INITIAL_PROGRAM, Task
+from evoduet_graph.tasks.openevolve_config import unknown_keys
 
 __all__ = [
-    "CONFIG_KEYS",
     "OPENEVOLVE_VERSION",
     "OpenEvolveEnv",
     "OpenEvolveError",
@@ -94,44 +95,6 @@ LOG_FILE = "openevolve.log"
 _MARKER = ".evoduet-openevolve.json"
 _LOG_TAIL_CHARS = 4000
 
-# Keys the bench writes, by section, as fields of OpenEvolve 0.4.1's config dataclasses
-# (openevolve/config.py: Config, LLMConfig/LLMModelConfig, DatabaseConfig, EvaluatorConfig,
-# EvolutionTraceConfig). OpenEvolve loads YAML with dacite, which silently DROPS unknown keys,
-# so a misspelt key would be ignored without a word; `unknown_config_keys` guards against that.
-CONFIG_KEYS: dict[str, frozenset[str]] = {
-    "": frozenset(
-        {
-            "max_iterations",
-            "checkpoint_interval",
-            "log_level",
-            "random_seed",
-            "language",
-            "diff_based_evolution",
-            "llm",
-            "prompt",
-            "database",
-            "evaluator",
-            "evolution_trace",
-        }
-    ),
-    "llm": frozenset(
-        {"api_base", "api_key", "models", "temperature", "max_tokens", "timeout", "retries"}
-    ),
-    "llm.models": frozenset({"name", "weight"}),
-    "database": frozenset({"random_seed"}),
-    "evaluator": frozenset({"timeout"}),
-    "evolution_trace": frozenset(
-        {
-            "enabled",
-            "format",
-            "include_code",
-            "include_prompts",
-            "include_failures",
-            "buffer_size",
-            "output_path",
-        }
-    ),
-}
 
 
 class OpenEvolveError(RuntimeError):
@@ -385,16 +348,11 @@ def openevolve_config(
 
 
 def unknown_config_keys(cfg: dict[str, Any]) -> list[str]:
-    """Keys the bench sets that are not fields of OpenEvolve's config (see `CONFIG_KEYS`).
-
-    Only the keys the bench writes are checked; the task's own keys pass through unchanged.
+    """Keys of a config the bench wrote that are no field of OpenEvolve 0.4.1's config
+    (`evoduet_graph.tasks.openevolve_config.OPENEVOLVE_FIELDS`; OpenEvolve's loader would
+    drop them without a word). The task's own keys are checked when the task is loaded.
     """
-    bad = [f"llm.{k}" for k in cfg.get("llm", {}) if k not in CONFIG_KEYS["llm"]]
-    for i, model in enumerate(cfg.get("llm", {}).get("models", [])):
-        bad += [f"llm.models[{i}].{k}" for k in model if k not in CONFIG_KEYS["llm.models"]]
-    for section in ("evolution_trace",):
-        bad += [f"{section}.{k}" for k in cfg.get(section, {}) if k not in CONFIG_KEYS[section]]
-    return bad
+    return unknown_keys(cfg, skydiscover=False)
 
 
 def write_openevolve_config(
@@ -470,22 +428,6 @@ def _reported_error(metrics: dict[str, Any]) -> bool:
     return isinstance(error, str) and bool(error.strip())
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line torn by a kill
-        if isinstance(obj, dict):
-            out.append(obj)
-    return out
-
 
 def _tokens(usage: Any) -> int | None:
     if not isinstance(usage, dict):
@@ -510,7 +452,7 @@ def read_trace(trace_path: str | Path) -> list[OpenEvolveRecord]:
     failures_path = trace_path.with_name(f"{trace_path.stem}_failures.jsonl")
     latest: dict[int, OpenEvolveRecord] = {}
     records: list[OpenEvolveRecord] = []
-    for obj in _read_jsonl(trace_path):
+    for obj in iter_jsonl(trace_path):
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
         records.append(
             OpenEvolveRecord(
@@ -521,7 +463,7 @@ def read_trace(trace_path: str | Path) -> list[OpenEvolveRecord]:
                 code=obj.get("child_code") if isinstance(obj.get("child_code"), str) else "",
             )
         )
-    for obj in _read_jsonl(failures_path):
+    for obj in iter_jsonl(failures_path):
         records.append(
             OpenEvolveRecord(
                 iteration=int(obj.get("iteration", 0)),

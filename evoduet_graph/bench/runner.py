@@ -51,45 +51,45 @@ as ``failed`` with its error and the bench goes on; the next invocation retries 
 from __future__ import annotations
 
 import contextlib
-import csv
 import dataclasses
 import importlib.metadata
 import importlib.util
-import json
 import os
 import platform
 import subprocess
-import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-import yaml
 from langchain_core.language_models import BaseChatModel
-from langchain_openai import ChatOpenAI
 
 import evoduet_graph
 from evoduet_graph.bench.common import (
+    BenchError,
     Endpoint,
+    LogFn,
     MethodOutcome,
     Session,
     floored_ndg,
-    is_better,
-    iteration_points,
-    running_best,
-    total_wall,
 )
-from evoduet_graph.config import ConfigError, EvoDuetConfig, LLMConfig, merge_config
+from evoduet_graph.bench.endpoint import probe_endpoint
+from evoduet_graph.bench.graph_method import _configs_dir, _graph_runner, config_method
+from evoduet_graph.bench.output import (
+    BENCH_RUN,
+    _fmt,
+    _write_csvs,
+    _write_json,
+    _write_manifest,
+    collect_runs,
+)
+from evoduet_graph.config import ConfigError, EvoDuetConfig, merge_config
 from evoduet_graph.evaluation import Evaluator, make_evaluator
-from evoduet_graph.events import read_events
 from evoduet_graph.llm.factory import parse_model_string
-from evoduet_graph.nodes.record import MODEL_DOWN_PREFIX
-from evoduet_graph.report import INCLUSIVE_NODES, paper_metrics, run_summary
+from evoduet_graph.rundir.read import read_json
 from evoduet_graph.search import Searcher
-from evoduet_graph.store import ProgramStore
 from evoduet_graph.task import Task, TaskError, load_task
 
 __all__ = [
@@ -103,8 +103,6 @@ __all__ = [
     "Job",
     "JobContext",
     "MethodRunner",
-    "config_method",
-    "graph_outcome",
     "parse_list",
     "resolve_tasks",
     "run_bench",
@@ -147,48 +145,8 @@ METHOD_ORDER: tuple[str, ...] = (
 )
 """Order of the methods in tables and plots (others follow by name)."""
 DEFAULT_SEEDS: tuple[int, ...] = (0, 1, 2)
-BENCH_RUN = "bench_run.json"
 LOCAL_KEY_ENV = "EVODUET_LOCAL_SERVER_KEY"
 """Key variable our methods read for the bench's own server (normally unset: no key is sent)."""
-
-RESULT_COLUMNS = (
-    "task",
-    "method",
-    "seed",
-    "iteration",
-    "best",
-    "ndg",
-    "llm_calls",
-    "tokens",
-    "wall_s",
-    "status",
-)
-RUN_COLUMNS = (
-    "task",
-    "method",
-    "seed",
-    "status",
-    "iterations",
-    "initial",
-    "best",
-    "ndg",
-    "llm_calls",
-    "tokens",
-    "wall_s",
-    "notes",
-    "error",
-    "model",
-    "model_sha256",
-    "evoduet_graph",
-    "llama_cpp_python",
-    "openevolve",
-)
-
-LogFn = Callable[[str], None]
-
-
-class BenchError(RuntimeError):
-    """The bench cannot start (bad task, unknown method, missing dependency, dead server)."""
 
 
 @dataclass
@@ -328,7 +286,7 @@ class _RunState:
     def __init__(self, job: Job) -> None:
         self.job = job
         self.path = job.dir / BENCH_RUN
-        data = _read_json(self.path) or {}
+        data = read_json(self.path) or {}
         self.data: dict[str, Any] = data
         self.sessions = [Session(**s) for s in data.get("sessions") or []]
 
@@ -363,366 +321,6 @@ class _RunState:
         if self.sessions and self.sessions[-1].end is None:
             self.sessions[-1].end = time.time()
         self.save()
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-# ------------------------------------------------------------------------------------------
-# our graph's methods
-# ------------------------------------------------------------------------------------------
-
-
-def _graph_config(ctx: JobContext, overlay: dict[str, Any], source: str) -> EvoDuetConfig:
-    """The job's configuration: ``overlay`` over the bench's base (`merge_config`), with the
-    bench's iterations and seed, and diffs as the task's OpenEvolve config asks unless the
-    base sets ``prompt.diff_based``."""
-    job = ctx.job
-    cfg = merge_config(ctx.config, overlay, source)
-    overrides: dict[str, Any] = {"iterations": job.iterations, "seed": job.seed}
-    if cfg.prompt.diff_based is None:
-        overrides["prompt.diff_based"] = bool(
-            job.task.openevolve_config.get("diff_based_evolution", True)
-        )
-    return cfg.with_overrides(overrides)
-
-
-def _configs_dir() -> Path:
-    return Path("configs") if Path("configs").is_dir() else _bundled_tasks_dir().parent / "configs"
-
-
-def config_method(
-    name: str, configs_dir: Path | None = None
-) -> tuple[str, dict[str, Any], Path] | None:
-    """A method given as a configuration file: a ``.yaml``/``.yml`` path, or the stem of a
-    file in ``configs_dir`` (default ``./configs`` if it exists, else the repository's).
-
-    Returns:
-        ``(label, overlay, path)`` — the label is the file's stem (the job folder's name),
-        the overlay the file's mapping without ``iterations`` and ``seed`` — or None when
-        ``name`` names no such file.
-
-    Raises:
-        BenchError: the file is not a YAML mapping, or it has an ``llm`` section.
-    """
-    path = Path(name).expanduser()
-    if path.suffix not in (".yaml", ".yml") or not path.is_file():
-        path = (configs_dir or _configs_dir()) / f"{name}.yaml"
-        if not path.is_file():
-            return None
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise BenchError(f"method config {path} is not readable YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise BenchError(f"method config {path} must hold a mapping")
-    if "llm" in data:
-        raise BenchError(
-            f"method config {path} has an llm section; the bench's --model (and the base "
-            "--config) choose the model of every method"
-        )
-    overlay = {k: v for k, v in data.items() if k not in ("iterations", "seed")}
-    return path.stem, overlay, path.resolve()
-
-
-class LlamaCppChatOpenAI(ChatOpenAI):
-    """``ChatOpenAI`` for llama-cpp-python's OpenAI-compatible server.
-
-    That server (0.3.x) accepts ``response_format`` types ``text`` and ``json_object`` only
-    (with an optional ``schema``, which it compiles into a grammar); a ``json_schema`` request
-    fails with HTTP 500, which the OpenAI client retries before our structured-output helper
-    falls back. ``with_structured_output(method="json_schema")`` is therefore sent as
-    ``{"type": "json_object", "schema": <schema>}``: the same schema-constrained decoding, one
-    request.
-    """
-
-    native_tool_calling: ClassVar[bool] = False
-    """llama-cpp-python's server calls tools only with a function-calling chat format, which
-    the embedded model is not served with: joint-level search takes its structured path."""
-
-    def with_structured_output(  # type: ignore[override]
-        self,
-        schema: Any = None,
-        *,
-        method: str = "json_schema",
-        include_raw: bool = False,
-        strict: bool | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        """`ChatOpenAI.with_structured_output`, with ``json_schema`` as described above."""
-        if method == "json_schema" and schema is not None:
-            from langchain_core.utils.function_calling import convert_to_json_schema
-
-            body = dict(self.extra_body or {})
-            body["response_format"] = {
-                "type": "json_object",
-                "schema": convert_to_json_schema(schema),
-            }
-            constrained = self.model_copy(update={"extra_body": body})
-            return ChatOpenAI.with_structured_output(
-                constrained, schema, method="json_mode", include_raw=include_raw, **kwargs
-            )
-        return super().with_structured_output(
-            schema, method=method, include_raw=include_raw, strict=strict, **kwargs
-        )
-
-
-def endpoint_chat_model(cfg: LLMConfig, *, llama_cpp_server: bool = False) -> BaseChatModel:
-    """The chat model our methods use against the bench's endpoint.
-
-    `make_chat_model` (``openai:<model>``), plus ``max_tokens`` in the request body for any
-    OpenAI-compatible ``base_url``: langchain-openai (1.x) sends the completion limit only as
-    ``max_completion_tokens``, which llama-cpp-python's server (0.3.x) ignores, so its
-    completions would run until the context is full, while OpenEvolve sends ``max_tokens``;
-    this way every method gets the same limit. OpenAI itself (no ``base_url``) is left alone:
-    its reasoning models reject ``max_tokens``.
-
-    Args:
-        cfg: the ``llm`` section (``openai:<model>``).
-        llama_cpp_server: the endpoint is the bench's own llama.cpp server: use
-            `LlamaCppChatOpenAI`.
-    """
-    from evoduet_graph.llm import make_chat_model
-
-    model = make_chat_model(cfg)
-    if isinstance(model, ChatOpenAI) and cfg.base_url:
-        extra = dict(model.extra_body or {})
-        extra.setdefault("max_tokens", cfg.max_tokens)
-        if llama_cpp_server:
-            model = LlamaCppChatOpenAI(**_chat_openai_init(model), extra_body=extra)
-        else:
-            model = model.model_copy(update={"extra_body": extra})
-    return model
-
-
-def probe_endpoint(cfg: LLMConfig, log: LogFn) -> None:
-    """Ask the bench's ``openai:<model>`` endpoint for a few tokens before any job runs, so a dead
-    URL, a wrong model name or a rejected key stops the bench at once instead of failing every
-    iteration of every job.
-
-    Raises:
-        BenchError: the key is missing, or the request failed after one retry (the message
-            names the base URL and quotes the error).
-    """
-    try:
-        # the limit goes into the config: endpoint_chat_model also puts it in the request body
-        model = endpoint_chat_model(cfg.model_copy(update={"max_retries": 1, "max_tokens": 5}))
-        model.invoke("Reply with OK.")
-    except Exception as exc:  # noqa: BLE001 - any failure means the endpoint is unusable
-        where = cfg.base_url or "OpenAI's default endpoint"
-        raise BenchError(
-            f"the model endpoint {where} did not answer a 5-token test request for "
-            f"{cfg.model!r}: {type(exc).__name__}: {str(exc)[:300]}; check `--model`, "
-            f"OPENAI_BASE_URL and {cfg.api_key_env}"
-        ) from None
-    log(f"model endpoint answered: {cfg.model} at {cfg.base_url or 'default URL'}")
-
-
-def _chat_openai_init(model: ChatOpenAI) -> dict[str, Any]:
-    """Constructor arguments that rebuild ``model`` (as `make_chat_model` configured it)."""
-    key = model.openai_api_key
-    return {
-        "model": model.model_name,
-        "base_url": model.openai_api_base,
-        "api_key": key.get_secret_value() if key is not None else None,
-        "temperature": model.temperature,
-        "max_tokens": model.max_tokens,
-        "timeout": model.request_timeout,
-        "max_retries": model.max_retries,
-    }
-
-
-def _graph_runner(name: str, overlay: dict[str, Any], source: str | None = None) -> MethodRunner:
-    """The runner of one of our graph's methods: ``overlay`` over the base configuration."""
-
-    def run_method(ctx: JobContext) -> MethodOutcome:
-        from evoduet_graph.api import can_retrieve, run
-
-        job = ctx.job
-        cfg = _graph_config(ctx, overlay, source or f"method {name!r}")
-        gate_mode = cfg.gate.mode
-        if ctx.llm_factory is not None:
-            llm = ctx.llm_factory(job)
-        elif ctx.endpoint is not None:
-            llm = endpoint_chat_model(cfg.llm, llama_cpp_server=ctx.endpoint.local)
-        else:
-            llm = None
-        searcher = None
-        if can_retrieve(cfg):
-            if ctx.searcher_factory is not None:
-                searcher = ctx.searcher_factory(job)
-            else:  # build / load the offline index here, outside the timed session
-                from evoduet_graph.api import make_checked_searcher
-
-                searcher = make_checked_searcher(job.task, cfg)
-        run_dir = job.dir / "run"
-        with ctx.session():
-            result = run(job.task, cfg, llm=llm, run_dir=run_dir, searcher=searcher)
-        if (result.stop_reason or "").startswith(MODEL_DOWN_PREFIX):
-            # the endpoint failed mid-run: not a result of the method; the job is failed and
-            # left out of the NDG means (a next bench invocation resumes it)
-            raise BenchError(result.stop_reason)
-        outcome = graph_outcome(job.task, run_dir, result.iterations, ctx.sessions())
-        if result.stop_reason:
-            outcome.notes.append(f"stopped early: {result.stop_reason}")
-        outcome.details.update(
-            gate=gate_mode,
-            scaffold=cfg.scaffold,
-            config=str(source) if source else None,
-            stop_reason=result.stop_reason,
-        )
-        return outcome
-
-    run_method.__name__ = f"run_graph_{name.replace('-', '_')}"
-    return run_method
-
-
-def graph_outcome(
-    task: Task, run_dir: Path, iterations: int, sessions: list[Session]
-) -> MethodOutcome:
-    """Score one of our run directories in the bench's common terms.
-
-    Best: over every valid program in ``programs.sqlite`` (initial included), by the task's
-    metric in its direction. ``details["knowledge"]``: the run's `paper_metrics` (improvement
-    rates by evidence, repeated-URL share, USD, search calls) for the summary. LLM calls and
-    tokens: the node events of ``events.jsonl`` (the
-    inclusive ``retrieve`` node left out, its inner nodes counted). Wall: the time each
-    iteration's ``record`` event was written, over the run's sessions.
-
-    Args:
-        task: the task.
-        run_dir: the run directory.
-        iterations: iterations completed.
-        sessions: the run's sessions.
-    """
-    store = ProgramStore(run_dir / "programs.sqlite")
-    try:
-        rows = store.all_programs()
-    finally:
-        store.close()
-    by_iteration: dict[int, list[float]] = {}
-    initial: float | None = None
-    best: float | None = None
-    best_code: str | None = None
-    for row in rows:
-        value = task.metric_value(row.metrics) if row.valid else None
-        if value is None or row.iteration > iterations:
-            continue
-        by_iteration.setdefault(row.iteration, []).append(value)
-        if row.id == "initial":
-            initial = value
-        if is_better(task, value, best):
-            best, best_code = value, row.code
-    curve = running_best(task, by_iteration, iterations)
-
-    calls_by_it: dict[int, int] = {}
-    tokens_by_it: dict[int, int] = {}
-    stamps: dict[int, float] = {}
-    for ev in read_events(run_dir / "events.jsonl"):
-        if ev.get("event") != "node":
-            continue
-        it = ev.get("iteration") if isinstance(ev.get("iteration"), int) else 0
-        if ev.get("node") == "record" and isinstance(ev.get("time"), int | float):
-            stamps[it] = float(ev["time"])
-        if ev.get("node") in INCLUSIVE_NODES:
-            continue
-        calls_by_it[it] = calls_by_it.get(it, 0) + int(ev.get("llm_calls") or 0)
-        tokens_by_it[it] = (
-            tokens_by_it.get(it, 0)
-            + int(ev.get("input_tokens") or 0)
-            + int(ev.get("output_tokens") or 0)
-        )
-    points = iteration_points(curve, calls_by_it, tokens_by_it, sessions, stamps, iterations)
-    calls = points[-1].llm_calls if points else 0
-    tokens = points[-1].tokens if points else 0
-    total = total_wall(sessions, stamps.values())
-    return MethodOutcome(
-        iterations=iterations,
-        initial=initial,
-        best=best,
-        best_code=best_code,
-        points=points,
-        llm_calls=calls,
-        tokens=tokens,
-        wall_s=total,
-        details={
-            "programs": len(rows),
-            "valid_programs": sum(len(v) for v in by_iteration.values()),
-            "knowledge": {
-                **paper_metrics(run_summary(run_dir)),
-                **knowledge_figures(run_dir, rows, iterations),
-            },
-        },
-    )
-
-
-def knowledge_figures(run_dir: Path, rows: list[Any], iterations: int) -> dict[str, Any]:
-    """The world-knowledge figures of one of our runs, for the bench summary.
-
-    Returns:
-        ``queries`` (searches issued), ``returned_urls``, ``distinct_urls``,
-        ``repeated_urls`` and ``repeated_url_share`` (returned URLs already returned earlier
-        in the run, and their share; None without results; from D_search's rounds when the
-        run kept one, else from the ``search`` events), ``iterations_with_documents``
-        / ``improved_with_documents`` and ``iterations_without_documents`` /
-        ``improved_without_documents`` (an iteration improved when its best valid child beats
-        its parent; it had documents when its prompt carried evidence: gate / look-up /
-        retrieve documents, or a joint-search call that returned results). USD comes from
-        `evoduet_graph.report.paper_metrics` (``llm_usd``), merged beside these.
-    """
-    from evoduet_graph.report import run_summary
-    from evoduet_graph.search.base import normalize_url
-
-    events = list(read_events(run_dir / "events.jsonl"))
-    search = run_summary(run_dir)["search"]
-    searches = [e for e in events if e.get("event") == "search"]
-    returned = int(search.get("returned_urls") or 0)
-    distinct = int(search.get("distinct_urls") or 0)
-    if not returned:  # no D_search on disk (stateless runs): the search events
-        urls = [normalize_url(str(u)) for e in searches for u in e.get("urls") or []]
-        returned, distinct = len(urls), len(set(urls))
-    with_docs: set[int] = set()
-    for ev in events:
-        it = ev.get("iteration")
-        if not isinstance(it, int):
-            continue
-        if ev.get("event") == "node" and ev.get("node") in ("gate", "look_up", "retrieve"):
-            if ev.get("documents"):
-                with_docs.add(it)
-        elif ev.get("event") == "search" and ev.get("joint") and ev.get("urls"):
-            with_docs.add(it)
-    scores = {r.id: r.score for r in rows}
-    improved: set[int] = set()
-    for r in rows:
-        parent = scores.get(r.parent_id) if r.parent_id else None
-        if r.valid and r.score is not None and parent is not None and r.score > parent:
-            improved.add(r.iteration)
-    its = range(1, iterations + 1)
-    return {
-        "queries": len(searches),
-        "returned_urls": returned,
-        "distinct_urls": distinct,
-        "repeated_urls": returned - distinct,
-        "repeated_url_share": (returned - distinct) / returned if returned else None,
-        "iterations_with_documents": sum(1 for i in its if i in with_docs),
-        "improved_with_documents": sum(1 for i in its if i in with_docs and i in improved),
-        "iterations_without_documents": sum(1 for i in its if i not in with_docs),
-        "improved_without_documents": sum(
-            1 for i in its if i not in with_docs and i in improved
-        ),
-    }
 
 
 def _openevolve_runner(ctx: JobContext) -> MethodOutcome:
@@ -1129,161 +727,6 @@ def run_bench(
     from evoduet_graph.bench.tables import write_plots, write_summary
 
     records = collect_runs(out)
-    result.summary_md = write_summary(out, records, _read_json(out / "manifest.json") or {})
+    result.summary_md = write_summary(out, records, read_json(out / "manifest.json") or {})
     result.plots = write_plots(out, records)
     return result
-
-
-def _fmt(value: float | None, spec: str = ".6g") -> str:
-    return "n/a" if value is None else format(value, spec)
-
-
-def _write_manifest(
-    out: Path, settings: BenchSettings, model_info: dict[str, Any], versions: dict[str, Any]
-) -> None:
-    path = out / "manifest.json"
-    manifest = _read_json(path) or {}
-    invocations = list(manifest.get("invocations") or [])
-    invocations.append(
-        {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            "tasks": [str(p) for p in settings.tasks],
-            "methods": settings.methods,
-            "seeds": settings.seeds,
-            "iterations": settings.iterations,
-            "model": settings.model,
-            "argv": sys.argv,
-        }
-    )
-    manifest.update(
-        versions=versions,
-        model=model_info,
-        platform={"system": platform.platform(), "cpus": os.cpu_count()},
-        llm=(settings.config or EvoDuetConfig()).llm.model_dump(mode="json"),
-        invocations=invocations,
-    )
-    _write_json(path, manifest)
-
-
-# ------------------------------------------------------------------------------------------
-# results
-# ------------------------------------------------------------------------------------------
-
-
-@dataclass
-class RunRecord:
-    """One (task, method, seed) as read back from its ``bench_run.json``.
-
-    Attributes:
-        task: the loaded task (None when its folder is gone).
-        data: the raw ``bench_run.json``.
-        outcome: the outcome of a finished run.
-    """
-
-    task: Task | None
-    data: dict[str, Any]
-    outcome: MethodOutcome | None
-
-    @property
-    def key(self) -> tuple[str, str, int]:
-        return (
-            str(self.data.get("task")),
-            str(self.data.get("method")),
-            int(self.data.get("seed", 0)),
-        )
-
-    @property
-    def status(self) -> str:
-        return str(self.data.get("status") or "unknown")
-
-    def ndg(self, best: float | None) -> float | None:
-        return floored_ndg(self.task, best) if self.task is not None else None
-
-
-def collect_runs(out: Path) -> list[RunRecord]:
-    """Every ``bench_run.json`` under ``<out>/runs``, sorted by (task, method, seed)."""
-    records = []
-    tasks: dict[str, Task | None] = {}
-    for path in sorted((out / "runs").glob(f"*/*/seed*/{BENCH_RUN}")):
-        data = _read_json(path)
-        if not data:
-            continue
-        task_dir = str(data.get("task_dir") or "")
-        if task_dir not in tasks:
-            try:
-                tasks[task_dir] = load_task(task_dir)
-            except (TaskError, OSError):
-                tasks[task_dir] = None
-        raw = data.get("outcome") if data.get("status") == "done" else None
-        outcome = MethodOutcome.from_json(raw) if isinstance(raw, dict) else None
-        records.append(RunRecord(tasks[task_dir], data, outcome))
-    method_order = {m: i for i, m in enumerate(METHOD_ORDER)}
-    records.sort(key=lambda r: (r.key[0], method_order.get(r.key[1], 99), r.key[1], r.key[2]))
-    return records
-
-
-def _num(value: float | None, digits: int = 10) -> str:
-    if value is None:
-        return ""
-    return f"{value:.{digits}g}"
-
-
-def _write_csvs(out: Path, result: BenchResult) -> None:
-    records = collect_runs(out)
-    results_path = out / "results.csv"
-    runs_path = out / "runs.csv"
-    with open(results_path, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(RESULT_COLUMNS)
-        for rec in records:
-            task, method, seed = rec.key
-            if rec.outcome is None:
-                writer.writerow([task, method, seed, "", "", "", "", "", "", rec.status])
-                continue
-            for p in rec.outcome.points:
-                writer.writerow(
-                    [
-                        task,
-                        method,
-                        seed,
-                        p.iteration,
-                        _num(p.best),
-                        _num(rec.ndg(p.best), 6),
-                        p.llm_calls,
-                        p.tokens,
-                        _num(p.wall_s, 6),
-                        rec.status,
-                    ]
-                )
-    with open(runs_path, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(RUN_COLUMNS)
-        for rec in records:
-            task, method, seed = rec.key
-            o = rec.outcome
-            versions = rec.data.get("versions") or {}
-            writer.writerow(
-                [
-                    task,
-                    method,
-                    seed,
-                    rec.status,
-                    o.iterations if o else "",
-                    _num(o.initial) if o else "",
-                    _num(o.best) if o else "",
-                    _num(rec.ndg(o.best), 6) if o else "",
-                    o.llm_calls if o else "",
-                    o.tokens if o else "",
-                    _num(o.wall_s, 6) if o else "",
-                    "; ".join(o.notes) if o else "",
-                    (rec.data.get("error") or "").splitlines()[0][:500]
-                    if rec.data.get("error")
-                    else "",
-                    rec.data.get("model") or "",
-                    rec.data.get("model_sha256") or "",
-                    versions.get("evoduet_graph") or "",
-                    versions.get("llama_cpp_python") or "",
-                    (versions.get("openevolve") or "") if method == "openevolve" else "",
-                ]
-            )
-    result.results_csv, result.runs_csv = results_path, runs_path

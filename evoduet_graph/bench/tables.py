@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from evoduet_graph.bench.runner import RunRecord
+    from evoduet_graph.bench.output import RunRecord
 
 __all__ = ["mean_sd", "ndg_table", "write_plots", "write_summary"]
 

@@ -11,12 +11,11 @@ Anything implementing the `Evaluator` protocol (e.g. a test fake) can stand in f
 from __future__ import annotations
 
 from evoduet_graph.config import EvaluationConfig
+from evoduet_graph.evaluation.base import EvaluationOutcome, Evaluator, score_from_metrics
+from evoduet_graph.evaluation.limits import SandboxLimits
 from evoduet_graph.evaluation.sandbox import (
-    EvaluationOutcome,
-    Evaluator,
     SandboxEvaluator,
     SandboxSetupError,
-    score_from_metrics,
     scrub_environment,
 )
 from evoduet_graph.task import Task
@@ -51,6 +50,7 @@ __all__ = [
     "EvaluationOutcome",
     "Evaluator",
     "SandboxEvaluator",
+    "SandboxLimits",
     "SandboxSetupError",
     "make_evaluator",
     "score_from_metrics",

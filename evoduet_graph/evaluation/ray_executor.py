@@ -65,16 +65,14 @@ from types import ModuleType
 from typing import Any, Self
 
 from evoduet_graph.config import ConfigError, EvaluationConfig
+from evoduet_graph.evaluation.base import EvaluationOutcome
 from evoduet_graph.evaluation.integrity import SnapshotTooLargeError, TaskSnapshot
 from evoduet_graph.evaluation.isolation import Isolation, probe_isolation
+from evoduet_graph.evaluation.limits import SandboxLimits
 from evoduet_graph.evaluation.sandbox import (
-    DEFAULT_MAX_FILE_MB,
-    DEFAULT_MAX_PROCESSES,
     OUTPUT_TAIL_BYTES,
-    EvaluationOutcome,
     SandboxEvaluator,
     SandboxSetupError,
-    sandbox_limits,
 )
 from evoduet_graph.task import Task, TaskError
 
@@ -82,6 +80,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
+    "INIT_TIMEOUT_S",
     "MAX_TASK_BUNDLE_BYTES",
     "PROBE_TIMEOUT_S",
     "RAY_EXTRA",
@@ -102,8 +101,9 @@ PROBE_TIMEOUT_S = 120.0
 MAX_TASK_BUNDLE_BYTES = 100 << 20
 
 
-CONNECT_TIMEOUT_S = 60.0
-"""Seconds `connect` waits for ``ray.init`` before it reports the cluster unreachable."""
+INIT_TIMEOUT_S = 60.0
+"""Seconds `connect` waits for ``ray.init`` before it reports the cluster unreachable (the
+TCP reachability check before it waits `CONNECT_TIMEOUT_S`)."""
 
 
 class RayUnavailableError(ConfigError):
@@ -213,10 +213,14 @@ def worker_sandbox(task: Task, settings: dict[str, Any]) -> SandboxEvaluator:
     candidate (the local sandbox caps threads at cores / workers). What the machine enforces
     is probed once per worker process (`evoduet_graph.evaluation.isolation` caches it).
     """
-    limits = dict(settings)
-    threads = max(1, int(float(limits.pop("num_cpus"))))
-    protected = limits.pop("protected", [])
-    sandbox = SandboxEvaluator(task, workers=max(1, (os.cpu_count() or 1) // threads), **limits)
+    threads = max(1, int(float(settings["num_cpus"])))
+    sandbox = SandboxEvaluator(
+        task,
+        limits=settings["limits"],
+        workers=max(1, (os.cpu_count() or 1) // threads),
+        cascade=settings["cascade"],
+    )
+    protected = settings.get("protected", [])
     sandbox.protect(*protected)
     return sandbox
 
@@ -322,10 +326,10 @@ def connect(address: str | None) -> tuple[ModuleType, bool]:
 
     thread = threading.Thread(target=init, name="evoduet-ray-init", daemon=True)
     thread.start()
-    thread.join(CONNECT_TIMEOUT_S)
+    thread.join(INIT_TIMEOUT_S)
     if "error" not in outcome:
         raise RayUnavailableError(
-            f"no Ray cluster answered at {where!r} within {CONNECT_TIMEOUT_S:.0f} s: is it the "
+            f"no Ray cluster answered at {where!r} within {INIT_TIMEOUT_S:.0f} s: is it the "
             "GCS port (6379 by default; Ray Client: ray://HOST:10001), not e.g. the dashboard "
             "(8265)?"
         )
@@ -358,8 +362,9 @@ class RayEvaluator:
         max_retries: Ray reruns of a task whose worker or node died.
         runtime_env: Ray runtime environment of the tasks (None: the job's).
         probe_timeout_s: seconds to wait for the probe task at construction.
-        timeout_s, memory_mb, cascade, max_processes, max_file_mb, cpu_time_s,
-            isolate_network: the sandbox limits, exactly as `SandboxEvaluator` takes them.
+        limits: the sandbox limits (`SandboxLimits`), as `SandboxEvaluator` takes them.
+        cascade: as `SandboxEvaluator` takes it.
+        **overrides: single `SandboxLimits` fields laid over ``limits``.
 
     Raises:
         RayUnavailableError: ray is missing, the cluster is unreachable, or no worker ran the
@@ -378,27 +383,13 @@ class RayEvaluator:
         max_retries: int = 0,
         runtime_env: dict[str, Any] | None = None,
         probe_timeout_s: float = PROBE_TIMEOUT_S,
-        timeout_s: float | None = None,
-        memory_mb: int = 4096,
+        limits: SandboxLimits | None = None,
         cascade: bool | None = None,
-        max_processes: int | None = DEFAULT_MAX_PROCESSES,
-        max_file_mb: int = DEFAULT_MAX_FILE_MB,
-        cpu_time_s: float | None = None,
-        isolate_network: bool = True,
-        isolate_filesystem: bool = True,
+        **overrides: Any,
     ) -> None:
         # The driver-side sandbox validates the limits and resolves the task's defaults.
         local = SandboxEvaluator(
-            task,
-            timeout_s=timeout_s,
-            memory_mb=memory_mb,
-            workers=workers,
-            cascade=cascade,
-            max_processes=max_processes,
-            max_file_mb=max_file_mb,
-            cpu_time_s=cpu_time_s,
-            isolate_network=isolate_network,
-            isolate_filesystem=isolate_filesystem,
+            task, limits=limits, workers=workers, cascade=cascade, **overrides
         )
         local.close()
         if num_cpus_per_candidate <= 0 or max_retries < 0:
@@ -411,14 +402,8 @@ class RayEvaluator:
         self.workers = local.workers
         self.timeout_s = local.timeout_s
         self.settings: dict[str, Any] = {
-            "timeout_s": local.timeout_s,
-            "memory_mb": local.memory_mb,
+            "limits": local.limits,
             "cascade": local.cascade,
-            "max_processes": local.max_processes,
-            "max_file_mb": local.max_file_mb,
-            "cpu_time_s": local.cpu_time_s,
-            "isolate_network": local.isolate_network,
-            "isolate_filesystem": local.isolate_filesystem,
             "num_cpus": float(num_cpus_per_candidate),
             "protected": [],
         }
@@ -471,7 +456,8 @@ class RayEvaluator:
             num_cpus_per_candidate=cfg.ray_num_cpus_per_candidate,
             max_retries=cfg.ray_max_retries,
             runtime_env=cfg.ray_runtime_env,
-            **sandbox_limits(cfg),
+            limits=SandboxLimits.from_config(cfg),
+            cascade=cfg.cascade,
         )
 
     @property
@@ -583,9 +569,9 @@ class RayEvaluator:
         ray = self._ray
         probe = ray.remote(_probe_task).options(max_retries=0, **options)
         ref = probe.remote(
-            self.settings["isolate_network"],
-            self.settings["max_processes"],
-            self.settings["isolate_filesystem"],
+            self.settings["limits"].isolate_network,
+            self.settings["limits"].max_processes,
+            self.settings["limits"].isolate_filesystem,
         )
         where = self.address or "the local Ray instance"
         try:

@@ -53,13 +53,13 @@ the loaded evaluator module): nothing it does persists into later evaluations or
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fnmatch
 import json
 import logging
 import math
 import os
 import re
-import resource
 import shutil
 import signal
 import subprocess
@@ -68,14 +68,13 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
-
-from pydantic import BaseModel, Field
+from typing import Any
 
 from evoduet_graph.config import EvaluationConfig
+from evoduet_graph.evaluation.base import EvaluationOutcome, score_from_metrics
 from evoduet_graph.evaluation.integrity import TaskSnapshot
 from evoduet_graph.evaluation.isolation import (
     BWRAP_ARGS,
@@ -86,6 +85,10 @@ from evoduet_graph.evaluation.isolation import (
     probe_pids_cgroup,
     user_process_count,
 )
+from evoduet_graph.evaluation.limits import (
+    SandboxLimits,
+    rlimits_preexec,
+)
 from evoduet_graph.task import Task, TaskError
 
 logger = logging.getLogger(__name__)
@@ -93,12 +96,6 @@ logger = logging.getLogger(__name__)
 RUNNER_PATH = Path(__file__).resolve().with_name("runner.py")
 #: Bytes kept from the end of the child's stdout and stderr (and of each artifact).
 OUTPUT_TAIL_BYTES = 20_000
-#: Default RLIMIT_FSIZE of the child (MiB): largest file it may write, stdout/stderr included.
-DEFAULT_MAX_FILE_MB = 256
-#: Default most tasks (processes + threads) a candidate may have at once.
-DEFAULT_MAX_PROCESSES = 64
-#: RLIMIT_FSIZE at the default setting, in bytes.
-MAX_FILE_BYTES = DEFAULT_MAX_FILE_MB << 20
 PROGRAM_FILE = "program.py"
 #: Prefix of the ``error`` of a candidate caught tampering with the evaluation.
 TAMPERING_PREFIX = "tampering: "
@@ -136,43 +133,6 @@ class SandboxSetupError(RuntimeError):
     """The sandbox itself cannot run (interpreter or runner missing): not a candidate fault."""
 
 
-class EvaluationOutcome(BaseModel):
-    """The result of evaluating one candidate (JSON-serialisable).
-
-    ``score`` is the fitness on a higher-is-better scale: ``combined_score`` when the evaluator
-    reports it, else the mean of the numeric metrics other than ``error`` (OpenEvolve); 0.0 for
-    every invalid outcome.
-    """
-
-    metrics: dict[str, float] = Field(
-        default_factory=dict, description="Finite numeric metrics reported by the evaluator."
-    )
-    artifacts: dict[str, str] = Field(
-        default_factory=dict,
-        description="Text side channel: non-numeric metrics, evaluator artifacts, stderr/stdout "
-        "tails, traceback, timeout.",
-    )
-    score: float = Field(0.0, description="Fitness (higher is better); 0.0 when invalid.")
-    valid: bool = Field(False, description="The evaluation completed and reported a score.")
-    error: str | None = Field(None, description="Why the outcome is invalid.")
-    elapsed_s: float = Field(0.0, ge=0.0, description="Wall-clock seconds of the evaluation.")
-    stage: int = Field(0, ge=0, description="Cascade stage reached (0 without cascade).")
-
-
-@runtime_checkable
-class Evaluator(Protocol):
-    """Evaluates candidate programs for one task. Implementations never raise on bad code."""
-
-    def evaluate(self, code: str, program_id: str = "candidate") -> EvaluationOutcome:
-        """Evaluate one program's source text."""
-        ...
-
-    def evaluate_many(
-        self, codes: Sequence[str], ids: Sequence[str] | None = None
-    ) -> list[EvaluationOutcome]:
-        """Evaluate several programs; results in input order."""
-        ...
-
 
 def program_file_name(task: Task) -> str:
     """The candidate's file name in the sandbox: ``program`` + the task's suffix."""
@@ -180,24 +140,6 @@ def program_file_name(task: Task) -> str:
     return f"program{suffix}" if suffix != "." else PROGRAM_FILE
 
 
-def score_from_metrics(metrics: Mapping[str, float]) -> float | None:
-    """Fitness from numeric metrics, as OpenEvolve computes it.
-
-    Args:
-        metrics: numeric metrics.
-
-    Returns:
-        ``combined_score`` when present, else the mean of the metrics other than ``error``;
-        None when there is nothing to average or the result is not finite.
-    """
-    if "combined_score" in metrics:
-        value = float(metrics["combined_score"])
-    else:
-        values = [float(v) for k, v in metrics.items() if k != "error"]
-        if not values:
-            return None
-        value = sum(values) / len(values)
-    return value if math.isfinite(value) else None
 
 
 def scrub_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -219,21 +161,6 @@ def scrub_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
     return clean
 
 
-def sandbox_limits(cfg: EvaluationConfig) -> dict[str, Any]:
-    """The per-candidate sandbox settings of an ``evaluation`` section, as keyword arguments
-    of `SandboxEvaluator` (also used by the Ray executor, whose workers run the same sandbox):
-    ``timeout_s``, ``memory_mb``, ``cascade``, ``max_processes``, ``max_file_mb``,
-    ``cpu_time_s``, ``isolate_network``, ``isolate_filesystem``."""
-    return {
-        "timeout_s": cfg.timeout_s,
-        "memory_mb": cfg.memory_mb,
-        "cascade": cfg.cascade,
-        "max_processes": getattr(cfg, "max_processes", DEFAULT_MAX_PROCESSES),
-        "max_file_mb": getattr(cfg, "max_file_mb", DEFAULT_MAX_FILE_MB),
-        "cpu_time_s": getattr(cfg, "cpu_time_s", None),
-        "isolate_network": getattr(cfg, "isolate_network", True),
-        "isolate_filesystem": getattr(cfg, "isolate_filesystem", True),
-    }
 
 
 class SandboxEvaluator:
@@ -243,23 +170,17 @@ class SandboxEvaluator:
 
     Args:
         task: the task whose ``evaluator.py`` scores candidates.
-        timeout_s: wall-clock seconds per candidate (whole cascade); default ``task.timeout_s``.
-        memory_mb: address-space limit of the child (RLIMIT_AS), MiB.
+        limits: what the sandbox enforces (`SandboxLimits`; default: its defaults, with the
+            task's timeout).
         workers: candidates evaluated concurrently by `evaluate_many`.
         cascade: use ``evaluate_stage1..3``; default ``task.cascade``. It only applies when the
             evaluator defines ``evaluate_stage1``.
         python: interpreter for the child (must be able to import what the evaluator imports).
-        max_processes: most tasks (processes and threads) the candidate may have at once
-            (a pids cgroup; see `evoduet_graph.evaluation.isolation`); None: no limit.
-        max_file_mb: largest file the candidate may write (RLIMIT_FSIZE), MiB; its stdout
-            and stderr files included.
-        cpu_time_s: CPU seconds (RLIMIT_CPU); default ``timeout_s`` × cores + 10, a backstop.
-        isolate_network: run candidates in a fresh network namespace when possible.
-        isolate_filesystem: run candidates on a read-only filesystem (bwrap) when possible;
-            False: the detection fallback (private copy, audit hook, hash checks).
+        **overrides: single `SandboxLimits` fields laid over ``limits`` (``timeout_s=10``).
 
     Raises:
         TaskError: the task's evaluator file is missing, or its folder cannot be read.
+        TypeError: an override is not a `SandboxLimits` field.
         ValueError: a limit is not positive or the interpreter does not exist.
     """
 
@@ -267,45 +188,36 @@ class SandboxEvaluator:
         self,
         task: Task,
         *,
-        timeout_s: float | None = None,
-        memory_mb: int = 4096,
+        limits: SandboxLimits | None = None,
         workers: int = 4,
         cascade: bool | None = None,
         python: str = sys.executable,
-        max_processes: int | None = DEFAULT_MAX_PROCESSES,
-        max_file_mb: int = DEFAULT_MAX_FILE_MB,
-        cpu_time_s: float | None = None,
-        isolate_network: bool = True,
-        isolate_filesystem: bool = True,
+        **overrides: Any,
     ) -> None:
+        chosen = dataclasses.replace(limits or SandboxLimits(), **overrides)
+        if chosen.timeout_s is None:
+            chosen = dataclasses.replace(chosen, timeout_s=float(task.timeout_s))
+        chosen.check()
+        self.limits = chosen
         self.task = task
-        self.timeout_s = float(task.timeout_s if timeout_s is None else timeout_s)
-        self.memory_mb = int(memory_mb)
+        self.timeout_s = float(chosen.timeout_s or task.timeout_s)
+        self.memory_mb = int(chosen.memory_mb)
         self.workers = int(workers)
         self.cascade = task.cascade if cascade is None else bool(cascade)
         self.python = python
-        self.max_processes = None if max_processes is None else int(max_processes)
-        self.max_file_mb = int(max_file_mb)
-        self.cpu_time_s = None if cpu_time_s is None else float(cpu_time_s)
-        self.isolate_network = bool(isolate_network)
-        self.isolate_filesystem = bool(isolate_filesystem)
+        self.max_processes = None if chosen.max_processes is None else int(chosen.max_processes)
+        self.max_file_mb = int(chosen.max_file_mb)
+        self.cpu_time_s = None if chosen.cpu_time_s is None else float(chosen.cpu_time_s)
+        self.isolate_network = bool(chosen.isolate_network)
+        self.isolate_filesystem = bool(chosen.isolate_filesystem)
         self._isolation: Isolation | None = None
         #: Folders no candidate may write besides the task folder and its snapshot (`protect`).
         self.protected_paths: list[Path] = []
         self._snapshot_dir: Path | None = None
         self._snapshot_lock = threading.Lock()
         self._task_lock = threading.Lock()
-        if self.timeout_s <= 0 or self.memory_mb <= 0 or self.workers <= 0:
-            raise ValueError(
-                f"timeout_s, memory_mb and workers must be positive, got {self.timeout_s}, "
-                f"{self.memory_mb}, {self.workers}"
-            )
-        limits = (self.max_processes or 1, self.max_file_mb, self.cpu_time_s or 1)
-        if min(limits) <= 0:
-            raise ValueError(
-                "max_processes, max_file_mb and cpu_time_s must be positive, got "
-                f"{self.max_processes}, {self.max_file_mb}, {self.cpu_time_s}"
-            )
+        if self.workers <= 0:
+            raise ValueError(f"workers must be positive, got {self.workers}")
         if not (shutil.which(python) or Path(python).is_file()):
             raise ValueError(f"python interpreter {python!r} not found")
         self._check_setup()
@@ -334,7 +246,9 @@ class SandboxEvaluator:
     @classmethod
     def from_config(cls, task: Task, cfg: EvaluationConfig) -> SandboxEvaluator:
         """Build from the run configuration's ``evaluation`` section (`EvaluationConfig`)."""
-        return cls(task, workers=cfg.workers, **sandbox_limits(cfg))
+        return cls(
+            task, limits=SandboxLimits.from_config(cfg), workers=cfg.workers, cascade=cfg.cascade
+        )
 
     @property
     def isolation(self) -> Isolation:
@@ -603,7 +517,7 @@ class SandboxEvaluator:
                 cgroup = cgroup_factory.create(self.max_processes)
             except OSError as exc:
                 logger.warning("no pids cgroup for this candidate: %s", exc)
-        preexec = _limits(
+        preexec = rlimits_preexec(
             self.memory_mb,
             cpu_s,
             fsize_bytes=self.max_file_mb << 20,
@@ -764,51 +678,6 @@ class SandboxEvaluator:
 # ---------------------------------------------------------------------- helpers
 
 
-def _limits(
-    memory_mb: int,
-    cpu_s: int,
-    *,
-    fsize_bytes: int = MAX_FILE_BYTES,
-    nproc: int | None = None,
-    join_cgroup: Path | None = None,
-) -> Callable[[], None]:
-    """The ``preexec_fn`` applying rlimits in the child (values computed in the parent).
-
-    With ``join_cgroup`` the child first moves itself into that cgroup (before exec, so
-    everything the candidate starts is inside it); with ``nproc`` it sets RLIMIT_NPROC.
-    """
-    wanted = {
-        resource.RLIMIT_AS: memory_mb * 1024 * 1024,
-        resource.RLIMIT_CORE: 0,
-        resource.RLIMIT_CPU: cpu_s,
-        resource.RLIMIT_FSIZE: fsize_bytes,
-    }
-    if nproc is not None:
-        wanted[resource.RLIMIT_NPROC] = nproc
-    limits: list[tuple[int, int, int]] = []
-    for which, value in wanted.items():
-        _, hard = resource.getrlimit(which)
-        finite_hard = hard != resource.RLIM_INFINITY
-        soft = min(value, hard) if finite_hard else value
-        if which == resource.RLIMIT_CPU:  # SIGXCPU at the soft limit, SIGKILL 5 s later
-            new_hard = min(soft + 5, hard) if finite_hard else soft + 5
-        else:
-            new_hard = soft
-        limits.append((which, soft, new_hard))
-
-    procs_file = str(join_cgroup / "cgroup.procs") if join_cgroup is not None else None
-
-    def apply() -> None:  # runs between fork and exec: no locks, no allocation-heavy work
-        if procs_file is not None:
-            fd = os.open(procs_file, os.O_WRONLY)
-            try:
-                os.write(fd, b"0")  # 0: the writing process itself
-            finally:
-                os.close(fd)
-        for which, soft, hard in limits:
-            resource.setrlimit(which, (soft, hard))
-
-    return apply
 
 
 def _read_reports(fd: int, limit: int = 64_000) -> list[str]:

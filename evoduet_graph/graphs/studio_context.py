@@ -38,6 +38,7 @@ from typing import Any
 from pydantic import BaseModel, NonNegativeInt, ValidationError
 
 from evoduet_graph.context import Context, resolve_context
+from evoduet_graph.rundir import layout
 
 __all__ = [
     "INPUT_KEYS",
@@ -237,14 +238,10 @@ class StudioContext:
         return ctx
 
     def _build(self, run_dir: Path) -> Context:
-        from evoduet_graph.api import (
-            RUN_FILE,
-            build_context,
-            check_graph_input_run_dir,
-            hold_run_dir,
-        )
+        from evoduet_graph.api import build_context
         from evoduet_graph.config import EvoDuetConfig, load_config, merge_config
         from evoduet_graph.evaluation.integrity import folder_digest
+        from evoduet_graph.rundir.continuation import check_graph_input_run_dir, hold_run_dir
         from evoduet_graph.task import load_task
 
         task = load_task(self.task_dir)
@@ -258,7 +255,7 @@ class StudioContext:
         # the run-directory rules of `evoduet run --out`, before anything is written
         notes = check_graph_input_run_dir(run_dir, task, cfg, _thread_id())
         run_dir = hold_run_dir(run_dir)  # created, locked for the life of this process
-        (run_dir / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
+        (run_dir / layout.CONFIG).write_text(cfg.to_yaml(), encoding="utf-8")
         meta = {
             "task_dir": str(task.path),
             "task_sha256": folder_digest(task.path),
@@ -266,7 +263,7 @@ class StudioContext:
             "studio": True,
             "config": cfg.model_dump(mode="json"),
         }
-        (run_dir / RUN_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+        (run_dir / layout.RUN_META).write_text(json.dumps(meta, indent=2), encoding="utf-8")
         ctx = build_context(task, cfg, run_dir, llm=llm)
         ctx.events.emit(
             "run_start",

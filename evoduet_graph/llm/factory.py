@@ -9,7 +9,7 @@ Model strings:
 * a non-empty ``llm.models`` list — a weighted ensemble of such models
   (`evoduet_graph.llm.ensemble.EnsembleChatModel`), each member's unset fields taken from
   ``llm``; ``task`` stands for the task config's models and is resolved by
-  `evoduet_graph.task_settings` before the model is built.
+  `evoduet_graph.tasks.settings` before the model is built.
 
 Construction makes no network call; a dead endpoint or a bad key shows up at the first request
 (as `LLMCallError` through `structured_call` / `invoke_text`).

@@ -28,10 +28,11 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
-from evoduet_graph.descriptor import context_text, database_text, population_descriptor
-from evoduet_graph.knowledge import QueryPlan, knowledge_text, render, retained_text
 from evoduet_graph.llm import LLMCallError, structured_call
 from evoduet_graph.nodes._common import context_of, emit_progress
+from evoduet_graph.prompts.descriptor import context_text, database_text, population_descriptor
+from evoduet_graph.prompts.knowledge import QueryPlan, knowledge_text, retained_text
+from evoduet_graph.prompts.render import render
 from evoduet_graph.state import InnerState
 
 

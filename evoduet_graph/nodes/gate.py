@@ -26,12 +26,13 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
-from evoduet_graph.descriptor import context_text, database_text, recent_documents_text
-from evoduet_graph.knowledge import GateOutput, knowledge_text, render
 from evoduet_graph.nodes._common import ask_gate, context_of
 from evoduet_graph.nodes.gate_stateless import stateless_decision
 from evoduet_graph.nodes.oracle import oracle_update
-from evoduet_graph.review import review_gate
+from evoduet_graph.nodes.review import review_gate
+from evoduet_graph.prompts.descriptor import context_text, database_text, recent_documents_text
+from evoduet_graph.prompts.knowledge import GateOutput, knowledge_text
+from evoduet_graph.prompts.render import render
 from evoduet_graph.state import GateDecision, OuterState
 
 
@@ -62,11 +63,11 @@ def rule_decision(state: OuterState, ctx: Context) -> tuple[GateDecision, str]:
 def gate_prompt(state: OuterState, ctx: Context) -> str:
     """The gate's prompt text for this iteration (paper §3.2).
 
-    The context c_t (`evoduet_graph.descriptor.context_text`: task, parent program and
+    The context c_t (`evoduet_graph.prompts.descriptor.context_text`: task, parent program and
     metrics, recent attempts) comes first, as the stable prefix shared with the inner loop's
     prompts; then ``prompts/gate.md``'s own part: the D_search selection with realised Δ
     (``retrieval.select_policy`` / ``select_num``), the most recently stored documents with
-    short excerpts (bounded: `evoduet_graph.descriptor.RECENT_DOCUMENTS_MAX_CHARS`) and the
+    short excerpts (bounded: `evoduet_graph.prompts.descriptor.RECENT_DOCUMENTS_MAX_CHARS`) and the
     knowledge state.
     """
     parent_id = state["parent_id"] or ""
@@ -131,7 +132,7 @@ def gate(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Decide this iteration's knowledge action.
 
     With ``gate.review`` the decision is shown to a person first (LangGraph ``interrupt``,
-    `evoduet_graph.review.review_gate`), who may keep or change it; this covers the rule-based
+    `evoduet_graph.nodes.review.review_gate`), who may keep or change it; this covers the rule-based
     modes, the ``llm`` gate and its stateless variant (``retrieval.use_search_database:
     false``, where a reviewer's ``look-up`` is refused: there is no search database). The
     ``oracle`` mode is never reviewed: it makes no decision (every iteration is a no-op with

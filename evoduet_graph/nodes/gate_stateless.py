@@ -15,9 +15,15 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from evoduet_graph.context import Context
-from evoduet_graph.descriptor import history_text
-from evoduet_graph.knowledge import _DECISIONS, KnowledgeFields, _text, knowledge_text, render
 from evoduet_graph.nodes._common import ask_gate
+from evoduet_graph.prompts.descriptor import history_text
+from evoduet_graph.prompts.knowledge import (
+    _DECISIONS,
+    KnowledgeFields,
+    _text,
+    knowledge_text,
+)
+from evoduet_graph.prompts.render import render
 from evoduet_graph.state import GateDecision, OuterState
 
 

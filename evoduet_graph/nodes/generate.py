@@ -8,7 +8,7 @@ SEARCH/REPLACE diffs or a full rewrite, applies the answer to the parent and sto
 the program store. A model error, garbage text or a diff that does not apply yields an
 ``invalid``/``failed`` candidate whose reason the next prompt shows; it never stops the run.
 
-The prompt names the task's language and fences code with it (`evoduet_graph.languages`).
+The prompt names the task's language and fences code with it (`evoduet_graph.tasks.languages`).
 When the parent has no code (a task folder without an initial program), the model is asked
 for a first complete program from the instruction (SkyDiscover's start from scratch,
 `build_initial_messages`). A child longer than ``max_code_length`` characters (the task
@@ -16,7 +16,7 @@ config's ``max_code_length`` / ``max_solution_length``) is invalid with that rea
 OpenEvolve and SkyDiscover.
 
 Before a child goes on to ``evaluate`` it passes the run's novelty check (`Context.novelty`,
-`evoduet_graph.novelty`): a near-duplicate of the parent or of a population program is
+`evoduet_graph.candidates.novelty`): a near-duplicate of the parent or of a population program is
 rejected with its reason (event ``novelty_rejected``); with ``novelty.resample`` the model is
 asked once more with the same prompt, and a second rejection records the candidate as
 ``duplicate`` — stored with its code, never evaluated.
@@ -32,21 +32,21 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from evoduet_graph.candidates.diffs import candidate_from_response, code_diff_summary
+from evoduet_graph.candidates.novelty import NoveltyVerdict, population_references
 from evoduet_graph.context import Context
-from evoduet_graph.diffs import candidate_from_response, code_diff_summary
 from evoduet_graph.llm import LocalChatModel, invoke_text
 from evoduet_graph.nodes._common import context_of, emit_progress
 from evoduet_graph.nodes.joint_search import joint_answer
-from evoduet_graph.novelty import NoveltyVerdict, population_references
-from evoduet_graph.prompting import (
+from evoduet_graph.prompts.generate import (
     AttemptView,
     DocumentView,
     ProgramView,
     build_generation_messages,
     build_initial_messages,
 )
+from evoduet_graph.rundir.store import ProgramRow, ProgramStore, code_sha
 from evoduet_graph.state import CandidateRecord, GenerateInput
-from evoduet_graph.store import ProgramRow, ProgramStore, code_sha
 
 
 def candidate_id(iteration: int, index: int) -> str:

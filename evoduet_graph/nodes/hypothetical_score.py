@@ -25,10 +25,11 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
-from evoduet_graph.descriptor import context_text
-from evoduet_graph.knowledge import documents_text, knowledge_text, render, scores_schema
 from evoduet_graph.llm import LLMCallError, structured_call
 from evoduet_graph.nodes._common import context_of
+from evoduet_graph.prompts.descriptor import context_text
+from evoduet_graph.prompts.knowledge import documents_text, knowledge_text, scores_schema
+from evoduet_graph.prompts.render import render
 from evoduet_graph.search.database import Prediction
 from evoduet_graph.state import DocumentRef, InnerState
 

@@ -24,9 +24,9 @@ from evoduet_graph.nodes._common import context_of, emit_progress
 from evoduet_graph.nodes.grounding import ground
 from evoduet_graph.nodes.stop_rules import target_reached
 from evoduet_graph.population import ProgramEntry
-from evoduet_graph.results import write_best
+from evoduet_graph.rundir.best import write_best
+from evoduet_graph.rundir.store import ProgramRow
 from evoduet_graph.state import OuterState
-from evoduet_graph.store import ProgramRow
 
 INITIAL_ID = "initial"
 NO_INITIAL_PROGRAM = "no initial program: the first iteration asks the model to write one"
@@ -102,7 +102,7 @@ def initialize(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
     }
     if state.get("best_id") is None and any(r.iteration > 0 for r in ctx.store.all_programs()):
         # a new thread on a store that already holds iterations would reuse their candidate ids
-        from evoduet_graph.api import RunError  # api imports the graph
+        from evoduet_graph.errors import RunError
 
         raise RunError(
             f"the run directory {ctx.run_dir} already holds the iterations of another run (or "

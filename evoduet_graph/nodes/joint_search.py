@@ -45,8 +45,9 @@ from langchain_core.tools import StructuredTool
 from pydantic import BaseModel, Field, field_validator
 
 from evoduet_graph.context import Context
-from evoduet_graph.knowledge import neutralize, render
 from evoduet_graph.llm import LocalChatModel, invoke_text, structured_call
+from evoduet_graph.prompts.render import render
+from evoduet_graph.prompts.untrusted import neutralise
 from evoduet_graph.search.cache import cached_search
 from evoduet_graph.search.database import RoundLog, RoundResult, SearchRecord, StoredDocument
 
@@ -144,8 +145,8 @@ def run_search(ctx: Context, log: JointSearchLog, query: str, iteration: int) ->
         return f"(no results{': ' + error[:200] if error else ''})"
     cap = document_chars(ctx)
     return "\n".join(
-        f'<document id="{d.doc_id}">\ntitle: {neutralize(d.title)[:200]}\n'
-        f"url: {neutralize(d.url)}\n{neutralize(d.content)[:cap]}\n</document>"
+        f'<document id="{d.doc_id}">\ntitle: {neutralise(d.title)[:200]}\n'
+        f"url: {neutralise(d.url)}\n{neutralise(d.content)[:cap]}\n</document>"
         for d in stored
     )
 

@@ -5,7 +5,7 @@ re-enters ``record`` does not add it twice), saves the population snapshot, upda
 best (``best_program.py`` / ``best_program.json`` in the run directory), credits the
 realised Δ to the search-database record whose evidence fed the iteration, and the failure counter
 that stops a run whose every iteration fails (``max_consecutive_failures``). An iteration whose
-candidates were all rejected as duplicates before evaluation (`evoduet_graph.novelty`) leaves
+candidates were all rejected as duplicates before evaluation (`evoduet_graph.candidates.novelty`) leaves
 that counter as it was: nothing failed (the same children, evaluated, would have been valid
 copies and reset it), but nothing new was found either. A second counter stops a run whose
 model endpoint does not answer (`model_health`, ``max_consecutive_model_failures``).
@@ -21,7 +21,7 @@ from evoduet_graph.context import Context
 from evoduet_graph.nodes._common import context_of, emit_progress
 from evoduet_graph.nodes.stop_rules import target_reached
 from evoduet_graph.population import ProgramEntry, add_op, apply_op, next_island_op
-from evoduet_graph.results import write_best
+from evoduet_graph.rundir.best import write_best
 from evoduet_graph.search.database import Impact
 from evoduet_graph.state import CandidateRecord, OuterState
 
@@ -66,7 +66,7 @@ def credit_evidence(ctx: Context, state: OuterState, valid: list[CandidateRecord
         )
     if not ctx.search_db.add_impact(record_id, impact):
         return  # already credited by the run this one resumes
-    if ctx.memory is not None:  # long-term memory across runs (`evoduet_graph.memory`)
+    if ctx.memory is not None:  # long-term memory across runs (`evoduet_graph.search.memory`)
         ctx.memory.remember(ctx.search_db, record_id, impact)
     ctx.events.emit(
         "impact",

@@ -20,9 +20,10 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
-from evoduet_graph.knowledge import documents_text, knowledge_text, ratings_schema, render
 from evoduet_graph.llm import LLMCallError, structured_call
 from evoduet_graph.nodes._common import context_of
+from evoduet_graph.prompts.knowledge import documents_text, knowledge_text, ratings_schema
+from evoduet_graph.prompts.render import render
 from evoduet_graph.state import DocumentRef, InnerState
 
 

@@ -8,7 +8,7 @@ answered by the same backend in this run (or, with ``retrieval.cache_dir``, in a
 is answered from the search cache (`evoduet_graph.search.cache`); the ``search`` event then
 says ``cached: true`` with the original retrieval time ``fetched_at``. With
 ``retrieval.review_queries`` the node first pauses for a person to approve or edit the
-queries (`evoduet_graph.review.review_queries`); the edited ones are searched and recorded.
+queries (`evoduet_graph.nodes.review.review_queries`); the edited ones are searched and recorded.
 A backend error
 or timeout (after the retries of ``robust_search``) leaves that query without results; the
 event ``search_error`` records it and the retrieval goes on.
@@ -23,7 +23,7 @@ from langgraph.runtime import Runtime
 from evoduet_graph.context import Context
 from evoduet_graph.nodes._common import context_of, emit_progress
 from evoduet_graph.nodes.hypothetical_score import loop_record_id
-from evoduet_graph.review import review_queries
+from evoduet_graph.nodes.review import review_queries
 from evoduet_graph.search.cache import cached_search
 from evoduet_graph.state import DocumentRef, InnerState
 

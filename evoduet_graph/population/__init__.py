@@ -21,7 +21,7 @@ from evoduet_graph.population.islands import IslandPopulation, effective_feature
 from evoduet_graph.population.top_k import TopKPopulation
 
 if TYPE_CHECKING:
-    from evoduet_graph.store import ProgramStore
+    from evoduet_graph.rundir.store import ProgramStore
 
 __all__ = [
     "EmptyPopulationError",

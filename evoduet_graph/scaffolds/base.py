@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from evoduet_graph.context import Context
 from evoduet_graph.population import EmptyPopulationError, Population
@@ -52,6 +52,7 @@ class Scaffold(Protocol):
     """
 
     name: str
+    populations: ClassVar[tuple[str, ...]]
 
     def select(
         self, state: OuterState, ctx: Context, rng: random.Random, iteration: int

@@ -7,6 +7,7 @@ Runs over a `TopKPopulation` (``population.top_k`` programs).
 from __future__ import annotations
 
 import random
+from typing import ClassVar
 
 from evoduet_graph.context import Context
 from evoduet_graph.population import Population
@@ -37,6 +38,8 @@ class BestOfNScaffold:
     """Always the best program (module docstring)."""
 
     name = "best_of_n"
+    populations: ClassVar[tuple[str, ...]] = ("top_k",)
+    """Population kinds it runs over; the first is its choice when none is configured."""
 
     def select(
         self, state: OuterState, ctx: Context, rng: random.Random, iteration: int

@@ -9,7 +9,7 @@ and the number of iterations that produced a new best.
 When ``evox.strategy_patience`` iterations in a row produced no new best (counted from the
 later of the last improvement and the strategy's stagnation window start), the ``select``
 node makes one structured LLM call (prompt ``evox_strategy.md``) with the population-state
-descriptor (`evoduet_graph.descriptor.population_descriptor`), the current strategy and the
+descriptor (`evoduet_graph.prompts.descriptor.population_descriptor`), the current strategy and the
 last ``evox.history`` strategies with their measured effect, and the model returns a new
 rule, instruction and rationale (`StrategyOutput`). Unusable output (after
 `structured_call`'s fallbacks and repair) or a failed call keeps the current strategy and
@@ -31,15 +31,15 @@ import json
 import random
 import time
 from pathlib import Path
-from typing import Any, cast, get_args
+from typing import Any, ClassVar, cast, get_args
 
 from pydantic import BaseModel, Field, field_validator
 
 from evoduet_graph.config import EvoXConfig, StrategyRule
 from evoduet_graph.context import Context
-from evoduet_graph.descriptor import population_descriptor
-from evoduet_graph.knowledge import render
 from evoduet_graph.llm import LLMCallError, structured_call
+from evoduet_graph.prompts.descriptor import population_descriptor
+from evoduet_graph.prompts.render import render
 from evoduet_graph.scaffolds.base import Selection, ranked_programs
 from evoduet_graph.scaffolds.best_of_n import select_best
 from evoduet_graph.scaffolds.openevolve import sample_population
@@ -445,6 +445,8 @@ class EvoXScaffold:
     """The EvoX strategy loop (module docstring)."""
 
     name = "evox"
+    populations: ClassVar[tuple[str, ...]] = ("islands",)
+    """Population kinds it runs over; the first is its choice when none is configured."""
 
     def select(
         self, state: OuterState, ctx: Context, rng: random.Random, iteration: int

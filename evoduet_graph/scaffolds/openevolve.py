@@ -10,6 +10,7 @@ inspirations from the island's best, its top programs and nearby feature cells
 from __future__ import annotations
 
 import random
+from typing import ClassVar
 
 from evoduet_graph.context import Context
 from evoduet_graph.population import Population
@@ -38,6 +39,8 @@ class OpenEvolveScaffold:
     """OpenEvolve sampling (module docstring)."""
 
     name = "openevolve"
+    populations: ClassVar[tuple[str, ...]] = ("islands", "top_k")
+    """Population kinds it runs over; the first is its choice when none is configured."""
 
     def select(
         self, state: OuterState, ctx: Context, rng: random.Random, iteration: int

@@ -6,6 +6,7 @@ shown best first. Runs over a `TopKPopulation` of the same k. No prompt instruct
 from __future__ import annotations
 
 import random
+from typing import ClassVar
 
 from evoduet_graph.context import Context
 from evoduet_graph.population import Population
@@ -49,6 +50,8 @@ class TopKScaffold:
     """Uniform top-k parent selection (module docstring)."""
 
     name = "top_k"
+    populations: ClassVar[tuple[str, ...]] = ("top_k",)
+    """Population kinds it runs over; the first is its choice when none is configured."""
 
     def select(
         self, state: OuterState, ctx: Context, rng: random.Random, iteration: int

@@ -30,7 +30,6 @@ import json
 import logging
 import math
 import os
-import re
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -38,6 +37,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evoduet_graph.prompts.untrusted import one_line
 from evoduet_graph.search.base import Document, normalize_url
 
 logger = logging.getLogger(__name__)
@@ -191,14 +191,6 @@ class StoredDocument(_Model):
     @property
     def normalized_url(self) -> str:
         return normalize_url(self.url)
-
-
-_FENCE_RUN = re.compile(r"`{3,}|~{3,}")
-
-
-def _one_line(text: str) -> str:
-    """Untrusted text (a document title) as one line that cannot open a code fence."""
-    return _FENCE_RUN.sub("'''", " ".join(text.split()))
 
 
 def _fmt(value: float | None) -> str:
@@ -729,7 +721,7 @@ class SearchDatabase:
         ]
         for doc_id in shown:
             doc = self._docs.get(doc_id)
-            title = _one_line(doc.title) if doc is not None else "(unknown document)"
+            title = one_line(doc.title) if doc is not None else "(unknown document)"
             found = self.prediction_for(doc_id, r.parent_id, record_id=r.record_id)
             pred = found.predicted_score if found is not None else None
             if len(title) > 120:

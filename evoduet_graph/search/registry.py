@@ -65,6 +65,14 @@ def register_backend(spec: BackendSpec) -> None:
     _REGISTRY[spec.name] = spec
 
 
+def backend_choices() -> str:
+    """Every value ``retrieval.backend`` accepts, for the CLI help and the config schema:
+    the registered names, then ``langchain:<module>:<factory>``, ``|``-separated."""
+    names = [n for n in _REGISTRY if n != "none"]
+    tail = ["none"] if "none" in _REGISTRY else []
+    return "|".join([*names, f"{LANGCHAIN_PREFIX}<module>:<factory>", *tail])
+
+
 def backend_names() -> list[str]:
     """Registered backend names, in registration order."""
     return list(_REGISTRY)

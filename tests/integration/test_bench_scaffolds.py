@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from evoduet_graph import EvoDuetConfig
 from evoduet_graph.bench import BenchError, BenchSettings, run_bench
-from evoduet_graph.bench.runner import GRAPH_METHODS, config_method
+from evoduet_graph.bench.graph_method import config_method
+from evoduet_graph.bench.runner import GRAPH_METHODS
 from evoduet_graph.cli import app
 from tests.conftest import RADIUS_UP, ROOT, SMOKE_TASK
 from tests.fakes import FakeSearcher, KnowledgeResponder, ScriptedChatModel

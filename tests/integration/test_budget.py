@@ -11,15 +11,12 @@ from typing import Any
 import pytest
 
 from evoduet_graph import EvoDuetConfig, load_task, run
-from evoduet_graph.budget import (
-    STOP_PREFIX,
-    Budget,
-    usage_from_events,
-)
 from evoduet_graph.config import BudgetConfig
-from evoduet_graph.events import EventLog, read_events
-from evoduet_graph.pricing import price_for
-from evoduet_graph.report import report_markdown
+from evoduet_graph.report.markdown import report_markdown
+from evoduet_graph.rundir.budget import STOP_PREFIX, Budget
+from evoduet_graph.rundir.events import EventLog, read_events
+from evoduet_graph.rundir.pricing import price_for
+from evoduet_graph.rundir.usage import usage_from_events
 from tests.conftest import SMOKE_TASK
 from tests.fakes import ScriptedChatModel
 from tests.fault_harness import InProcessEvaluator, parent_parameters, smoke_program

@@ -9,7 +9,7 @@ from pathlib import Path
 from evoduet_graph import EvoDuetConfig, run
 from evoduet_graph.evaluation import SandboxEvaluator
 from evoduet_graph.nodes.generate import compile_error
-from evoduet_graph.store import ProgramStore
+from evoduet_graph.rundir.store import ProgramStore
 from evoduet_graph.task import load_task
 from tests.conftest import SMOKE_TASK
 from tests.fakes import CountingEvaluator, ScriptedChatModel

@@ -17,8 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from evoduet_graph.cli import app
-from evoduet_graph.events import read_events
-from evoduet_graph.locking import RunDirLock
+from evoduet_graph.rundir.events import read_events
+from evoduet_graph.rundir.lock import RunDirLock
 from tests.conftest import ROOT, SMOKE_TASK
 
 runner = CliRunner()

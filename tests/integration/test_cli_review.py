@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from langchain_core.messages import convert_to_messages
 
-from evoduet_graph.events import read_events
+from evoduet_graph.rundir.events import read_events
 from evoduet_graph.search import SearchDatabase
 from tests.conftest import RADIUS_UP, ROOT
 from tests.fake_openai_server import FaultyServer

@@ -18,10 +18,10 @@ import pytest
 from evoduet_graph import EvoDuetConfig, load_task, run
 from evoduet_graph.api import RunError
 from evoduet_graph.evaluation import EvaluationOutcome
-from evoduet_graph.locking import RunDirLock
+from evoduet_graph.rundir.lock import RunDirLock
+from evoduet_graph.rundir.store import ProgramRow, ProgramStore
 from evoduet_graph.search import Document
 from evoduet_graph.search.database import Prediction, SearchDatabase
-from evoduet_graph.store import ProgramRow, ProgramStore
 from tests.conftest import SMOKE_TASK
 from tests.fakes import CountingEvaluator, FakeSearcher, KnowledgeResponder, ScriptedChatModel
 from tests.fault_harness import InProcessEvaluator, parent_parameters, smoke_program
@@ -157,7 +157,7 @@ def test_run_api_refuses_a_locked_run_directory(tmp_path: Path) -> None:
 
 _HOLD_AND_FORK = """
 import os, sys, time
-from evoduet_graph.locking import RunDirLock
+from evoduet_graph.rundir.lock import RunDirLock
 lock = RunDirLock(sys.argv[1]).acquire()
 child = os.fork()
 if child == 0:  # a child between fork and exec (as when starting an evaluation) lingers
@@ -200,7 +200,7 @@ def test_a_killed_holder_releases_the_lock_even_while_its_forked_child_lives(
             RunDirLock(run_dir).acquire()
         probe = subprocess.run(
             [sys.executable, "-c",
-             ("import sys; from evoduet_graph.locking import RunDirLock; "
+             ("import sys; from evoduet_graph.rundir.lock import RunDirLock; "
               "RunDirLock(sys.argv[1]).acquire()"), str(run_dir)],
             cwd=ROOT, capture_output=True, text=True, check=False,
         )

@@ -17,9 +17,9 @@ import yaml
 
 import evoduet_graph
 from evoduet_graph import ConfigError, EvoDuetConfig, build_graph, run
-from evoduet_graph.events import read_events
 from evoduet_graph.graphs.registry import UnknownNodeError
 from evoduet_graph.graphs.studio_context import StudioContextError
+from evoduet_graph.rundir.events import read_events
 from evoduet_graph.task import TaskError
 from tests.conftest import ROOT, SMOKE_TASK
 from tests.fake_openai_server import FaultyServer
@@ -303,7 +303,7 @@ def test_graph_input_refuses_a_cli_run_and_leaves_it_intact(
 
 def test_graph_input_respects_the_run_dir_lock(runs_root: Path, tmp_path: Path) -> None:
     from evoduet_graph import RunError
-    from evoduet_graph.locking import RunDirLock
+    from evoduet_graph.rundir.lock import RunDirLock
 
     rdir = tmp_path / "locked"
     rdir.mkdir()

@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from evoduet_graph.events import read_events
+from evoduet_graph.rundir.events import read_events
 from tests.conftest import ROOT
 
 

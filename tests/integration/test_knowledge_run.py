@@ -24,12 +24,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from evoduet_graph import EvoDuetConfig, build_context, load_task, run
 from evoduet_graph.config import ConfigError
-from evoduet_graph.events import read_events
 from evoduet_graph.graphs.inner import build_inner_graph
 from evoduet_graph.graphs.outer import build_outer_graph
 from evoduet_graph.graphs.registry import UnknownNodeError
+from evoduet_graph.rundir.events import read_events
+from evoduet_graph.rundir.store import ProgramStore
 from evoduet_graph.search import Document, SearchDatabase, TavilySearcher, normalize_url
-from evoduet_graph.store import ProgramStore
 from tests.conftest import BAD_DIFF, RADIUS_UP, ROOT, SPREAD_UP
 from tests.fakes import (
     FailingSearcher,

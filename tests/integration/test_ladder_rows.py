@@ -15,9 +15,9 @@ from langchain_core.messages import AIMessage, ToolMessage
 from evoduet_graph import EvoDuetConfig, run
 from evoduet_graph.bench import BenchSettings, run_bench
 from evoduet_graph.config import ConfigError, load_config
-from evoduet_graph.events import read_events
 from evoduet_graph.nodes.gate_stateless import StatelessGateOutput
 from evoduet_graph.nodes.joint_search import native_tool_calling
+from evoduet_graph.rundir.events import read_events
 from evoduet_graph.search import SearchDatabase
 from evoduet_graph.search.database import RoundLog, RoundResult, SearchRecord
 from evoduet_graph.search.fixed import DocumentSetError, load_documents

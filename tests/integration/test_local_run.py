@@ -11,7 +11,7 @@ import json
 import pytest
 
 from evoduet_graph import EvoDuetConfig, run
-from evoduet_graph.events import read_events
+from evoduet_graph.rundir.events import read_events
 
 pytestmark = pytest.mark.local_model
 

@@ -10,9 +10,9 @@ import pytest
 
 from evoduet_graph import EvoDuetConfig, run
 from evoduet_graph.config import ConfigError
-from evoduet_graph.events import read_events
-from evoduet_graph.memory import TaskMemory, open_store
+from evoduet_graph.rundir.events import read_events
 from evoduet_graph.search import SearchDatabase
+from evoduet_graph.search.memory import TaskMemory, open_store
 from tests.conftest import RADIUS_UP
 from tests.fakes import FakeSearcher, KnowledgeResponder, ScriptedChatModel
 

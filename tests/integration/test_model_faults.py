@@ -22,10 +22,10 @@ from typer.testing import CliRunner
 from evoduet_graph import EvoDuetConfig, load_task, run
 from evoduet_graph.cli import app
 from evoduet_graph.config import load_config
-from evoduet_graph.events import read_events
 from evoduet_graph.llm import LLMCallError, RetryPolicy, invoke_text, structured_call
 from evoduet_graph.nodes.record import MODEL_DOWN_PREFIX
-from evoduet_graph.store import ProgramStore
+from evoduet_graph.rundir.events import read_events
+from evoduet_graph.rundir.store import ProgramStore
 from tests.conftest import RADIUS_UP, SMOKE_TASK
 from tests.fake_openai_server import FaultyServer, all_text, last_user_text
 from tests.fakes import CountingEvaluator, ScriptedChatModel

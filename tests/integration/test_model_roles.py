@@ -8,8 +8,9 @@ import pytest
 from langchain_core.messages import convert_to_messages
 
 from evoduet_graph import EvoDuetConfig, run
-from evoduet_graph.events import read_events
-from evoduet_graph.report import report_markdown, run_summary
+from evoduet_graph.report.markdown import report_markdown
+from evoduet_graph.report.summary import run_summary
+from evoduet_graph.rundir.events import read_events
 from tests.conftest import RADIUS_UP
 from tests.fake_openai_server import FaultyServer
 from tests.fakes import FakeSearcher, KnowledgeResponder, prompt_kind

@@ -13,10 +13,11 @@ from pathlib import Path
 
 from evoduet_graph import EvoDuetConfig, load_task, run
 from evoduet_graph.evaluation import SandboxEvaluator
-from evoduet_graph.events import read_events
 from evoduet_graph.population import restore_population
-from evoduet_graph.report import report_markdown, run_summary
-from evoduet_graph.store import ProgramStore, code_sha
+from evoduet_graph.report.markdown import report_markdown
+from evoduet_graph.report.summary import run_summary
+from evoduet_graph.rundir.events import read_events
+from evoduet_graph.rundir.store import ProgramStore, code_sha
 from tests.conftest import ROOT, SMOKE_TASK
 from tests.fakes import CountingEvaluator, ScriptedChatModel
 from tests.novelty_harness import current_program, fenced, grown, with_comment

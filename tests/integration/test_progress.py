@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from evoduet_graph import EvoDuetConfig, load_task, run
 from evoduet_graph.cli import app
-from evoduet_graph.events import read_events
-from evoduet_graph.progress import LiveDisplay, RunStatus
+from evoduet_graph.report.live import LiveDisplay, RunStatus
+from evoduet_graph.rundir.events import read_events
 from evoduet_graph.search.offline import OfflineSearcher, OfflineSources, index_progress
 from tests.conftest import BAD_DIFF, RADIUS_UP, SMOKE_TASK, SPREAD_UP
 from tests.fakes import FakeSearcher, KnowledgeResponder, ScriptedChatModel

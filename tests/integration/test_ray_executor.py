@@ -24,8 +24,8 @@ from evoduet_graph.cli import app
 from evoduet_graph.config import load_config
 from evoduet_graph.evaluation import make_evaluator
 from evoduet_graph.evaluation.ray_executor import RayEvaluator, RayUnavailableError
-from evoduet_graph.events import read_events
-from evoduet_graph.store import ProgramStore
+from evoduet_graph.rundir.events import read_events
+from evoduet_graph.rundir.store import ProgramStore
 from tests.conftest import RADIUS_UP, ROOT, SMOKE_TASK, SPREAD_UP, diff
 from tests.fakes import ScriptedChatModel
 
@@ -275,7 +275,7 @@ def test_an_address_that_answers_but_is_not_ray_fails_after_the_deadline(monkeyp
     port = listener.getsockname()[1]
     code = (
         "import sys; from evoduet_graph.evaluation import ray_executor as r\n"
-        "r.CONNECT_TIMEOUT_S = 5\n"
+        "r.INIT_TIMEOUT_S = 5\n"
         "try:\n    r.connect(sys.argv[1])\n"
         "except r.RayUnavailableError as e:\n    print('ERR', e); sys.exit(2)\n"
     )
@@ -307,3 +307,11 @@ def test_under_the_namespace_a_candidate_cannot_kill_its_ray_worker(local_ray, t
         outcome, after = evaluator.evaluate_many([killer, task.initial_program], ["k", "i"])
     # SIGKILL to a PID namespace's init from inside it is ignored: the kill does nothing
     assert outcome.valid and after.valid, (outcome.error, after.error)
+
+
+def test_the_tcp_check_and_the_init_wait_have_their_own_timeouts():
+    """The documented 5 s TCP reachability check is not overridden by the ``ray.init`` wait."""
+    from evoduet_graph.evaluation import ray_executor as r
+
+    assert r.CONNECT_TIMEOUT_S == 5.0 and r.INIT_TIMEOUT_S == 60.0
+    assert r.check_reachable.__defaults__ == (5.0,)

@@ -13,10 +13,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from evoduet_graph.api import RESUME_APPLIED, RESUME_NOTED, _matches
 from evoduet_graph.cli import app
 from evoduet_graph.config import EvoDuetConfig
-from evoduet_graph.events import read_events
+from evoduet_graph.rundir.continuation import RESUME_APPLIED, RESUME_NOTED, _matches
+from evoduet_graph.rundir.events import read_events
 from tests.conftest import SMOKE_TASK
 
 runner = CliRunner()
@@ -141,7 +141,7 @@ def test_a_changed_task_folder_is_refused_at_resume(finished_run: Path, task_cop
 
 def test_every_config_key_is_in_the_table_or_refused() -> None:
     """The README's table is the code's: every key a resume applies is a real config key."""
-    from evoduet_graph.api import _flat
+    from evoduet_graph.rundir.continuation import _flat
 
     keys = set(_flat(EvoDuetConfig().model_dump(mode="json")))
     for name in RESUME_APPLIED + RESUME_NOTED:

@@ -9,7 +9,7 @@ from typing import Any
 
 from evoduet_graph import EvoDuetConfig, resume, run
 from evoduet_graph.api import REVIEW_PREFIX
-from evoduet_graph.events import read_events
+from evoduet_graph.rundir.events import read_events
 from evoduet_graph.search import SearchDatabase
 from tests.conftest import RADIUS_UP
 from tests.fakes import FakeSearcher, KnowledgeResponder, ScriptedChatModel

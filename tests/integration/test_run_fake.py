@@ -9,9 +9,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from evoduet_graph import EvoDuetConfig, build_context, build_graph, load_task, run
 from evoduet_graph.api import THREAD_ID
-from evoduet_graph.events import read_events
 from evoduet_graph.population import restore_population
-from evoduet_graph.store import ProgramStore
+from evoduet_graph.rundir.events import read_events
+from evoduet_graph.rundir.store import ProgramStore
 from tests.conftest import BAD_DIFF, GARBAGE, RADIUS_UP, SPREAD_UP
 from tests.fakes import ScriptedChatModel
 

@@ -21,7 +21,6 @@ import yaml
 from langgraph.checkpoint.memory import InMemorySaver
 
 from evoduet_graph import EvoDuetConfig, api, build_context, build_graph, load_task, run
-from evoduet_graph.events import read_events
 from evoduet_graph.nodes.evaluate import evaluate
 from evoduet_graph.nodes.gate import gate
 from evoduet_graph.nodes.generate import generate
@@ -29,9 +28,10 @@ from evoduet_graph.nodes.initialize import initialize
 from evoduet_graph.nodes.look_up import look_up
 from evoduet_graph.nodes.record import record
 from evoduet_graph.nodes.select import select
+from evoduet_graph.rundir.events import read_events
+from evoduet_graph.rundir.store import ProgramStore
 from evoduet_graph.scaffolds import Selection, select_best
 from evoduet_graph.scaffolds.evox import STRATEGY_FILE, StrategyLog
-from evoduet_graph.store import ProgramStore
 from tests.conftest import GARBAGE, RADIUS_UP, ROOT, SPREAD_UP
 from tests.fakes import (
     FakeSearcher,

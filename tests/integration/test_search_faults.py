@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from evoduet_graph import EvoDuetConfig, load_task, run
-from evoduet_graph.events import read_events
+from evoduet_graph.rundir.events import read_events
 from evoduet_graph.search import Document, normalize_url
 from evoduet_graph.search.base import MAX_CONTENT_CHARS
 from evoduet_graph.search.database import SearchDatabase

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from evoduet_graph import EvoDuetConfig, resume, run
-from evoduet_graph.events import read_events
 from evoduet_graph.nodes.stop_rules import TARGET_PREFIX
+from evoduet_graph.rundir.events import read_events
 from evoduet_graph.search import SearchDatabase
 from evoduet_graph.search.backends.arxiv import make_arxiv
 from evoduet_graph.search.registry import BackendSpec, register_backend

@@ -45,11 +45,11 @@ import pytest
 from evoduet_graph import load_task, run
 from evoduet_graph.api import can_retrieve
 from evoduet_graph.config import EvoDuetConfig, load_config
-from evoduet_graph.events import read_events
 from evoduet_graph.nodes.gate import rule_decision
+from evoduet_graph.rundir.events import read_events
+from evoduet_graph.rundir.store import ProgramStore
 from evoduet_graph.scaffolds.evox import STRATEGY_FILE, StrategyLog
 from evoduet_graph.search import SearchDatabase
-from evoduet_graph.store import ProgramStore
 from tests.conftest import ROOT, diff
 from tests.fakes import (
     FakeSearcher,

@@ -19,10 +19,10 @@ import pytest
 import yaml
 from langgraph.checkpoint.memory import InMemorySaver
 
-from evoduet_graph.events import read_events
 from evoduet_graph.graphs.outer import build_outer_graph
 from evoduet_graph.graphs.studio import StudioContext, StudioContextError, load_model_spec
-from evoduet_graph.report import run_summary
+from evoduet_graph.report.summary import run_summary
+from evoduet_graph.rundir.events import read_events
 from tests.conftest import ROOT, SMOKE_TASK
 from tests.fake_openai_server import FaultyServer
 from tests.fakes import KnowledgeResponder

@@ -1,11 +1,11 @@
-"""The population-state descriptor (`evoduet_graph.descriptor.population_descriptor`) on a
+"""The population-state descriptor (`evoduet_graph.prompts.descriptor.population_descriptor`) on a
 small hand-made population whose figures are worked out by hand below."""
 
 from __future__ import annotations
 
-from evoduet_graph.descriptor import population_descriptor
 from evoduet_graph.population import ProgramEntry
-from evoduet_graph.store import ProgramRow
+from evoduet_graph.prompts.descriptor import population_descriptor
+from evoduet_graph.rundir.store import ProgramRow
 from tests.conftest import SMOKE_TASK
 from tests.node_env import Env, make_env
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evoduet_graph.diffs import (
+from evoduet_graph.candidates.diffs import (
     ApplyResult,
     CandidateCode,
     DiffBlock,
@@ -434,7 +434,7 @@ def test_code_diff_summary() -> None:
 
 
 def test_rewrite_missing_end_marker_is_spliced_up_to_the_fixed_code() -> None:
-    from evoduet_graph.diffs import extract_rewrite
+    from evoduet_graph.candidates.diffs import extract_rewrite
 
     parent = (
         "import math\n\n# EVOLVE-BLOCK-START\nSTEP = 0.5\n# EVOLVE-BLOCK-END\n\n"

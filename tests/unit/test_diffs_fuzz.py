@@ -17,7 +17,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evoduet_graph.diffs import (
+from evoduet_graph.candidates.diffs import (
     apply_diff,
     candidate_from_response,
     evolve_regions,

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from evoduet_graph.graphs.inner import build_inner_graph
-from evoduet_graph.knowledge import GateOutput
 from evoduet_graph.nodes.construct_query import construct_query
 from evoduet_graph.nodes.gate import gate, gate_prompt, rule_decision
 from evoduet_graph.nodes.hypothetical_score import hypothetical_score
@@ -25,9 +24,10 @@ from evoduet_graph.nodes.retrieve import inner_rounds, make_retrieve
 from evoduet_graph.nodes.search import search
 from evoduet_graph.nodes.update_knowledge import top_k_documents, update_knowledge
 from evoduet_graph.prompts import load_prompt
+from evoduet_graph.prompts.knowledge import GateOutput
+from evoduet_graph.rundir.store import ProgramRow
 from evoduet_graph.search import Document, Prediction
 from evoduet_graph.state import CandidateRecord, DocumentRef, InnerState
-from evoduet_graph.store import ProgramRow
 from tests.fakes import (
     FailingSearcher,
     FakeSearcher,
@@ -892,7 +892,7 @@ def test_gate_and_inner_prompts_share_the_stable_prefix(smoke_task_dir):
 
 
 def test_gate_prompt_holds_recent_document_excerpts_within_its_bound(smoke_task_dir):
-    from evoduet_graph.descriptor import (
+    from evoduet_graph.prompts.descriptor import (
         RECENT_DOCUMENTS,
         RECENT_DOCUMENTS_MAX_CHARS,
         RECENT_EXCERPT_CHARS,

@@ -7,8 +7,7 @@ import types
 
 import pytest
 
-from evoduet_graph.config import ConfigError, EvoDuetConfig, NoveltyConfig, PopulationConfig
-from evoduet_graph.novelty import (
+from evoduet_graph.candidates.novelty import (
     NoveltyChecker,
     chunk_lines,
     load_embeddings,
@@ -18,8 +17,9 @@ from evoduet_graph.novelty import (
     population_references,
     token_similarity,
 )
+from evoduet_graph.config import ConfigError, EvoDuetConfig, NoveltyConfig, PopulationConfig
 from evoduet_graph.population import ProgramEntry, make_population
-from evoduet_graph.store import ProgramRow, ProgramStore
+from evoduet_graph.rundir.store import ProgramRow, ProgramStore
 from tests.conftest import SMOKE_TASK
 from tests.fakes import CodeEmbeddings
 
@@ -290,7 +290,7 @@ def test_minilm_refuses_an_unverified_model_file(monkeypatch, tmp_path):
 
 
 def test_progress_line_counts_rejections():
-    from evoduet_graph.progress import RunStatus
+    from evoduet_graph.report.live import RunStatus
 
     status = RunStatus()
     assert "near-duplicates" not in " ".join(status.lines())

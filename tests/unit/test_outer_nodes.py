@@ -26,8 +26,8 @@ from evoduet_graph.nodes.generate import generate
 from evoduet_graph.nodes.initialize import initialize
 from evoduet_graph.nodes.select import select
 from evoduet_graph.population import EmptyPopulationError, ProgramEntry
+from evoduet_graph.rundir.store import ProgramRow
 from evoduet_graph.state import CandidateRecord, GenerateInput
-from evoduet_graph.store import ProgramRow
 from tests.conftest import GARBAGE, SMOKE_TASK
 from tests.fakes import CountingEvaluator, ScriptedChatModel
 from tests.fault_harness import InProcessEvaluator, smoke_program

@@ -18,7 +18,7 @@ from evoduet_graph.population import (
     next_island_op,
     restore_population,
 )
-from evoduet_graph.store import ProgramRow, ProgramStore
+from evoduet_graph.rundir.store import ProgramRow, ProgramStore
 
 
 class _Ctx:

@@ -1,4 +1,4 @@
-"""`evoduet_graph.pricing`: USD per model from the genai-prices catalogue or ``budget.prices``,
+"""`evoduet_graph.rundir.pricing`: USD per model from the genai-prices catalogue or ``budget.prices``,
 0 for the embedded model; the report's cost lines for a priced fake model and the local one."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import pytest
 from genai_prices import Usage, calc_price
 
 from evoduet_graph import EvoDuetConfig, run
-from evoduet_graph.pricing import cost_usd, price_for, search_credits
-from evoduet_graph.report import report_markdown, run_summary
+from evoduet_graph.report.markdown import report_markdown
+from evoduet_graph.report.summary import run_summary
+from evoduet_graph.rundir.pricing import cost_usd, price_for, search_credits
 from tests.conftest import RADIUS_UP, SMOKE_TASK
 from tests.fakes import FakeSearcher, KnowledgeResponder, ScriptedChatModel
 
@@ -119,7 +120,8 @@ def test_usage_cost_prices_each_model_on_its_own() -> None:
     """`budget.usage_cost`: every answered model at its own price through `price_for`; a name
     only a configured model string knows takes that string's price; an unpriced role model is
     None (0 in the total); usage without a model name and injected names at the run's model."""
-    from evoduet_graph.budget import UsageTotals, usage_cost
+    from evoduet_graph.rundir.budget import usage_cost
+    from evoduet_graph.rundir.usage import UsageTotals
 
     prices = {"strong": (10.0, 20.0), "cheap": (1.0, 2.0)}
     totals = UsageTotals(

@@ -9,14 +9,14 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from evoduet_graph.config import PromptConfig
-from evoduet_graph.prompting import (
+from evoduet_graph.prompts import UnknownPromptError, available_prompts, load_prompt
+from evoduet_graph.prompts.generate import (
     AttemptView,
     DocumentView,
     ProgramView,
     build_generation_messages,
-    neutralise_document_text,
 )
-from evoduet_graph.prompts import UnknownPromptError, available_prompts, load_prompt
+from evoduet_graph.prompts.untrusted import neutralise
 
 PARENT_CODE = """\
 import numpy as np
@@ -199,8 +199,8 @@ def test_evidence_injection_cannot_break_out() -> None:
         "<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE",
     ],
 )
-def test_neutralise_document_text(text: str) -> None:
-    out = neutralise_document_text(text)
+def test_neutralise(text: str) -> None:
+    out = neutralise(text)
     assert not re.search(r"<\s*/?\s*(evidence|document)", out, re.IGNORECASE)
     assert "```" not in out and "~~~" not in out
     assert "<<<<<" not in out and "=====" not in out and ">>>>>" not in out

@@ -1,4 +1,4 @@
-"""`evoduet_graph.report`: the figures of a run directory, checked against its raw files.
+"""`evoduet_graph.report.summary`: the figures of a run directory, checked against its raw files.
 
 One fake run (module fixture) exercises every gate decision, a garbage gate reply, invented
 look-up ids, two retrievals, invalid and valid candidates; the report must agree with the
@@ -18,10 +18,12 @@ from typing import Any
 import pytest
 
 from evoduet_graph import EvoDuetConfig, run
-from evoduet_graph.events import read_events
-from evoduet_graph.report import INCLUSIVE_NODES, report_markdown, run_summary
+from evoduet_graph.report.markdown import report_markdown
+from evoduet_graph.report.summary import run_summary
+from evoduet_graph.rundir.events import read_events
+from evoduet_graph.rundir.store import ProgramStore
+from evoduet_graph.rundir.usage import INCLUSIVE_NODES
 from evoduet_graph.search import SearchDatabase
-from evoduet_graph.store import ProgramStore
 from tests.conftest import BAD_DIFF, GARBAGE, RADIUS_UP, SMOKE_TASK, SPREAD_UP
 from tests.fakes import FakeSearcher, KnowledgeResponder, ScriptedChatModel
 
@@ -297,7 +299,7 @@ def test_empty_and_missing_run_dir(tmp_path):
 def test_a_prediction_equal_to_the_shown_parent_score_does_not_beat_it(tmp_path):
     """A model that copies the parent's score as the prompt shows it (6 significant digits)
     predicts no change: the iteration is not counted as 'predicted to beat the parent'."""
-    from evoduet_graph.events import EventLog
+    from evoduet_graph.rundir.events import EventLog
     from evoduet_graph.search import Document, Prediction, SearchRecord
 
     parent = 0.35999999999999993
@@ -321,7 +323,7 @@ def test_a_prediction_equal_to_the_shown_parent_score_does_not_beat_it(tmp_path)
 
 
 def test_a_failed_gate_call_is_a_fallback_row_not_the_models_no_op():
-    from evoduet_graph.report import _gate_by_iteration
+    from evoduet_graph.report.summary import gate_by_iteration
 
     events = [
         {"event": "gate_error", "iteration": 1, "error": "connection refused"},
@@ -332,7 +334,7 @@ def test_a_failed_gate_call_is_a_fallback_row_not_the_models_no_op():
         # iteration 3 again after a resume: the model answered this time
         {"event": "node", "node": "gate", "iteration": 3, "gate_decision": "retrieve"},
     ]
-    gates = _gate_by_iteration(events)
+    gates = gate_by_iteration(events)
     assert {it: e["gate_decision"] for it, e in gates.items()} == {
         1: "fallback", 2: "no-op", 3: "retrieve",
     }

@@ -14,17 +14,14 @@ import pytest
 from typer.testing import CliRunner
 
 from evoduet_graph.cli import app
-from evoduet_graph.events import read_events
-from evoduet_graph.report import (
-    PLOT_TITLES,
-    compare_runs,
-    markdown_to_html,
-    run_series,
-    run_summary,
-    write_report,
-)
+from evoduet_graph.report.compare import compare_runs
+from evoduet_graph.report.html import markdown_to_html
+from evoduet_graph.report.markdown import PLOT_TITLES, write_report
+from evoduet_graph.report.series import run_series
+from evoduet_graph.report.summary import run_summary
+from evoduet_graph.rundir.events import read_events
+from evoduet_graph.rundir.store import ProgramStore
 from evoduet_graph.search.base import normalize_url
-from evoduet_graph.store import ProgramStore
 from tests.unit.test_report import _snapshot, fake_run  # noqa: F401 - module fixture
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -121,7 +118,7 @@ def test_series_agree_with_the_raw_files(fake_run):  # noqa: F811
 
 
 def test_markdown_sections_for_queries_and_lineage(fake_run):  # noqa: F811
-    from evoduet_graph.report import report_markdown
+    from evoduet_graph.report.markdown import report_markdown
 
     text = report_markdown(fake_run["dir"])
     assert "\n## Queries by realised Δ\n" in text

@@ -21,8 +21,8 @@ from evoduet_graph.evaluation import SandboxEvaluator
 from evoduet_graph.evaluation.integrity import TaskSnapshot, folder_digest
 from evoduet_graph.evaluation.isolation import probe_bwrap
 from evoduet_graph.evaluation.sandbox import RUNNER_PATH, TAMPERING_PREFIX
-from evoduet_graph.events import EventLog
-from evoduet_graph.store import ProgramStore
+from evoduet_graph.rundir.events import EventLog
+from evoduet_graph.rundir.store import ProgramStore
 from evoduet_graph.task import Task, load_task
 
 EVALUATOR = """\
@@ -278,7 +278,7 @@ def test_run_records_the_task_hash_and_a_tampering_candidate_never_enters_the_po
     through sys.path[0]); the run reports it, keeps it out of the population and leaves the
     task folder exactly as it was."""
     from evoduet_graph import EvoDuetConfig, run
-    from evoduet_graph.events import read_events
+    from evoduet_graph.rundir.events import read_events
     from tests.conftest import SMOKE_TASK, diff
     from tests.fakes import ScriptedChatModel
 

@@ -321,7 +321,7 @@ def test_run_reports_the_sandbox_once_and_warns_about_missing_isolation(
     tmp_path: Path,
 ) -> None:
     from evoduet_graph import EvoDuetConfig, run
-    from evoduet_graph.events import read_events
+    from evoduet_graph.rundir.events import read_events
     from evoduet_graph.task import load_task as load
     from tests.conftest import SMOKE_TASK
     from tests.fakes import ScriptedChatModel

@@ -18,7 +18,7 @@ from evoduet_graph.population import (
     ProgramEntry,
     TopKPopulation,
 )
-from evoduet_graph.prompting import ProgramView, build_generation_messages
+from evoduet_graph.prompts.generate import ProgramView, build_generation_messages
 from evoduet_graph.scaffolds import (
     SCAFFOLDS,
     BestOfNScaffold,
@@ -329,3 +329,15 @@ def test_instruction_is_one_neutralised_line_of_the_task_section():
     assert task < with_it.index(added[0]) < with_it.index("## Output format")
     # everything else is unchanged
     assert with_it.replace(added[0] + "\n", "") == plain
+
+
+def test_the_scaffold_registry_is_the_one_source_of_names_and_population_kinds():
+    from typing import get_args
+
+    from evoduet_graph.config import EvoDuetConfig, ScaffoldName, scaffold_populations
+    from evoduet_graph.scaffolds import SCAFFOLDS
+
+    assert set(get_args(ScaffoldName)) == set(SCAFFOLDS)
+    for name, cls in SCAFFOLDS.items():
+        assert scaffold_populations()[name] == cls.populations
+        assert EvoDuetConfig(scaffold=name).population.kind == cls.populations[0]

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
-from evoduet_graph.knowledge import DocumentScores, GateOutput, QueryPlan, scores_schema
 from evoduet_graph.llm.structured import structured_call
+from evoduet_graph.prompts.knowledge import DocumentScores, GateOutput, QueryPlan, scores_schema
 from evoduet_graph.scaffolds.evox import StrategyOutput
 from tests.fakes import ScriptedChatModel
 

@@ -17,13 +17,13 @@ import pytest
 
 from evoduet_graph import EvoDuetConfig, run
 from evoduet_graph.evaluation import SandboxEvaluator
-from evoduet_graph.languages import ToolchainError, language_by_name
 from evoduet_graph.llm import make_chat_model
 from evoduet_graph.llm.ensemble import EnsembleChatModel, WeightedChoice
-from evoduet_graph.store import ProgramStore
+from evoduet_graph.rundir.store import ProgramStore
 from evoduet_graph.task import TaskError, load_task
-from evoduet_graph.task_environment import check_toolchain, requirements_warning
-from evoduet_graph.task_settings import apply_task_settings
+from evoduet_graph.tasks.environment import check_toolchain, requirements_warning
+from evoduet_graph.tasks.languages import ToolchainError, language_by_name
+from evoduet_graph.tasks.settings import apply_task_settings
 from tests.fakes import ScriptedChatModel
 
 # An evaluator for programs in any language: it reads `value = N` from the file (no compiler
@@ -167,8 +167,8 @@ def test_program_option_picks_the_file_and_folder_programs_are_refused(tmp_path:
 
 
 def test_python_only_steps_fall_back_for_other_languages() -> None:
-    from evoduet_graph.diffs import candidate_from_response
-    from evoduet_graph.novelty import normalise
+    from evoduet_graph.candidates.diffs import candidate_from_response
+    from evoduet_graph.candidates.novelty import normalise
 
     parent = "#include <stdio.h>\n// EVOLVE-BLOCK-START\nint v = 1;\n// EVOLVE-BLOCK-END\n"
     answer = "```c\n#include <math.h>\n#include <stdio.h>\n// EVOLVE-BLOCK-START\nint v = 2;\n// EVOLVE-BLOCK-END\n```"
@@ -806,3 +806,19 @@ def _write_config(root: Path) -> Path:
     path = root / "run.yaml"
     path.write_text("population: {num_islands: 1}\nnovelty: {enabled: false}\ngate: {mode: never}\n")
     return path
+
+
+def test_the_openevolve_schema_is_shared_by_the_loader_and_the_bench():
+    from evoduet_graph.bench.openevolve_method import unknown_config_keys
+    from evoduet_graph.tasks.openevolve_config import unknown_keys
+
+    cfg = {
+        "max_iterations": 3,
+        "diff_based_generation": True,  # SkyDiscover's
+        "llm": {"models": [{"name": "m", "wieght": 1}], "temperature": 0.2},
+        "evolution_trace": {"include_failures": True, "colour": "red"},
+        "typo_key": 1,
+        "early_stopping_whatever": 2,
+    }
+    assert set(unknown_keys(cfg)) == {"typo_key", "evolution_trace.colour", "llm.models[0].wieght"}
+    assert "diff_based_generation" in unknown_config_keys(cfg)

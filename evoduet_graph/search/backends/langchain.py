@@ -185,7 +185,7 @@ def load_user_searcher(spec: str) -> LangChainSearcher:
     from langchain_core.retrievers import BaseRetriever
     from langchain_core.tools import BaseTool
 
-    from evoduet_graph.plugins import PluginError, build_plugin, import_attribute
+    from evoduet_graph.search.plugins import PluginError, build_plugin, import_attribute
 
     target_spec = spec.removeprefix(PREFIX)
     loaded: list[Any] = []

@@ -12,9 +12,11 @@ import json
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
+
+from evoduet_graph.rundir.read import iter_jsonl
 
 
 def _jsonable(value: Any) -> Any:
@@ -30,6 +32,10 @@ def _jsonable(value: Any) -> Any:
 class EventLog:
     """Thread-safe append-only JSONL event log.
 
+    A file-backed log keeps nothing in memory (a long run's events live in the file only);
+    `memory` reads back this session's part of the file. Consumers that need every new event
+    (the budget's running totals) `subscribe` to it instead of re-reading.
+
     Args:
         path: the ``events.jsonl`` file, or None to keep events in memory only (tests).
     """
@@ -38,22 +44,34 @@ class EventLog:
         self.path = Path(path) if path is not None else None
         self._lock = threading.Lock()
         self._memory: list[dict[str, Any]] = []
+        self._subscribers: list[Callable[[dict[str, Any]], None]] = []
         self._fh: TextIO | None = None
+        self._session_offset = 0
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             _repair_torn_tail(self.path)
+            self._session_offset = self.path.stat().st_size if self.path.exists() else 0
+
+    def subscribe(self, callback: Callable[[dict[str, Any]], None]) -> None:
+        """Call ``callback(record)`` with every event emitted from now on (under the log's
+        lock, in emission order; it must be quick and must not emit)."""
+        with self._lock:
+            self._subscribers.append(callback)
 
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:
         """Append one event ``{"event": event, "time": unix_s, **fields}`` and return it."""
         record = _jsonable({"event": event, "time": round(time.time(), 3), **fields})
         line = json.dumps(record, default=str)
         with self._lock:
-            self._memory.append(record)
-            if self.path is not None:
+            if self.path is None:
+                self._memory.append(record)
+            else:
                 if self._fh is None or self._fh.closed:
                     # kept open: one write(2) per event (line buffered), no open/close per event
                     self._fh = self.path.open("a", encoding="utf-8", buffering=1)
                 self._fh.write(line + "\n")
+            for callback in self._subscribers:
+                callback(record)
         return record
 
     def close(self) -> None:
@@ -70,9 +88,13 @@ class EventLog:
 
     @property
     def memory(self) -> list[dict[str, Any]]:
-        """Events emitted by this process (a copy)."""
+        """Events emitted through this log (a copy; for a file, read back from it)."""
         with self._lock:
-            return list(self._memory)
+            if self.path is None:
+                return list(self._memory)
+            if self._fh is not None and not self._fh.closed:
+                self._fh.flush()
+        return _read_from(self.path, self._session_offset)
 
 
 def _repair_torn_tail(path: Path) -> None:
@@ -106,19 +128,25 @@ def _repair_torn_tail(path: Path) -> None:
             fh.truncate(start + newline + 1)
 
 
-def read_events(path: str | Path) -> Iterator[dict[str, Any]]:
-    """Yield the events of a log, skipping lines that are not complete JSON objects."""
-    path = Path(path)
+def _read_from(path: Path, offset: int) -> list[dict[str, Any]]:
+    """The complete JSON objects of ``path`` after byte ``offset``."""
     if not path.exists():
-        return
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(record, dict):
-                yield record
+        return []
+    with path.open("rb") as fh:
+        fh.seek(offset)
+        data = fh.read()
+    out = []
+    for line in data.decode("utf-8", errors="replace").splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out
+
+
+def read_events(path: str | Path) -> Iterator[dict[str, Any]]:
+    """Yield the events of a log, skipping lines that are not complete JSON objects
+    (`evoduet_graph.rundir.read.iter_jsonl`)."""
+    return iter_jsonl(path)

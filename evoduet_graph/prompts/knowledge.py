@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import re
-from string import Template
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -23,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from evoduet_graph.prompts import load_prompt
+from evoduet_graph.prompts.untrusted import neutralise
 from evoduet_graph.state import DocumentRef, KnowledgeState
 
 _DECISIONS = {
@@ -273,10 +272,6 @@ def ratings_schema(doc_ids: list[str]) -> type[DocumentRatings]:
     return KeyedDocumentRatings
 
 
-def render(name: str, **values: Any) -> str:
-    """Fill prompt template ``name`` (``string.Template`` syntax, see `evoduet_graph.prompts`)."""
-    return Template(load_prompt(name)).safe_substitute({k: str(v) for k, v in values.items()})
-
 
 def knowledge_text(state: KnowledgeState | None) -> str:
     """The knowledge state as three labelled lines ("(none yet)" before the first gate call)."""
@@ -289,23 +284,16 @@ def knowledge_text(state: KnowledgeState | None) -> str:
     )
 
 
-_FENCE = re.compile(r"`{3,}|~{3,}|</?\s*(?:document|evidence)[^>]*>", re.IGNORECASE)
-
-
-def neutralize(text: str) -> str:
-    """Make untrusted text unable to close a prompt section: code fences and document/evidence
-    tags inside it are replaced by inert placeholders."""
-    return _FENCE.sub("[removed markup]", text)
 
 
 def documents_text(docs: list[DocumentRef], contents: dict[str, str], max_chars: int) -> str:
     """Documents as ``<document id=...>`` blocks with neutralised, truncated content."""
     blocks = []
     for doc in docs:
-        body = neutralize(contents.get(doc["id"], ""))[:max_chars]
-        title = neutralize(doc["title"])[:200]
+        body = neutralise(contents.get(doc["id"], ""))[:max_chars]
+        title = neutralise(doc["title"])[:200]
         blocks.append(
-            f'<document id="{doc["id"]}">\ntitle: {title}\nurl: {neutralize(doc["url"])}\n'
+            f'<document id="{doc["id"]}">\ntitle: {title}\nurl: {neutralise(doc["url"])}\n'
             f"{body}\n</document>"
         )
     return "\n".join(blocks) if blocks else "(none)"
@@ -317,6 +305,6 @@ def retained_text(docs: list[DocumentRef]) -> str:
         return "(none yet)"
     return "\n".join(
         f"- {d['id']} (predicted child score {d.get('predicted_score')}): "
-        f"{neutralize(d['title'])[:160]}"
+        f"{neutralise(d['title'])[:160]}"
         for d in docs
     )

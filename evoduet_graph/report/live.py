@@ -30,13 +30,12 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from evoduet_graph.events import _jsonable
+from evoduet_graph.rundir.events import _jsonable
+from evoduet_graph.rundir.usage import INCLUSIVE_NODES
 from evoduet_graph.task import Task
 
 __all__ = ["JsonLines", "LiveDisplay", "RunStatus"]
 
-INCLUSIVE_NODES = frozenset({"retrieve"})
-"""Nodes whose LLM usage already includes other nodes' (the inner loop runs in ``retrieve``)."""
 
 
 def _short(text: Any, limit: int = 90) -> str:

@@ -28,14 +28,15 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from string import Template
 from typing import TYPE_CHECKING
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from evoduet_graph.diffs import code_diff_summary, evolve_marker_lines
-from evoduet_graph.languages import Language, language_by_name
+from evoduet_graph.candidates.diffs import code_diff_summary, evolve_marker_lines
 from evoduet_graph.prompts import load_prompt
+from evoduet_graph.prompts.render import render
+from evoduet_graph.prompts.untrusted import neutralise
+from evoduet_graph.tasks.languages import Language, language_by_name
 
 if TYPE_CHECKING:
     from evoduet_graph.config import PromptConfig
@@ -46,7 +47,6 @@ __all__ = [
     "ProgramView",
     "build_generation_messages",
     "build_initial_messages",
-    "neutralise_document_text",
 ]
 
 _OTHER_PROGRAM_DIFF_LINES = 30
@@ -66,13 +66,7 @@ _PYTHON_IMPORT_RULE = (
 _MAXIMIZE = {"max", "maximize", "maximise", "maximum", "higher", "higher_is_better", "up"}
 _MINIMIZE = {"min", "minimize", "minimise", "minimum", "lower", "lower_is_better", "down"}
 
-_HEADING_SPLIT_RE = re.compile(r"(?m)^(?=#{1,6} )")
-_LONE_PLACEHOLDER_RE = re.compile(r"^\$(?:(\w+)|\{(\w+)\})[ \t]*$")
 _BACKTICK_RUN_RE = re.compile(r"`+")
-_TAG_RE = re.compile(r"<(\s*/?\s*)(evidence|document)", re.IGNORECASE)
-_FENCE_RUN_RE = re.compile(r"`{3,}|~{3,}")
-_MARKER_RUN_RE = re.compile(r"([<>=])\1{4,}")
-_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -105,7 +99,7 @@ class AttemptView:
         score: Its score (higher is better), ``None`` when not evaluated.
         error: Why it failed (diff that did not apply, exception, timeout), else ``None``.
         artifacts: Evaluator artifacts (name → text), e.g. ``stderr``, ``traceback``.
-        diff_summary: `evoduet_graph.diffs.code_diff_summary` of parent → attempt, or ``""``.
+        diff_summary: `evoduet_graph.candidates.diffs.code_diff_summary` of parent → attempt, or ``""``.
     """
 
     iteration: int
@@ -199,46 +193,11 @@ def _tail(text: str, limit: int) -> str:
     return cut
 
 
-def neutralise_document_text(text: str) -> str:
-    """Make untrusted document text safe to place inside the ``<evidence>`` block.
-
-    Normalises line ends, removes control characters, writes ``<evidence``/``</evidence`` and
-    ``<document``/``</document`` (any case, inner spaces) as ``&lt;…``, turns runs of three or
-    more backticks or tildes into ``'''`` (no code fence can open or close) and shortens runs of
-    five or more ``<``, ``=`` or ``>`` to three (no SEARCH/REPLACE marker lines).
-    """
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    text = _CONTROL_RE.sub("", text)
-    text = _TAG_RE.sub(lambda m: "&lt;" + m.group(1) + m.group(2), text)
-    text = _FENCE_RUN_RE.sub("'''", text)
-    return _MARKER_RUN_RE.sub(lambda m: m.group(1) * 3, text)
-
-
-def _render(template: str, values: Mapping[str, str]) -> str:
-    """Substitute ``values`` into a `string.Template`, dropping empty sections and lines.
-
-    Raises:
-        KeyError: the template names a placeholder missing from ``values``.
-        ValueError: the template has an invalid ``$`` (write ``$$``).
-    """
-    kept: list[str] = []
-    for section in _HEADING_SPLIT_RE.split(template):
-        names = Template(section).get_identifiers()
-        if names and all(values[name] == "" for name in names):
-            continue
-        lines = []
-        for line in section.split("\n"):
-            lone = _LONE_PLACEHOLDER_RE.match(line)
-            if lone and values[lone.group(1) or lone.group(2)] == "":
-                continue
-            lines.append(line)
-        kept.append("\n".join(lines))
-    return Template("".join(kept)).substitute(values).strip()
 
 
 def _strategy_line(instruction: str) -> str:
     """The task line of a scaffold's strategy instruction (``""`` when there is none)."""
-    text = neutralise_document_text(_one_line(instruction, _MAX_STRATEGY_CHARS))
+    text = neutralise(_one_line(instruction, _MAX_STRATEGY_CHARS))
     return f"Search strategy for this step: {text}" if text else ""
 
 
@@ -315,15 +274,15 @@ def _attempt(attempt: AttemptView, cfg: PromptConfig) -> str:
 def _document(doc: DocumentView, cfg: PromptConfig) -> str:
     doc_id = re.sub(r"[^\w.:-]", "_", doc.id)[:64] or "doc"
     lines = [f'<document id="{doc_id}">']
-    title = neutralise_document_text(_one_line(doc.title, _MAX_TITLE_CHARS))
-    url = neutralise_document_text(_one_line(doc.url, _MAX_URL_CHARS))
+    title = neutralise(_one_line(doc.title, _MAX_TITLE_CHARS))
+    url = neutralise(_one_line(doc.url, _MAX_URL_CHARS))
     if title:
         lines.append(f"Title: {title}")
     if url:
         lines.append(f"URL: {url}")
     if doc.predicted_score is not None:
         lines.append(f"Predicted score of a program using it: {_fmt(doc.predicted_score)}")
-    content = neutralise_document_text(doc.content).strip()
+    content = neutralise(doc.content).strip()
     lines.append(_head(content, cfg.max_document_chars, "[... {n} more characters]"))
     lines.append("</document>")
     return "\n".join(lines)
@@ -398,25 +357,25 @@ def build_generation_messages(
     recent = attempts[-cfg.history_programs :] if cfg.history_programs > 0 else []
     evidence_text = ""
     if evidence:
-        evidence_text = _render(
-            load_prompt("generate_evidence"),
-            {"documents": "\n\n".join(_document(doc, cfg) for doc in evidence)},
+        evidence_text = render(
+            "generate_evidence",
+            drop_empty=True,
+            documents="\n\n".join(_document(doc, cfg) for doc in evidence),
         )
-    user = _render(
-        load_prompt("generate_user"),
-        {
-            "parent_summary": _parent_summary(parent),
-            "parent_code": _fence(code, lang.fence),
-            "top_programs": top_text,
-            "inspirations": inspiration_text,
-            "attempts": "\n\n".join(_attempt(a, cfg) for a in recent),
-            "evidence": evidence_text,
-            "metric_name": _one_line(metric_name, 80) or "score",
-            "metric_direction": _direction_phrase(direction),
-            "edit_scope": _edit_scope(parent.code),
-            "strategy_instruction": _strategy_line(strategy_instruction),
-            "output_format": _output_format(cfg.diff_based is not False, lang),
-        },
+    user = render(
+        "generate_user",
+        drop_empty=True,
+        parent_summary=_parent_summary(parent),
+        parent_code=_fence(code, lang.fence),
+        top_programs=top_text,
+        inspirations=inspiration_text,
+        attempts="\n\n".join(_attempt(a, cfg) for a in recent),
+        evidence=evidence_text,
+        metric_name=_one_line(metric_name, 80) or "score",
+        metric_direction=_direction_phrase(direction),
+        edit_scope=_edit_scope(parent.code),
+        strategy_instruction=_strategy_line(strategy_instruction),
+        output_format=_output_format(cfg.diff_based is not False, lang),
     )
     return [SystemMessage(content=system), HumanMessage(content=user)]
 
@@ -434,14 +393,13 @@ def build_initial_messages(
     Returns:
         ``[SystemMessage, HumanMessage]``.
     """
-    user = _render(
-        load_prompt("generate_initial"),
-        {
-            "language_name": language.display,
-            "fence": language.fence,
-            "metric_name": _one_line(metric_name, 80) or "score",
-            "metric_direction": _direction_phrase(direction),
-        },
+    user = render(
+        "generate_initial",
+        drop_empty=True,
+        language_name=language.display,
+        fence=language.fence,
+        metric_name=_one_line(metric_name, 80) or "score",
+        metric_direction=_direction_phrase(direction),
     )
     return [
         SystemMessage(content=_system_message(instruction, language)),
@@ -450,12 +408,11 @@ def build_initial_messages(
 
 
 def _system_message(instruction: str, lang: Language) -> str:
-    return _render(
-        load_prompt("generate_system"),
-        {
-            "instruction": instruction.strip() or "(no task description was given)",
-            "language_name": lang.display,
-        },
+    return render(
+        "generate_system",
+        drop_empty=True,
+        instruction=instruction.strip() or "(no task description was given)",
+        language_name=lang.display,
     )
 
 
@@ -470,14 +427,13 @@ def _edit_scope(code: str) -> str:
 def _output_format(diff_based: bool, lang: Language) -> str:
     if diff_based:
         return load_prompt("format_diff").strip()
-    return _render(
-        load_prompt("format_rewrite"),
-        {
-            "fence": lang.fence,
-            "language_name": lang.display,
-            "import_rule": _PYTHON_IMPORT_RULE if lang.is_python else "",
-            "example": load_prompt("format_rewrite_example_python").strip()
-            if lang.is_python
-            else "",
-        },
+    return render(
+        "format_rewrite",
+        drop_empty=True,
+        fence=lang.fence,
+        language_name=lang.display,
+        import_rule=_PYTHON_IMPORT_RULE if lang.is_python else "",
+        example=(
+            load_prompt("format_rewrite_example_python").strip() if lang.is_python else ""
+        ),
     ).strip()

@@ -27,9 +27,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-__all__ = ["LOCK_FILE", "RunDirLock", "RunDirLockedError"]
+from evoduet_graph.rundir import layout
 
-LOCK_FILE = ".lock"
+__all__ = ["RunDirLock", "RunDirLockedError"]
+
 
 
 _HELD: set[str] = set()
@@ -56,7 +57,7 @@ class RunDirLock:
     """
 
     def __init__(self, run_dir: str | Path) -> None:
-        self.path = Path(run_dir) / LOCK_FILE
+        self.path = Path(run_dir) / layout.LOCK
         self._fd: int | None = None
         self._key: str | None = None
 

@@ -1,6 +1,6 @@
 """PNG plots of run reports and run comparisons (matplotlib, Agg backend; no display needed).
 
-Every function takes the JSON-ready series of `evoduet_graph.report.run_series`, writes one
+Every function takes the JSON-ready series of `evoduet_graph.report.series.run_series`, writes one
 PNG and returns its path, or returns None when the run has no data for that plot (the report
 says so instead of drawing an empty frame).
 """

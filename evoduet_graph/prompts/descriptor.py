@@ -103,7 +103,7 @@ def context_text(ctx: Context, parent_id: str, iteration: int) -> str:
     prompts: equal within one iteration, so a model server that caches the evaluated prefix
     (llama.cpp) only reads each node's own part.
     """
-    from evoduet_graph.knowledge import render
+    from evoduet_graph.prompts.render import render
 
     parent = ctx.store.get_program(parent_id)
     metrics = ", ".join(f"{k}={_fmt_metric(v)}" for k, v in sorted((parent.metrics or {}).items()))
@@ -151,7 +151,7 @@ def recent_documents_text(ctx: Context, parent_id: str) -> str:
     title, URL, the child score predicted for *this* parent when a loop made one, and a
     neutralised excerpt of `RECENT_EXCERPT_CHARS` characters. The section is at most
     `RECENT_DOCUMENTS_MAX_CHARS` characters (documents that do not fit are counted)."""
-    from evoduet_graph.knowledge import neutralize
+    from evoduet_graph.prompts.untrusted import neutralise
 
     if ctx.search_db is None:
         return "(none)"
@@ -162,9 +162,9 @@ def recent_documents_text(ctx: Context, parent_id: str) -> str:
     for doc in docs:
         pred = ctx.search_db.prediction_for(doc.doc_id, parent_id)
         predicted = f"; predicted child score {_fmt(pred.predicted_score)}" if pred else ""
-        title = " ".join(neutralize(doc.title).split())[:120]
-        url = " ".join(neutralize(doc.url).split())[:160]
-        excerpt = " ".join(neutralize(doc.content).split())
+        title = " ".join(neutralise(doc.title).split())[:120]
+        url = " ".join(neutralise(doc.url).split())[:160]
+        excerpt = " ".join(neutralise(doc.content).split())
         if len(excerpt) > RECENT_EXCERPT_CHARS:
             excerpt = excerpt[: RECENT_EXCERPT_CHARS - 1] + "…"
         blocks.append(f'- {doc.doc_id} "{title}" ({url}{predicted})\n  {excerpt}')

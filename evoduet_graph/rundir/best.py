@@ -11,7 +11,8 @@ import os
 from typing import Any
 
 from evoduet_graph.context import Context
-from evoduet_graph.store import ProgramStore
+from evoduet_graph.rundir import layout
+from evoduet_graph.rundir.store import ProgramStore
 from evoduet_graph.task import Task
 
 
@@ -35,7 +36,7 @@ def lineage(store: ProgramStore, program_id: str) -> list[dict[str, Any]]:
 def best_program_name(task: Task) -> str:
     """``best_program`` + the task's suffix (``best_program.py`` for Python)."""
     suffix = task.file_suffix if task.file_suffix.startswith(".") else f".{task.file_suffix}"
-    return f"best_program{suffix}"
+    return f"{layout.BEST_STEM}{suffix}"
 
 
 def write_best(ctx: Context, program_id: str) -> None:
@@ -59,7 +60,7 @@ def write_best(ctx: Context, program_id: str) -> None:
     }
     for name, text in (
         (best_program_name(ctx.task), row.code or ""),
-        ("best_program.json", json.dumps(info, indent=2)),
+        (layout.BEST_META, json.dumps(info, indent=2)),
     ):
         tmp = ctx.run_dir / f".{name}.tmp"
         tmp.write_text(text, encoding="utf-8")

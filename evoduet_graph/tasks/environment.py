@@ -10,7 +10,7 @@
   does not apply here is not needed.
 * **Toolchain.** A program in another language needs its compiler or interpreter (``Rscript``,
   ``cargo``, ``cc``). `check_toolchain` raises a one-line `ToolchainError` naming it when the
-  evaluator calls one that is not installed (`evoduet_graph.languages.missing_toolchain`),
+  evaluator calls one that is not installed (`evoduet_graph.tasks.languages.missing_toolchain`),
   instead of every candidate scoring 0 with the reason buried in an artifact.
 """
 
@@ -21,8 +21,8 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from evoduet_graph.languages import ToolchainError, missing_toolchain
 from evoduet_graph.task import EVALUATOR_DIR, Task
+from evoduet_graph.tasks.languages import ToolchainError, missing_toolchain
 
 __all__ = ["check_toolchain", "missing_requirements", "requirements_warning"]
 

@@ -10,7 +10,7 @@ blocks ::
     >>>>>>> REPLACE
 
 and a full rewrite is a fenced code block tagged with the task's language (```` ```python ````,
-```` ```rust ````, ...; `evoduet_graph.languages`). This module is stricter than
+```` ```rust ````, ...; `evoduet_graph.tasks.languages`). This module is stricter than
 OpenEvolve where silence would hide a broken candidate, and more tolerant where small models
 routinely slip:
 
@@ -53,7 +53,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-from evoduet_graph.languages import language_by_name
+from evoduet_graph.tasks.languages import language_by_name
 
 __all__ = [
     "ApplyResult",
@@ -990,7 +990,7 @@ def extract_rewrite(
         text: The raw LLM response.
         parent: The program the rewrite replaces.
         restrict_to_evolve_blocks: Apply the splicing rule above.
-        language: the program's language (`evoduet_graph.languages`); imports are hoisted
+        language: the program's language (`evoduet_graph.tasks.languages`); imports are hoisted
             into the region only for Python.
 
     Returns:

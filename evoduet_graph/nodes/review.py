@@ -33,7 +33,7 @@ from typing import Any
 from langgraph.types import interrupt
 
 from evoduet_graph.context import Context
-from evoduet_graph.events import read_events
+from evoduet_graph.rundir.events import read_events
 
 DECISIONS = ("no-op", "look-up", "retrieve")
 

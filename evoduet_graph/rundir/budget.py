@@ -5,11 +5,11 @@ A `Budget` compares the run's usage with the ``budget:`` section of the configur
 survive ``evoduet resume``: every node event carries the node's LLM calls and tokens (nodes
 in `INCLUSIVE_NODES`, which run a subgraph whose own nodes report the same calls, are skipped),
 and the wall time of earlier sessions is the span from each ``run_start`` to that session's
-last event. The current session adds the events it emitted since (`EventLog.memory`) and its
-own elapsed time. Work lost in a killed node (a call whose node never finished) is not counted.
+last event. The current session keeps a running total of the events it emits
+(`EventLog.subscribe`, O(1) per event) and adds its own elapsed time. Work lost in a killed node (a call whose node never finished) is not counted.
 
 Cost is an estimate: each model's tokens (``llm_by_model`` of the node events, so ``llm.roles``
-models are priced on their own) × that model's price (`evoduet_graph.pricing`: the genai-prices
+models are priced on their own) × that model's price (`evoduet_graph.rundir.pricing`: the genai-prices
 catalogue, overridden by ``budget.prices``); see `usage_cost`. The embedded ``local`` model
 costs 0; an unpriced model (one neither knows) counts as 0 here, so ``max_cost_usd`` cannot
 stop it (reports show its cost as n/a).
@@ -24,90 +24,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from evoduet_graph.config import BudgetConfig
-from evoduet_graph.events import EventLog, read_events
-from evoduet_graph.pricing import model_name, price_for
+from evoduet_graph.rundir.events import EventLog, read_events
+from evoduet_graph.rundir.pricing import model_name, price_for
+from evoduet_graph.rundir.usage import UsageTotals, usage_from_events
 
 __all__ = [
-    "INCLUSIVE_NODES",
     "STOP_PREFIX",
     "Budget",
-    "UsageTotals",
     "budget_for",
     "other_models",
     "usage_cost",
-    "usage_from_events",
 ]
 
 STOP_PREFIX = "budget reached"
 """Every budget ``stop_reason`` starts with this."""
 
-INCLUSIVE_NODES = frozenset({"retrieve"})
-"""Nodes whose LLM usage already includes their subgraph's nodes (not counted twice)."""
 
-@dataclass
-class UsageTotals:
-    """Usage of a run so far.
-
-    Attributes:
-        llm_calls: chat-model calls.
-        input_tokens / output_tokens: tokens over all calls.
-        wall_s: wall-clock seconds over all sessions.
-        cost_usd: estimated spend (unpriced models count 0).
-        by_model: per model name the answer reported (``llm_by_model`` of the node events):
-            ``{"calls", "input_tokens", "output_tokens"}``; usage of events without it (older
-            runs) is priced as the configured model.
-    """
-
-    llm_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    wall_s: float = 0.0
-    cost_usd: float = 0.0
-    by_model: dict[str, dict[str, int]] = field(default_factory=dict)
-
-    @property
-    def tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "llm_calls": self.llm_calls,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "tokens": self.tokens,
-            "wall_s": round(self.wall_s, 3),
-            "cost_usd": round(self.cost_usd, 6),
-        }
-
-
-def _int(value: Any) -> int:
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
-        return 0
-
-
-def _add_node_usage(totals: UsageTotals, events: Iterable[dict[str, Any]]) -> None:
-    for ev in events:
-        if ev.get("event") != "node" or ev.get("node") in INCLUSIVE_NODES:
-            continue
-        totals.llm_calls += _int(ev.get("llm_calls"))
-        totals.input_tokens += _int(ev.get("input_tokens"))
-        totals.output_tokens += _int(ev.get("output_tokens"))
-        by_model = ev.get("llm_by_model")
-        if isinstance(by_model, dict):
-            for model, counts in by_model.items():
-                if not isinstance(counts, dict):
-                    continue
-                agg = totals.by_model.setdefault(
-                    str(model), {"calls": 0, "input_tokens": 0, "output_tokens": 0}
-                )
-                for key in agg:
-                    agg[key] += _int(counts.get(key))
 
 
 def usage_cost(
@@ -118,7 +53,7 @@ def usage_cost(
     role_models: Iterable[str] = (),
 ) -> tuple[float, dict[str, float | None]]:
     """Estimated spend of ``totals``: each model of ``by_model`` at its own price
-    (`evoduet_graph.pricing.price_for`), the rest (usage without a model name) at
+    (`evoduet_graph.rundir.pricing.price_for`), the rest (usage without a model name) at
     ``default_model``'s.
 
     ``by_model`` holds the names the answers reported. A name the pricing does not know is
@@ -165,32 +100,6 @@ def usage_cost(
     return sum(v for v in per_model.values() if v is not None), per_model
 
 
-def _session_wall(events: list[dict[str, Any]]) -> float:
-    """Seconds from each ``run_start`` to the last event of its session, summed."""
-    wall, start, last = 0.0, None, None
-    for ev in events:
-        t = ev.get("time")
-        if not isinstance(t, int | float):
-            continue
-        if ev.get("event") == "run_start":
-            if start is not None and last is not None:
-                wall += max(0.0, last - start)
-            start = last = float(t)
-        else:
-            last = float(t)
-    if start is not None and last is not None:
-        wall += max(0.0, last - start)
-    return wall
-
-
-def usage_from_events(events: Iterable[dict[str, Any]]) -> UsageTotals:
-    """Calls, tokens and wall time recorded in a run's events (cost not priced)."""
-    events = list(events)
-    totals = UsageTotals(wall_s=_session_wall(events))
-    _add_node_usage(totals, events)
-    return totals
-
-
 class Budget:
     """Usage of a run against its ``budget:`` limits (see the module docstring).
 
@@ -217,7 +126,9 @@ class Budget:
         self.events = events
         prior = list(read_events(events.path)) if events.path is not None else []
         self._prior = usage_from_events(prior)
-        self._seen = len(events.memory)  # events of this session already in ``prior``
+        # this session's usage as a running total: each new event is folded in once
+        self._session = UsageTotals()
+        events.subscribe(self._session.add)
         self._started = time.monotonic()
 
     @property
@@ -230,14 +141,16 @@ class Budget:
 
     def totals(self) -> UsageTotals:
         """Usage so far: earlier sessions plus this one."""
-        now = UsageTotals(
-            llm_calls=self._prior.llm_calls,
-            input_tokens=self._prior.input_tokens,
-            output_tokens=self._prior.output_tokens,
-            wall_s=self._prior.wall_s + (time.monotonic() - self._started),
-            by_model={k: dict(v) for k, v in self._prior.by_model.items()},
-        )
-        _add_node_usage(now, self.events.memory[self._seen :])
+        now = self._prior.copy()
+        now.wall_s += time.monotonic() - self._started
+        session = self._session
+        now.llm_calls += session.llm_calls
+        now.input_tokens += session.input_tokens
+        now.output_tokens += session.output_tokens
+        for model, counts in session.by_model.items():
+            agg = now.by_model.setdefault(model, dict.fromkeys(counts, 0))
+            for key, value in counts.items():
+                agg[key] = agg.get(key, 0) + value
         now.cost_usd, _ = usage_cost(
             now, self.model, self.cfg.prices, self.base_url, self.role_models
         )

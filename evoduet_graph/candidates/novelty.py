@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
 
     from evoduet_graph.population import Population
-    from evoduet_graph.store import ProgramStore
+    from evoduet_graph.rundir.store import ProgramStore
 
 __all__ = [
     "MINILM_SHA256",

@@ -1,0 +1,227 @@
+"""The bench's output folder: ``manifest.json``, ``results.csv`` / ``runs.csv`` and the run
+records read back from ``runs/<task>/<method>/seed<k>/bench_run.json``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from evoduet_graph.bench.common import (
+    MethodOutcome,
+    floored_ndg,
+)
+from evoduet_graph.config import EvoDuetConfig
+from evoduet_graph.rundir.read import read_json
+from evoduet_graph.task import Task, TaskError, load_task
+
+if TYPE_CHECKING:
+    from evoduet_graph.bench.runner import BenchResult, BenchSettings
+
+
+
+def _fmt(value: float | None, spec: str = ".6g") -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def _write_manifest(
+    out: Path, settings: BenchSettings, model_info: dict[str, Any], versions: dict[str, Any]
+) -> None:
+    path = out / "manifest.json"
+    manifest = read_json(path) or {}
+    invocations = list(manifest.get("invocations") or [])
+    invocations.append(
+        {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "tasks": [str(p) for p in settings.tasks],
+            "methods": settings.methods,
+            "seeds": settings.seeds,
+            "iterations": settings.iterations,
+            "model": settings.model,
+            "argv": sys.argv,
+        }
+    )
+    manifest.update(
+        versions=versions,
+        model=model_info,
+        platform={"system": platform.platform(), "cpus": os.cpu_count()},
+        llm=(settings.config or EvoDuetConfig()).llm.model_dump(mode="json"),
+        invocations=invocations,
+    )
+    _write_json(path, manifest)
+
+
+# ------------------------------------------------------------------------------------------
+# results
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunRecord:
+    """One (task, method, seed) as read back from its ``bench_run.json``.
+
+    Attributes:
+        task: the loaded task (None when its folder is gone).
+        data: the raw ``bench_run.json``.
+        outcome: the outcome of a finished run.
+    """
+
+    task: Task | None
+    data: dict[str, Any]
+    outcome: MethodOutcome | None
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (
+            str(self.data.get("task")),
+            str(self.data.get("method")),
+            int(self.data.get("seed", 0)),
+        )
+
+    @property
+    def status(self) -> str:
+        return str(self.data.get("status") or "unknown")
+
+    def ndg(self, best: float | None) -> float | None:
+        return floored_ndg(self.task, best) if self.task is not None else None
+
+
+def collect_runs(out: Path) -> list[RunRecord]:
+    """Every ``bench_run.json`` under ``<out>/runs``, sorted by (task, method, seed)."""
+    records = []
+    tasks: dict[str, Task | None] = {}
+    for path in sorted((out / "runs").glob(f"*/*/seed*/{BENCH_RUN}")):
+        data = read_json(path)
+        if not data:
+            continue
+        task_dir = str(data.get("task_dir") or "")
+        if task_dir not in tasks:
+            try:
+                tasks[task_dir] = load_task(task_dir)
+            except (TaskError, OSError):
+                tasks[task_dir] = None
+        raw = data.get("outcome") if data.get("status") == "done" else None
+        outcome = MethodOutcome.from_json(raw) if isinstance(raw, dict) else None
+        records.append(RunRecord(tasks[task_dir], data, outcome))
+    from evoduet_graph.bench.runner import METHOD_ORDER  # the runner imports this module
+
+    method_order = {m: i for i, m in enumerate(METHOD_ORDER)}
+    records.sort(key=lambda r: (r.key[0], method_order.get(r.key[1], 99), r.key[1], r.key[2]))
+    return records
+
+
+def _num(value: float | None, digits: int = 10) -> str:
+    if value is None:
+        return ""
+    return f"{value:.{digits}g}"
+
+
+def _write_csvs(out: Path, result: BenchResult) -> None:
+    records = collect_runs(out)
+    results_path = out / "results.csv"
+    runs_path = out / "runs.csv"
+    with open(results_path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(RESULT_COLUMNS)
+        for rec in records:
+            task, method, seed = rec.key
+            if rec.outcome is None:
+                writer.writerow([task, method, seed, "", "", "", "", "", "", rec.status])
+                continue
+            for p in rec.outcome.points:
+                writer.writerow(
+                    [
+                        task,
+                        method,
+                        seed,
+                        p.iteration,
+                        _num(p.best),
+                        _num(rec.ndg(p.best), 6),
+                        p.llm_calls,
+                        p.tokens,
+                        _num(p.wall_s, 6),
+                        rec.status,
+                    ]
+                )
+    with open(runs_path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(RUN_COLUMNS)
+        for rec in records:
+            task, method, seed = rec.key
+            o = rec.outcome
+            versions = rec.data.get("versions") or {}
+            writer.writerow(
+                [
+                    task,
+                    method,
+                    seed,
+                    rec.status,
+                    o.iterations if o else "",
+                    _num(o.initial) if o else "",
+                    _num(o.best) if o else "",
+                    _num(rec.ndg(o.best), 6) if o else "",
+                    o.llm_calls if o else "",
+                    o.tokens if o else "",
+                    _num(o.wall_s, 6) if o else "",
+                    "; ".join(o.notes) if o else "",
+                    (rec.data.get("error") or "").splitlines()[0][:500]
+                    if rec.data.get("error")
+                    else "",
+                    rec.data.get("model") or "",
+                    rec.data.get("model_sha256") or "",
+                    versions.get("evoduet_graph") or "",
+                    versions.get("llama_cpp_python") or "",
+                    (versions.get("openevolve") or "") if method == "openevolve" else "",
+                ]
+            )
+    result.results_csv, result.runs_csv = results_path, runs_path
+
+BENCH_RUN = "bench_run.json"
+
+RESULT_COLUMNS = (
+    "task",
+    "method",
+    "seed",
+    "iteration",
+    "best",
+    "ndg",
+    "llm_calls",
+    "tokens",
+    "wall_s",
+    "status",
+)
+RUN_COLUMNS = (
+    "task",
+    "method",
+    "seed",
+    "status",
+    "iterations",
+    "initial",
+    "best",
+    "ndg",
+    "llm_calls",
+    "tokens",
+    "wall_s",
+    "notes",
+    "error",
+    "model",
+    "model_sha256",
+    "evoduet_graph",
+    "llama_cpp_python",
+    "openevolve",
+)
+
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,115 @@
+"""The one reader of a run directory's files: JSONL logs, JSON files, the program store and
+D_search (read from a copy, so a running run is never disturbed).
+
+Every reader tolerates a torn tail (a killed run's last line), a line that is not a JSON object
+and a missing file: the event log, the report, the budget, the live progress, the bench (also
+for OpenEvolve's trace files) and the API all read through `iter_jsonl`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from evoduet_graph.rundir.store import ProgramRow
+    from evoduet_graph.search.database import SearchDatabase
+
+
+def _scan(path: Path) -> Iterator[dict[str, Any] | None]:
+    """Each non-empty line of ``path`` as a JSON object, or None for one that is not."""
+    if not path.is_file():
+        return
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                yield None
+                continue
+            yield obj if isinstance(obj, dict) else None
+
+
+def iter_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
+    """Yield the JSON objects of a JSONL file, skipping lines that are not one.
+
+    Args:
+        path: the file; a missing file yields nothing.
+
+    Yields:
+        Each complete JSON object, in file order (a line torn by a kill is skipped).
+    """
+    for obj in _scan(Path(path)):
+        if obj is not None:
+            yield obj
+
+
+def read_jsonl(path: str | Path) -> tuple[list[dict[str, Any]], int]:
+    """The JSON objects of a JSONL file and the number of lines that are not one.
+
+    Args:
+        path: the file; a missing file gives ``([], 0)``.
+
+    Returns:
+        ``(records, bad)``: every complete JSON object in order, and how many non-empty lines
+        were torn or not an object (the report shows the count).
+    """
+    records: list[dict[str, Any]] = []
+    bad = 0
+    for obj in _scan(Path(path)):
+        if obj is None:
+            bad += 1
+        else:
+            records.append(obj)
+    return records, bad
+
+
+def read_json(path: str | Path) -> dict[str, Any] | None:
+    """A JSON object file (``run.json``, ``best_program.json``, a manifest).
+
+    Returns:
+        The object, or None when the file is missing, unreadable or not a JSON object.
+    """
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def load_search_db(path: Path) -> SearchDatabase | None:
+    """D_search loaded from a temporary copy of ``path`` (None when the file is missing)."""
+    from evoduet_graph.search.database import SearchDatabase
+
+    if not path.is_file():
+        return None
+    with tempfile.TemporaryDirectory(prefix="evoduet-report-") as tmp:
+        copy = Path(tmp) / path.name
+        shutil.copyfile(path, copy)
+        return SearchDatabase(copy, fsync=False)
+
+
+def load_programs(path: Path) -> list[ProgramRow] | None:
+    """Every program row of ``programs.sqlite`` (None when missing or unreadable)."""
+    from evoduet_graph.rundir.store import ProgramStore
+
+    if not path.is_file():
+        return None
+    try:
+        store = ProgramStore(path)
+    except sqlite3.Error:
+        return None
+    try:
+        return store.all_programs()
+    except sqlite3.Error:
+        return None
+    finally:
+        store.close()
