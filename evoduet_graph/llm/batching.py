@@ -20,6 +20,14 @@ go on). Why not ``llama-server``: the installed wheel ships no server binary, bu
 costs minutes of compilation on a fresh machine and a child process to supervise; the batch
 API needs neither (measurement in ``benchmarks/batch_bench.py``).
 
+Reproducibility: llama.cpp's CPU kernels round differently for different batch shapes, so a
+sequence's tokens can depend on what it was decoded with. Calls made together therefore start
+together: a batch begins once the queue has been quiet for 30 ms (at most 250 ms), its
+requests are admitted in (seed, prompt length) order, and the last prompt token of every
+sequence of that round is evaluated in one decode. The same set of concurrent calls with fixed
+seeds then gives the same replies, whichever thread came first; a call that joins a running
+batch, or runs alone, may differ in later tokens from the same call in another company.
+
 Sequence 0 belongs to ``llama_cpp.Llama`` (its own prompt cache); batched sequences use ids
 1..``max_sequences``. A batched prompt that starts like sequence 0's cached tokens reuses
 them. When a batch ends its sequences are removed and the first request's prompt becomes
