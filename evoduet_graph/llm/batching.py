@@ -5,9 +5,10 @@ The N candidates of one iteration reach the embedded model as N concurrent free-
 they decode as **one llama.cpp batch**: each call is a sequence id in llama.cpp's unified KV
 cache, the prompt prefix they share is evaluated once and its KV cells are shared with
 ``llama_memory_seq_cp`` (no copy of the data, the cells get a second sequence id), and every
-decode step evaluates one token of every live sequence in one ``llama_decode``. On a CPU a
-step of 4 tokens costs little more than a step of 1 (the weights are read once per step),
-which is where the speed-up comes from. Each sequence has its own sampler chain (the chain of
+decode step evaluates one token of every live sequence in one ``llama_decode``: the weights
+are read once per step for all sequences. On 2 CPU cores the matmuls are largely
+compute-bound, so a step of 4 sequences still costs 2-3× a step of 1 (``batch_bench.py``):
+batching saves the repeated prompt and part of the decode cost, not all of it. Each sequence has its own sampler chain (the chain of
 ``llama_cpp.Llama`` — penalties, top-k, typical, top-p, min-p, temperature, seeded
 distribution — so a batched call samples like a sequential one), its own stop handling
 (end-of-generation token, stop strings, ``max_tokens``) and its own accounting.
