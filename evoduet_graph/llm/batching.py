@@ -26,8 +26,9 @@ sequence's tokens can depend on what it was decoded with. Calls made together th
 together: a batch begins once the queue has been quiet for 30 ms (at most 250 ms), its
 requests are admitted in (seed, prompt length) order, and the last prompt token of every
 sequence of that round is evaluated in one decode. The same set of concurrent calls with fixed
-seeds then gives the same replies, whichever thread came first; a call that joins a running
-batch, or runs alone, may differ in later tokens from the same call in another company.
+seeds, from the same cache state, then gives the same replies, whichever thread came first
+(the KV cells' layout changes the rounding too, so a different cache state may change later
+tokens, as may joining a running batch or running alone).
 
 Sequence 0 belongs to ``llama_cpp.Llama`` (its own prompt cache); batched sequences use ids
 1..``max_sequences``. A batched prompt that starts like sequence 0's cached tokens reuses
