@@ -5,9 +5,10 @@ The N candidates of one iteration reach the embedded model as N concurrent free-
 they decode as **one llama.cpp batch**: each call is a sequence id in llama.cpp's unified KV
 cache, the prompt prefix they share is evaluated once and its KV cells are shared with
 ``llama_memory_seq_cp`` (no copy of the data, the cells get a second sequence id), and every
-decode step evaluates one token of every live sequence in one ``llama_decode``. On a CPU a
-step of 4 tokens costs little more than a step of 1 (the weights are read once per step),
-which is where the speed-up comes from. Each sequence has its own sampler chain (the chain of
+decode step evaluates one token of every live sequence in one ``llama_decode``: the weights
+are read once per step for all sequences. On 2 CPU cores the matmuls are largely
+compute-bound, so a step of 4 sequences still costs 2-3× a step of 1 (``batch_bench.py``):
+batching saves the repeated prompt and part of the decode cost, not all of it. Each sequence has its own sampler chain (the chain of
 ``llama_cpp.Llama`` — penalties, top-k, typical, top-p, min-p, temperature, seeded
 distribution — so a batched call samples like a sequential one), its own stop handling
 (end-of-generation token, stop strings, ``max_tokens``) and its own accounting.
@@ -19,6 +20,15 @@ sequence), and a finished sequence leaves at once (its caller gets the reply whi
 go on). Why not ``llama-server``: the installed wheel ships no server binary, building one
 costs minutes of compilation on a fresh machine and a child process to supervise; the batch
 API needs neither (measurement in ``benchmarks/batch_bench.py``).
+
+Reproducibility: llama.cpp's CPU kernels round differently for different batch shapes, so a
+sequence's tokens can depend on what it was decoded with. Calls made together therefore start
+together: a batch begins once the queue has been quiet for 30 ms (at most 250 ms), its
+requests are admitted in (seed, prompt length) order, and the last prompt token of every
+sequence of that round is evaluated in one decode. The same set of concurrent calls with fixed
+seeds, from the same cache state, then gives the same replies, whichever thread came first
+(the KV cells' layout changes the rounding too, so a different cache state may change later
+tokens, as may joining a running batch or running alone).
 
 Sequence 0 belongs to ``llama_cpp.Llama`` (its own prompt cache); batched sequences use ids
 1..``max_sequences``. A batched prompt that starts like sequence 0's cached tokens reuses
@@ -170,6 +180,11 @@ class BatchDecoder:
         max_sequences: most sequences decoded together (ids ``1..max_sequences``).
     """
 
+    #: A batch starts once no call has joined the queue for this long (at most `GATHER_MAX_S`),
+    #: so calls made together (the N ``generate`` threads) start together.
+    GATHER_QUIET_S = 0.03
+    GATHER_MAX_S = 0.25
+
     def __init__(self, backend: DecodeBackend, max_sequences: int) -> None:
         if max_sequences < 1:
             raise ValueError("max_sequences must be at least 1")
@@ -200,13 +215,14 @@ class BatchDecoder:
         slots: dict[int, _Slot] = {}
         self.steps = 0
         self._adopt = None
+        self._gather(queue, guard)
         try:
             while True:
                 admitted = self._admit(queue, guard, slots)
                 if self._adopt is None and admitted:
                     self._adopt = admitted[0]
-                for slot in admitted:
-                    self._start(slot, slots)
+                if admitted:
+                    self._start_round(admitted, slots)
                 if not slots:
                     with guard:
                         if not queue:
@@ -217,6 +233,24 @@ class BatchDecoder:
             for slot in list(slots.values()):
                 self._finish(slot, slots, None, error=exc)
             raise
+
+    def _gather(self, queue: deque[SequenceRequest], guard: threading.Lock) -> None:
+        """Wait until the queue stops growing, then order it by (seed, prompt length): the
+        same set of concurrent calls starts in the same order, whichever thread came first."""
+        deadline = time.perf_counter() + self.GATHER_MAX_S
+        with guard:
+            seen = len(queue)
+        while time.perf_counter() < deadline:
+            time.sleep(self.GATHER_QUIET_S)
+            with guard:
+                now = len(queue)
+            if now == seen:
+                break
+            seen = now
+        with guard:
+            ordered = sorted(queue, key=lambda r: (r.sampling.seed, len(r.prompt)))
+            queue.clear()
+            queue.extend(ordered)
 
     def _admit(
         self, queue: deque[SequenceRequest], guard: threading.Lock, slots: dict[int, _Slot]
@@ -272,37 +306,55 @@ class BatchDecoder:
                 best = (slot.seq_id, n)
         return best
 
-    def _start(self, slot: _Slot, slots: dict[int, _Slot]) -> None:
-        """Share the prefix, evaluate the rest of the prompt, sample the first token."""
-        req, backend = slot.req, self.backend
+    def _start_round(self, admitted: list[_Slot], slots: dict[int, _Slot]) -> None:
+        """Start the sequences admitted together: for each, share the longest evaluated prefix
+        and evaluate its prompt but the last token; then evaluate the last prompt token of all
+        of them in one decode and sample each one's first token from it. Every sequence of a
+        round thus gets its first logits from the same computation, whichever arrived first,
+        so a fixed seed gives the same reply for the same set of concurrent calls."""
+        backend = self.backend
+        ready: list[_Slot] = []
+        for slot in admitted:
+            req = slot.req
+            try:
+                slot.sampler = backend.new_sampler(req.sampling)
+                src, shared = self._best_source(req, [*slots.values(), *ready])
+                if src is not None:
+                    backend.seq_cp(src, slot.seq_id, shared)
+                slot.evaluated = req.prompt_reused = shared
+                started = time.perf_counter()
+                rest = slot.tokens[shared : len(req.prompt) - 1]
+                for i in range(0, len(rest), backend.n_batch):
+                    chunk = rest[i : i + backend.n_batch]
+                    pos = shared + i
+                    backend.decode(
+                        [(tok, pos + j, slot.seq_id, False) for j, tok in enumerate(chunk)]
+                    )
+                slot.evaluated = len(req.prompt) - 1
+                req.prompt_eval_s = time.perf_counter() - started
+                ready.append(slot)
+            except Exception as exc:  # noqa: BLE001 - this request fails, the batch goes on
+                self._finish(slot, slots, None, error=exc)
+        if not ready:
+            return
+        started = time.perf_counter()
         try:
-            slot.sampler = backend.new_sampler(req.sampling)
-            src, shared = self._best_source(req, list(slots.values()))
-            if src is not None:
-                backend.seq_cp(src, slot.seq_id, shared)
-            slot.evaluated = req.prompt_reused = shared
-            started = time.perf_counter()
-            rest = slot.tokens[slot.evaluated : len(req.prompt)]
-            pos = slot.evaluated
-            for i in range(0, len(rest), backend.n_batch):
-                chunk = rest[i : i + backend.n_batch]
-                last = i + len(chunk) == len(rest)
-                backend.decode(
-                    [
-                        (tok, pos + j, slot.seq_id, last and j == len(chunk) - 1)
-                        for j, tok in enumerate(chunk)
-                    ]
-                )
-                pos += len(chunk)
-            slot.evaluated = pos
-            req.prompt_eval_s = time.perf_counter() - started
+            backend.decode(
+                [(s.tokens[s.evaluated], s.evaluated, s.seq_id, True) for s in ready]
+            )
+        except Exception as exc:  # noqa: BLE001 - these requests fail, the batch goes on
+            for slot in ready:
+                self._finish(slot, slots, None, error=exc)
+            return
+        last_s = time.perf_counter() - started
+        for slot in ready:
+            slot.evaluated += 1
+            slot.req.prompt_eval_s += last_s
             slot.started = time.perf_counter()
             slots[slot.seq_id] = slot
-            req.batch_size = len(slots)
-            last_index = (len(rest) - 1) % backend.n_batch
-            self._accept(slot, slots, backend.sample(slot.sampler, last_index))
-        except Exception as exc:  # noqa: BLE001 - this request fails, the batch goes on
-            self._finish(slot, slots, None, error=exc)
+        for index, slot in enumerate(ready):
+            slot.req.batch_size = len(slots)
+            self._accept(slot, slots, backend.sample(slot.sampler, index))
 
     def _step(self, slots: dict[int, _Slot]) -> None:
         """One decode step: the last sampled token of every live sequence, one batch."""

@@ -353,6 +353,8 @@ def _load_llama(model_path: str, n_ctx: int, n_threads: int, parallel: int = 1) 
                 raise LocalModelError(f"llama.cpp could not create a {parallel}-sequence "
                                       f"context for {key[0]}: {exc}") from exc
             decoder = BatchDecoder(LlamaBackend(llama), parallel)
+            _chat_prompt(llama, [{"role": "user", "content": ""}])  # compile the template now:
+            # concurrent first calls then reach the batch together (same start, same rounding)
         loaded = _Loaded(llama=llama, lock=threading.Lock(), parallel=parallel, decoder=decoder)
         _LOADED[key] = loaded
         return loaded

@@ -374,3 +374,29 @@ def test_context_overflow_in_a_batch_is_a_context_overflow_error(batched_model):
     model, _, _ = batched_model
     with pytest.raises(ContextOverflowError):
         model.invoke([HumanMessage("x" * 9000)])
+
+
+def test_calls_made_together_start_together_in_a_fixed_order():
+    backend = FakeBackend()
+    seed3, seed1 = req(PROMPT, seed=3), req(PROMPT, seed=1)
+    queue = deque([seed3, seed1])
+    guard = threading.Lock()
+    late = req(PROMPT, seed=2)
+
+    def add_late():
+        time.sleep(0.01)  # a generate thread a little behind the others
+        with guard:
+            queue.append(late)
+
+    adder = threading.Thread(target=add_late)
+    adder.start()
+    BatchDecoder(backend, 4).run(queue, guard)
+    adder.join()
+    last = len(PROMPT) - 1
+    first_logits = [d for d in backend.decodes if any(pos == last for _, pos, _, _ in d)]
+    assert len(first_logits) == 1 and len(first_logits[0]) == 3  # one decode for all three
+    assert [seq for _, _, seq, _ in first_logits[0]] == [1, 2, 3]
+    assert late.batch_size == 3 and late.prompt_reused == last
+    # admitted by seed, whatever the arrival order: seed 1 evaluated the prompt
+    assert (seed1.prompt_reused, late.prompt_reused, seed3.prompt_reused) == (0, last, last)
+    assert sorted(backend.kv) == [0] and backend.cache == PROMPT
