@@ -63,6 +63,11 @@ EVENTS: dict[str, EventSpec] = {
     "memory": EventSpec("long-term memory recalled into D_search"),
     "budget": EventSpec("usage against the ``budget:`` limits after an iteration"),
     # every node
+    "llm_call": EventSpec(
+        "one model call's figures (``from_node``, prompt / cached / output tokens, prompt-eval,"
+        " decode and lock-wait seconds, finish reason)",
+        {"from_node": str},
+    ),
     "node_start": EventSpec("a node starts", {"node": str}, log=False, stream=True),
     "node": EventSpec(
         "a node finished (wall time, LLM usage, a summary of its update) or raised (``error``)",
