@@ -124,9 +124,11 @@ def run_case(model, messages, task, n: int, seed: int) -> dict:
 
 
 def step_costs(model, sizes: list[int], context: int, steps: int = 16) -> list[dict]:
-    """Cost of one decode step with ``b`` sequences, for each ``b`` in ``sizes``: raw
-    ``llama_decode`` calls (no sampling, no Python scheduling) after a shared ``context``-token
-    prompt, the kernel cost batching works with (``llama-server --parallel`` runs the same)."""
+    """Cost of one decode step with ``b`` sequences, for each ``b`` in ``sizes``.
+
+    Raw ``llama_decode`` calls (no sampling, no Python scheduling) after a shared ``context``-token
+    prompt, the kernel cost batching works with (``llama-server --parallel`` runs the same).
+    """
     loaded = model._loaded
     backend, llama = loaded.decoder.backend, loaded.llama
     model.clear_cache()

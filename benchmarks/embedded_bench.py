@@ -161,8 +161,11 @@ class CallMeter:
         self._recent.clear()
 
     def state_bytes(self) -> dict[str, int]:
-        """Bytes one `LlamaRAMCache` entry would hold now: llama.cpp's state (KV cache of the
-        evaluated tokens) and the logits array llama-cpp-python's ``save_state`` copies."""
+        """Bytes one `LlamaRAMCache` entry would hold now.
+
+        llama.cpp's state (KV cache of the evaluated tokens) and the logits array llama-cpp-python's
+        ``save_state`` copies.
+        """
         state = self.llama.save_state()
         return {
             "llama_state": int(state.llama_state_size),
@@ -299,9 +302,12 @@ def run_case(
 
 
 def calls_from_events(path: Path) -> list[dict[str, Any]] | None:
-    """The run's model calls from its ``llm_call`` events (None when the package writes none:
+    """The run's model calls from its ``llm_call`` events, or None.
+
+    The run's model calls from its ``llm_call`` events (None when the package writes none:
     code from before issue 17). They include calls that do not go through
-    ``create_chat_completion`` (batched candidates), which the meter cannot see."""
+    ``create_chat_completion`` (batched candidates), which the meter cannot see.
+    """
     try:
         from evoduet_graph.rundir.events import read_events
     except ImportError:  # the flat layout of the code from before issue 14

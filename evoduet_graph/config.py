@@ -42,8 +42,11 @@ class _Section(BaseModel):
 
 
 class WeightedModelConfig(_Section):
-    """One member of a weighted model ensemble (``llm.models``; OpenEvolve's ``llm.models``
-    entries, ``primary_model`` / ``secondary_model`` with their weights)."""
+    """One member of a weighted model ensemble (``llm.models``).
+
+    One member of a weighted model ensemble (``llm.models``; OpenEvolve's ``llm.models``
+    entries, ``primary_model`` / ``secondary_model`` with their weights).
+    """
 
     model: str = Field(description="`local` or `openai:<model>`, as `llm.model`.")
     weight: float = Field(1.0, gt=0, description="Relative probability of being picked.")
@@ -490,9 +493,12 @@ ScaffoldName = Literal["openevolve", "top_k", "best_of_n", "evox"]
 
 
 def scaffold_populations() -> dict[str, tuple[str, ...]]:
-    """Population kinds each scaffold runs over (each scaffold's ``populations``
+    """Population kinds each scaffold runs over; the first is its default.
+
+    Population kinds each scaffold runs over (each scaffold's ``populations``
     attribute in the registry `evoduet_graph.scaffolds.SCAFFOLDS`); the first is the one it
-    chooses when ``population.kind`` is left out."""
+    chooses when ``population.kind`` is left out.
+    """
     from evoduet_graph.scaffolds import SCAFFOLDS  # the scaffolds import this module
 
     return {name: cls.populations for name, cls in SCAFFOLDS.items()}
@@ -502,10 +508,12 @@ StrategyRule = Literal["best", "top_k_uniform", "diverse_island", "recent_improv
 
 
 class EvoXConfig(_Section):
-    """EvoX-style strategy loop (``scaffold: evox``): when progress stagnates, one structured
-    LLM call revises the search strategy (parent-selection rule + an instruction added to the
-    mutation prompt) from the population-state descriptor and the measured effect of earlier
-    strategies."""
+    """EvoX-style strategy loop (``scaffold: evox``).
+
+    When progress stagnates, one structured LLM call revises the search strategy (parent-selection
+    rule + an instruction added to the mutation prompt) from the population-state descriptor and the
+    measured effect of earlier strategies.
+    """
 
     strategy_patience: int = Field(
         3,
@@ -533,13 +541,15 @@ class EvoXConfig(_Section):
 
 
 class NoveltyConfig(_Section):
-    """Novelty rejection before evaluation (`evoduet_graph.candidates.novelty`): a child that is a
-    near-duplicate of its parent or of a population program is recorded as ``duplicate``
-    with the reason and never evaluated; ``generate`` may ask the model once more.
+    """Novelty rejection before evaluation (`evoduet_graph.candidates.novelty`).
+
+    A child that is a near-duplicate of its parent or of a population program is recorded as
+    ``duplicate`` with the reason and never evaluated; ``generate`` may ask the model once more.
 
     Checks, in order: the sha256 of the normalised code (comments, docstrings and layout
     dropped with Python's `tokenize`), then the normalised token edit similarity, then
-    (optionally) the cosine similarity of code embeddings."""
+    (optionally) the cosine similarity of code embeddings.
+    """
 
     enabled: bool = Field(
         True,
@@ -601,8 +611,10 @@ class NoveltyConfig(_Section):
 
 
 class JointSearchConfig(_Section):
-    """Joint-level in-loop search (paper §2.3 baseline): no gate and no inner loop; the
-    mutation call itself may search before it writes the candidate."""
+    """Joint-level in-loop search (paper §2.3 baseline): no gate and no inner loop.
+
+    The mutation call itself may search before it writes the candidate.
+    """
 
     enabled: bool = Field(
         False,
@@ -629,9 +641,12 @@ class JointSearchConfig(_Section):
 
 
 class BudgetConfig(_Section):
-    """Spending limits of a run (all optional). Reaching one stops the run cleanly after the
-    iteration in flight, with a resumable checkpoint and the reason as ``stop_reason``; totals
-    count every process of the run (they survive ``evoduet resume``)."""
+    """Spending limits of a run (all optional).
+
+    Reaching one stops the run cleanly after the iteration in flight, with a resumable checkpoint
+    and the reason as ``stop_reason``; totals count every process of the run (they survive ``evoduet
+    resume``).
+    """
 
     max_llm_calls: int | None = Field(None, ge=1, description="Most chat-model calls.")
     max_tokens: int | None = Field(
@@ -806,8 +821,11 @@ class EvoDuetConfig(_Section):
     @model_validator(mode="wrap")
     @classmethod
     def _scaffold_chooses_population(cls, data: Any, handler: Any) -> Any:
-        """Fill in ``population.kind`` from the scaffold when the input leaves it out, and
-        remember whether the input wrote it."""
+        """Fill in ``population.kind`` from the scaffold when the input leaves it out.
+
+        Fill in ``population.kind`` from the scaffold when the input leaves it out, and
+        remember whether the input wrote it.
+        """
         explicit = _writes_population_kind(data)
         if isinstance(data, dict) and not explicit:
             scaffold = data.get("scaffold", "openevolve")
@@ -872,8 +890,11 @@ class EvoDuetConfig(_Section):
 
 
 def _release_population_kind(data: dict[str, Any], current: EvoDuetConfig) -> None:
-    """Drop ``population.kind`` from a dump of ``current`` when ``current.scaffold`` chose it
-    (the user did not write it), so that a new scaffold chooses again."""
+    """Drop a ``population.kind`` the scaffold chose from a dump of ``current``.
+
+    Drop ``population.kind`` from a dump of ``current`` when ``current.scaffold`` chose it
+    (the user did not write it), so that a new scaffold chooses again.
+    """
     if not current._kind_explicit:
         data["population"].pop("kind", None)
 
@@ -913,8 +934,11 @@ def _writes_population_kind(data: Any) -> bool:
 
 
 def _validate(data: Any, source: str, *, kind_explicit: bool | None = None) -> EvoDuetConfig:
-    """Validate a whole configuration; ``kind_explicit`` (default: ``data`` writes
-    ``population.kind``) marks whether the user chose the population kind."""
+    """Validate a whole configuration.
+
+    ``kind_explicit`` (default: ``data`` writes ``population.kind``) marks whether the user chose
+    the population kind.
+    """
     try:
         cfg = EvoDuetConfig.model_validate(data)
     except ValidationError as exc:

@@ -265,7 +265,9 @@ def parent_parameters(user_text: str) -> tuple[float, float]:
 
 
 class HarnessModel(BaseChatModel):
-    """Deterministic chat model: each answer is a function of the prompt (and, for
+    """Deterministic chat model: each answer is a function of the prompt.
+
+    Deterministic chat model: each answer is a function of the prompt (and, for
     ``generate``, of the call's ``iteration`` / ``candidate_index`` metadata).
 
     Gate: ``retrieve`` while the search database is empty, then a prompt hash picks retrieve /
@@ -412,8 +414,11 @@ class InProcessEvaluator:
 
 
 class SandboxHarnessEvaluator:
-    """The real `SandboxEvaluator` (child processes; read-only filesystem where bwrap works)
-    behind the ``eval:start`` fault point: what a real run evaluates with (slower)."""
+    """The real `SandboxEvaluator` behind the ``eval:start`` fault point.
+
+    The real `SandboxEvaluator` (child processes; read-only filesystem where bwrap works)
+    behind the ``eval:start`` fault point: what a real run evaluates with (slower).
+    """
 
     def __init__(self, task_dir: Path = SMOKE_TASK, workers: int = 2) -> None:
         from evoduet_graph.evaluation import SandboxEvaluator
@@ -514,8 +519,10 @@ def run_child(
 
 
 def fork_run(target: Any = None, /, *args: Any, **kwargs: Any) -> int:
-    """Run ``target(*args, **kwargs)`` (default `run_child`) in a forked child; return its
-    wait status (``-signal`` or exit code; 3 when it raised)."""
+    """Run ``target(*args, **kwargs)`` (default `run_child`) in a forked child.
+
+    Return its wait status (``-signal`` or exit code; 3 when it raised).
+    """
     target = run_child if target is None else target
     sys.stdout.flush()
     sys.stderr.flush()
@@ -708,8 +715,11 @@ def reference_run(workdir: Path, salt: str = "evoduet") -> tuple[dict[str, Any],
 
 
 def category(label: str) -> str:
-    """The kind of a fault point (``enter:gate`` → ``enter:gate``; ``event:node:x`` →
-    ``event:node``; ``dsearch:document`` → ``dsearch``)."""
+    """The kind of a fault point.
+
+    The kind of a fault point (``enter:gate`` → ``enter:gate``; ``event:node:x`` →
+    ``event:node``; ``dsearch:document`` → ``dsearch``).
+    """
     parts = label.split(":")
     if parts[0] in ("dsearch", "store"):
         return parts[0] if parts[0] == "dsearch" else label
@@ -733,10 +743,11 @@ def _spread_order(k: int) -> list[int]:
 
 
 def choose_points(trace: list[str], count: int) -> list[tuple[int, bool]]:
-    """``count`` kill points ``(1-based index, torn)`` covering every category of point:
-    round-robin over the categories (in order of first appearance), each category's
-    occurrences taken in a spreading order; about every second pick of a line-writing
-    category tears its line."""
+    """``count`` kill points ``(1-based index, torn)`` covering every category of point.
+
+    round-robin over the categories (in order of first appearance), each category's occurrences
+    taken in a spreading order; about every second pick of a line-writing category tears its line.
+    """
     by_cat: dict[str, list[int]] = defaultdict(list)
     for i, label in enumerate(trace, 1):
         by_cat[category(label)].append(i)
@@ -763,9 +774,12 @@ def run_scenario(
     second: int | None = None,
     trace: list[str] | None = None,
 ) -> Scenario:
-    """Kill a fresh run at ``point`` (with the reference ``trace``: at the same occurrence of
+    """Kill a fresh run at ``point``, resume until done, compare with ``reference``.
+
+    Kill a fresh run at ``point`` (with the reference ``trace``: at the same occurrence of
     the same label as the reference's ``point``-th point); with ``second``, kill the first
-    resume too at its ``second``-th point; resume until done; compare with ``reference``."""
+    resume too at its ``second``-th point; resume until done; compare with ``reference``.
+    """
     start = time.monotonic()
     sdir = workdir / f"kill-{point:05d}{'-torn' if torn else ''}{f'-then-{second}' if second else ''}"
     shutil.rmtree(sdir, ignore_errors=True)
@@ -844,9 +858,12 @@ def run_scenario(
 def run_kill_points(
     workdir: Path, count: int, jobs: int = 2, salt: str = "evoduet", double_every: int = 0
 ) -> dict[str, Any]:
-    """Reference run, then ``count`` kill scenarios (``jobs`` at a time, each in its own
+    """Reference run, then ``count`` kill scenarios.
+
+    Reference run, then ``count`` kill scenarios (``jobs`` at a time, each in its own
     forked worker); with ``double_every=k``, every k-th scenario also kills its first resume.
-    Returns a JSON-ready summary."""
+    Returns a JSON-ready summary.
+    """
     workdir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     reference, trace = reference_run(workdir, salt)

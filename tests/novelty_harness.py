@@ -68,8 +68,11 @@ def current_program(messages: list[BaseMessage]) -> str:
 
 
 def with_comment(code: str, note: str) -> str:
-    """``code`` with a comment line added inside the evolve block: a different file, the same
-    program (a rewrite identical to its parent is already refused as invalid by `diffs`)."""
+    """``code`` with a comment line added inside the evolve block.
+
+    A different file, the same program (a rewrite identical to its parent is already refused as
+    invalid by `diffs`).
+    """
     return code.replace("    angles = ", f"    # {note}\n    angles = ", 1)
 
 
@@ -84,7 +87,9 @@ def fenced(code: str) -> str:
 
 
 class NoveltyModel(BaseChatModel):
-    """Deterministic generator: the answer is a function of the prompt's parent and the
+    """Deterministic generator: the answer is a function of the prompt and metadata.
+
+    Deterministic generator: the answer is a function of the prompt's parent and the
     call's metadata (iteration, candidate index, attempt), never of call counts, so a resumed
     process gets exactly the answers the uninterrupted one did.
 

@@ -70,8 +70,11 @@ def _gap(update: Any) -> str | None:
 
 
 def _emit_calls(ctx: Context, name: str, iteration: Any, usage: NodeUsage) -> None:
-    """One ``llm_call`` event per model call node ``name`` made itself (a nested node's calls,
-    e.g. the inner loop's inside ``retrieve``, are that node's events)."""
+    """One ``llm_call`` event per model call node ``name`` made itself.
+
+    One ``llm_call`` event per model call node ``name`` made itself (a nested node's calls,
+    e.g. the inner loop's inside ``retrieve``, are that node's events).
+    """
     for call in usage.call_log or ():
         if call.node == name:
             fields = call.as_dict()

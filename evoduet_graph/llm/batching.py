@@ -235,8 +235,10 @@ class BatchDecoder:
             raise
 
     def _gather(self, queue: deque[SequenceRequest], guard: threading.Lock) -> None:
-        """Wait until the queue stops growing, then order it by (seed, prompt length): the
-        same set of concurrent calls starts in the same order, whichever thread came first."""
+        """Wait until the queue stops growing, then order it by (seed, prompt length).
+
+        The same set of concurrent calls starts in the same order, whichever thread came first.
+        """
         deadline = time.perf_counter() + self.GATHER_MAX_S
         with guard:
             seen = len(queue)
@@ -292,9 +294,11 @@ class BatchDecoder:
     def _best_source(
         self, req: SequenceRequest, live: Sequence[_Slot]
     ) -> tuple[int | None, int]:
-        """The sequence whose evaluated cells share the longest prefix with ``req``'s prompt:
-        ``(0 for Llama's cache, a live sequence id, or None; shared tokens)``. At least one
-        prompt token is left to evaluate (its logits give the first sampled token)."""
+        """The sequence whose evaluated cells share the longest prefix with ``req``'s prompt.
+
+        ``(0 for Llama's cache, a live sequence id, or None; shared tokens)``. At least one prompt
+        token is left to evaluate (its logits give the first sampled token).
+        """
         limit = len(req.prompt) - 1
         best: tuple[int | None, int] = (None, 0)
         n = min(common_prefix(self.backend.cached_prefix(), req.prompt), limit)
@@ -307,11 +311,14 @@ class BatchDecoder:
         return best
 
     def _start_round(self, admitted: list[_Slot], slots: dict[int, _Slot]) -> None:
-        """Start the sequences admitted together: for each, share the longest evaluated prefix
-        and evaluate its prompt but the last token; then evaluate the last prompt token of all
-        of them in one decode and sample each one's first token from it. Every sequence of a
-        round thus gets its first logits from the same computation, whichever arrived first,
-        so a fixed seed gives the same reply for the same set of concurrent calls."""
+        """Start the sequences admitted together.
+
+        For each, share the longest evaluated prefix and evaluate its prompt but the last token;
+        then evaluate the last prompt token of all of them in one decode and sample each one's first
+        token from it. Every sequence of a round thus gets its first logits from the same
+        computation, whichever arrived first, so a fixed seed gives the same reply for the same set
+        of concurrent calls.
+        """
         backend = self.backend
         ready: list[_Slot] = []
         for slot in admitted:
@@ -442,8 +449,11 @@ def enable_parallel_sequences(llama: Any, n_seq_max: int) -> None:
 
 
 class LlamaBackend:
-    """`DecodeBackend` over a ``llama_cpp.Llama`` whose context has several sequences
-    (`enable_parallel_sequences`). Not thread-safe: the caller holds the model lock."""
+    """`DecodeBackend` over a ``llama_cpp.Llama`` with several sequences.
+
+    `DecodeBackend` over a ``llama_cpp.Llama`` whose context has several sequences
+    (`enable_parallel_sequences`). Not thread-safe: the caller holds the model lock.
+    """
 
     def __init__(self, llama: Any) -> None:
         import llama_cpp
@@ -553,8 +563,11 @@ class LlamaBackend:
 
 
 def resolve_seed(llama: Any, seed: int | None) -> int:
-    """The seed a sequential ``create_completion`` call would use, advancing ``llama``'s seed
-    stream the same way (``seed`` given: that seed; None: drawn from the previous one)."""
+    """The seed a sequential ``create_completion`` call would use.
+
+    The seed a sequential ``create_completion`` call would use, advancing ``llama``'s seed
+    stream the same way (``seed`` given: that seed; None: drawn from the previous one).
+    """
     if seed is None:
         seed = random.Random(llama._seed).randint(0, 2**32)
     llama.set_seed(seed)

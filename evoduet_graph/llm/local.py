@@ -33,7 +33,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
@@ -308,8 +308,11 @@ _LOADED_GUARD = threading.Lock()
 
 @atexit.register
 def _close_loaded() -> None:
-    """Free the models before interpreter shutdown: llama-cpp-python's own finaliser runs too
-    late (its C bindings are already gone) and prints a TypeError traceback at exit."""
+    """Free the models before interpreter shutdown.
+
+    llama-cpp-python's own finaliser runs too late (its C bindings are already gone) and prints a
+    TypeError traceback at exit.
+    """
     with _LOADED_GUARD:
         for loaded in _LOADED.values():
             with contextlib.suppress(Exception):  # best effort at exit
@@ -736,9 +739,12 @@ class LocalChatModel(BaseChatModel):
 
 
 def _chat_prompt(llama: Any, messages: list[dict[str, str]]) -> Any:
-    """The prompt ``create_chat_completion`` would build for ``messages`` (a
+    """The prompt ``create_chat_completion`` would build for ``messages``.
+
+    The prompt ``create_chat_completion`` would build for ``messages`` (a
     ``ChatFormatterResponse``: ``prompt``, ``stop``, ``added_special``): the GGUF's chat
-    template, or ChatML when the file has none."""
+    template, or ChatML when the file has none.
+    """
     from llama_cpp import llama_chat_format
 
     template = llama.metadata.get("tokenizer.chat_template")

@@ -206,8 +206,11 @@ class NodeUsage:
         }
 
     def timing_fields(self) -> dict[str, Any]:
-        """The `CallStats` sums as event fields: ``cached_input_tokens``, ``prompt_eval_s``,
-        ``decode_s``, ``lock_wait_s``, ``finish_reasons`` (each only when non-zero)."""
+        """The `CallStats` sums as event fields.
+
+        ``cached_input_tokens``, ``prompt_eval_s``, ``decode_s``, ``lock_wait_s``,
+        ``finish_reasons`` (each only when non-zero).
+        """
         fields: dict[str, Any] = {
             "cached_input_tokens": self.cached_input_tokens,
             "prompt_eval_s": round(self.prompt_eval_s, 3),

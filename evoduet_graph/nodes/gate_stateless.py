@@ -64,8 +64,11 @@ def stateless_gate_prompt(state: OuterState, ctx: Context) -> str:
 
 
 def stateless_decision(state: OuterState, ctx: Context) -> dict[str, Any]:
-    """Run the stateless gate: ``gate_decision`` (no-op / retrieve), ``gate_reason`` and
-    ``knowledge_state``; never ``gate_document_ids``."""
+    """Run the stateless gate.
+
+    Run the stateless gate: ``gate_decision`` (no-op / retrieve), ``gate_reason`` and
+    ``knowledge_state``; never ``gate_document_ids``.
+    """
     iteration = state.get("iteration", 0)
     result, failed = ask_gate(
         state,

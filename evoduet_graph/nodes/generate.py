@@ -128,7 +128,9 @@ def uses_diffs(ctx: Context) -> bool:
 
 
 def compile_error(language: str, code: str) -> str | None:
-    """Why a Python candidate cannot even be compiled, in the compiler's words (None when it
+    """Why a Python candidate cannot even be compiled, or None.
+
+    Why a Python candidate cannot even be compiled, in the compiler's words (None when it
     compiles, or when the task's language is not Python: other languages are left to their
     evaluator). Such a candidate is rejected before evaluation, with this as its error.
     """
@@ -225,10 +227,12 @@ def check_novelty(
     attempt: int,
     resampling: bool,
 ) -> NoveltyVerdict:
-    """Run the novelty check on the generated ``row``; when it fails, write a
-    ``novelty_rejected`` event (``attempt`` is 1-based; ``resampled``: the model is asked
-    again) to the event log and the live progress stream. A check that raises (e.g. a remote
-    embeddings service is down) lets the candidate through and writes ``novelty_error``."""
+    """Run the novelty check on the generated ``row``.
+
+    When it fails, write a ``novelty_rejected`` event (``attempt`` is 1-based; ``resampled``: the
+    model is asked again) to the event log and the live progress stream. A check that raises (e.g. a
+    remote embeddings service is down) lets the candidate through and writes ``novelty_error``.
+    """
     assert ctx.novelty is not None and row.code is not None and row.parent_id is not None
     try:
         references = population_references(
@@ -265,10 +269,13 @@ def generation_messages(
     payload: GenerateInput,
     diff_based: bool,
 ) -> list[Any]:
-    """The mutation prompt for a child of ``parent`` (`build_generation_messages`), starting
+    """The mutation prompt for a child of ``parent``.
+
+    The mutation prompt for a child of ``parent`` (`build_generation_messages`), starting
     with the iteration's context c_t (`context_text`), the prefix the gate's and the inner
     loop's prompts of this iteration start with too (issue 17: llama.cpp and hosted prompt
-    caches reuse it)."""
+    caches reuse it).
+    """
     return build_generation_messages(
         context=context_text(ctx, parent.id, iteration),
         parent=program_view(ctx.store, parent.id),

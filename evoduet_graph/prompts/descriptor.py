@@ -1,8 +1,9 @@
-"""Deterministic text the knowledge layer shows the model: the context c_t (task, parent
-program, recent attempts), the population-state descriptor, the D_search selection and the
-most recently stored documents (paper §3.2: the gate sees c_t, recent documents and D_search;
-§3.3: query construction sees the knowledge state, c_t, where the search stands and D_search
-with realised Δ).
+"""Deterministic text the knowledge layer shows the model.
+
+The context c_t (task, parent program, recent attempts), the population-state descriptor, the
+D_search selection and the most recently stored documents (paper §3.2: the gate sees c_t, recent
+documents and D_search; §3.3: query construction sees the knowledge state, c_t, where the search
+stands and D_search with realised Δ).
 """
 
 from __future__ import annotations
@@ -95,8 +96,9 @@ RECENT_DOCUMENTS_MAX_CHARS = 2000
 
 
 def context_text(ctx: Context, parent_id: str, iteration: int) -> str:
-    """The context c_t every knowledge-layer prompt starts with (paper §3.2-3.4): a fixed
-    preamble, the task, the parent program with its score and metrics, and the recent
+    """The context c_t every knowledge-layer prompt starts with (paper §3.2-3.4).
+
+    A fixed preamble, the task, the parent program with its score and metrics, and the recent
     attempts (``prompts/context.md``).
 
     It is the stable prefix of the gate's, ``construct_query``'s, ``hypothetical_score``'s and
@@ -127,9 +129,12 @@ def _fmt_metric(value: Any) -> str:
 
 
 def database_text(ctx: Context, unresolved: str | None) -> str:
-    """The D_search selection (``retrieval.select_policy`` / ``select_num``) with each
+    """The D_search selection with realised Δ, as prompt text.
+
+    The D_search selection (``retrieval.select_policy`` / ``select_num``) with each
     record's queries, documents, predictions and realised Δ, at most `DATABASE_MAX_CHARS`;
-    ``"(empty)"`` without records."""
+    ``"(empty)"`` without records.
+    """
     retrieval = ctx.config.retrieval
     if ctx.search_db is None or retrieval.select_num <= 0 or not retrieval.use_search_database:
         return "(empty)"  # stateless retrieval (ablation): queries are built without D_search
@@ -150,10 +155,12 @@ def database_text(ctx: Context, unresolved: str | None) -> str:
 
 
 def recent_documents_text(ctx: Context, parent_id: str) -> str:
-    """The `RECENT_DOCUMENTS` most recently stored documents, newest first (paper §3.2): id,
-    title, URL, the child score predicted for *this* parent when a loop made one, and a
+    """The `RECENT_DOCUMENTS` most recently stored documents, newest first (paper §3.2).
+
+    Id, title, URL, the child score predicted for *this* parent when a loop made one, and a
     neutralised excerpt of `RECENT_EXCERPT_CHARS` characters. The section is at most
-    `RECENT_DOCUMENTS_MAX_CHARS` characters (documents that do not fit are counted)."""
+    `RECENT_DOCUMENTS_MAX_CHARS` characters (documents that do not fit are counted).
+    """
     from evoduet_graph.prompts.untrusted import neutralise
 
     if ctx.search_db is None:

@@ -182,8 +182,11 @@ def _score(value: float | None) -> str:
 
 
 def fenced(text: str, lang: str = "") -> str:
-    """Wrap ``text`` in a backtick fence (info string ``lang``) longer than any backtick run
-    inside it, so the text cannot close the fence."""
+    """Wrap ``text`` in a backtick fence it cannot close.
+
+    Wrap ``text`` in a backtick fence (info string ``lang``) longer than any backtick run
+    inside it, so the text cannot close the fence.
+    """
     longest = max((len(run) for run in _BACKTICK_RUN_RE.findall(text)), default=0)
     fence = "`" * max(3, longest + 1)
     body = text.rstrip("\n")

@@ -117,8 +117,11 @@ class GateOutput(KnowledgeFields):
 
 
 class QueryPlan(BaseModel):
-    """``construct_query`` output: the round's search queries (at most `MAX_QUERIES`; extra
-    ones are dropped, never a validation error)."""
+    """``construct_query`` output: the round's search queries.
+
+    ``construct_query`` output: the round's search queries (at most `MAX_QUERIES`; extra
+    ones are dropped, never a validation error).
+    """
 
     MAX_QUERIES: ClassVar[int] = 8
 
@@ -160,10 +163,13 @@ class QueryPlan(BaseModel):
 
 @functools.cache
 def query_plan_schema(num_queries: int) -> type[QueryPlan]:
-    """A `QueryPlan` whose JSON schema allows exactly as many queries as the round uses
+    """A `QueryPlan` whose JSON schema allows exactly the round's number of queries.
+
+    A `QueryPlan` whose JSON schema allows exactly as many queries as the round uses
     (``retrieval.queries_per_round``; issue 17, lean outputs): a grammar-constrained model
     (the embedded one) stops after them instead of writing queries that would be dropped;
-    a model without a grammar that writes more has the extra ones dropped."""
+    a model without a grammar that writes more has the extra ones dropped.
+    """
     n = max(1, num_queries)
 
     class SizedQueryPlan(QueryPlan):
@@ -263,10 +269,13 @@ class DocumentRatings(KnowledgeFields):
 
 
 def ratings_schema(doc_ids: list[str]) -> type[DocumentRatings]:
-    """A `DocumentRatings` variant whose ``ratings`` is an object keyed by exactly
+    """A `DocumentRatings` variant whose ``ratings`` is keyed by exactly ``doc_ids``.
+
+    A `DocumentRatings` variant whose ``ratings`` is an object keyed by exactly
     ``doc_ids`` (each a required key, as in `scores_schema`, so a grammar-constrained model
     rates every document once and stops). A list form ``[{"doc_id", "relevance",
-    "novelty"}]`` is accepted; unknown ids are ignored and missing ones are None."""
+    "novelty"}]`` is accepted; unknown ids are ignored and missing ones are None.
+    """
     fields: dict[str, Any] = {
         f"d{i}": (DocumentRating | None, Field(None, alias=doc_id))
         for i, doc_id in enumerate(doc_ids)

@@ -74,8 +74,11 @@ def _images(plots: dict[str, str] | None, *names: str) -> list[str]:
 
 
 def _calls_section(figures: dict[str, Any] | None) -> list[str]:
-    """``## Model calls per node`` (`evoduet_graph.report.calls`), when the run has
-    ``llm_call`` events."""
+    """The ``## Model calls per node`` section.
+
+    ``## Model calls per node`` (`evoduet_graph.report.calls`), when the run has
+    ``llm_call`` events.
+    """
     if not figures or not figures["by_node"]:
         return []
     headers, rows = call_table(figures)

@@ -85,9 +85,12 @@ nothing, so it is not counted as the model's no-op."""
 
 
 def gate_by_iteration(events: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
-    """The last ``gate`` node event per iteration (`latest_by_iteration`), its
+    """The last ``gate`` node event per iteration, with fallbacks marked.
+
+    The last ``gate`` node event per iteration (`latest_by_iteration`), its
     ``gate_decision`` replaced by `GATE_FALLBACK` when that gate call emitted a
-    ``gate_error`` / ``gate_fallback`` (both come before the node's own event)."""
+    ``gate_error`` / ``gate_fallback`` (both come before the node's own event).
+    """
     out: dict[int, dict[str, Any]] = {}
     fell_back: set[Any] = set()
     for ev in events:
@@ -136,11 +139,14 @@ def _node_figures(events: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[st
 def _model_figures(
     events: list[dict[str, Any]], rdir: Path, model: str | None
 ) -> dict[str, dict[str, float | None]]:
-    """Calls, tokens and estimated USD per model (``llm_by_model`` of the node events; with
+    """Calls, tokens and estimated USD per model.
+
+    Calls, tokens and estimated USD per model (``llm_by_model`` of the node events; with
     ``llm.roles`` each role's calls count on its model), priced as the budget prices them
     (`evoduet_graph.rundir.budget.usage_cost`: `evoduet_graph.rundir.pricing`, the run's
     ``budget.prices``
-    first); ``usd`` is None for an unpriced model."""
+    first); ``usd`` is None for an unpriced model.
+    """
     from evoduet_graph.rundir.usage import usage_from_events
 
     totals = usage_from_events(events)
@@ -152,8 +158,11 @@ def _model_figures(
 
 
 def _llm_cost(rdir: Path, totals: Any, model: str | None) -> tuple[float, dict[str, float | None]]:
-    """`evoduet_graph.rundir.budget.usage_cost` of ``totals`` with the run's ``llm`` and ``budget``
-    settings (``config.yaml``); ``model`` when the config names none."""
+    """The estimated USD of ``totals`` under the run's settings.
+
+    `evoduet_graph.rundir.budget.usage_cost` of ``totals`` with the run's ``llm`` and ``budget``
+    settings (``config.yaml``); ``model`` when the config names none.
+    """
     from evoduet_graph.rundir.budget import other_models, usage_cost
 
     cfg = _run_config(rdir)
@@ -209,9 +218,12 @@ def _search_figures(events: list[dict[str, Any]], db: SearchDatabase | None) -> 
 
 
 def record_predictions(db: SearchDatabase, record: Any) -> list[float]:
-    """Predicted child scores of a record's final documents *for the record's parent* (the
+    """Predicted child scores of a record's final documents for the record's parent.
+
+    Predicted child scores of a record's final documents *for the record's parent* (the
     parent that was mutated): the record's own loop's prediction, else (look-up) the latest
-    one made for that parent; documents without one are left out."""
+    one made for that parent; documents without one are left out.
+    """
     out = []
     for doc_id in record.final_doc_ids:
         found = db.prediction_for(doc_id, record.parent_id, record_id=record.record_id)
@@ -221,9 +233,12 @@ def record_predictions(db: SearchDatabase, record: Any) -> list[float]:
 
 
 def _prediction_figures(db: SearchDatabase | None) -> dict[str, Any]:
-    """Mean predicted child score of a record's final documents (predictions made for the
+    """Mean predicted vs realised child score over the records.
+
+    Mean predicted child score of a record's final documents (predictions made for the
     parent that was mutated) vs the realised child score, over records with at least one
-    realised (evaluated) outcome."""
+    realised (evaluated) outcome.
+    """
     predicted: list[float] = []
     realised: list[float] = []
     errors: list[float] = []
@@ -293,11 +308,13 @@ def _evidence_record(db: SearchDatabase | None, iteration: int) -> Any | None:
 def _iteration_outcomes(
     events: list[dict[str, Any]], db: SearchDatabase | None, programs: list[Any] | None
 ) -> list[dict[str, Any]]:
-    """One row per completed iteration: ``iteration``, ``gate_decision``, ``parent_id``,
-    ``parent_score``, ``best_child`` (best valid child score or None), ``improved`` (a valid
-    child beat its parent: strictly higher fitness), ``documents`` (evidence documents),
-    ``best_prediction`` (highest child score predicted for that parent among them, None
-    without one) and ``group`` (one of `EVIDENCE_GROUPS`)."""
+    """One row per completed iteration.
+
+    ``iteration``, ``gate_decision``, ``parent_id``, ``parent_score``, ``best_child`` (best valid
+    child score or None), ``improved`` (a valid child beat its parent: strictly higher fitness),
+    ``documents`` (evidence documents), ``best_prediction`` (highest child score predicted for that
+    parent among them, None without one) and ``group`` (one of `EVIDENCE_GROUPS`).
+    """
     rows = {p.id: p for p in programs or []}
     selects = latest_by_iteration(events, "select")
     gates = gate_by_iteration(events)
@@ -381,7 +398,8 @@ def _rate(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def _improvement_figures(outcomes: list[dict[str, Any]]) -> dict[str, Any]:
     """Improvement rates (child beats its parent) by evidence group and by gate decision.
 
-    Every completed iteration counts; one without a valid child did not improve."""
+    Every completed iteration counts; one without a valid child did not improve.
+    """
     by_group = {g: _rate([r for r in outcomes if r["group"] == g]) for g in EVIDENCE_GROUPS}
     decisions = [*GATE_DECISIONS] + sorted(
         {str(r["gate_decision"]) for r in outcomes} - set(GATE_DECISIONS)
@@ -395,9 +413,12 @@ def _improvement_figures(outcomes: list[dict[str, Any]]) -> dict[str, Any]:
 def _cost_figures(
     rdir: Path, events: list[dict[str, Any]], model: str | None, llm_total: dict[str, Any]
 ) -> dict[str, Any]:
-    """USD of the run's LLM tokens (`evoduet_graph.rundir.pricing`: catalogue, ``budget.prices``,
+    """USD of the run's LLM tokens and its search calls.
+
+    USD of the run's LLM tokens (`evoduet_graph.rundir.pricing`: catalogue, ``budget.prices``,
     0 for ``local``, None when unpriced) and its search calls (Tavily credits), whatever the
-    ``budget:`` section says."""
+    ``budget:`` section says.
+    """
     from evoduet_graph.rundir.pricing import price_for, search_credits
 
     cfg = _run_config(rdir)
@@ -441,9 +462,12 @@ def _cost_figures(
 
 
 def paper_metrics(summary: dict[str, Any]) -> dict[str, Any]:
-    """The paper's headline knowledge figures of one `run_summary`, flat (for ``compare``
+    """The paper's headline knowledge figures of one `run_summary`, flat.
+
+    The paper's headline knowledge figures of one `run_summary`, flat (for ``compare``
     and the bench summary): improvement rates with documents predicted to beat the parent
-    and without documents, the repeated-URL share, USD and search calls."""
+    and without documents, the repeated-URL share, USD and search calls.
+    """
     imp = summary["improvement"]["by_evidence"]
     cost = summary["cost"]
     return {
@@ -512,7 +536,9 @@ def _failure_figures(programs: list[Any] | None, events: list[dict[str, Any]]) -
 
 
 def _novelty_figures(events: list[dict[str, Any]], programs: list[Any] | None) -> dict[str, Any]:
-    """Candidates rejected before evaluation as near-duplicates
+    """Candidates rejected before evaluation as near-duplicates.
+
+    Candidates rejected before evaluation as near-duplicates
     (`evoduet_graph.candidates.novelty`).
 
     Counts the ``novelty_rejected`` events, one per (candidate, attempt) — a resumed run that

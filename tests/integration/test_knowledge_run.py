@@ -1,5 +1,7 @@
-"""End-to-end runs of the world-knowledge layer: preflight, backends, look-up, prompt
-invariants, ablations, node swaps and D_search across SIGKILL + resume.
+"""End-to-end runs of the world-knowledge layer.
+
+Preflight, backends, look-up, prompt invariants, ablations, node swaps and D_search across SIGKILL +
+resume.
 
 Runs use the real sandboxed evaluator on the smoke task, a `ScriptedChatModel` that answers
 each prompt by its kind (`KnowledgeResponder`) and fake search backends.

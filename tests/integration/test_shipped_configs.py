@@ -1,4 +1,6 @@
-"""Every YAML file shipped under ``configs/`` runs for 2 iterations with fakes, and the run
+"""Every YAML file shipped under ``configs/`` runs and shows its configured behaviour.
+
+Every YAML file shipped under ``configs/`` runs for 2 iterations with fakes, and the run
 shows the behaviour the file configures.
 
 `tests/unit/test_docs.py` only loads and validates these files; here each one is loaded with
@@ -71,8 +73,10 @@ RADIUS_DOWN = diff(RADIUS.format("0.6"), RADIUS.format("0.5"))  # valid, smaller
 
 
 def _current_program(messages: list[Any]) -> str:
-    """The ``## Parent program`` section of a generation prompt (up to the next heading);
-    a joint-level search appends its turns after the generation prompt."""
+    """The ``## Parent program`` section of a generation prompt (up to the next heading).
+
+    A joint-level search appends its turns after the generation prompt.
+    """
     user = next(str(m.content) for m in messages if "## Parent program" in str(m.content))
     return user.split("## Parent program", 1)[1].split("\n## ", 1)[0]
 
@@ -81,8 +85,11 @@ JOINT_QUERY = "convex hull area of points in a disk"
 
 
 def _joint(_n: int, text: str) -> dict[str, str]:
-    """A structured joint-search turn: one search per mutation call (the same query in every
-    iteration, so the second call's URLs are repeats), then answer."""
+    """A structured joint-search turn.
+
+    One search per mutation call (the same query in every iteration, so the second call's URLs are
+    repeats), then answer.
+    """
     if "Searches so far in this mutation:\n(none)" in text:
         return {"action": "search", "query": JOINT_QUERY}
     return {"action": "answer", "query": ""}
@@ -102,10 +109,12 @@ def _grounding_file(tmp_path: Path) -> Path:
 
 
 def _generate(messages: list[Any]) -> str:
-    """From the initial program a valid but worse child (radius 0.6 → 0.5); from any other
-    parent a comment-only edit. Iteration 1 therefore finds no new best, and every child of
-    iteration 2 repeats a population program (normalised): novelty rejects it, or the
-    evaluator scores it."""
+    """From the initial program a valid but worse child (radius 0.6 → 0.5).
+
+    From any other parent a comment-only edit. Iteration 1 therefore finds no new best, and every
+    child of iteration 2 repeats a population program (normalised): novelty rejects it, or the
+    evaluator scores it.
+    """
     return RADIUS_DOWN if RADIUS.format("0.6") in _current_program(messages) else COMMENT_ONLY
 
 
@@ -317,8 +326,7 @@ def check_row(
     events: list[dict[str, Any]],
     decisions: list[str],
 ) -> None:
-    """The defining behaviour of the ablation-ladder rows (README "Baselines and
-    ablations")."""
+    """The defining behaviour of the ablation-ladder rows (README "Baselines and ablations")."""
     r = cfg.retrieval
     generate_prompts = [prompt_text(m) for m in llm.prompts if prompt_kind(m) == "generate"]
     gate_prompts = [prompt_text(m) for m in llm.prompts if prompt_kind(m) == "gate"]

@@ -523,8 +523,11 @@ def test_missing_part_tells_how_to_install(monkeypatch, tmp_path):
 
 
 class _FakeLlama:
-    """Stands in for ``llama_cpp.Llama``: one word is one token, and like llama.cpp's single
-    context it holds the tokens of the last call (prompt + reply) in ``input_ids``."""
+    """Stands in for ``llama_cpp.Llama``.
+
+    One word is one token, and like llama.cpp's single context it holds the tokens of the last call
+    (prompt + reply) in ``input_ids``.
+    """
 
     def __init__(self, reply: str = GOOD) -> None:
         self.reply = reply

@@ -182,8 +182,11 @@ def test_summary_matches_the_raw_files(fake_run):
 
 
 def test_improvement_rates_by_evidence_and_decision_match_the_raw_files(fake_run):
-    """Paper §4's figures: iterations whose evidence held a document predicted (for the parent
-    that was mutated) to beat the parent vs iterations without documents; and per decision."""
+    """Paper §4's improvement rates, by evidence and by decision.
+
+    Paper §4's figures: iterations whose evidence held a document predicted (for the parent
+    that was mutated) to beat the parent vs iterations without documents; and per decision.
+    """
     rdir: Path = fake_run["dir"]
     s = run_summary(rdir)
     store = ProgramStore(rdir / "programs.sqlite")
@@ -306,8 +309,11 @@ def test_empty_and_missing_run_dir(tmp_path):
 
 
 def test_a_prediction_equal_to_the_shown_parent_score_does_not_beat_it(tmp_path):
-    """A model that copies the parent's score as the prompt shows it (6 significant digits)
-    predicts no change: the iteration is not counted as 'predicted to beat the parent'."""
+    """A prediction equal to the shown parent score does not beat it.
+
+    A model that copies the parent's score as the prompt shows it (6 significant digits)
+    predicts no change: the iteration is not counted as 'predicted to beat the parent'.
+    """
     from evoduet_graph.rundir.events import EventLog
     from evoduet_graph.search import Document, Prediction, SearchRecord
 

@@ -1,5 +1,8 @@
-"""Scaffold selection policies (top_k, best_of_n, EvoX rules), their configuration and the
-strategy instruction's place in the mutation prompt."""
+"""Scaffold selection policies, their configuration and the strategy instruction.
+
+Scaffold selection policies (top_k, best_of_n, EvoX rules), their configuration and the
+strategy instruction's place in the mutation prompt.
+"""
 
 from __future__ import annotations
 
