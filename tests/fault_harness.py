@@ -765,6 +765,43 @@ def choose_points(trace: list[str], count: int) -> list[tuple[int, bool]]:
     return sorted(set(chosen))
 
 
+def _check_resumed(
+    result: Scenario,
+    sdir: Path,
+    run_dir: Path,
+    counts_at_kill: list[Counter],
+    persisted_at_kill: list[set[str]],
+    reference: dict[str, Any],
+) -> None:
+    """Compare a finished resumed run with the kills it survived and the reference run.
+
+    Adds to ``result.problems`` (a persisted evaluation run again, a program evaluated more
+    often than the kills explain, broken files, a difference from ``reference``) and counts
+    the evaluations of work in flight that ran again and the programs lost.
+    """
+    final = evaluation_counts(sdir)
+    kills = len(counts_at_kill)
+    for sha, n in final.items():
+        for before, done in zip(counts_at_kill, persisted_at_kill, strict=True):
+            if sha in done and n > before.get(sha, 0):
+                result.problems.append(f"persisted evaluation {sha[:12]} ran again after resume")
+        if n > 1 + kills:
+            result.problems.append(f"program {sha[:12]} evaluated {n} times")
+        elif n > 1:
+            result.reevaluated_in_flight += n - 1
+    result.problems += file_problems(run_dir)
+    try:
+        got = snapshot(run_dir)
+    except (OSError, ValueError, sqlite3.Error) as exc:
+        result.problems.append(f"cannot read the resumed run: {exc}")
+    else:
+        missing = set(reference["programs"]) - set(got["programs"])
+        result.lost_programs = len(missing)
+        for key, expected in reference.items():
+            if got[key] != expected:
+                result.problems.append(f"{key} differs from the uninterrupted run")
+
+
 def run_scenario(
     workdir: Path,
     point: int,
@@ -828,27 +865,7 @@ def run_scenario(
             result.problems.append(f"the resumed run failed (status {status})")
             return finish()
     result.resumed = True
-    final = evaluation_counts(sdir)
-    kills = len(counts_at_kill)
-    for sha, n in final.items():
-        for before, done in zip(counts_at_kill, persisted_at_kill, strict=True):
-            if sha in done and n > before.get(sha, 0):
-                result.problems.append(f"persisted evaluation {sha[:12]} ran again after resume")
-        if n > 1 + kills:
-            result.problems.append(f"program {sha[:12]} evaluated {n} times")
-        elif n > 1:
-            result.reevaluated_in_flight += n - 1
-    result.problems += file_problems(run_dir)
-    try:
-        got = snapshot(run_dir)
-    except (OSError, ValueError, sqlite3.Error) as exc:
-        result.problems.append(f"cannot read the resumed run: {exc}")
-    else:
-        missing = set(reference["programs"]) - set(got["programs"])
-        result.lost_programs = len(missing)
-        for key, expected in reference.items():
-            if got[key] != expected:
-                result.problems.append(f"{key} differs from the uninterrupted run")
+    _check_resumed(result, sdir, run_dir, counts_at_kill, persisted_at_kill, reference)
     finish()
     if result.ok:
         shutil.rmtree(sdir, ignore_errors=True)

@@ -863,6 +863,24 @@ class _RewriteRejected(Exception):
     """A code block was found but cannot become a candidate; the message says why."""
 
 
+def _whole_program(code: str, parent: str, *, allow_fragment: bool) -> str:
+    """A rewrite taken as the whole program (no EVOLVE-BLOCK to restrict it to).
+
+    Raises:
+        _RewriteRejected: without ``allow_fragment``, the code has fewer than half the
+            parent's non-blank lines (a fragment, not a complete program).
+    """
+    if not allow_fragment:
+        have = sum(1 for line in code.split("\n") if line.strip())
+        need = sum(1 for line in parent.split("\n") if line.strip())
+        if have * 2 < need:
+            raise _RewriteRejected(
+                f"the code block has {have} non-blank lines, the program {need}: it looks "
+                "like a fragment, not a complete program"
+            )
+    return code + "\n" if parent.endswith("\n") else code
+
+
 def _extract_rewrite(
     text: str, parent: str, *, restrict: bool, allow_fragment: bool, language: str = "python"
 ) -> str | None:
@@ -885,15 +903,7 @@ def _extract_rewrite(
     regions = _regions_of_lines(parent_lines)
 
     if not (restrict and regions):
-        if not allow_fragment:
-            have = sum(1 for line in code_lines if line.strip())
-            need = sum(1 for line in parent_lines if line.strip())
-            if have * 2 < need:
-                raise _RewriteRejected(
-                    f"the code block has {have} non-blank lines, the program {need}: it looks "
-                    "like a fragment, not a complete program"
-                )
-        return code + "\n" if parent.endswith("\n") else code
+        return _whole_program(code, parent, allow_fragment=allow_fragment)
 
     outside_parent = {
         line.strip()

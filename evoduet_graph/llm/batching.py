@@ -8,7 +8,8 @@ cache, the prompt prefix they share is evaluated once and its KV cells are share
 decode step evaluates one token of every live sequence in one ``llama_decode``: the weights
 are read once per step for all sequences. On 2 CPU cores the matmuls are largely
 compute-bound, so a step of 4 sequences still costs 2-3× a step of 1 (``batch_bench.py``):
-batching saves the repeated prompt and part of the decode cost, not all of it. Each sequence has its own sampler chain (the chain of
+batching saves the repeated prompt and part of the decode cost, not all of it. Each sequence has
+its own sampler chain (the chain of
 ``llama_cpp.Llama`` — penalties, top-k, typical, top-p, min-p, temperature, seeded
 distribution — so a batched call samples like a sequential one), its own stop handling
 (end-of-generation token, stop strings, ``max_tokens``) and its own accounting.
@@ -473,13 +474,16 @@ class LlamaBackend:
             self._batch = None
 
     def cached_prefix(self) -> list[int]:
+        """Tokens whose KV cells sequence 0 holds (``Llama``'s own cache)."""
         return self.llama._input_ids.tolist()
 
     def drop_cached(self) -> None:
+        """Forget sequence 0's cache."""
         self.llama._ctx.kv_cache_seq_rm(0, 0, -1)
         self.llama.reset()
 
     def adopt(self, seq_id: int, tokens: list[int]) -> None:
+        """Make sequence 0's cache the first ``len(tokens)`` cells of ``seq_id``."""
         llama = self.llama
         llama._ctx.kv_cache_seq_rm(0, 0, -1)
         llama._ctx.kv_cache_seq_cp(seq_id, 0, 0, len(tokens))
@@ -488,14 +492,17 @@ class LlamaBackend:
         llama._requires_eval = True  # the context's logits are not this prompt's
 
     def seq_cp(self, src: int, dst: int, n: int) -> None:
+        """Share the cells of positions ``[0, n)`` of ``src`` with ``dst``."""
         self.llama._ctx.kv_cache_seq_cp(src, dst, 0, n)
 
     def seq_rm(self, seq_id: int) -> None:
+        """Remove every cell of ``seq_id`` (never 0: it belongs to ``llama_cpp.Llama``)."""
         if seq_id == 0:
             raise ValueError("sequence 0 belongs to llama_cpp.Llama")
         self._lib.llama_memory_seq_rm(self.llama._ctx.memory, seq_id, -1, -1)
 
     def decode(self, tokens: Sequence[tuple[int, int, int, bool]]) -> None:
+        """Evaluate ``(token, pos, seq_id, want_logits)`` entries in one ``llama_decode``."""
         batch = self._batch
         if len(tokens) > self.n_batch:
             raise ValueError(f"{len(tokens)} tokens exceed the batch size {self.n_batch}")
@@ -540,15 +547,19 @@ class LlamaBackend:
         return sampler
 
     def sample(self, sampler: Any, index: int) -> int:
+        """Sample (and accept) a token from the logits of entry ``index``."""
         return int(self._lib.llama_sampler_sample(sampler.sampler, self.llama._ctx.ctx, index))
 
     def free_sampler(self, sampler: Any) -> None:
+        """Free a sampler chain."""
         sampler.close()
 
     def is_eog(self, token: int) -> bool:
+        """Whether ``token`` ends generation."""
         return bool(self._lib.llama_vocab_is_eog(self._vocab, token))
 
     def piece(self, token: int) -> bytes:
+        """The bytes of ``token`` (cached)."""
         piece = self._pieces.get(token)
         if piece is None:
             size = 32

@@ -689,6 +689,7 @@ class LocalChatModel(BaseChatModel):
             schema: a pydantic model class or a JSON-schema dict.
             include_raw: return ``{"raw", "parsed", "parsing_error"}`` instead of raising.
             method: ``"json_schema"`` or ``"json_mode"``.
+            **kwargs: none is supported but a null ``strict`` (LangChain's signature).
 
         Raises:
             NotImplementedError: ``method="function_calling"``, or a schema llama.cpp cannot

@@ -328,10 +328,7 @@ class UsageTracker(UsageMetadataCallbackHandler):
         kwargs: dict[str, Any],
     ) -> None:
         scopes = _SCOPES.get()
-        if scopes:
-            node = scopes[-1].name
-        else:
-            node = _node_from_run(metadata, kwargs.get("tags"))
+        node = scopes[-1].name if scopes else _node_from_run(metadata, kwargs.get("tags"))
         run = _Run(
             node=node,
             scopes=scopes,

@@ -75,6 +75,7 @@ class KnowledgeFields(BaseModel):
         return _text(value)[:KNOWLEDGE_CHARS]
 
     def as_state(self) -> KnowledgeState:
+        """The knowledge state these fields describe."""
         return KnowledgeState(
             known=self.known, established=self.established, unresolved=self.unresolved
         )
@@ -183,6 +184,8 @@ def query_plan_schema(num_queries: int) -> type[QueryPlan]:
 
 
 class DocumentScore(BaseModel):
+    """One document's predicted child score (the list form of `DocumentScores`)."""
+
     doc_id: str = Field(max_length=40)
     predicted_score: float
 

@@ -171,6 +171,40 @@ def test_shipped_config_runs_and_shows_its_behaviour(config_path, tmp_path):
     check_behaviour(cfg, rdir, result, llm, searcher)
 
 
+def _last_improvement(improved: set[int], i: int) -> int:
+    """``last_improvement_iteration`` as iteration ``i`` starts."""
+    return max((j for j in improved if j < i), default=0)
+
+
+def _check_gate(
+    cfg: EvoDuetConfig, rdir: Path, kinds: Counter, improved: set[int]
+) -> list[str]:
+    """Assert the gate decided as ``cfg.gate.mode`` says; return its decisions by iteration."""
+    gates = _node_events(rdir, "gate")
+    decisions = _by_iteration(gates, "gate_decision")
+    reasons = _by_iteration(gates, "gate_reason")
+    if cfg.gate.mode == "llm":
+        assert decisions == LLM_GATE
+        assert reasons == [f"scripted gate answer {n}" for n in range(ITERATIONS)]
+        assert kinds["gate"] == ITERATIONS
+    elif cfg.gate.mode == "oracle":
+        assert decisions == ["no-op"] * ITERATIONS and kinds["gate"] == 0
+        assert all(reason.startswith("gate mode oracle") for reason in reasons)
+    else:
+        expected = [
+            rule_decision(
+                {"iteration": i, "last_improvement_iteration": _last_improvement(improved, i)},
+                SimpleNamespace(config=cfg),  # type: ignore[arg-type]
+            )
+            for i in range(1, ITERATIONS + 1)
+        ]
+        assert list(zip(decisions, reasons, strict=True)) == expected
+        assert kinds["gate"] == 0
+    if cfg.gate.mode == "always":
+        assert decisions == ["retrieve"] * ITERATIONS
+    return decisions
+
+
 def check_behaviour(
     cfg: EvoDuetConfig, rdir: Path, result: Any, llm: ScriptedChatModel, searcher: FakeSearcher
 ) -> None:
@@ -186,33 +220,8 @@ def check_behaviour(
     assert improved == set() and result.best_id == "initial"
     assert result.metric_value == pytest.approx(initial)
 
-    def last_improvement(i: int) -> int:
-        """``last_improvement_iteration`` as iteration ``i`` starts."""
-        return max((j for j in improved if j < i), default=0)
-
     # -- gate ------------------------------------------------------------------------------
-    gates = _node_events(rdir, "gate")
-    decisions = _by_iteration(gates, "gate_decision")
-    reasons = _by_iteration(gates, "gate_reason")
-    if cfg.gate.mode == "llm":
-        assert decisions == LLM_GATE
-        assert reasons == [f"scripted gate answer {n}" for n in range(ITERATIONS)]
-        assert kinds["gate"] == ITERATIONS
-    elif cfg.gate.mode == "oracle":
-        assert decisions == ["no-op"] * ITERATIONS and kinds["gate"] == 0
-        assert all(reason.startswith("gate mode oracle") for reason in reasons)
-    else:
-        expected = [
-            rule_decision(
-                {"iteration": i, "last_improvement_iteration": last_improvement(i)},
-                SimpleNamespace(config=cfg),  # type: ignore[arg-type]
-            )
-            for i in range(1, ITERATIONS + 1)
-        ]
-        assert list(zip(decisions, reasons, strict=True)) == expected
-        assert kinds["gate"] == 0
-    if cfg.gate.mode == "always":
-        assert decisions == ["retrieve"] * ITERATIONS
+    decisions = _check_gate(cfg, rdir, kinds, improved)
 
     # -- retrieval (inner loop, search backend, D_search) -----------------------------------
     r = cfg.retrieval
@@ -294,7 +303,7 @@ def check_behaviour(
         # the initial strategy (window from iteration 1) is revised at the first iteration
         # that follows `strategy_patience` iterations without a new best; 2 iterations leave
         # room for one revision at most
-        stale = {i: i - 1 - last_improvement(i) for i in range(2, ITERATIONS + 1)}
+        stale = {i: i - 1 - _last_improvement(improved, i) for i in range(2, ITERATIONS + 1)}
         revised = [i for i in stale if stale[i] >= cfg.evox.strategy_patience][:1]
         expected_log = [(1, "initial")] + [(i, "revised") for i in revised]
         events = [e for e in read_events(rdir / "events.jsonl") if e["event"] == "strategy"]
