@@ -400,13 +400,15 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         f"Command: `{results['command']}`  ",
         (
-            f"Package commit: `{results['package_commit']}`; {results['iterations']} iterations per "
+            f"Package commit: `{results['package_commit']}`; "
+            f"{results['iterations']} iterations per "
             f"case, seed {results['seed']}; model load {results['model_load_s']} s (not counted); "
             f"{results['cores']} cores; {results['started_utc']} → {results['finished_utc']} UTC."
         ),
         "",
         (
-            f"Machine load before: loadavg {results['load_before']['loadavg_1_5_15']}, busiest other "
+            f"Machine load before: loadavg {results['load_before']['loadavg_1_5_15']}, "
+            "busiest other "
             f"processes {_procs(results['load_before'])}; after: loadavg "
             f"{results['load_after']['loadavg_1_5_15']}, {_procs(results['load_after'])}."
         ),

@@ -656,8 +656,8 @@ class BudgetConfig(_Section):
         None,
         gt=0,
         description="Most estimated spend in USD for priced models (the genai-prices "
-        "catalogue, overridden/extended by `prices`: `evoduet_graph.rundir.pricing`); `local` costs "
-        "0, and a model neither prices cannot be stopped by this limit.",
+        "catalogue, overridden/extended by `prices`: `evoduet_graph.rundir.pricing`); "
+        "`local` costs 0, and a model neither prices cannot be stopped by this limit.",
     )
     max_wall_s: float | None = Field(
         None, gt=0, description="Most wall-clock seconds of the run, summed over resumes."

@@ -97,7 +97,7 @@ _MARKER_SUFFIX = ".verified.json"
 
 
 class LocalModelError(UserError, RuntimeError):
-    """The embedded model cannot be assembled, verified or loaded; the message says why/what to do."""
+    """The embedded model cannot be assembled, verified or loaded; the message says what to do."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -106,7 +106,10 @@ class LocalModelError(UserError, RuntimeError):
 
 
 def default_cache_dir() -> Path:
-    """Directory of the assembled GGUF: ``$EVODUET_CACHE_DIR`` or ``~/.cache/evoduet_graph/models``."""
+    """Directory of the assembled GGUF.
+
+    ``$EVODUET_CACHE_DIR``, else ``~/.cache/evoduet_graph/models``.
+    """
     env = os.environ.get("EVODUET_CACHE_DIR")
     if env:
         return Path(env).expanduser()

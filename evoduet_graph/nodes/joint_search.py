@@ -24,11 +24,11 @@ Each returned document is shown with at most ``joint_search.max_result_chars`` /
 results_per_query) characters, so one mutation call sees no more document text than the
 method's evidence block (a real run on the embedded model overflowed its 8192-token context
 with uncapped results). Every search is recorded exactly as the method's: a ``search`` event
-(query, URLs, document ids), the documents in D_search, and one record per candidate (``jnt_<iteration>_c<index>``,
-decision ``joint-search``, one round per search with its query and results), so queries,
-distinct URLs and the repeated-URL share are measured the same way for both (the paper's
-88.1% vs 62.4% comparison); ``record`` credits each candidate's record with that candidate's
-realised Δ. The novelty resample of a rejected child is a plain call (no second search loop).
+(query, URLs, document ids), the documents in D_search, and one record per candidate
+(``jnt_<iteration>_c<index>``, decision ``joint-search``, one round per search with its query
+and results), so queries, distinct URLs and the repeated-URL share are measured the same way
+for both (the paper's 88.1% vs 62.4% comparison); ``record`` credits each candidate's record
+with that candidate's realised Δ. The novelty resample of a rejected child is a plain call (no second search loop).
 """
 
 from __future__ import annotations

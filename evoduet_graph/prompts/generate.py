@@ -24,8 +24,8 @@ four changes that matter for a 1.5B model with a small context on a CPU:
 
 A rewrite of a parent with exactly one EVOLVE-BLOCK asks for the block's new code only
 (``format_rewrite_block.md``; issue 17: the model writes no copy of the fixed code, and
-`evoduet_graph.candidates.diffs.extract_rewrite` splices the block in, rule 3); other rewrites ask for
-the whole program (``format_rewrite.md``).
+`evoduet_graph.candidates.diffs.extract_rewrite` splices the block in, rule 3); other rewrites
+ask for the whole program (``format_rewrite.md``).
 
 The text lives in ``prompts/generate_user.md``, ``generate_evidence.md``, ``format_diff.md``,
 ``format_rewrite.md`` and ``format_rewrite_block.md`` (`string.Template` syntax, see
@@ -115,7 +115,8 @@ class AttemptView:
         score: Its score (higher is better), ``None`` when not evaluated.
         error: Why it failed (diff that did not apply, exception, timeout), else ``None``.
         artifacts: Evaluator artifacts (name → text), e.g. ``stderr``, ``traceback``.
-        diff_summary: `evoduet_graph.candidates.diffs.code_diff_summary` of parent → attempt, or ``""``.
+        diff_summary: `evoduet_graph.candidates.diffs.code_diff_summary` of parent → attempt,
+            or ``""``.
     """
 
     iteration: int

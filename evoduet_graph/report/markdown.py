@@ -371,7 +371,7 @@ def report_markdown(
 
 
 def _improvement_section(imp: dict[str, Any], predictions: int) -> list[str]:
-    """"Improvement rate by evidence".
+    """The "Improvement rate by evidence" section.
 
     The paper's comparison of iterations whose evidence held a document predicted to beat the parent
     with iterations without documents.
@@ -410,7 +410,7 @@ def md_usd(value: float | None) -> str:
 
 
 def _cost_section(cost: dict[str, Any], total: dict[str, Any]) -> list[str]:
-    """"Cost": USD of the LLM tokens and the search calls, with or without a budget."""
+    """The "Cost" section: USD of the LLM tokens and the search calls, with or without a budget."""
     source = {
         "local": "the embedded model is free",
         "config": "`budget.prices` of the run's config",
@@ -438,7 +438,7 @@ _TOP_QUERIES = 5
 
 
 def _novelty_section(nov: dict[str, Any]) -> list[str]:
-    """"Novelty rejections": near-duplicate drafts rejected before evaluation."""
+    """The "Novelty rejections" section: near-duplicate drafts rejected before evaluation."""
     out = ["## Novelty rejections", ""]
     if not nov["rejections"]:
         return [*out, "No candidate was rejected as a near-duplicate before evaluation.", ""]
@@ -500,7 +500,7 @@ def _query_delta_section(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def _lineage_section(steps: list[dict[str, Any]]) -> list[str]:
-    """"Lineage of the best program": the parent chain with scores and a diff per step."""
+    """The "Lineage of the best program" section: parent chain, scores, a diff per step."""
     out = ["## Lineage of the best program", ""]
     if not steps:
         missing = "No readable program store (`programs.sqlite` is missing or damaged) to trace"
