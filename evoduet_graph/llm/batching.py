@@ -49,7 +49,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 __all__ = [
     "BatchDecoder",
@@ -475,7 +475,7 @@ class LlamaBackend:
 
     def cached_prefix(self) -> list[int]:
         """Tokens whose KV cells sequence 0 holds (``Llama``'s own cache)."""
-        return self.llama._input_ids.tolist()
+        return cast(list[int], self.llama._input_ids.tolist())  # ndarray.tolist() is untyped
 
     def drop_cached(self) -> None:
         """Forget sequence 0's cache."""
@@ -525,7 +525,7 @@ class LlamaBackend:
         """The chain ``Llama._init_sampler`` builds (same order, same defaults)."""
         from llama_cpp import _internals
 
-        sampler = _internals.LlamaSampler()
+        sampler = _internals.LlamaSampler()  # type: ignore[no-untyped-call]  # llama_cpp: no annotation
         sampler.add_penalties(
             n_vocab=self.llama._n_vocab,
             penalty_last_n=self.llama.last_n_tokens_size,
@@ -536,7 +536,7 @@ class LlamaBackend:
         if params.temperature < 0.0:
             sampler.add_dist(params.seed)
         elif params.temperature == 0.0:
-            sampler.add_greedy()
+            sampler.add_greedy()  # type: ignore[no-untyped-call]  # llama_cpp: no annotation
         else:
             sampler.add_top_k(params.top_k)
             sampler.add_typical(1.0, 1)

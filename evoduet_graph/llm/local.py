@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self, cast
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.exceptions import ContextOverflowError
@@ -61,6 +61,7 @@ from evoduet_graph.llm.batching import (
     BatchDecoder,
     LlamaBackend,
     SamplingParams,
+    SequenceRequest,
     enable_parallel_sequences,
     new_request,
     resolve_seed,
@@ -69,6 +70,8 @@ from evoduet_graph.llm.text import message_text
 from evoduet_graph.rundir.lock import file_lock
 
 if TYPE_CHECKING:
+    from llama_cpp.llama_types import ChatCompletionRequestMessage
+
     from evoduet_graph.config import LLMConfig
 
 __all__ = [
@@ -301,7 +304,7 @@ class _Loaded:
     lock: threading.Lock  # llama.cpp contexts are not thread-safe: one call at a time
     parallel: int = 1  # sequences decoded together (1: no batching)
     decoder: BatchDecoder | None = None
-    queue: deque = field(default_factory=deque)  # batched requests not yet admitted
+    queue: deque[SequenceRequest] = field(default_factory=deque)  # batched, not yet admitted
     guard: threading.Lock = field(default_factory=threading.Lock)  # guards ``queue``
 
 
@@ -726,8 +729,8 @@ class LocalChatModel(BaseChatModel):
                 "use 'json_schema' or 'json_mode'"
             )
         llm = self.bind(response_format=response_format)
-        parser: Runnable = (
-            PydanticOutputParser(pydantic_object=schema)  # type: ignore[arg-type]
+        parser: Runnable[Any, Any] = (
+            PydanticOutputParser(pydantic_object=schema)
             if is_pydantic
             else JsonOutputParser()
         )
@@ -765,7 +768,8 @@ def _chat_prompt(llama: Any, messages: list[dict[str, str]]) -> Any:
             stop_token_ids=[eos_id],
         )
         llama._evoduet_formatter = formatter
-    return formatter(messages=messages)
+    # the role/content dicts are llama_cpp's ChatCompletionRequestMessage TypedDicts
+    return formatter(messages=cast("list[ChatCompletionRequestMessage]", messages))
 
 
 def make_local_chat_model(

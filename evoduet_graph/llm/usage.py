@@ -362,8 +362,9 @@ class UsageTracker(UsageMetadataCallbackHandler):
         """Same as `on_chat_model_start`, for completion-style LLMs."""
         self._start(serialized, run_id, metadata, kwargs)
 
-    def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
+    def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
         """Count one finished call with its tokens and latency."""
+        run_id: UUID = kwargs.pop("run_id")  # LangChain always passes it (keyword)
         super().on_llm_end(response, **kwargs)  # per-model totals (LangChain's handler)
         self._finish(run_id, _usage_of(response))
 

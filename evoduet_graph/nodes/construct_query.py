@@ -50,7 +50,8 @@ def clean_queries(raw: list[str], issued: list[str], limit: int, max_chars: int)
 
 def fallback_query(state: InnerState, ctx: Context) -> str:
     """A query from the unresolved gap, else from the task instruction's first line."""
-    gap = (state.get("knowledge_state") or {}).get("unresolved") or ""
+    knowledge = state.get("knowledge_state")
+    gap = (knowledge.get("unresolved") if knowledge else None) or ""
     text = gap or next((ln for ln in ctx.task.instruction.splitlines() if ln.strip()), "")
     return " ".join(text.split())[: ctx.config.retrieval.max_query_chars] or ctx.task.name
 
@@ -66,7 +67,7 @@ def construct_query(state: InnerState, runtime: Runtime[Context]) -> dict[str, A
         context=context_text(ctx, state["parent_id"], state.get("iteration", 0)),
         knowledge=knowledge_text(knowledge),
         descriptor=population_descriptor(ctx, dict(state)),
-        database=database_text(ctx, (knowledge or {}).get("unresolved")),
+        database=database_text(ctx, knowledge.get("unresolved") if knowledge else None),
         retained=retained_text(state.get("retained", [])) if state.get("round", 0) else "(none yet)",
         previous_queries="\n".join(f"- {q}" for q in issued) or "(none)",
         num_queries=retrieval.queries_per_round,

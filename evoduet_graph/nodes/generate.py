@@ -28,7 +28,7 @@ novelty resample is a plain call.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from langgraph.runtime import Runtime
 
@@ -47,7 +47,7 @@ from evoduet_graph.prompts.generate import (
     build_initial_messages,
 )
 from evoduet_graph.rundir.store import ProgramRow, ProgramStore, code_sha
-from evoduet_graph.state import CandidateRecord, GenerateInput
+from evoduet_graph.state import CandidateRecord, CandidateStatus, GenerateInput
 
 
 def candidate_id(iteration: int, index: int) -> str:
@@ -351,7 +351,8 @@ def generate(payload: GenerateInput, runtime: Runtime[Context]) -> dict[str, Any
         if row.status == "generated" and not verdict.novel:
             row.status, row.error = "duplicate", f"near-duplicate: {verdict.reason}"
     ctx.store.put_program(row)
+    status = cast(CandidateStatus, row.status)  # set above to one of the candidate statuses
     record = CandidateRecord(
-        id=cid, index=index, status=row.status, score=None, valid=False, error=row.error
+        id=cid, index=index, status=status, score=None, valid=False, error=row.error
     )
     return {"candidates": [record]}

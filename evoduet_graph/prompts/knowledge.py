@@ -16,6 +16,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    JsonValue,
     PrivateAttr,
     StringConstraints,
     create_model,
@@ -148,7 +149,7 @@ class QueryPlan(BaseModel):
     @model_validator(mode="wrap")
     @classmethod
     def _count_dropped(cls, data: Any, handler: Any) -> QueryPlan:
-        plan = handler(data)
+        plan: QueryPlan = handler(data)
         raw = data.get("queries") if isinstance(data, dict) else None
         if isinstance(raw, list | tuple):
             plan._dropped = [repr(v)[:40] for v in raw if not isinstance(v, str)]
@@ -200,6 +201,14 @@ class DocumentScores(KnowledgeFields):
     def _cap(cls, value: Any) -> Any:
         return value[:40] if isinstance(value, list) else value
 
+    def predicted(self) -> dict[str, float]:
+        """The predicted child score by document id.
+
+        The variant `scores_schema` builds (the one the model is asked for) overrides this with
+        its keyed ``scores``.
+        """
+        return {s.doc_id: s.predicted_score for s in self.scores}
+
 
 def scores_schema(doc_ids: list[str]) -> type[DocumentScores]:
     """A `DocumentScores` variant whose ``scores`` is an object keyed by exactly ``doc_ids``.
@@ -213,16 +222,19 @@ def scores_schema(doc_ids: list[str]) -> type[DocumentScores]:
     fields: dict[str, Any] = {
         f"d{i}": (float, Field(None, alias=doc_id)) for i, doc_id in enumerate(doc_ids)
     }
-    score_map = create_model(  # type: ignore[call-overload]
+    required: list[JsonValue] = list(doc_ids)
+    score_map = create_model(
         "ScoreMap",
         __config__=ConfigDict(
-            populate_by_name=True, extra="ignore", json_schema_extra={"required": doc_ids}
+            populate_by_name=True, extra="ignore", json_schema_extra={"required": required}
         ),
         **fields,
     )
 
     class KeyedDocumentScores(DocumentScores):
-        scores: score_map  # type: ignore[valid-type]
+        # pydantic builds ``score_map`` at run time (mypy cannot see it as a type); this schema
+        # variant replaces the base's list with that keyed object
+        scores: score_map  # type: ignore[assignment]
 
         @field_validator("scores", mode="before")
         @classmethod
@@ -236,6 +248,7 @@ def scores_schema(doc_ids: list[str]) -> type[DocumentScores]:
             return value
 
         def predicted(self) -> dict[str, float]:
+            """The predicted child score by document id (ids the model left out omitted)."""
             dumped = self.scores.model_dump(by_alias=True)
             return {k: float(v) for k, v in dumped.items() if v is not None}
 
@@ -283,16 +296,17 @@ def ratings_schema(doc_ids: list[str]) -> type[DocumentRatings]:
         f"d{i}": (DocumentRating | None, Field(None, alias=doc_id))
         for i, doc_id in enumerate(doc_ids)
     }
-    rating_map = create_model(  # type: ignore[call-overload]
+    required: list[JsonValue] = list(doc_ids)
+    rating_map = create_model(
         "RatingMap",
         __config__=ConfigDict(
-            populate_by_name=True, extra="ignore", json_schema_extra={"required": doc_ids}
+            populate_by_name=True, extra="ignore", json_schema_extra={"required": required}
         ),
         **fields,
     )
 
     class KeyedDocumentRatings(DocumentRatings):
-        ratings: rating_map  # type: ignore[valid-type]
+        ratings: rating_map
 
         @field_validator("ratings", mode="before")
         @classmethod
