@@ -28,7 +28,8 @@ with uncapped results). Every search is recorded exactly as the method's: a ``se
 (``jnt_<iteration>_c<index>``, decision ``joint-search``, one round per search with its query
 and results), so queries, distinct URLs and the repeated-URL share are measured the same way
 for both (the paper's 88.1% vs 62.4% comparison); ``record`` credits each candidate's record
-with that candidate's realised Δ. The novelty resample of a rejected child is a plain call (no second search loop).
+with that candidate's realised Δ. The novelty resample of a rejected child is a plain call (no
+second search loop).
 """
 
 from __future__ import annotations
