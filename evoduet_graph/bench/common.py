@@ -121,6 +121,55 @@ class MethodOutcome:
         return asdict(self)
 
     @classmethod
+    def from_series(
+        cls,
+        *,
+        curve: list[float],
+        calls_by_it: dict[int, int],
+        tokens_by_it: dict[int, int],
+        sessions: list[Session],
+        stamps: dict[int, float],
+        iterations: int,
+        initial: float | None,
+        best: float | None,
+        best_code: str | None,
+        notes: list[str] | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> MethodOutcome:
+        """The outcome of a method from its per-iteration series (one home for every method).
+
+        Args:
+            curve: best so far per iteration, 0..``iterations``.
+            calls_by_it: LLM calls per iteration.
+            tokens_by_it: tokens per iteration.
+            sessions: the method's sessions (for wall time).
+            stamps: the end time of each iteration.
+            iterations: iterations completed.
+            initial: the initial program's metric.
+            best: the best metric.
+            best_code: the best program's source.
+            notes: remarks worth showing.
+            details: method-specific extras.
+
+        Returns:
+            The outcome; totals are the last point's (`iteration_points`), wall time the
+            sessions' total (`total_wall`).
+        """
+        points = iteration_points(curve, calls_by_it, tokens_by_it, sessions, stamps, iterations)
+        return cls(
+            iterations=iterations,
+            initial=initial,
+            best=best,
+            best_code=best_code,
+            points=points,
+            llm_calls=points[-1].llm_calls if points else 0,
+            tokens=points[-1].tokens if points else 0,
+            wall_s=total_wall(sessions, stamps.values()),
+            notes=notes if notes is not None else [],
+            details=details if details is not None else {},
+        )
+
+    @classmethod
     def from_json(cls, data: dict[str, Any]) -> MethodOutcome:
         """Inverse of `to_json`."""
         data = dict(data)

@@ -17,9 +17,7 @@ from evoduet_graph.bench.common import (
     MethodOutcome,
     Session,
     is_better,
-    iteration_points,
     running_best,
-    total_wall,
 )
 from evoduet_graph.bench.endpoint import endpoint_chat_model
 from evoduet_graph.config import EvoDuetConfig, merge_config
@@ -188,19 +186,16 @@ def graph_outcome(
     usage = usage_by_iteration(events)
     calls_by_it = {it: u.llm_calls for it, u in usage.items()}
     tokens_by_it = {it: u.tokens for it, u in usage.items()}
-    points = iteration_points(curve, calls_by_it, tokens_by_it, sessions, stamps, iterations)
-    calls = points[-1].llm_calls if points else 0
-    tokens = points[-1].tokens if points else 0
-    total = total_wall(sessions, stamps.values())
-    return MethodOutcome(
+    return MethodOutcome.from_series(
+        curve=curve,
+        calls_by_it=calls_by_it,
+        tokens_by_it=tokens_by_it,
+        sessions=sessions,
+        stamps=stamps,
         iterations=iterations,
         initial=initial,
         best=best,
         best_code=best_code,
-        points=points,
-        llm_calls=calls,
-        tokens=tokens,
-        wall_s=total,
         details={
             "programs": len(rows),
             "valid_programs": sum(len(v) for v in by_iteration.values()),
