@@ -14,6 +14,7 @@ import yaml
 import evoduet_graph
 from evoduet_graph.bench.common import (
     BenchError,
+    IterationSeries,
     MethodOutcome,
     Session,
     is_better,
@@ -187,12 +188,7 @@ def graph_outcome(
     calls_by_it = {it: u.llm_calls for it, u in usage.items()}
     tokens_by_it = {it: u.tokens for it, u in usage.items()}
     return MethodOutcome.from_series(
-        curve=curve,
-        calls_by_it=calls_by_it,
-        tokens_by_it=tokens_by_it,
-        sessions=sessions,
-        stamps=stamps,
-        iterations=iterations,
+        IterationSeries(curve, calls_by_it, tokens_by_it, sessions, stamps, iterations),
         initial=initial,
         best=best,
         best_code=best_code,

@@ -49,6 +49,7 @@ import yaml
 
 from evoduet_graph.bench.common import (
     Endpoint,
+    IterationSeries,
     MethodOutcome,
     Session,
     is_better,
@@ -736,12 +737,7 @@ def _outcome(
     stamps = {rec.iteration: rec.timestamp for rec in records}
     invalid = sum(1 for r in records if r.code is not None and r.fitness is None)
     return MethodOutcome.from_series(
-        curve=curve,
-        calls_by_it=calls_by_it,
-        tokens_by_it=tokens_by_it,
-        sessions=sessions,
-        stamps=stamps,
-        iterations=iterations,
+        IterationSeries(curve, calls_by_it, tokens_by_it, sessions, stamps, iterations),
         initial=initial,
         best=best,
         best_code=best_code,

@@ -41,12 +41,12 @@ def look_up(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
     record_id = record_id_for("lku", iteration)
     add_evidence_record(
         ctx,
+        decision="look-up",
+        docs=docs,
+        rounds=[],
         record_id=record_id,
         parent=parent,
         iteration=iteration,
         knowledge_state=state.get("knowledge_state"),
-        rounds=[],
-        docs=docs,
-        decision="look-up",
     )
     return {"documents": docs, "evidence_record_id": record_id}

@@ -39,25 +39,25 @@ def inner_rounds(ctx: Context) -> int:
 def add_evidence_record(
     ctx: Context,
     *,
+    decision: Literal["retrieve", "look-up"],
+    docs: list[DocumentRef],
+    rounds: list[SearchRoundLog],
     record_id: str,
     parent: ProgramRow,
     iteration: int,
     knowledge_state: dict[str, Any] | None,
-    rounds: list[SearchRoundLog],
-    docs: list[DocumentRef],
-    decision: Literal["retrieve", "look-up"],
 ) -> None:
     """Write the search-database record of one retrieval or look-up (one home for both nodes).
 
     Args:
         ctx: the run's context (its ``search_db`` receives the record).
+        decision: ``retrieve`` or ``look-up``.
+        docs: the documents handed to the outer loop.
+        rounds: the inner-loop rounds (empty for a look-up).
         record_id: the deterministic id (`record_id_for`).
         parent: the iteration's parent program.
         iteration: the outer iteration.
         knowledge_state: the final knowledge state (None: empty).
-        rounds: the inner-loop rounds (empty for a look-up).
-        docs: the documents handed to the outer loop.
-        decision: ``retrieve`` or ``look-up``.
     """
     ctx.search_db.add_record(
         SearchRecord(
@@ -125,13 +125,13 @@ def make_retrieve(inner: CompiledStateGraph) -> Any:
         retained = list(out.get("retained", []))
         add_evidence_record(
             ctx,
+            decision="retrieve",
+            docs=retained,
+            rounds=[round_log(log) for log in out.get("round_logs", [])],
             record_id=record_id,
             parent=parent,
             iteration=iteration,
             knowledge_state=out.get("knowledge_state"),
-            rounds=[round_log(log) for log in out.get("round_logs", [])],
-            docs=retained,
-            decision="retrieve",
         )
         if not retained:
             errors = [e for log in out.get("round_logs", []) for e in log.get("errors", [])]

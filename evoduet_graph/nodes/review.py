@@ -97,13 +97,8 @@ def _ask(
                 == (kind, iteration, round_, attempt)
                 for ev in _events(ctx)
             ):
-                ctx.events.emit(
-                    "review_refused",
-                    kind=kind,
-                    iteration=iteration,
-                    round=round_,
-                    attempt=attempt,
-                    error=error,
+                _emit_review(
+                    ctx, "review_refused", kind, iteration, round_, attempt=attempt, error=error
                 )
 
 
@@ -146,7 +141,16 @@ def review_queries(ctx: Context, state: dict[str, Any], queries: list[str]) -> l
         lambda p: {"round": round_, "queries": p, "knowledge_gap": gap},
         lambda answer, p: parse_queries(answer, p, max_chars),
     )
-    _emit_review(ctx, "review_queries", iteration, round_, proposal, reviewed)
+    _emit_review(
+        ctx,
+        "review",
+        "review_queries",
+        iteration,
+        round_,
+        proposal=proposal,
+        answer=reviewed,
+        edited=reviewed != proposal,
+    )
     return reviewed
 
 
@@ -212,31 +216,31 @@ def review_gate(
         },
         lambda answer, p: parse_decision(answer, p, ctx),
     )
+    proposed, decided = proposal.get("gate_decision"), update["gate_decision"]
     _emit_review(
-        ctx, "review_gate", iteration, None, proposal.get("gate_decision"), update["gate_decision"]
+        ctx,
+        "review",
+        "review_gate",
+        iteration,
+        None,
+        proposal=proposed,
+        answer=decided,
+        edited=decided != proposed,
     )
     return update
 
 
 def _emit_review(
-    ctx: Context, kind: str, iteration: int, round_: int | None, proposal: Any, answer: Any
+    ctx: Context, event: str, kind: str, iteration: int, round_: int | None, **fields: Any
 ) -> None:
-    """Log one review (the ``review`` event): what was proposed, what was answered.
+    """Log one review event (``review`` or ``review_refused``) with the fields they share.
 
     Args:
         ctx: the run's context (its event log).
+        event: the event name.
         kind: ``review_queries`` or ``review_gate``.
         iteration: the outer iteration.
         round_: the inner round (None for the gate).
-        proposal: what the model proposed.
-        answer: what the reviewer kept (``edited`` when it differs).
+        **fields: the event's own fields.
     """
-    ctx.events.emit(
-        "review",
-        kind=kind,
-        iteration=iteration,
-        round=round_,
-        proposal=proposal,
-        answer=answer,
-        edited=answer != proposal,
-    )
+    ctx.events.emit(event, kind=kind, iteration=iteration, round=round_, **fields)

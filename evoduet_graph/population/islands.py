@@ -28,7 +28,6 @@ from rapidfuzz.distance import Indel
 from evoduet_graph.config import PopulationConfig
 from evoduet_graph.population.base import (
     EmptyPopulationError,
-    EntryIndex,
     GetCode,
     ProgramEntry,
     Sample,
@@ -37,6 +36,7 @@ from evoduet_graph.population.base import (
     code_hash,
     score_summary,
 )
+from evoduet_graph.population.index import EntryIndex
 
 DIVERSITY_REFERENCE_SIZE = 20
 """Programs in the diversity reference set (OpenEvolve ``diversity_reference_size``)."""

@@ -8,7 +8,6 @@ from typing import Any
 from evoduet_graph.config import PopulationConfig
 from evoduet_graph.population.base import (
     EmptyPopulationError,
-    EntryIndex,
     GetCode,
     ProgramEntry,
     Sample,
@@ -16,6 +15,7 @@ from evoduet_graph.population.base import (
     check_score,
     score_summary,
 )
+from evoduet_graph.population.index import EntryIndex
 
 
 class TopKPopulation(EntryIndex):
