@@ -97,8 +97,13 @@ def _ask(
                 == (kind, iteration, round_, attempt)
                 for ev in _events(ctx)
             ):
-                _emit_review(
-                    ctx, "review_refused", kind, iteration, round_, attempt=attempt, error=error
+                ctx.events.emit(
+                    "review_refused",
+                    kind=kind,
+                    iteration=iteration,
+                    round=round_,
+                    attempt=attempt,
+                    error=error,
                 )
 
 
@@ -141,16 +146,7 @@ def review_queries(ctx: Context, state: dict[str, Any], queries: list[str]) -> l
         lambda p: {"round": round_, "queries": p, "knowledge_gap": gap},
         lambda answer, p: parse_queries(answer, p, max_chars),
     )
-    _emit_review(
-        ctx,
-        "review",
-        "review_queries",
-        iteration,
-        round_,
-        proposal=proposal,
-        answer=reviewed,
-        edited=reviewed != proposal,
-    )
+    _emit_review(ctx, "review_queries", iteration, round_, proposal, reviewed)
     return reviewed
 
 
@@ -217,30 +213,29 @@ def review_gate(
         lambda answer, p: parse_decision(answer, p, ctx),
     )
     proposed, decided = proposal.get("gate_decision"), update["gate_decision"]
-    _emit_review(
-        ctx,
-        "review",
-        "review_gate",
-        iteration,
-        None,
-        proposal=proposed,
-        answer=decided,
-        edited=decided != proposed,
-    )
+    _emit_review(ctx, "review_gate", iteration, None, proposed, decided)
     return update
 
 
 def _emit_review(
-    ctx: Context, event: str, kind: str, iteration: int, round_: int | None, **fields: Any
+    ctx: Context, kind: str, iteration: int, round_: int | None, proposal: Any, answer: Any
 ) -> None:
-    """Log one review event (``review`` or ``review_refused``) with the fields they share.
+    """Log one review (the ``review`` event): what was proposed, what was answered.
 
     Args:
         ctx: the run's context (its event log).
-        event: the event name.
         kind: ``review_queries`` or ``review_gate``.
         iteration: the outer iteration.
         round_: the inner round (None for the gate).
-        **fields: the event's own fields.
+        proposal: what the model proposed.
+        answer: what the reviewer kept (``edited`` when it differs).
     """
-    ctx.events.emit(event, kind=kind, iteration=iteration, round=round_, **fields)
+    ctx.events.emit(
+        "review",
+        kind=kind,
+        iteration=iteration,
+        round=round_,
+        proposal=proposal,
+        answer=answer,
+        edited=answer != proposal,
+    )
