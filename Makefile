@@ -3,8 +3,9 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 # `make run`: EvoDuet (LLM gate, offline search over the task's docs/) on the embedded model,
-# within 15 minutes on 2 cores: a no-op iteration of the smoke task takes 1-1.5 min, a
-# retrieving one (the 3-round inner loop) 5-7 min on a loaded 2-core machine.
+# 10-20 minutes on 2 cores: a no-op iteration of the smoke task takes 1.5-2 min, a retrieving
+# one (the 3-round inner loop) 5-8 min; several times longer on a machine shared with other jobs
+# (figures: benchmarks/results/embedded/).
 TASK ?= tasks/smoke_polygon_area
 ITERATIONS ?= 3
 PORT ?= 2024

@@ -89,6 +89,14 @@ class LLMConfig(_Section):
     local_n_threads: int | None = Field(
         None, description="CPU threads for the embedded model; default: all cores."
     )
+    local_parallel: int = Field(
+        8,
+        ge=1,
+        le=64,
+        description="Free-text calls of the embedded model decoded together as one llama.cpp "
+        "batch (the N candidates of an iteration: shared prompt evaluated once, one decode step "
+        "for all); 1 serves them one at a time.",
+    )
     local_cache_dir: str | None = Field(
         None,
         description="Folder of the assembled GGUF; default $EVODUET_CACHE_DIR, else "

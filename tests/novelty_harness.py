@@ -55,7 +55,7 @@ NOVELTY_RUN_CONFIG: dict[str, Any] = {
     "llm": {"max_retries": 0},
 }
 
-_FENCE = re.compile(r"## Current program.*?```python\n(.*?)\n```", re.DOTALL)
+_FENCE = re.compile(r"## Parent program.*?```python\n(.*?)\n```", re.DOTALL)
 _RADIUS = re.compile(r"radius = ([0-9.]+)")
 
 
@@ -63,7 +63,7 @@ def current_program(messages: list[BaseMessage]) -> str:
     """The parent's code as the generation prompt shows it."""
     match = _FENCE.search(str(messages[-1].content))
     if match is None:
-        raise ValueError("no current program in the prompt")
+        raise ValueError("no parent program in the prompt")
     return match.group(1) + "\n"
 
 

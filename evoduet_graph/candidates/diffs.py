@@ -919,6 +919,10 @@ def _extract_rewrite(
     if any(_evolve_marker(line) for line in code_lines):
         content = _content_after_lone_start(code_lines, parent_lines, regions)
         if content is None:
+            content = _content_before_lone_end(code_lines, parent_lines, regions)
+            if content is not None and python:  # an import written above the block
+                content = _hoist_imports(_added_imports(code_lines, outside_parent), content)
+        if content is None:
             raise _RewriteRejected("the rewrite's EVOLVE-BLOCK markers are unbalanced")
         return "\n".join(_splice(parent_lines, regions, [content]))
 
@@ -963,6 +967,36 @@ def _content_after_lone_start(
             if line.rstrip() == anchor:
                 body = body[:i]
                 break
+    while body and not body[-1].strip():
+        body.pop()
+    return body + [""] if body else None
+
+
+def _content_before_lone_end(
+    code_lines: list[str], parent_lines: list[str], regions: list[tuple[int, int]]
+) -> list[str] | None:
+    """Block content of a rewrite that kept the END marker but not the START marker.
+
+    The mirror of `_content_after_lone_start`, seen when the model is asked for the block only
+    (issue 17) and still closes it with ``# EVOLVE-BLOCK-END``. With one parent region and
+    exactly one END marker (and no START marker), the content runs from after the last line
+    equal to the parent's last non-blank fixed line before its START marker (or from the top
+    of the rewrite) up to END. Returns None when that rule does not apply.
+    """
+    starts = [i for i, line in enumerate(code_lines) if _evolve_marker(line) == "START"]
+    ends = [i for i, line in enumerate(code_lines) if _evolve_marker(line) == "END"]
+    if len(regions) != 1 or len(ends) != 1 or starts:
+        return None
+    before_start = parent_lines[: regions[0][0] - 1]
+    anchor = next((line.rstrip() for line in reversed(before_start) if line.strip()), None)
+    body = code_lines[: ends[0]]
+    if anchor is not None:
+        for i in range(len(body) - 1, -1, -1):
+            if body[i].rstrip() == anchor:
+                body = body[i + 1 :]
+                break
+    while body and not body[0].strip():
+        body.pop(0)
     while body and not body[-1].strip():
         body.pop()
     return body + [""] if body else None

@@ -25,7 +25,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context, resolve_context
-from evoduet_graph.llm.usage import track_node
+from evoduet_graph.llm.usage import NodeUsage, track_node
 from evoduet_graph.nodes._common import emit, emit_progress
 
 __all__ = ["emit_progress", "instrument", "summarize_update"]
@@ -69,15 +69,32 @@ def _gap(update: Any) -> str | None:
     return gap[:300] or None
 
 
+def _emit_calls(ctx: Context, name: str, iteration: Any, usage: NodeUsage) -> None:
+    """One ``llm_call`` event per model call node ``name`` made itself (a nested node's calls,
+    e.g. the inner loop's inside ``retrieve``, are that node's events)."""
+    for call in usage.call_log or ():
+        if call.node == name:
+            fields = call.as_dict()
+            # ``from_node``, not ``node``: readers select node events by their ``node`` field
+            fields["from_node"] = fields.pop("node")
+            ctx.events.emit("llm_call", iteration=iteration, **fields)
+
+
 def instrument(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap node ``fn`` so each call emits ``{"event": "node", "node": name, ...}``.
 
     The event has ``elapsed_s`` (wall seconds), ``llm_calls``, ``input_tokens``,
-    ``output_tokens``, ``llm_latency_s``, ``llm_by_model`` (per model name: ``calls``,
+    ``output_tokens``, ``llm_latency_s``, the `NodeUsage.timing_fields` the model reported
+    (``cached_input_tokens``, ``prompt_eval_s``, ``decode_s``, ``lock_wait_s``,
+    ``finish_reasons``; each only when non-zero), ``llm_by_model`` (per model name: ``calls``,
     ``input_tokens``, ``output_tokens``; when the node called a model) and, on failure,
     ``error`` (the exception is re-raised
-    so LangGraph keeps the checkpoint before the failing step). Both events are also written to
-    the custom stream (see the module docstring).
+    so LangGraph keeps the checkpoint before the failing step). Before it, one ``llm_call``
+    event per model call the node made itself (`evoduet_graph.llm.usage.CallStats`, the node
+    named ``from_node``: model, tokens, cached prompt tokens, prompt-evaluation / decode / lock-wait seconds, finish
+    reason, latency), so ``events.jsonl`` keeps every call's figures (issue 17). The node
+    ``node_start`` and ``node`` events are also written to the custom stream (see the module
+    docstring).
     """
 
     @functools.wraps(fn)
@@ -97,6 +114,8 @@ def instrument(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"[:1000]
                 elapsed = round(time.perf_counter() - start, 4)
+                if ctx is not None:
+                    _emit_calls(ctx, name, iteration, usage)
                 emit(
                     ctx,
                     runtime,
@@ -110,6 +129,8 @@ def instrument(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
                 raise
         summary = summarize_update(update)
         summary.setdefault("iteration", iteration)
+        if ctx is not None:
+            _emit_calls(ctx, name, iteration, usage)
         gap = _gap(update)
         usage_fields: dict[str, Any] = {}
         if ctx is not None:
@@ -118,6 +139,7 @@ def instrument(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
                 "input_tokens": usage.input_tokens,
                 "output_tokens": usage.output_tokens,
                 "llm_latency_s": round(usage.latency_s, 3),
+                **usage.timing_fields(),
                 **({"llm_by_model": usage.by_model} if usage.by_model else {}),
             }
         emit(

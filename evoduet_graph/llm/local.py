@@ -12,6 +12,12 @@ around the non-thread-safe ``Llama`` object, loads a fresh copy of the weights p
 defaults to ``n_batch=8`` (slow prompt evaluation) and its ``with_structured_output`` only does
 tool calling and rejects ``method=...``. The wrapper here is ~150 lines over
 ``Llama.create_chat_completion`` and does each of those things.
+
+Concurrent free-text calls (the N candidates of an iteration, or ``model.batch([...])``)
+decode together as one llama.cpp batch (`evoduet_graph.llm.batching`, issue 17): the prompt
+prefix they share is evaluated once and each decode step advances every sequence. Calls with
+a ``response_format`` (JSON grammar) stay single-sequence ``create_chat_completion`` calls.
+``local_parallel: 1`` turns batching off.
 """
 
 from __future__ import annotations
@@ -26,8 +32,9 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self
@@ -50,6 +57,14 @@ from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from evoduet_graph.errors import UserError
+from evoduet_graph.llm.batching import (
+    BatchDecoder,
+    LlamaBackend,
+    SamplingParams,
+    enable_parallel_sequences,
+    new_request,
+    resolve_seed,
+)
 from evoduet_graph.llm.text import message_text
 from evoduet_graph.rundir.lock import file_lock
 
@@ -273,7 +288,7 @@ def _assemble_into(target: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Loading (one llama.cpp model per process per (path, n_ctx, n_threads))
+# Loading (one llama.cpp model per process per (path, n_ctx, n_threads, parallel))
 # --------------------------------------------------------------------------------------------
 
 
@@ -281,9 +296,13 @@ def _assemble_into(target: Path) -> None:
 class _Loaded:
     llama: Any  # llama_cpp.Llama
     lock: threading.Lock  # llama.cpp contexts are not thread-safe: one call at a time
+    parallel: int = 1  # sequences decoded together (1: no batching)
+    decoder: BatchDecoder | None = None
+    queue: deque = field(default_factory=deque)  # batched requests not yet admitted
+    guard: threading.Lock = field(default_factory=threading.Lock)  # guards ``queue``
 
 
-_LOADED: dict[tuple[str, int, int], _Loaded] = {}
+_LOADED: dict[tuple[str, int, int, int], _Loaded] = {}
 _LOADED_GUARD = threading.Lock()
 
 
@@ -294,12 +313,14 @@ def _close_loaded() -> None:
     with _LOADED_GUARD:
         for loaded in _LOADED.values():
             with contextlib.suppress(Exception):  # best effort at exit
+                if loaded.decoder is not None:
+                    loaded.decoder.backend.close()  # type: ignore[attr-defined]
                 loaded.llama.close()
         _LOADED.clear()
 
 
-def _load_llama(model_path: str, n_ctx: int, n_threads: int) -> _Loaded:
-    key = (str(Path(model_path).resolve()), n_ctx, n_threads)
+def _load_llama(model_path: str, n_ctx: int, n_threads: int, parallel: int = 1) -> _Loaded:
+    key = (str(Path(model_path).resolve()), n_ctx, n_threads, parallel)
     with _LOADED_GUARD:
         loaded = _LOADED.get(key)
         if loaded is not None:
@@ -323,9 +344,86 @@ def _load_llama(model_path: str, n_ctx: int, n_threads: int) -> _Loaded:
             raise LocalModelError(f"llama.cpp could not load {key[0]}: {exc}") from exc
         if "tokenizer.chat_template" not in llama.metadata:
             llama.chat_format = "chatml"  # Qwen's format; never llama.cpp's llama-2 fallback
-        loaded = _Loaded(llama=llama, lock=threading.Lock())
+        decoder = None
+        if parallel > 1:
+            try:
+                enable_parallel_sequences(llama, parallel + 1)  # seq 0 stays Llama's
+            except Exception as exc:
+                llama.close()
+                raise LocalModelError(f"llama.cpp could not create a {parallel}-sequence "
+                                      f"context for {key[0]}: {exc}") from exc
+            decoder = BatchDecoder(LlamaBackend(llama), parallel)
+            _chat_prompt(llama, [{"role": "user", "content": ""}])  # compile the template now:
+            # concurrent first calls then reach the batch together (same start, same rounding)
+        loaded = _Loaded(llama=llama, lock=threading.Lock(), parallel=parallel, decoder=decoder)
         _LOADED[key] = loaded
         return loaded
+
+
+# --------------------------------------------------------------------------------------------
+# One measured completion: prompt tokens reused from the context, prompt-evaluation and decode time
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompletionTiming:
+    """What one llama.cpp completion cost (issue 17 item 1).
+
+    Attributes:
+        reused_tokens: prompt tokens llama.cpp did not evaluate because the context already
+            held them: the longest common prefix of the new prompt with the tokens the previous
+            call left in the context (``Llama.generate`` keeps that prefix; a prompt that is
+            entirely a prefix re-evaluates its last token to get fresh logits).
+        prompt_eval_s: seconds spent evaluating the rest of the prompt (llama.cpp's own
+            ``t_p_eval`` perf counter).
+        decode_s: seconds after the prompt: token-by-token decoding, sampling and the JSON
+            grammar (the call's compute time minus ``prompt_eval_s``).
+    """
+
+    reused_tokens: int
+    prompt_eval_s: float
+    decode_s: float
+
+
+def common_prefix_length(before: Sequence[int], prompt: Sequence[int]) -> int:
+    """Tokens of ``prompt`` that llama.cpp reuses from a context holding ``before``."""
+    n = 0
+    for a, b in zip(before, prompt, strict=False):
+        if a != b:
+            break
+        n += 1
+    return n - 1 if n >= len(prompt) > 0 else n
+
+
+def measured_completion(
+    llama: Any, messages: list[dict[str, str]], params: dict[str, Any]
+) -> tuple[dict[str, Any], CompletionTiming]:
+    """``llama.create_chat_completion`` with its `CompletionTiming` (call it under the lock).
+
+    The context's tokens before the call are compared with the prompt's tokens after it
+    (`common_prefix_length`); llama.cpp's perf counters are reset before the call and read
+    after it. Reading them costs microseconds; a binding without them gives 0 s prompt time,
+    one without ``input_ids`` 0 reused tokens.
+    """
+    import llama_cpp
+
+    before = list(getattr(llama, "input_ids", ()))  # a stand-in without a context: no reuse
+    ctx = getattr(getattr(llama, "_ctx", None), "ctx", None)
+    perf = ctx is not None and hasattr(llama_cpp, "llama_perf_context")
+    if perf:
+        llama_cpp.llama_perf_context_reset(ctx)
+    started = time.perf_counter()
+    response = llama.create_chat_completion(messages=messages, **params)
+    compute = time.perf_counter() - started
+    prompt_eval = llama_cpp.llama_perf_context(ctx).t_p_eval_ms / 1000.0 if perf else 0.0
+    prompt_tokens = int((response.get("usage") or {}).get("prompt_tokens", 0))
+    reused = common_prefix_length(before, list(getattr(llama, "input_ids", ())[:prompt_tokens]))
+    timing = CompletionTiming(
+        reused_tokens=max(0, reused),
+        prompt_eval_s=min(prompt_eval, compute),
+        decode_s=max(0.0, compute - prompt_eval),
+    )
+    return response, timing
 
 
 # --------------------------------------------------------------------------------------------
@@ -366,9 +464,15 @@ def _to_llama_message(message: BaseMessage) -> dict[str, str]:
 class LocalChatModel(BaseChatModel):
     """LangChain chat model over an in-process ``llama_cpp.Llama`` (DESIGN.md §4).
 
-    Calls are serialised per loaded model (llama.cpp is not thread-safe); threads generating
-    candidates in parallel queue up. Every reply carries ``usage_metadata`` (input/output
-    tokens) and ``response_metadata`` (``model_name``, ``finish_reason``, ``latency_s``).
+    Calls are serialised per loaded model (llama.cpp is not thread-safe). Free-text calls
+    made concurrently (threads generating candidates, ``batch``) decode as one llama.cpp batch
+    when ``parallel`` > 1 (`evoduet_graph.llm.batching`); calls with a ``response_format`` run
+    alone. Every reply carries ``usage_metadata`` (input/output tokens;
+    ``input_token_details.cache_read``: prompt tokens not evaluated again — reused from the
+    context, or shared within a batch —, the field LangChain's OpenAI models fill from
+    ``prompt_tokens_details.cached_tokens``) and ``response_metadata`` (``model_name``,
+    ``finish_reason``, ``latency_s``, ``lock_wait_s``, ``prompt_eval_s``, ``decode_s``; see
+    `CompletionTiming`; batched calls add ``batch_size``).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -385,13 +489,16 @@ class LocalChatModel(BaseChatModel):
     repeat_penalty: float = 1.0
     seed: int | None = Field(None, description="Sampling seed; None: random per call.")
     stop: list[str] | None = None
+    parallel: int = Field(
+        8, ge=1, le=64, description="Free-text calls decoded together in one batch (1: none)."
+    )
 
     _loaded: _Loaded | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _load_weights(self) -> Self:
         """Load (or reuse) the llama.cpp model at construction, so failures surface early."""
-        self._loaded = _load_llama(self.model_path, self.n_ctx, self.n_threads)
+        self._loaded = _load_llama(self.model_path, self.n_ctx, self.n_threads, self.parallel)
         return self
 
     @property
@@ -431,11 +538,13 @@ class LocalChatModel(BaseChatModel):
         params.update(extra)
         payload = [_to_llama_message(m) for m in messages]
         assert self._loaded is not None
+        if self._loaded.decoder is not None and params.get("response_format") is None:
+            return self._generate_batched(payload, params)
         started = time.perf_counter()
         with self._loaded.lock:
             waited = time.perf_counter() - started
             try:
-                response = self._loaded.llama.create_chat_completion(messages=payload, **params)
+                response, timing = measured_completion(self._loaded.llama, payload, params)
             except ValueError as exc:
                 if "exceed context window" in str(exc):
                     raise ContextOverflowError(
@@ -449,6 +558,7 @@ class LocalChatModel(BaseChatModel):
             input_tokens=int(usage.get("prompt_tokens", 0)),
             output_tokens=int(usage.get("completion_tokens", 0)),
             total_tokens=int(usage.get("total_tokens", 0)),
+            input_token_details={"cache_read": timing.reused_tokens},
         )
         message = AIMessage(
             content=choice["message"].get("content") or "",
@@ -459,6 +569,8 @@ class LocalChatModel(BaseChatModel):
                 "finish_reason": choice.get("finish_reason"),
                 "latency_s": round(latency, 4),
                 "lock_wait_s": round(waited, 4),
+                "prompt_eval_s": round(timing.prompt_eval_s, 4),
+                "decode_s": round(timing.decode_s, 4),
             },
         )
         generation = ChatGeneration(
@@ -467,6 +579,93 @@ class LocalChatModel(BaseChatModel):
         return ChatResult(
             generations=[generation],
             llm_output={"token_usage": dict(usage), "model_name": self.model_name},
+        )
+
+    def clear_cache(self) -> None:
+        """Forget the evaluated prompt cache (benchmarks start every case cold)."""
+        assert self._loaded is not None
+        with self._loaded.lock:
+            llama = self._loaded.llama
+            llama._ctx.kv_cache_seq_rm(0, 0, -1)
+            llama.reset()
+
+    def _generate_batched(self, payload: list[dict[str, str]], params: dict[str, Any]) -> ChatResult:
+        """One free-text call as a sequence of the shared batch (`BatchDecoder`).
+
+        The request is queued; whichever waiting caller takes the model lock decodes every
+        queued request together (holding the lock for the whole batch), and requests queued
+        meanwhile join at the next step. A caller returns as soon as its own sequence is done.
+        """
+        loaded = self._loaded
+        assert loaded is not None and loaded.decoder is not None
+        llama = loaded.llama
+        started = time.perf_counter()
+        formatted = _chat_prompt(llama, payload)
+        tokens = llama.tokenize(
+            formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True
+        )
+        stop = list(params["stop"] or [])
+        if formatted.stop:
+            stop += [formatted.stop] if isinstance(formatted.stop, str) else list(formatted.stop)
+        with loaded.guard:
+            seed = resolve_seed(llama, params["seed"])
+            request = new_request(
+                tokens,
+                max_tokens=int(params["max_tokens"]),
+                sampling=SamplingParams(
+                    temperature=float(params["temperature"]),
+                    top_p=float(params["top_p"]),
+                    top_k=int(params["top_k"]),
+                    min_p=float(params["min_p"]),
+                    repeat_penalty=float(params["repeat_penalty"]),
+                    seed=seed,
+                ),
+                stop=stop,
+            )
+            loaded.queue.append(request)
+        while not request.done.is_set():
+            if loaded.lock.acquire(timeout=0.05):
+                try:
+                    if not request.done.is_set():
+                        loaded.decoder.run(loaded.queue, loaded.guard)
+                finally:
+                    loaded.lock.release()
+        if request.error is not None:
+            if "exceed context window" in str(request.error):
+                raise ContextOverflowError(
+                    f"{request.error} (raise llm.local_n_ctx or shorten the prompt)"
+                ) from request.error
+            raise request.error
+        latency = time.perf_counter() - started
+        n_in, n_out = len(tokens), request.completion_tokens
+        usage_metadata = UsageMetadata(
+            input_tokens=n_in,
+            output_tokens=n_out,
+            total_tokens=n_in + n_out,
+            input_token_details={"cache_read": request.prompt_reused},
+        )
+        message = AIMessage(
+            content=request.text,
+            usage_metadata=usage_metadata,
+            response_metadata={
+                "model_name": self.model_name,
+                "model_provider": "llama-cpp",
+                "finish_reason": request.finish_reason,
+                "latency_s": round(latency, 4),
+                "lock_wait_s": round(request.queued_s, 4),
+                "prompt_eval_s": round(request.prompt_eval_s, 4),
+                "decode_s": round(request.decode_s, 4),
+                "batch_size": request.batch_size,
+            },
+        )
+        usage = {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}
+        return ChatResult(
+            generations=[
+                ChatGeneration(
+                    message=message, generation_info={"finish_reason": request.finish_reason}
+                )
+            ],
+            llm_output={"token_usage": usage, "model_name": self.model_name},
         )
 
     def with_structured_output(
@@ -536,6 +735,29 @@ class LocalChatModel(BaseChatModel):
         )
 
 
+def _chat_prompt(llama: Any, messages: list[dict[str, str]]) -> Any:
+    """The prompt ``create_chat_completion`` would build for ``messages`` (a
+    ``ChatFormatterResponse``: ``prompt``, ``stop``, ``added_special``): the GGUF's chat
+    template, or ChatML when the file has none."""
+    from llama_cpp import llama_chat_format
+
+    template = llama.metadata.get("tokenizer.chat_template")
+    if not template:
+        return llama_chat_format.format_chatml(messages=messages)
+    formatter = getattr(llama, "_evoduet_formatter", None)
+    if formatter is None:
+        model = llama._model
+        eos_id, bos_id = llama.token_eos(), llama.token_bos()
+        formatter = llama_chat_format.Jinja2ChatFormatter(
+            template=template,
+            eos_token=model.token_get_text(eos_id) if eos_id != -1 else "",
+            bos_token=model.token_get_text(bos_id) if bos_id != -1 else "",
+            stop_token_ids=[eos_id],
+        )
+        llama._evoduet_formatter = formatter
+    return formatter(messages=messages)
+
+
 def make_local_chat_model(
     cfg: LLMConfig,
     *,
@@ -546,13 +768,13 @@ def make_local_chat_model(
 
     Args:
         cfg: ``temperature``, ``max_tokens``, ``local_n_ctx``, ``local_n_threads`` (default:
-            ``os.cpu_count()``) and ``local_cache_dir`` are used.
+            ``os.cpu_count()``), ``local_parallel`` and ``local_cache_dir`` are used.
         cache_dir: overrides ``cfg.local_cache_dir``.
         callbacks: LangChain callback handlers attached to the model (e.g. `UsageTracker`).
 
     Returns:
         A `LocalChatModel`; the weights are loaded once per process per
-        (path, n_ctx, n_threads) and shared by every instance.
+        (path, n_ctx, n_threads, parallel) and shared by every instance.
 
     Raises:
         LocalModelError: the parts are missing or corrupt, llama-cpp-python is not installed,
@@ -565,5 +787,6 @@ def make_local_chat_model(
         n_threads=cfg.local_n_threads or os.cpu_count() or 1,
         temperature=cfg.temperature,
         max_tokens=cfg.max_tokens,
+        parallel=cfg.local_parallel,
         callbacks=list(callbacks) if callbacks else None,
     )

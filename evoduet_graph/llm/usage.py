@@ -3,7 +3,11 @@
 `UsageTracker` is a LangChain callback handler. It builds on langchain-core's
 `UsageMetadataCallbackHandler` (so ``tracker.usage_metadata`` still holds the per-*model*
 totals that pricing needs) and adds per-*node* buckets of `NodeUsage`: calls, errors, input and
-output tokens, and wall-clock latency.
+output tokens, wall-clock latency and, where the model reports them (`CallStats`, issue 17),
+prompt tokens reused from a cache, prompt-evaluation and decode seconds, time spent waiting for
+the embedded model's lock and the finish reasons. A `track_node` block also keeps one
+`CallStats` per call (``NodeUsage.call_log``), which the node instrumentation writes as
+``llm_call`` events.
 
 The bucket of a call is chosen when the call *starts*, in this order:
 
@@ -55,9 +59,52 @@ from langchain_core.callbacks import UsageMetadataCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 
-__all__ = ["NodeUsage", "UsageTracker", "current_node", "track_node"]
+__all__ = ["CallStats", "NodeUsage", "UsageTracker", "current_node", "track_node"]
 
 UNKNOWN_NODE = "unknown"
+
+
+@dataclass(frozen=True)
+class CallStats:
+    """What one model call reported beyond its token counts (None: the model did not say).
+
+    Attributes:
+        model: the model name.
+        node: the node the call was attributed to (see the module docstring).
+        input_tokens: prompt tokens.
+        output_tokens: completion tokens.
+        latency_s: wall seconds of the call, as the callback saw it.
+        error: the call raised.
+        cached_input_tokens: prompt tokens served from a prompt cache:
+            ``usage_metadata["input_token_details"]["cache_read"]`` (the embedded model: the
+            evaluated prefix llama.cpp reused; OpenAI-compatible endpoints:
+            ``prompt_tokens_details.cached_tokens``, which LangChain maps there).
+        prompt_eval_s: seconds evaluating the prompt (embedded model).
+        decode_s: seconds generating the reply (embedded model).
+        lock_wait_s: seconds the call waited for the embedded model's lock.
+        finish_reason: ``stop``, ``length``, ...
+    """
+
+    model: str
+    node: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_s: float = 0.0
+    error: bool = False
+    cached_input_tokens: int | None = None
+    prompt_eval_s: float | None = None
+    decode_s: float | None = None
+    lock_wait_s: float | None = None
+    finish_reason: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready, None fields left out, seconds rounded to milliseconds."""
+        out: dict[str, Any] = {}
+        for key, value in self.__dict__.items():
+            if value is None or (key == "error" and not value):
+                continue
+            out[key] = round(value, 3) if isinstance(value, float) else value
+        return out
 
 
 @dataclass
@@ -71,6 +118,11 @@ class NodeUsage:
         output_tokens: completion tokens, summed.
         latency_s: wall-clock seconds inside model calls, summed (parallel calls add up).
         by_model: per model name: ``{"calls", "input_tokens", "output_tokens"}`` (for cost).
+        cached_input_tokens: prompt tokens served from a prompt cache, summed over the calls
+            that report it (`CallStats`).
+        prompt_eval_s / decode_s / lock_wait_s: seconds, summed over the calls that report them.
+        finish_reasons: finish reason → calls.
+        call_log: one `CallStats` per call, only in a `track_node` block's usage.
     """
 
     calls: int = 0
@@ -79,38 +131,69 @@ class NodeUsage:
     output_tokens: int = 0
     latency_s: float = 0.0
     by_model: dict[str, dict[str, int]] = field(default_factory=dict)
+    cached_input_tokens: int = 0
+    prompt_eval_s: float = 0.0
+    decode_s: float = 0.0
+    lock_wait_s: float = 0.0
+    finish_reasons: dict[str, int] = field(default_factory=dict)
+    call_log: list[CallStats] | None = None
 
     @property
     def total_tokens(self) -> int:
         """``input_tokens + output_tokens``."""
         return self.input_tokens + self.output_tokens
 
-    def _add(self, model: str, inp: int, out: int, latency: float, error: bool) -> None:
+    def _add(self, stats: CallStats) -> None:
         self.calls += 1
-        self.errors += int(error)
-        self.input_tokens += inp
-        self.output_tokens += out
-        self.latency_s += latency
+        self.errors += int(stats.error)
+        self.input_tokens += stats.input_tokens
+        self.output_tokens += stats.output_tokens
+        self.latency_s += stats.latency_s
+        self.cached_input_tokens += stats.cached_input_tokens or 0
+        self.prompt_eval_s += stats.prompt_eval_s or 0.0
+        self.decode_s += stats.decode_s or 0.0
+        self.lock_wait_s += stats.lock_wait_s or 0.0
+        if stats.finish_reason:
+            reasons = self.finish_reasons
+            reasons[stats.finish_reason] = reasons.get(stats.finish_reason, 0) + 1
         per_model = self.by_model.setdefault(
-            model, {"calls": 0, "input_tokens": 0, "output_tokens": 0}
+            stats.model, {"calls": 0, "input_tokens": 0, "output_tokens": 0}
         )
         per_model["calls"] += 1
-        per_model["input_tokens"] += inp
-        per_model["output_tokens"] += out
+        per_model["input_tokens"] += stats.input_tokens
+        per_model["output_tokens"] += stats.output_tokens
+        if self.call_log is not None:
+            self.call_log.append(stats)
+
+    def _merge(self, other: NodeUsage) -> None:
+        self.calls += other.calls
+        self.errors += other.errors
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.latency_s += other.latency_s
+        self.cached_input_tokens += other.cached_input_tokens
+        self.prompt_eval_s += other.prompt_eval_s
+        self.decode_s += other.decode_s
+        self.lock_wait_s += other.lock_wait_s
+        for reason, n in other.finish_reasons.items():
+            self.finish_reasons[reason] = self.finish_reasons.get(reason, 0) + n
+        for model, counts in other.by_model.items():
+            agg = self.by_model.setdefault(
+                model, {"calls": 0, "input_tokens": 0, "output_tokens": 0}
+            )
+            for k, v in counts.items():
+                agg[k] += v
 
     def copy(self) -> NodeUsage:
         """An independent copy (snapshots for events)."""
-        return NodeUsage(
-            calls=self.calls,
-            errors=self.errors,
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            latency_s=self.latency_s,
-            by_model={k: dict(v) for k, v in self.by_model.items()},
-        )
+        out = NodeUsage()
+        out._merge(self)
+        if self.call_log is not None:
+            out.call_log = list(self.call_log)
+        return out
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (for ``events.jsonl``); latency rounded to milliseconds."""
+        """JSON-ready dict (for ``events.jsonl``); seconds rounded to milliseconds."""
         return {
             "calls": self.calls,
             "errors": self.errors,
@@ -119,7 +202,20 @@ class NodeUsage:
             "total_tokens": self.total_tokens,
             "latency_s": round(self.latency_s, 3),
             "by_model": {k: dict(v) for k, v in self.by_model.items()},
+            **self.timing_fields(),
         }
+
+    def timing_fields(self) -> dict[str, Any]:
+        """The `CallStats` sums as event fields: ``cached_input_tokens``, ``prompt_eval_s``,
+        ``decode_s``, ``lock_wait_s``, ``finish_reasons`` (each only when non-zero)."""
+        fields: dict[str, Any] = {
+            "cached_input_tokens": self.cached_input_tokens,
+            "prompt_eval_s": round(self.prompt_eval_s, 3),
+            "decode_s": round(self.decode_s, 3),
+            "lock_wait_s": round(self.lock_wait_s, 3),
+            "finish_reasons": dict(self.finish_reasons),
+        }
+        return {k: v for k, v in fields.items() if v}
 
 
 @dataclass(frozen=True)
@@ -153,7 +249,7 @@ def track_node(name: str) -> Iterator[NodeUsage]:
         A `NodeUsage` for the calls of this block only, updated as they finish (read it after
         the block). Filled by whichever `UsageTracker` sees the calls.
     """
-    usage = NodeUsage()
+    usage = NodeUsage(call_log=[])
     token = _SCOPES.set((*_SCOPES.get(), _Scope(name=name, usage=usage)))
     try:
         yield usage
@@ -210,17 +306,7 @@ class UsageTracker(UsageMetadataCallbackHandler):
         out = NodeUsage()
         with self._lock:
             for usage in self._nodes.values():
-                out.calls += usage.calls
-                out.errors += usage.errors
-                out.input_tokens += usage.input_tokens
-                out.output_tokens += usage.output_tokens
-                out.latency_s += usage.latency_s
-                for model, counts in usage.by_model.items():
-                    agg = out.by_model.setdefault(
-                        model, {"calls": 0, "input_tokens": 0, "output_tokens": 0}
-                    )
-                    for k, v in counts.items():
-                        agg[k] += v
+                out._merge(usage)
         return out
 
     def reset(self) -> None:
@@ -279,14 +365,13 @@ class UsageTracker(UsageMetadataCallbackHandler):
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
         """Count one finished call with its tokens and latency."""
         super().on_llm_end(response, **kwargs)  # per-model totals (LangChain's handler)
-        inp, out, model = _usage_of(response)
-        self._finish(run_id, inp, out, model, error=False)
+        self._finish(run_id, _usage_of(response))
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """Count one failed call (latency only)."""
-        self._finish(run_id, 0, 0, None, error=True)
+        self._finish(run_id, _Reported(error=True))
 
-    def _finish(self, run_id: UUID, inp: int, out: int, model: str | None, error: bool) -> None:
+    def _finish(self, run_id: UUID, reported: _Reported) -> None:
         now = time.perf_counter()
         with self._lock:
             run = self._runs.pop(run_id, None)
@@ -298,12 +383,23 @@ class UsageTracker(UsageMetadataCallbackHandler):
                     started=now,
                     model=None,
                 )
-            name = model or run.model or "unknown-model"
-            latency = now - run.started
-            self._nodes.setdefault(run.node, NodeUsage())._add(name, inp, out, latency, error)
+            stats = CallStats(
+                model=reported.model or run.model or "unknown-model",
+                node=run.node,
+                input_tokens=reported.input_tokens,
+                output_tokens=reported.output_tokens,
+                latency_s=now - run.started,
+                error=reported.error,
+                cached_input_tokens=reported.cached_input_tokens,
+                prompt_eval_s=reported.prompt_eval_s,
+                decode_s=reported.decode_s,
+                lock_wait_s=reported.lock_wait_s,
+                finish_reason=reported.finish_reason,
+            )
+            self._nodes.setdefault(run.node, NodeUsage())._add(stats)
         with _SCOPE_LOCK:
             for scope in run.scopes:
-                scope.usage._add(name, inp, out, latency, error)
+                scope.usage._add(stats)
 
 
 def _node_from_run(metadata: dict[str, Any] | None, tags: Any) -> str:
@@ -316,29 +412,75 @@ def _node_from_run(metadata: dict[str, Any] | None, tags: Any) -> str:
     return UNKNOWN_NODE
 
 
-def _usage_of(response: LLMResult) -> tuple[int, int, str | None]:
-    """(input_tokens, output_tokens, model_name) of a finished call."""
-    inp = out = 0
-    found = False
+@dataclass
+class _Reported:
+    """What a finished call's result says (see `_usage_of`)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
     model: str | None = None
+    error: bool = False
+    cached_input_tokens: int | None = None
+    prompt_eval_s: float | None = None
+    decode_s: float | None = None
+    lock_wait_s: float | None = None
+    finish_reason: str | None = None
+
+
+def _seconds(meta: dict[str, Any], key: str) -> float | None:
+    value = meta.get(key)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _add_opt(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else a + b
+
+
+def _cached_tokens(usage: Any) -> int | None:
+    details = usage.get("input_token_details") if isinstance(usage, dict) else None
+    value = details.get("cache_read") if isinstance(details, dict) else None
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _usage_of(response: LLMResult) -> _Reported:
+    """Tokens, model name and `CallStats` fields of a finished call."""
+    out = _Reported()
+    found = False
     for candidates in response.generations:
         for gen in candidates:
             if not isinstance(gen, ChatGeneration) or not isinstance(gen.message, AIMessage):
                 continue
             meta = gen.message.response_metadata or {}
-            model = model or meta.get("model_name") or meta.get("model")
+            out.model = out.model or meta.get("model_name") or meta.get("model")
             usage = gen.message.usage_metadata
             if usage:
                 found = True
-                inp += int(usage.get("input_tokens", 0) or 0)
-                out += int(usage.get("output_tokens", 0) or 0)
+                out.input_tokens += int(usage.get("input_tokens", 0) or 0)
+                out.output_tokens += int(usage.get("output_tokens", 0) or 0)
+                cached = _cached_tokens(usage)
+                if cached is not None:
+                    out.cached_input_tokens = (out.cached_input_tokens or 0) + cached
+            out.prompt_eval_s = _add_opt(out.prompt_eval_s, _seconds(meta, "prompt_eval_s"))
+            out.decode_s = _add_opt(out.decode_s, _seconds(meta, "decode_s"))
+            out.lock_wait_s = _add_opt(out.lock_wait_s, _seconds(meta, "lock_wait_s"))
+            reason = meta.get("finish_reason") or (gen.generation_info or {}).get("finish_reason")
+            if isinstance(reason, str) and reason and out.finish_reason is None:
+                out.finish_reason = reason
     llm_output = response.llm_output or {}
-    model = model or llm_output.get("model_name") or llm_output.get("model")
+    out.model = out.model or llm_output.get("model_name") or llm_output.get("model")
     if not found:
         token_usage = llm_output.get("token_usage") or llm_output.get("usage") or {}
         if isinstance(token_usage, dict):
-            inp = int(token_usage.get("prompt_tokens", token_usage.get("input_tokens", 0)) or 0)
-            out = int(
+            out.input_tokens = int(
+                token_usage.get("prompt_tokens", token_usage.get("input_tokens", 0)) or 0
+            )
+            out.output_tokens = int(
                 token_usage.get("completion_tokens", token_usage.get("output_tokens", 0)) or 0
             )
-    return inp, out, model if isinstance(model, str) else None
+            details = token_usage.get("prompt_tokens_details")
+            cached = details.get("cached_tokens") if isinstance(details, dict) else None
+            if isinstance(cached, int) and not isinstance(cached, bool):
+                out.cached_input_tokens = cached
+    if not isinstance(out.model, str):
+        out.model = None
+    return out

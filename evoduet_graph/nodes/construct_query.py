@@ -31,7 +31,7 @@ from evoduet_graph.context import Context
 from evoduet_graph.llm import LLMCallError, structured_call
 from evoduet_graph.nodes._common import context_of, emit_progress
 from evoduet_graph.prompts.descriptor import context_text, database_text, population_descriptor
-from evoduet_graph.prompts.knowledge import QueryPlan, knowledge_text, retained_text
+from evoduet_graph.prompts.knowledge import knowledge_text, query_plan_schema, retained_text
 from evoduet_graph.prompts.render import render
 from evoduet_graph.state import InnerState
 
@@ -73,12 +73,13 @@ def construct_query(state: InnerState, runtime: Runtime[Context]) -> dict[str, A
     )
     raw: list[str] = []
     dropped: list[str] = []
+    schema = query_plan_schema(retrieval.queries_per_round)
     try:
         result = structured_call(
             ctx.model_for("construct_query"),
             prompt,
-            QueryPlan,
-            default=QueryPlan,
+            schema,
+            default=schema,
             config=ctx.llm_config(
                 "construct_query",
                 iteration=state.get("iteration"),

@@ -19,6 +19,7 @@ from evoduet_graph.nodes._common import ask_gate
 from evoduet_graph.prompts.descriptor import history_text
 from evoduet_graph.prompts.knowledge import (
     _DECISIONS,
+    REASONING_CHARS,
     KnowledgeFields,
     _text,
     knowledge_text,
@@ -31,7 +32,7 @@ class StatelessGateOutput(KnowledgeFields):
     """The stateless gate's reply: knowledge state and ``no-op`` / ``retrieve``."""
 
     decision: Literal["no-op", "retrieve"] = "no-op"
-    reasoning: str = Field("", max_length=300)
+    reasoning: str = Field("", max_length=REASONING_CHARS)
 
     @field_validator("decision", mode="before")
     @classmethod
@@ -45,7 +46,7 @@ class StatelessGateOutput(KnowledgeFields):
     @field_validator("reasoning", mode="before")
     @classmethod
     def _reasoning(cls, value: Any) -> str:
-        return _text(value)[:300]
+        return _text(value)[:REASONING_CHARS]
 
 
 def stateless_gate_prompt(state: OuterState, ctx: Context) -> str:

@@ -1,9 +1,9 @@
 """``generate`` node: one LLM call that turns the parent into a child program.
 
 Runs once per ``Send("generate", GenerateInput)`` (N candidates in parallel). Builds the
-OpenEvolve-style mutation prompt (task instruction, parent program and metrics, top programs,
-inspirations, recent attempts with their errors, optional evidence block, the scaffold's
-optional strategy instruction), asks for
+OpenEvolve-style mutation prompt (the iteration's context c_t first: task instruction, parent
+program and metrics, recent attempts; then top programs, inspirations, recent attempts with
+their errors, optional evidence block, the scaffold's optional strategy instruction), asks for
 SEARCH/REPLACE diffs or a full rewrite, applies the answer to the parent and stores the child in
 the program store. A model error, garbage text or a diff that does not apply yields an
 ``invalid``/``failed`` candidate whose reason the next prompt shows; it never stops the run.
@@ -38,6 +38,7 @@ from evoduet_graph.context import Context
 from evoduet_graph.llm import LLMCallError, LocalChatModel, invoke_text
 from evoduet_graph.nodes._common import context_of, emit
 from evoduet_graph.nodes.joint_search import joint_answer
+from evoduet_graph.prompts.descriptor import context_text
 from evoduet_graph.prompts.generate import (
     AttemptView,
     DocumentView,
@@ -264,9 +265,12 @@ def generation_messages(
     payload: GenerateInput,
     diff_based: bool,
 ) -> list[Any]:
-    """The mutation prompt for a child of ``parent`` (`build_generation_messages`)."""
+    """The mutation prompt for a child of ``parent`` (`build_generation_messages`), starting
+    with the iteration's context c_t (`context_text`), the prefix the gate's and the inner
+    loop's prompts of this iteration start with too (issue 17: llama.cpp and hosted prompt
+    caches reuse it)."""
     return build_generation_messages(
-        instruction=ctx.task.instruction,
+        context=context_text(ctx, parent.id, iteration),
         parent=program_view(ctx.store, parent.id),
         top=[program_view(ctx.store, pid) for pid in top_ids],
         inspirations=[program_view(ctx.store, pid) for pid in inspiration_ids],

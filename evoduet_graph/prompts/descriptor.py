@@ -99,10 +99,12 @@ def context_text(ctx: Context, parent_id: str, iteration: int) -> str:
     preamble, the task, the parent program with its score and metrics, and the recent
     attempts (``prompts/context.md``).
 
-    It is the stable prefix of the gate's, ``construct_query``'s and ``hypothetical_score``'s
-    prompts: equal within one iteration, so a model server that caches the evaluated prefix
-    (llama.cpp) only reads each node's own part.
+    It is the stable prefix of the gate's, ``construct_query``'s, ``hypothetical_score``'s and
+    ``generate``'s prompts (issue 17): equal within one iteration, so a model server that
+    caches the evaluated prefix (llama.cpp, hosted prompt caches) only reads each node's own
+    part. The code sits in a fence longer than any backtick run inside it.
     """
+    from evoduet_graph.prompts.generate import fenced
     from evoduet_graph.prompts.render import render
 
     parent = ctx.store.get_program(parent_id)
@@ -112,8 +114,9 @@ def context_text(ctx: Context, parent_id: str, iteration: int) -> str:
         instruction=ctx.task.instruction[:2000],
         parent_id=parent.id,
         parent_score=_fmt(parent.score),
-        parent_code=(parent.code or "")[: ctx.config.prompt.max_program_chars],
-        fence=ctx.task.lang.fence,
+        parent_code=fenced(
+            (parent.code or "")[: ctx.config.prompt.max_program_chars], ctx.task.lang.fence
+        ),
         parent_metrics=metrics or "(none)",
         history=history_text(ctx, iteration, ctx.config.prompt.history_programs),
     ).rstrip("\n")

@@ -3,23 +3,37 @@
 OpenEvolve (``openevolve/prompt/sampler.py``) sends a system message (the task's instruction)
 and a user message with the current program and its metrics, the evolution history (previous
 attempts and their outcome), the top programs and "inspiration" programs in full, the
-evaluator's artifacts, and the diff or rewrite format. This module keeps that structure with
-three changes that matter for a 1.5B model with a small context on a CPU:
+evaluator's artifacts, and the diff or rewrite format. This module keeps that content with
+four changes that matter for a 1.5B model with a small context on a CPU:
 
-* Only the current program is shown in full (truncated to ``max_program_chars``). Top programs
-  and inspirations are shown as unified diffs against it (at most 30 diff lines each), which is
-  both shorter and says exactly what they do differently.
+* **One stable prefix** (issue 17, a deliberate deviation from OpenEvolve's message order):
+  the prompt is one user message that starts with the iteration's context c_t
+  (`evoduet_graph.prompts.descriptor.context_text`: preamble, task instruction, parent program and
+  metrics, recent attempts), the same text the gate, ``construct_query`` and
+  ``hypothetical_score`` prompts start with; the mutation-specific part comes after it. A model
+  server that keeps the evaluated prefix (llama.cpp's context, a hosted provider's prompt cache)
+  then reads each later call's own part only. OpenEvolve puts the task in a system message of
+  its own, which would make the first differing token the very first one.
+* Only the parent program is shown in full (in the context). Top programs and inspirations are
+  shown as unified diffs against it (at most 30 diff lines each), which is both shorter and
+  says exactly what they do differently.
 * Recent attempts show the outcome, the error, the change made and the *tails* of the
   evaluator's artifacts (stderr and tracebacks end with the useful part).
-* Retrieved evidence sits between the current program and the task, inside ``<evidence>`` tags,
-  with a note that it is data; its text is neutralised so it cannot close the tags or a fence.
+* Retrieved evidence sits after the recent attempts, inside ``<evidence>`` tags, with a note
+  that it is data; its text is neutralised so it cannot close the tags or a fence.
 
-The text lives in ``prompts/generate_system.md``, ``generate_user.md``, ``generate_evidence.md``,
-``format_diff.md`` and ``format_rewrite.md`` (`string.Template` syntax, see
-`evoduet_graph.prompts`). A template section (from one Markdown heading to the next) whose
-placeholders are all empty is left out, and so is a line holding only an empty placeholder.
-Output is a pure function of the inputs: equal inputs give byte-identical messages (metrics are
-sorted by name; list order is the caller's).
+A rewrite of a parent with exactly one EVOLVE-BLOCK asks for the block's new code only
+(``format_rewrite_block.md``; issue 17: the model writes no copy of the fixed code, and
+`evoduet_graph.candidates.diffs.extract_rewrite` splices the block in, rule 3); other rewrites ask for
+the whole program (``format_rewrite.md``).
+
+The text lives in ``prompts/generate_user.md``, ``generate_evidence.md``, ``format_diff.md``,
+``format_rewrite.md`` and ``format_rewrite_block.md`` (`string.Template` syntax, see
+`evoduet_graph.prompts`); ``generate_system.md`` and ``generate_initial.md`` ask for a first
+program when there is no parent. A template section (from one Markdown heading to the next)
+whose placeholders are all empty is left out, and so is a line holding only an empty
+placeholder. Output is a pure function of the inputs: equal inputs give byte-identical
+messages (metrics are sorted by name; list order is the caller's).
 """
 
 from __future__ import annotations
@@ -32,7 +46,7 @@ from typing import TYPE_CHECKING
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from evoduet_graph.candidates.diffs import code_diff_summary, evolve_marker_lines
+from evoduet_graph.candidates.diffs import code_diff_summary, evolve_marker_lines, evolve_regions
 from evoduet_graph.prompts import load_prompt
 from evoduet_graph.prompts.render import render
 from evoduet_graph.prompts.untrusted import neutralise
@@ -47,6 +61,7 @@ __all__ = [
     "ProgramView",
     "build_generation_messages",
     "build_initial_messages",
+    "fenced",
 ]
 
 _OTHER_PROGRAM_DIFF_LINES = 30
@@ -63,6 +78,7 @@ _EDIT_SCOPE = (
 _PYTHON_IMPORT_RULE = (
     " Put a new import between the markers too (one added outside them is moved there)."
 )
+_PYTHON_BLOCK_IMPORT_RULE = " Put a new import at the top of the block."
 _MAXIMIZE = {"max", "maximize", "maximise", "maximum", "higher", "higher_is_better", "up"}
 _MINIMIZE = {"min", "minimize", "minimise", "minimum", "lower", "lower_is_better", "down"}
 
@@ -165,8 +181,9 @@ def _score(value: float | None) -> str:
     return "n/a" if value is None else _fmt(value)
 
 
-def _fence(text: str, lang: str = "") -> str:
-    """Wrap ``text`` in a backtick fence longer than any backtick run inside it."""
+def fenced(text: str, lang: str = "") -> str:
+    """Wrap ``text`` in a backtick fence (info string ``lang``) longer than any backtick run
+    inside it, so the text cannot close the fence."""
     longest = max((len(run) for run in _BACKTICK_RUN_RE.findall(text)), default=0)
     fence = "`" * max(3, longest + 1)
     body = text.rstrip("\n")
@@ -215,13 +232,6 @@ def _direction_phrase(direction: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _parent_summary(parent: ProgramView) -> str:
-    text = f"Program {parent.id} (iteration {parent.iteration}). Score: {_score(parent.score)}."
-    if parent.metrics:
-        text += f"\nMetrics: {_metrics_line(parent.metrics)}"
-    return text
-
-
 def _other_programs(
     programs: list[ProgramView], parent: ProgramView, skip: set[str], limit: int, max_chars: int
 ) -> tuple[str, set[str]]:
@@ -240,7 +250,7 @@ def _other_programs(
         if program.metrics:
             head += f"\nMetrics: {_metrics_line(program.metrics)}"
         body = _head(diff, max_chars, "... ({n} more characters)")
-        parts.append(f"{head}\n{_fence(body, 'diff')}")
+        parts.append(f"{head}\n{fenced(body, 'diff')}")
         shown.add(program.id)
     return "\n\n".join(parts), shown
 
@@ -260,14 +270,14 @@ def _attempt(attempt: AttemptView, cfg: PromptConfig) -> str:
     summary = attempt.diff_summary.strip()
     if summary and summary != _NO_CHANGE and cfg.max_artifact_chars > 0:
         body = _head(summary, cfg.max_artifact_chars, "... ({n} more characters)")
-        parts.append("Change:\n" + _fence(body, "diff"))
+        parts.append("Change:\n" + fenced(body, "diff"))
     artifacts = [(k, v) for k, v in sorted(attempt.artifacts.items()) if str(v).strip()]
     if artifacts and cfg.max_artifact_chars > 0:
         budget = max(1, cfg.max_artifact_chars // len(artifacts))
         for name, value in artifacts:
             text = str(value).replace("\r\n", "\n").rstrip()
             label = f"{name}:" if len(text) <= budget else f"{name} (last {budget} characters):"
-            parts.append(f"{label}\n{_fence(_tail(text, budget))}")
+            parts.append(f"{label}\n{fenced(_tail(text, budget))}")
     return "\n".join(parts)
 
 
@@ -295,7 +305,7 @@ def _document(doc: DocumentView, cfg: PromptConfig) -> str:
 
 def build_generation_messages(
     *,
-    instruction: str,
+    context: str,
     parent: ProgramView,
     top: list[ProgramView],
     inspirations: list[ProgramView],
@@ -307,10 +317,11 @@ def build_generation_messages(
     strategy_instruction: str = "",
     language: Language | None = None,
 ) -> list[BaseMessage]:
-    """The system and user messages that ask the model for one improved child program.
+    """The message that asks the model for one improved child program.
 
-    User message sections, in order: current program (id, iteration, score, sorted metrics,
-    code truncated to ``cfg.max_program_chars``); top programs (the first
+    One user message: ``context`` (the stable prefix every call of the iteration starts with:
+    task instruction, parent program with its score and metrics, recent attempts), then
+    ``prompts/generate_user.md``: the role and how to work; top programs (the first
     ``cfg.num_top_programs`` of ``top`` that are not the parent and differ from it) and
     inspirations (the first ``cfg.num_inspirations`` not shown yet), each as a diff against the
     parent; the last ``cfg.history_programs`` of ``attempts`` (oldest first) with outcome, error
@@ -320,12 +331,14 @@ def build_generation_messages(
     higher-is-better; ``metric_name`` and ``direction`` as the task reports them; the
     EVOLVE-BLOCK rule when the parent has markers; the scaffold's strategy instruction, when
     given, as one more line of the task); the output format (``format_diff.md`` when
-    ``cfg.diff_based`` else ``format_rewrite.md``). Empty sections are left out: without a
-    strategy instruction the messages are byte-identical to those of a caller that never
-    passes one.
+    ``cfg.diff_based``, else ``format_rewrite_block.md`` for a parent with exactly one
+    EVOLVE-BLOCK and ``format_rewrite.md`` otherwise). Empty sections are left out: without a
+    strategy instruction the message is byte-identical to that of a caller that never passes
+    one.
 
     Args:
-        instruction: The task's instruction (OpenEvolve ``prompt.system_message``).
+        context: the iteration's context c_t (`evoduet_graph.prompts.descriptor.context_text`); it
+            shows the parent's code, so this message does not repeat it.
         parent: The program to improve.
         top: Best programs, best first.
         inspirations: Diverse programs from the population.
@@ -337,17 +350,14 @@ def build_generation_messages(
         strategy_instruction: what the scaffold asks for this iteration (EvoX strategy), or
             ``""``; model-written, so it is collapsed to one line (at most 600 characters)
             and neutralised like evidence text.
-        language: the program's language (default Python): named in the system message,
-            the tag of the program's code fence and of the requested rewrite; the EVOLVE-BLOCK
-            rule quotes the parent's own marker lines (any comment syntax).
+        language: the program's language (default Python): named in the role line, the tag
+            of the requested rewrite's code fence; the EVOLVE-BLOCK rule quotes the parent's
+            own marker lines (any comment syntax).
 
     Returns:
-        ``[SystemMessage, HumanMessage]``; identical inputs give identical messages.
+        ``[HumanMessage]``; identical inputs give identical messages.
     """
     lang = language or language_by_name("python")
-    system = _system_message(instruction, lang)
-    note = "... ({n} more characters not shown)"
-    code = _head(parent.code, cfg.max_program_chars, f"# {note}" if lang.is_python else note)
     top_text, shown = _other_programs(
         top, parent, set(), cfg.num_top_programs, cfg.max_program_chars
     )
@@ -362,11 +372,10 @@ def build_generation_messages(
             drop_empty=True,
             documents="\n\n".join(_document(doc, cfg) for doc in evidence),
         )
-    user = render(
+    job = render(
         "generate_user",
         drop_empty=True,
-        parent_summary=_parent_summary(parent),
-        parent_code=_fence(code, lang.fence),
+        language_name=lang.display,
         top_programs=top_text,
         inspirations=inspiration_text,
         attempts="\n\n".join(_attempt(a, cfg) for a in recent),
@@ -375,9 +384,9 @@ def build_generation_messages(
         metric_direction=_direction_phrase(direction),
         edit_scope=_edit_scope(parent.code),
         strategy_instruction=_strategy_line(strategy_instruction),
-        output_format=_output_format(cfg.diff_based is not False, lang),
+        output_format=_output_format(cfg.diff_based is not False, lang, parent.code),
     )
-    return [SystemMessage(content=system), HumanMessage(content=user)]
+    return [HumanMessage(content=f"{context.rstrip()}\n\n{job}")]
 
 
 def build_initial_messages(
@@ -424,9 +433,25 @@ def _edit_scope(code: str) -> str:
     return _EDIT_SCOPE.format(start=markers[0], end=markers[1])
 
 
-def _output_format(diff_based: bool, lang: Language) -> str:
+def _output_format(diff_based: bool, lang: Language, parent_code: str) -> str:
     if diff_based:
         return load_prompt("format_diff").strip()
+    markers = evolve_marker_lines(parent_code) if len(evolve_regions(parent_code)) == 1 else None
+    if markers is not None:
+        return render(
+            "format_rewrite_block",
+            drop_empty=True,
+            fence=lang.fence,
+            language_name=lang.display,
+            start=markers[0],
+            end=markers[1],
+            import_rule=_PYTHON_BLOCK_IMPORT_RULE if lang.is_python else "",
+            example=(
+                load_prompt("format_rewrite_block_example_python").strip()
+                if lang.is_python
+                else ""
+            ),
+        ).strip()
     return render(
         "format_rewrite",
         drop_empty=True,

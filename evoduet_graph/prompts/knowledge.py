@@ -7,9 +7,10 @@ the documented defaults, never to a crash.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -46,10 +47,19 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-KNOWLEDGE_CHARS = 400
-"""Cap of each knowledge-state field. It is part of the JSON schema (``maxLength``), so a
-grammar-constrained model (the embedded llama.cpp one) cannot ramble until ``max_tokens``
-truncates the JSON."""
+KNOWLEDGE_CHARS = 200
+"""Cap of each knowledge-state field (about one sentence of 30 words). It is part of the JSON
+schema (``maxLength``), so a grammar-constrained model (the embedded llama.cpp one) cannot
+ramble until ``max_tokens`` truncates the JSON. Issue 17 (lean outputs) halved it from 400:
+the gate and ``hypothetical_score`` write these three fields on every call, each output token
+of the embedded model costs ~0.1 s on 2 cores, and the next prompts show the fields only as a
+short summary of the knowledge state."""
+
+REASONING_CHARS = 160
+"""Cap of a gate's ``reasoning``: one sentence (issue 17)."""
+
+QUERY_CHARS = 160
+"""Cap of one search query: the prompt asks for at most 20 words."""
 
 
 class KnowledgeFields(BaseModel):
@@ -74,7 +84,7 @@ class GateOutput(KnowledgeFields):
     """The gate's structured answer. Decision spellings like ``lookup`` are normalised."""
 
     decision: Literal["no-op", "look-up", "retrieve"] = "no-op"
-    reasoning: str = Field("", max_length=300)
+    reasoning: str = Field("", max_length=REASONING_CHARS)
     document_ids: list[str] = Field(default_factory=list, max_length=10)
 
     @field_validator("decision", mode="before")
@@ -88,7 +98,7 @@ class GateOutput(KnowledgeFields):
     @field_validator("reasoning", mode="before")
     @classmethod
     def _reasoning(cls, value: Any) -> str:
-        return _text(value)[:300]
+        return _text(value)[:REASONING_CHARS]
 
     @field_validator("document_ids", mode="before")
     @classmethod
@@ -107,9 +117,12 @@ class GateOutput(KnowledgeFields):
 
 
 class QueryPlan(BaseModel):
-    """``construct_query`` output: the round's search queries."""
+    """``construct_query`` output: the round's search queries (at most `MAX_QUERIES`; extra
+    ones are dropped, never a validation error)."""
 
-    queries: list[Annotated[str, StringConstraints(max_length=300)]] = Field(
+    MAX_QUERIES: ClassVar[int] = 8
+
+    queries: list[Annotated[str, StringConstraints(max_length=QUERY_CHARS)]] = Field(
         default_factory=list, max_length=8
     )
 
@@ -125,7 +138,8 @@ class QueryPlan(BaseModel):
                 f"queries must be a list of strings, got {type(value).__name__}"
             )
         # a number or null in the list is no query: searching "123" / "None" finds noise
-        return [v[:300] for v in value if isinstance(v, str) and v.strip()][:8]
+        queries = [v[:QUERY_CHARS] for v in value if isinstance(v, str) and v.strip()]
+        return queries[: cls.MAX_QUERIES]
 
     @model_validator(mode="wrap")
     @classmethod
@@ -142,6 +156,24 @@ class QueryPlan(BaseModel):
     def dropped(self) -> list[str]:
         """The reply's list entries that were no string (dropped), as ``repr``."""
         return list(self._dropped)
+
+
+@functools.cache
+def query_plan_schema(num_queries: int) -> type[QueryPlan]:
+    """A `QueryPlan` whose JSON schema allows exactly as many queries as the round uses
+    (``retrieval.queries_per_round``; issue 17, lean outputs): a grammar-constrained model
+    (the embedded one) stops after them instead of writing queries that would be dropped;
+    a model without a grammar that writes more has the extra ones dropped."""
+    n = max(1, num_queries)
+
+    class SizedQueryPlan(QueryPlan):
+        MAX_QUERIES: ClassVar[int] = n
+        queries: list[Annotated[str, StringConstraints(max_length=QUERY_CHARS)]] = Field(
+            default_factory=list, max_length=n
+        )
+
+    SizedQueryPlan.__name__ = "QueryPlan"
+    return SizedQueryPlan
 
 
 class DocumentScore(BaseModel):

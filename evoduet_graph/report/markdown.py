@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from evoduet_graph.report.calls import call_table
 from evoduet_graph.report.html import markdown_to_html
 from evoduet_graph.report.series import run_series
 from evoduet_graph.report.summary import MAX_HISTORY_ROWS, run_summary
@@ -70,6 +71,25 @@ def _images(plots: dict[str, str] | None, *names: str) -> list[str]:
         if link:
             out += [f"![{PLOT_TITLES.get(name, name)}]({link})", ""]
     return out
+
+
+def _calls_section(figures: dict[str, Any] | None) -> list[str]:
+    """``## Model calls per node`` (`evoduet_graph.report.calls`), when the run has
+    ``llm_call`` events."""
+    if not figures or not figures["by_node"]:
+        return []
+    headers, rows = call_table(figures)
+    return [
+        "## Model calls per node: prompt cache and model time",
+        "",
+        (
+            "Cached: prompt tokens the model did not evaluate again (the embedded model reuses "
+            "the prefix its context already holds; hosted models report their prompt-cache hits)."
+        ),
+        "",
+        md_table(headers, rows),
+        "",
+    ]
 
 
 def _model_section(models: dict[str, dict[str, float]]) -> list[str]:
@@ -271,6 +291,7 @@ def report_markdown(
             ],
         ),
         "",
+        *_calls_section(s.get("llm_calls")),
         *_images(plots, "llm"),
         *_model_section(s.get("llm_models") or {}),
         *_cost_section(s["cost"], llm["total"]),

@@ -22,6 +22,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from evoduet_graph.report.calls import call_figures
 from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.read import load_programs, load_search_db, read_json, read_jsonl
 from evoduet_graph.rundir.usage import INCLUSIVE_NODES, finite_number, session_figures
@@ -697,6 +698,7 @@ def run_summary(run_dir: str | Path) -> dict[str, Any]:
             rdir, events, starts[-1].get("model") if starts else None, llm["total"]
         ),
         "llm": llm,
+        "llm_calls": call_figures(events),
         "llm_models": _model_figures(events, rdir, starts[-1].get("model") if starts else None),
         "wall_time": wall_time,
         "failures": _failure_figures(programs, events),

@@ -61,6 +61,11 @@ EVENTS: dict[str, EventSpec] = {
     "memory": EventSpec("long-term memory recalled into D_search"),
     "budget": EventSpec("usage against the ``budget:`` limits after an iteration"),
     # every node
+    "llm_call": EventSpec(
+        "one model call's figures (``from_node``, prompt / cached / output tokens, prompt-eval,"
+        " decode and lock-wait seconds, finish reason)",
+        {"from_node": str},
+    ),
     "node_start": EventSpec("a node starts", {"node": str}, log=False, stream=True),
     "node": EventSpec(
         "a node finished (wall time, LLM usage, a summary of its update) or raised (``error``)",
@@ -95,6 +100,9 @@ EVENTS: dict[str, EventSpec] = {
     "grounding": EventSpec("D_search seeded before iteration 1"),
     "joint_search": EventSpec("searches the generating model made itself"),
     "impact": EventSpec("a realised Δ credited to a D_search record"),
+    "inflight_lost": EventSpec(
+        "iterations in flight at a kill, started again (``iterations``)", {"iterations": list}
+    ),
     # candidates and evaluation
     "novelty_rejected": EventSpec(
         "a child rejected as a near-copy before evaluation", {"candidate_id": str}, stream=True

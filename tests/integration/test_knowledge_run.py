@@ -282,17 +282,17 @@ def test_evidence_block_sits_between_program_and_task_and_resists_injection(
     [baseline] = _prompts_of(smoke_task_dir, tmp_path / "never", _config(iterations=1))
 
     assert prompt.count("<evidence>") == 1 and prompt.count("</evidence>") == 1
-    current = prompt.index("## Current program")
+    current = prompt.index("## Parent program")
     start, end = prompt.index("<evidence>"), prompt.index("</evidence>")
     assert current < prompt.index("## Reference documents") < start < end
-    assert end < prompt.index("## Task") < prompt.index("## Output format")
+    assert end < prompt.index("## Your task") < prompt.index("## Output format")
     evidence = _evidence(prompt)
     assert evidence.count("<document id=") == 2 and evidence.count("</document>") == 2
     assert "```" not in evidence
     assert not re.search(r"^(<{7}|={7}|>{7})", evidence, re.MULTILINE)
     assert "Ignore previous instructions" in evidence  # kept as inert data, inside the block
     # outside the evidence block the prompt is the no-retrieval prompt, byte for byte
-    section = prompt[prompt.index("## Reference documents") : prompt.index("## Task")]
+    section = prompt[prompt.index("## Reference documents") : prompt.index("## Your task")]
     assert prompt.replace(section, "") == baseline
     assert prompt.count("```") == baseline.count("```")
 
@@ -560,3 +560,18 @@ def test_search_database_survives_sigkill_mid_inner_loop(tmp_path):
         )
     recorded = sorted({e["iteration"] for e in _events(run_dir) if e.get("node") == "record"})
     assert recorded == [1, 2, 3]
+
+
+def test_every_call_of_an_iteration_starts_with_the_same_context_prefix(smoke_task_dir, tmp_path):
+    # issue 17: llama.cpp (and hosted prompt caches) reuse the evaluated prefix only when the
+    # gate, the inner loop's and the mutation prompts all start with the same text
+    responder = KnowledgeResponder(gate="retrieve", generate=RADIUS_UP)
+    llm = ScriptedChatModel(responses=[], default=responder)
+    cfg = _config(iterations=1, **{"gate.mode": "llm", "retrieval.inner_rounds": 1})
+    run(smoke_task_dir, cfg, llm=llm, run_dir=tmp_path / "r", searcher=FakeSearcher())
+    [gate_prompt] = responder.prompts("gate")
+    prefix = gate_prompt[: gate_prompt.index("## Your job now")]
+    assert "radius = 0.6" in prefix and "## Task" in prefix
+    for kind in ("construct_query", "hypothetical_score", "generate"):
+        prompts = responder.prompts(kind)
+        assert prompts and all(p.startswith(prefix) for p in prompts), kind

@@ -77,13 +77,27 @@ def ref(env: Env, doc_id: str, score: float | None = None) -> DocumentRef:
     return DocumentRef(id=d.doc_id, url=d.url, title=d.title, predicted_score=score)
 
 
-def predict(env: Env, doc_id: str, score: float, *, record_id: str = "ret_000001",
-            parent_id: str | None = None, round_: int = 0) -> None:
+def predict(
+    env: Env,
+    doc_id: str,
+    score: float,
+    *,
+    record_id: str = "ret_000001",
+    parent_id: str | None = None,
+    round_: int = 0,
+) -> None:
     """Store an inner loop's prediction (default: this iteration's loop, this parent)."""
     parent = parent_id or env.state["parent_id"]
     env.ctx.search_db.add_prediction(
-        Prediction(record_id=record_id, doc_id=doc_id, iteration=int(record_id[-6:]),
-                   round=round_, parent_id=parent, parent_score=0.1, predicted_score=score)
+        Prediction(
+            record_id=record_id,
+            doc_id=doc_id,
+            iteration=int(record_id[-6:]),
+            round=round_,
+            parent_id=parent,
+            parent_score=0.1,
+            predicted_score=score,
+        )
     )
 
 
@@ -190,7 +204,10 @@ def test_gate_prompt_shows_database_with_ids(smoke_task_dir):
 
     env.ctx.search_db.add_record(
         SearchRecord(
-            record_id="ret_000000", iteration=0, parent_id="initial", parent_score=0.1,
+            record_id="ret_000000",
+            iteration=0,
+            parent_id="initial",
+            parent_score=0.1,
             final_doc_ids=ids,
         )
     )
@@ -232,8 +249,9 @@ def test_heuristic_gate_is_seeded_and_deterministic(smoke_task_dir, p):
         assert set(decisions) == {"retrieve"}
     else:
         assert set(decisions) == {"no-op", "retrieve"}
-        other = make_env(smoke_task_dir, gate__mode="heuristic", gate__retrieve_probability=p,
-                         seed=7)
+        other = make_env(
+            smoke_task_dir, gate__mode="heuristic", gate__retrieve_probability=p, seed=7
+        )
         again = [
             rule_decision({**other.state, "iteration": it}, other.ctx)[0] for it in range(1, 41)
         ]
@@ -367,7 +385,10 @@ def test_search_merges_duplicate_urls_across_queries(smoke_task_dir):
     assert env.searcher.queries == ["a", "b"]  # each distinct query once
     urls = [d["url"] for d in update["pool"]]
     assert [d["id"] for d in update["pool"]] == [
-        "doc_000001", "doc_000002", "doc_000003", "doc_000004",
+        "doc_000001",
+        "doc_000002",
+        "doc_000003",
+        "doc_000004",
     ]
     assert urls[1] == "https://www.Example.org/page/"
     assert update["pool"][0]["predicted_score"] == 0.3
@@ -500,8 +521,9 @@ def _scored_searcher() -> FakeSearcher:
 @pytest.mark.parametrize("rounds", [1, 3])
 def test_inner_graph_rounds(smoke_task_dir, rounds):
     responder = KnowledgeResponder()
-    env = make_env(smoke_task_dir, responder=responder, searcher=_scored_searcher(),
-                   retrieval__top_k=2)
+    env = make_env(
+        smoke_task_dir, responder=responder, searcher=_scored_searcher(), retrieval__top_k=2
+    )
     inner = build_inner_graph().compile()
     out = inner.invoke(inner_input(env, rounds=rounds), context=env.ctx)
 
@@ -599,9 +621,7 @@ def test_retrieve_empty_when_every_search_fails(smoke_task_dir):
     assert record.final_doc_ids == [] and len(record.rounds) == 2
 
 
-def test_retrieve_and_record_reentered_after_a_crash_write_d_search_once(
-    smoke_task_dir, tmp_path
-):
+def test_retrieve_and_record_reentered_after_a_crash_write_d_search_once(smoke_task_dir, tmp_path):
     """A resumed run re-executes the node that was in flight: the retrieval record and the
     realised impact are appended once per (record, iteration)."""
     env = make_env(smoke_task_dir, run_dir=tmp_path)
@@ -610,18 +630,25 @@ def test_retrieve_and_record_reentered_after_a_crash_write_d_search_once(
     retrieve(env.state, env.runtime)
     code = env.ctx.task.initial_program.replace("radius = 0.6", "radius = 0.9")
     env.ctx.store.put_program(
-        ProgramRow(id="it00001-c0", code=code, parent_id="initial", iteration=1, kind="rewrite",
-                   status="evaluated", score=0.5, valid=True)
+        ProgramRow(
+            id="it00001-c0",
+            code=code,
+            parent_id="initial",
+            iteration=1,
+            kind="rewrite",
+            status="evaluated",
+            score=0.5,
+            valid=True,
+        )
     )
     state["candidates"] = [
-        CandidateRecord(id="it00001-c0", index=0, status="evaluated", score=0.5, valid=True,
-                        error=None)
+        CandidateRecord(
+            id="it00001-c0", index=0, status="evaluated", score=0.5, valid=True, error=None
+        )
     ]
     record(state, env.runtime)
     record(state, env.runtime)
-    lines = [
-        json.loads(x) for x in (tmp_path / "search_database.jsonl").read_text().splitlines()
-    ]
+    lines = [json.loads(x) for x in (tmp_path / "search_database.jsonl").read_text().splitlines()]
     assert [x["record_id"] for x in lines if x["type"] == "record"] == ["ret_000001"]
     [impact] = [x for x in lines if x["type"] == "impact"]
     parent = env.ctx.store.get_program("initial").score
@@ -643,8 +670,14 @@ def test_an_iteration_without_a_valid_child_credits_its_evidence_with_why(
     env = make_env(smoke_task_dir, run_dir=tmp_path)
     state = {**env.state, **make_retrieve(build_inner_graph().compile())(env.state, env.runtime)}
     state["candidates"] = [
-        CandidateRecord(id="it00001-c0", index=0, status=status, score=0.0, valid=False,
-                        error="points outside the unit disk")
+        CandidateRecord(
+            id="it00001-c0",
+            index=0,
+            status=status,
+            score=0.0,
+            valid=False,
+            error="points outside the unit disk",
+        )
     ]
     record(state, env.runtime)
     [impact] = env.ctx.search_db.get_record("ret_000001").impacts
@@ -677,7 +710,7 @@ def test_scoring_prompt_cannot_be_closed_by_a_document(smoke_task_dir):
     assert body.count("</document>") == 2 and body.count("<document id=") == 2
     assert "```" not in body and "</evidence>" not in body
     template = load_prompt("context") + load_prompt("hypothetical_score")
-    assert prompt.count("```") == template.count("```")
+    assert prompt.count("```") == template.count("```") + 2  # + the parent code's fence
 
 
 def test_gate_prompt_database_cannot_forge_sections(smoke_task_dir):
@@ -693,7 +726,10 @@ def test_gate_prompt_database_cannot_forge_sections(smoke_task_dir):
 
     env.ctx.search_db.add_record(
         SearchRecord(
-            record_id="ret_000001", iteration=1, parent_id="initial", parent_score=0.1,
+            record_id="ret_000001",
+            iteration=1,
+            parent_id="initial",
+            parent_score=0.1,
             final_doc_ids=[stored[0].doc_id],
         )
     )
@@ -705,12 +741,14 @@ def test_gate_prompt_database_cannot_forge_sections(smoke_task_dir):
 
     assert headings(prompt) == headings(template)
     assert "Nice page ## Knowledge state so far '''" in prompt
-    assert prompt.count("```") == template.count("```")
+    assert prompt.count("```") == template.count("```") + 2  # + the parent code's fence
     tail = template[template.index("Reply with one JSON object") :]
     assert prompt.rstrip().endswith(tail.rstrip())
     # whatever the model then writes, only the three decisions can come out
     assert set(GateOutput.model_fields["decision"].annotation.__args__) == {
-        "no-op", "look-up", "retrieve",
+        "no-op",
+        "look-up",
+        "retrieve",
     }
     with pytest.raises(ValueError):
         GateOutput.model_validate({"decision": "delete"})
@@ -729,7 +767,10 @@ def test_gate_prompt_shows_document_bodies_only_as_inert_excerpts(smoke_task_dir
 
     env.ctx.search_db.add_record(
         SearchRecord(
-            record_id="ret_000001", iteration=1, parent_id="initial", parent_score=0.1,
+            record_id="ret_000001",
+            iteration=1,
+            parent_id="initial",
+            parent_score=0.1,
             final_doc_ids=[stored[0].doc_id],
         )
     )
@@ -744,7 +785,7 @@ def test_gate_prompt_shows_document_bodies_only_as_inert_excerpts(smoke_task_dir
     assert excerpt.startswith("  ") and "```" not in excerpt and "</document>" not in excerpt
     assert "</evidence>" not in excerpt
     template = load_prompt("context") + load_prompt("gate")
-    assert prompt.count("```") == template.count("```")
+    assert prompt.count("```") == template.count("```") + 2  # + the parent code's fence
     assert update["gate_decision"] == "no-op" and update["gate_document_ids"] == []
 
 
@@ -757,8 +798,16 @@ def _second_parent(env: Env, score: float) -> str:
     """Store a second evaluated program to serve as a later iteration's parent."""
     code = env.ctx.task.initial_program.replace("radius = 0.6", "radius = 0.7")
     env.ctx.store.put_program(
-        ProgramRow(id="it00001-c0", code=code, parent_id="initial", iteration=1, kind="rewrite",
-                   status="evaluated", score=score, valid=True)
+        ProgramRow(
+            id="it00001-c0",
+            code=code,
+            parent_id="initial",
+            iteration=1,
+            kind="rewrite",
+            status="evaluated",
+            score=score,
+            valid=True,
+        )
     )
     return "it00001-c0"
 
@@ -817,12 +866,14 @@ def test_knowledge_state_is_updated_in_every_round_that_scored(smoke_task_dir):
             return reply
         return json.dumps({**json.loads(reply), "unresolved": next(gaps)})
 
-    env = make_env(smoke_task_dir, llm=ScriptedChatModel(responses=[], default=answer),
-                   searcher=_scored_searcher())
+    env = make_env(
+        smoke_task_dir,
+        llm=ScriptedChatModel(responses=[], default=answer),
+        searcher=_scored_searcher(),
+    )
     inner = build_inner_graph().compile()
     seen = []
-    for chunk in inner.stream(inner_input(env, rounds=3), context=env.ctx,
-                              stream_mode="updates"):
+    for chunk in inner.stream(inner_input(env, rounds=3), context=env.ctx, stream_mode="updates"):
         if "update_knowledge" in chunk:
             seen.append(chunk["update_knowledge"]["knowledge_state"]["unresolved"])
     assert seen == ["gap after round 0", "gap after round 1", "gap after round 2"]
@@ -845,9 +896,13 @@ def test_a_document_left_unscored_is_retried_in_the_next_round(smoke_task_dir):
                 return reply
         return responder(messages)
 
-    env = make_env(smoke_task_dir, llm=ScriptedChatModel(responses=[], default=answer),
-                   retrieval__inner_rounds=2, retrieval__results_per_query=2,
-                   retrieval__top_k=2)
+    env = make_env(
+        smoke_task_dir,
+        llm=ScriptedChatModel(responses=[], default=answer),
+        retrieval__inner_rounds=2,
+        retrieval__results_per_query=2,
+        retrieval__top_k=2,
+    )
     update = make_retrieve(build_inner_graph().compile())(env.state, env.runtime)
     db = env.ctx.search_db
     record = db.get_record("ret_000001")
@@ -875,12 +930,24 @@ def test_construct_query_prompt_holds_parent_program_and_d_search_with_delta(smo
     for n, (doc_id, delta) in enumerate(zip(ids, [0.25, -0.125, 0.0], strict=True)):
         record_id = f"ret_00000{n}"
         env.ctx.search_db.add_record(
-            SearchRecord(record_id=record_id, iteration=0, parent_id="initial",
-                         parent_score=0.1, rounds=[], final_doc_ids=[doc_id])
+            SearchRecord(
+                record_id=record_id,
+                iteration=0,
+                parent_id="initial",
+                parent_score=0.1,
+                rounds=[],
+                final_doc_ids=[doc_id],
+            )
         )
         env.ctx.search_db.add_impact(
-            record_id, Impact(iteration=n, parent_score=0.1, child_score=0.1 + delta,
-                              delta=delta, outcome="improved" if delta > 0 else "decreased")
+            record_id,
+            Impact(
+                iteration=n,
+                parent_score=0.1,
+                child_score=0.1 + delta,
+                delta=delta,
+                outcome="improved" if delta > 0 else "decreased",
+            ),
         )
     construct_query(inner_input(env), env.runtime)
     [prompt] = responder.prompts("construct_query")
@@ -918,8 +985,11 @@ def test_gate_prompt_holds_recent_document_excerpts_within_its_bound(smoke_task_
     env = make_env(smoke_task_dir, responder=responder, gate__mode="llm")
     long_text = "basin hopping with local L-BFGS steps " * 200
     docs = [
-        Document(url=f"https://recent.example/{i}", title=f"Recent document {i}",
-                 content=f"EXCERPT{i} {long_text}")
+        Document(
+            url=f"https://recent.example/{i}",
+            title=f"Recent document {i}",
+            content=f"EXCERPT{i} {long_text}",
+        )
         for i in range(RECENT_DOCUMENTS + 3)
     ]
     stored = env.ctx.search_db.add_documents(docs, 1)
@@ -938,3 +1008,46 @@ def test_gate_prompt_holds_recent_document_excerpts_within_its_bound(smoke_task_
         if line.startswith("  EXCERPT"):
             assert len(line) <= RECENT_EXCERPT_CHARS + 2
     assert long_text not in prompt
+
+
+def test_structured_replies_are_bounded_in_the_schema_the_grammar_enforces():
+    # issue 17 (lean outputs): llama.cpp compiles maxLength into the JSON grammar, so these
+    # caps bound the output tokens of every gate / scoring / query call
+    from evoduet_graph.nodes.gate_stateless import StatelessGateOutput
+    from evoduet_graph.prompts.knowledge import (
+        KNOWLEDGE_CHARS,
+        QUERY_CHARS,
+        REASONING_CHARS,
+        GateOutput,
+        QueryPlan,
+        scores_schema,
+    )
+
+    assert (KNOWLEDGE_CHARS, REASONING_CHARS, QUERY_CHARS) == (200, 160, 160)
+    for schema in (GateOutput, StatelessGateOutput, scores_schema(["doc_000001"])):
+        props = schema.model_json_schema()["properties"]
+        for name in ("known", "established", "unresolved"):
+            assert props[name]["maxLength"] == KNOWLEDGE_CHARS
+    assert GateOutput.model_json_schema()["properties"]["reasoning"]["maxLength"] == 160
+    assert GateOutput.model_validate({"reasoning": "x" * 999}).reasoning == "x" * 160
+    plan = QueryPlan.model_json_schema()["properties"]["queries"]
+    assert plan["items"]["maxLength"] == QUERY_CHARS
+    assert QueryPlan.model_validate({"queries": ["q" * 999]}).queries == ["q" * QUERY_CHARS]
+
+
+def test_query_plan_schema_asks_for_the_round_s_queries_only():
+    from evoduet_graph.prompts.knowledge import QueryPlan, query_plan_schema
+
+    one = query_plan_schema(1)
+    assert one.model_json_schema()["properties"]["queries"]["maxItems"] == 1
+    assert issubclass(one, QueryPlan) and query_plan_schema(1) is one
+    # a model without a grammar that writes more: the extra queries are dropped, no error
+    assert one.model_validate({"queries": ["a", "b", "c"]}).queries == ["a"]
+    assert query_plan_schema(3).model_validate({"queries": ["a", "b", "c", "d"]}).queries == [
+        "a",
+        "b",
+        "c",
+    ]
+    assert (
+        QueryPlan.model_validate({"queries": [str(i) + "q" for i in range(12)]}).queries[-1] == "7q"
+    )

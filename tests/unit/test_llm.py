@@ -523,12 +523,20 @@ def test_missing_part_tells_how_to_install(monkeypatch, tmp_path):
 
 
 class _FakeLlama:
+    """Stands in for ``llama_cpp.Llama``: one word is one token, and like llama.cpp's single
+    context it holds the tokens of the last call (prompt + reply) in ``input_ids``."""
+
     def __init__(self, reply: str = GOOD) -> None:
         self.reply = reply
         self.calls: list[dict[str, Any]] = []
         self.active = 0
         self.max_active = 0
         self._guard = threading.Lock()
+        self._vocab: dict[str, int] = {}
+        self.input_ids: list[int] = []
+
+    def _tokens(self, text: str) -> list[int]:
+        return [self._vocab.setdefault(word, len(self._vocab)) for word in text.split()]
 
     def create_chat_completion(self, messages, **params):
         with self._guard:
@@ -540,11 +548,18 @@ class _FakeLlama:
             self.active -= 1
         if "overflow" in messages[-1]["content"]:
             raise ValueError("Requested tokens (9000) exceed context window of 2048")
+        prompt = self._tokens(" ".join(f"<{m['role']}> {m['content']}" for m in messages))
+        reply = self._tokens(self.reply)
+        self.input_ids = prompt + reply
         return {
             "choices": [
                 {"message": {"role": "assistant", "content": self.reply}, "finish_reason": "stop"}
             ],
-            "usage": {"prompt_tokens": 12, "completion_tokens": 7, "total_tokens": 19},
+            "usage": {
+                "prompt_tokens": len(prompt),
+                "completion_tokens": len(reply),
+                "total_tokens": len(prompt) + len(reply),
+            },
         }
 
 
@@ -552,7 +567,7 @@ class _FakeLlama:
 def fake_local_model(monkeypatch, tmp_path):
     fake = _FakeLlama()
     loaded = local._Loaded(llama=fake, lock=threading.Lock())
-    monkeypatch.setattr(local, "_load_llama", lambda path, n_ctx, n_threads: loaded)
+    monkeypatch.setattr(local, "_load_llama", lambda path, n_ctx, n_threads, parallel=1: loaded)
     monkeypatch.setattr(local, "assemble_model", lambda cache_dir=None: tmp_path / "m.gguf")
     cfg = LLMConfig(
         model="local", temperature=0.1, max_tokens=64, local_n_ctx=2048, local_n_threads=2
@@ -563,14 +578,41 @@ def fake_local_model(monkeypatch, tmp_path):
 def test_local_model_reports_usage(fake_local_model):
     llm, fake = fake_local_model
     msg = llm.invoke([SystemMessage("s"), HumanMessage("hi")])
-    assert msg.usage_metadata == {"input_tokens": 12, "output_tokens": 7, "total_tokens": 19}
+    out = len(GOOD.split())
+    assert msg.usage_metadata == {
+        "input_tokens": 4,
+        "output_tokens": out,
+        "total_tokens": 4 + out,
+        "input_token_details": {"cache_read": 0},
+    }
     assert msg.response_metadata["model_name"] == local.MODEL_NAME
+    meta = msg.response_metadata
+    assert meta["finish_reason"] == "stop" and meta["lock_wait_s"] >= 0
+    assert meta["prompt_eval_s"] == 0 and meta["decode_s"] > 0  # no perf counters in the fake
     call = fake.calls[0]
     assert call["messages"] == [
         {"role": "system", "content": "s"},
         {"role": "user", "content": "hi"},
     ]
     assert call["max_tokens"] == 64 and call["temperature"] == 0.1
+
+
+def test_local_model_reports_prompt_tokens_reused_from_the_context(fake_local_model):
+    llm, _ = fake_local_model
+    llm.invoke([SystemMessage("shared task text"), HumanMessage("gate part")])
+    again = llm.invoke([SystemMessage("shared task text"), HumanMessage("generate part")])
+    # "<system> shared task text <user>" is what the context already holds
+    assert again.usage_metadata["input_token_details"] == {"cache_read": 5}
+    same = llm.invoke([SystemMessage("shared task text"), HumanMessage("generate part")])
+    # a prompt the context holds entirely: its last token is evaluated again (as llama.cpp does)
+    assert same.usage_metadata["input_token_details"] == {"cache_read": 6}
+
+
+def test_common_prefix_length_matches_llama_cpp_reuse():
+    assert local.common_prefix_length([], [1, 2]) == 0
+    assert local.common_prefix_length([1, 2, 3, 9], [1, 2, 4]) == 2
+    assert local.common_prefix_length([1, 2, 3, 4], [1, 2, 3]) == 2
+    assert local.common_prefix_length([5], []) == 0
 
 
 def test_local_model_structured_uses_grammar(fake_local_model):
@@ -664,6 +706,60 @@ def test_usage_errors_and_llm_output_fallback():
     assert tracker.by_node()["score"].by_model == {
         "m": {"calls": 1, "input_tokens": 3, "output_tokens": 4}
     }
+
+
+def test_usage_records_cache_reuse_timings_and_finish_reason_per_call(fake_local_model):
+    llm, _ = fake_local_model
+    tracker = UsageTracker()
+    cfg = {"callbacks": [tracker]}
+    with track_node("gate") as usage:
+        llm.invoke([SystemMessage("shared task text"), HumanMessage("gate part")], config=cfg)
+        llm.invoke([SystemMessage("shared task text"), HumanMessage("more")], config=cfg)
+    assert usage.calls == 2 and usage.cached_input_tokens == 5
+    assert usage.finish_reasons == {"stop": 2} and usage.decode_s > 0
+    assert [c.cached_input_tokens for c in usage.call_log] == [0, 5]
+    first = usage.call_log[0].as_dict()
+    assert first["model"] == local.MODEL_NAME and first["finish_reason"] == "stop"
+    assert first["input_tokens"] == 7 and "error" not in first and "lock_wait_s" in first
+    fields = tracker.by_node()["gate"].timing_fields()
+    assert fields["cached_input_tokens"] == 5 and fields["finish_reasons"] == {"stop": 2}
+    assert tracker.by_node()["gate"].call_log is None  # only track_node blocks keep a log
+    assert tracker.total().cached_input_tokens == 5
+
+
+def test_usage_reads_hosted_cached_tokens():
+    from uuid import uuid4
+
+    tracker = UsageTracker()
+    # ChatOpenAI maps prompt_tokens_details.cached_tokens to input_token_details.cache_read
+    message = AIMessage(
+        content="x",
+        usage_metadata={
+            "input_tokens": 100,
+            "output_tokens": 5,
+            "total_tokens": 105,
+            "input_token_details": {"cache_read": 64},
+        },
+        response_metadata={"model_name": "gpt", "finish_reason": "length"},
+    )
+    raw = LLMResult(
+        generations=[[ChatGeneration(message=AIMessage(content="y"))]],
+        llm_output={
+            "token_usage": {
+                "prompt_tokens": 50,
+                "completion_tokens": 2,
+                "prompt_tokens_details": {"cached_tokens": 32},
+            }
+        },
+    )
+    with track_node("generate") as usage:
+        for result in (LLMResult(generations=[[ChatGeneration(message=message)]]), raw):
+            run_id = uuid4()
+            tracker.on_chat_model_start({}, [[]], run_id=run_id)
+            tracker.on_llm_end(result, run_id=run_id)
+    assert usage.cached_input_tokens == 96 and usage.input_tokens == 150
+    assert usage.finish_reasons == {"length": 1}
+    assert usage.call_log[0].prompt_eval_s is None  # a hosted model does not say
 
 
 def test_usage_threads_with_context_executor():

@@ -154,6 +154,14 @@ def test_summary_matches_the_raw_files(fake_run):
     tokens = sum(e.get("input_tokens", 0) for e in events
                  if e["event"] == "node" and e["node"] not in INCLUSIVE_NODES)
     assert s["llm"]["total"]["input_tokens"] == tokens > 0
+    # one llm_call event per model call, under the node that made it (the inner loop's calls
+    # are construct_query's and hypothetical_score's, never retrieve's too)
+    calls = s["llm_calls"]
+    assert {n: f["calls"] for n, f in calls["by_node"].items()} == {
+        n: u["calls"] for n, u in by_node.items() if n not in INCLUSIVE_NODES and u["calls"]
+    }
+    assert calls["total"]["calls"] == llm.calls
+    assert calls["total"]["input_tokens"] == tokens
 
     wall = s["wall_time"]["by_node"]
     assert wall["select"]["executions"] == 5 and wall["initialize"]["executions"] == 1
@@ -228,6 +236,7 @@ def test_markdown_tables(fake_run):
     for heading in (
         "## Overview", "## Gate decisions", "## Search", "## Predicted vs realised child score",
         "## LLM usage per node", "## Wall time per node", "## Candidates and failures",
+        "## Model calls per node: prompt cache and model time",
         "## Fallbacks", "## Per iteration", "## Improvement rate by evidence", "## Cost",
     ):
         assert f"\n{heading}\n" in text
@@ -338,3 +347,30 @@ def test_a_failed_gate_call_is_a_fallback_row_not_the_models_no_op():
     assert {it: e["gate_decision"] for it, e in gates.items()} == {
         1: "fallback", 2: "no-op", 3: "retrieve",
     }
+
+
+def test_call_figures_sum_cache_reuse_and_model_time_per_node():
+    from evoduet_graph.report.calls import call_figures, call_table
+
+    def call(node: str, inp: int, cached: int | None, reason: str, **extra: float) -> dict:
+        ev = {"event": "llm_call", "from_node": node, "input_tokens": inp, "output_tokens": 5,
+              "finish_reason": reason, **extra}
+        if cached is not None:
+            ev["cached_input_tokens"] = cached
+        return ev
+
+    events = [
+        {"event": "node", "node": "gate", "llm_calls": 1},  # not a call event: ignored
+        call("gate", 1000, 100, "stop", prompt_eval_s=9.0, decode_s=3.0, lock_wait_s=0.5),
+        call("generate", 1200, 900, "stop", prompt_eval_s=3.0, decode_s=20.0),
+        call("generate", 800, None, "length", decode_s=10.0),
+    ]
+    f = call_figures(events)
+    gen = f["by_node"]["generate"]
+    assert gen["calls"] == 2 and gen["input_tokens"] == 2000 and gen["cached_input_tokens"] == 900
+    assert gen["cache_share"] == 0.45 and gen["finish_reasons"] == {"length": 1, "stop": 1}
+    assert f["total"]["cache_share"] == round(1000 / 3000, 4)
+    assert f["total"]["prompt_eval_s"] == 12.0 and f["total"]["lock_wait_s"] == 0.5
+    headers, rows = call_table(f)
+    assert rows[-1][0] == "**total**" and rows[-1][headers.index("cached share")] == "33.3%"
+    assert call_figures([])["by_node"] == {} and call_figures([])["total"]["cache_share"] is None

@@ -119,8 +119,8 @@ def test_c_task_with_slash_markers_runs_two_iterations_and_evaluator_sees_c_file
     assert (tmp_path / "run" / "best_program.c").is_file()
     rows = [r for r in _programs(tmp_path / "run") if r[0] != "initial"]
     assert len(rows) == 2 and all(r[3] for r in rows), rows  # the evaluator saw .c files
-    system, user = llm.prompts[0]
-    assert "C program" in system.content
+    (user,) = llm.prompts[0]  # one message: the shared context, then the mutation job
+    assert "C parent program" in user.content
     assert "```c\n" in user.content
     assert "`// EVOLVE-BLOCK-START`" in user.content
 
@@ -145,7 +145,7 @@ def test_whole_file_task_without_markers_lets_the_model_rewrite_everything(
     result = run(folder, cfg, llm=llm, run_dir=tmp_path / "run")
     assert result.best_score == 4.0
     assert result.best_program.startswith("# a new approach\nvalue <- 4")
-    user = llm.prompts[0][1].content
+    user = llm.prompts[0][-1].content
     assert "```r\nvalue <- 1" in user
     assert "single ```r code block (R)" in user
     assert "EVOLVE-BLOCK-START`" not in user  # no edit-scope rule without markers
@@ -374,7 +374,7 @@ def test_folder_without_initial_program_asks_the_model_for_the_first_one(tmp_pat
     result = run(folder, _cfg(), llm=llm, run_dir=tmp_path / "run")
     assert result.best_score == 8.0
     assert "There is no program yet" in llm.prompts[0][1].content
-    assert "return 6.0" in llm.prompts[1][1].content  # the second iteration improves the first
+    assert "return 6.0" in llm.prompts[1][-1].content  # the second iteration improves the first
     run_meta = json.loads((tmp_path / "run" / "run.json").read_text())
     assert "program" not in run_meta
 
@@ -618,7 +618,7 @@ def test_cli_run_program_option_is_kept_for_resume(tmp_path: Path) -> None:
     run(task, _cfg(iterations=1, prompt={"diff_based": False}), llm=llm, run_dir=tmp_path / "run")
     meta = json.loads((tmp_path / "run" / "run.json").read_text())
     assert meta["program"] == str(folder / "alt" / "other.r")
-    assert "value <- 2" in llm.prompts[0][1].content  # the chosen file, not initial_program.r
+    assert "value <- 2" in llm.prompts[0][-1].content  # the chosen file, not initial_program.r
 
 
 TOOLCHAIN_EVALUATOR = """\
