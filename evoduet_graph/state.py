@@ -252,8 +252,12 @@ class GenerateInput(TypedDict):
     config: NotRequired[dict[str, object]]
 
 
-class RoundLog(TypedDict):
-    """One inner round as logged in the search database."""
+class InnerRoundLog(TypedDict):
+    """One inner round as the inner graph's state carries it (checkpoint-safe).
+
+    The search database stores it as `evoduet_graph.search.database.RoundLog` (converted by
+    `evoduet_graph.nodes.retrieve.round_log`; the errors go to the events instead).
+    """
 
     round: int
     queries: list[str]
@@ -296,5 +300,5 @@ class InnerState(TypedDict, total=False):
     pool: list[DocumentRef]
     returned: list[str] | None
     retained: list[DocumentRef]
-    round_logs: list[RoundLog]
+    round_logs: list[InnerRoundLog]
     errors: list[str]

@@ -19,6 +19,7 @@ from evoduet_graph.task import Task
 __all__ = [
     "Endpoint",
     "IterationPoint",
+    "IterationSeries",
     "MethodOutcome",
     "Session",
     "best_of",
@@ -121,6 +122,45 @@ class MethodOutcome:
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (what ``bench_run.json`` stores under ``outcome``)."""
         return asdict(self)
+
+    @classmethod
+    def from_series(
+        cls,
+        series: IterationSeries,
+        *,
+        initial: float | None,
+        best: float | None,
+        best_code: str | None,
+        notes: list[str] | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> MethodOutcome:
+        """The outcome of a method from its per-iteration series (one home for every method).
+
+        Args:
+            series: the run's per-iteration figures.
+            initial: the initial program's metric.
+            best: the best metric.
+            best_code: the best program's source.
+            notes: remarks worth showing.
+            details: method-specific extras.
+
+        Returns:
+            The outcome; totals are the last point's (`iteration_points`), wall time the
+            sessions' total (`total_wall`).
+        """
+        points = iteration_points(series)
+        return cls(
+            iterations=series.iterations,
+            initial=initial,
+            best=best,
+            best_code=best_code,
+            points=points,
+            llm_calls=points[-1].llm_calls if points else 0,
+            tokens=points[-1].tokens if points else 0,
+            wall_s=total_wall(series.sessions, series.stamps.values()),
+            notes=notes if notes is not None else [],
+            details=details if details is not None else {},
+        )
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> MethodOutcome:
@@ -235,20 +275,33 @@ def total_wall(sessions: list[Session], stamps: Iterable[float] = ()) -> float |
     return sum(_session_durations(ordered, list(stamps)))
 
 
-def iteration_points(
-    curve: list[float | None],
-    calls_by_it: dict[int, int],
-    tokens_by_it: dict[int, int],
-    sessions: list[Session],
-    stamps: dict[int, float],
-    iterations: int,
-) -> list[IterationPoint]:
-    """Cumulative per-iteration figures of a run.
+@dataclass(frozen=True)
+class IterationSeries:
+    """The per-iteration figures of one method run, as its driver collected them.
 
-    Cumulative per-iteration figures 0..``iterations`` (best so far, LLM calls, tokens,
-    wall seconds over all sessions). Usage recorded past the last iteration counts in the last
-    point; the last point's wall time is at least the runs' total.
+    Attributes:
+        curve: best so far per iteration, 0..``iterations``.
+        calls_by_it: LLM calls per iteration.
+        tokens_by_it: tokens per iteration.
+        sessions: the method's sessions (for wall time).
+        stamps: the end time of each iteration.
+        iterations: iterations completed.
     """
+
+    curve: list[float]
+    calls_by_it: dict[int, int]
+    tokens_by_it: dict[int, int]
+    sessions: list[Session]
+    stamps: dict[int, float]
+    iterations: int
+
+
+def iteration_points(series: IterationSeries) -> list[IterationPoint]:
+    """Cumulative per-iteration figures 0..``iterations`` (best so far, LLM calls, tokens,
+    wall seconds over all sessions). Usage recorded past the last iteration counts in the last
+    point; the last point's wall time is at least the runs' total."""
+    curve, calls_by_it, tokens_by_it = series.curve, series.calls_by_it, series.tokens_by_it
+    sessions, stamps, iterations = series.sessions, series.stamps, series.iterations
     walls = cumulative_wall(sessions, stamps)
     total = total_wall(sessions, stamps.values())
     points: list[IterationPoint] = []

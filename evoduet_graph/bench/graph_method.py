@@ -16,12 +16,11 @@ import yaml
 import evoduet_graph
 from evoduet_graph.bench.common import (
     BenchError,
+    IterationSeries,
     MethodOutcome,
     Session,
     is_better,
-    iteration_points,
     running_best,
-    total_wall,
 )
 from evoduet_graph.bench.endpoint import endpoint_chat_model
 from evoduet_graph.config import EvoDuetConfig, merge_config
@@ -196,19 +195,11 @@ def graph_outcome(
     usage = usage_by_iteration(events)
     calls_by_it = {it: u.llm_calls for it, u in usage.items()}
     tokens_by_it = {it: u.tokens for it, u in usage.items()}
-    points = iteration_points(curve, calls_by_it, tokens_by_it, sessions, stamps, iterations)
-    calls = points[-1].llm_calls if points else 0
-    tokens = points[-1].tokens if points else 0
-    total = total_wall(sessions, stamps.values())
-    return MethodOutcome(
-        iterations=iterations,
+    return MethodOutcome.from_series(
+        IterationSeries(curve, calls_by_it, tokens_by_it, sessions, stamps, iterations),
         initial=initial,
         best=best,
         best_code=best_code,
-        points=points,
-        llm_calls=calls,
-        tokens=tokens,
-        wall_s=total,
         details={
             "programs": len(rows),
             "valid_programs": sum(len(v) for v in by_iteration.values()),

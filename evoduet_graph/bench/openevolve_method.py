@@ -49,12 +49,11 @@ import yaml
 
 from evoduet_graph.bench.common import (
     Endpoint,
+    IterationSeries,
     MethodOutcome,
     Session,
     is_better,
-    iteration_points,
     running_best,
-    total_wall,
 )
 from evoduet_graph.bench.server import die_with_parent, kill_process_group
 from evoduet_graph.errors import EvoDuetError
@@ -752,20 +751,12 @@ def _outcome(
             calls_by_it[rec.iteration] = calls_by_it.get(rec.iteration, 0) + 1
             tokens_by_it[rec.iteration] = tokens_by_it.get(rec.iteration, 0) + rec.tokens
     stamps = {rec.iteration: rec.timestamp for rec in records}
-    points = iteration_points(curve, calls_by_it, tokens_by_it, sessions, stamps, iterations)
-    calls = points[-1].llm_calls if points else 0
-    tokens = points[-1].tokens if points else 0
-    total = total_wall(sessions, stamps.values())
     invalid = sum(1 for r in records if r.code is not None and r.fitness is None)
-    return MethodOutcome(
-        iterations=iterations,
+    return MethodOutcome.from_series(
+        IterationSeries(curve, calls_by_it, tokens_by_it, sessions, stamps, iterations),
         initial=initial,
         best=best,
         best_code=best_code,
-        points=points,
-        llm_calls=calls,
-        tokens=tokens,
-        wall_s=total,
         notes=notes,
         details={
             "openevolve_version": env.version,

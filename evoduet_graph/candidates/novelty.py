@@ -54,6 +54,7 @@ from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 
 from evoduet_graph.config import ConfigError, NoveltyConfig
+from evoduet_graph.search.plugins import build_plugin
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
@@ -602,22 +603,14 @@ def load_embeddings(spec: str) -> Embeddings:
         target = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"novelty.embeddings={spec!r}: cannot import it: {exc}") from None
-    if isinstance(target, Embeddings):
-        return target
-    if not callable(target):
-        raise ConfigError(f"novelty.embeddings={spec!r} is neither Embeddings nor a factory")
-    try:
-        result = target()
-    except Exception as exc:  # noqa: BLE001 - any factory failure is a configuration error
-        raise ConfigError(
-            f"novelty.embeddings={spec!r}: the factory failed: {type(exc).__name__}: {exc}"
-        ) from None
-    if not isinstance(result, Embeddings):
-        raise ConfigError(
-            f"novelty.embeddings={spec!r} returned {type(result).__name__}, not a LangChain "
-            "Embeddings"
-        )
-    return result
+    return build_plugin(
+        target,
+        kinds=(Embeddings,),
+        what="novelty.embeddings",
+        spec=spec,
+        label="a LangChain Embeddings",
+        error=ConfigError,
+    )
 
 
 def make_novelty_checker(config: NoveltyConfig, *, python: bool = True) -> NoveltyChecker | None:

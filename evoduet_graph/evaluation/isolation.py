@@ -152,22 +152,38 @@ def probe_network_namespace() -> tuple[str | None, str]:
     exe = shutil.which("unshare")
     if exe is None:
         return None, "the `unshare` program (util-linux) is not installed"
+    failure = _probe_failure(
+        [exe, "--net", "--"],
+        tool="`unshare --net`",
+        refused="`unshare --net` failed (needs root or unprivileged user namespaces): ",
+    )
+    if failure is not None:
+        return None, failure
+    return exe, f"network namespace via {exe} --net"
+
+
+def _probe_failure(prefix: list[str], *, tool: str, refused: str) -> str | None:
+    """Run an empty Python program under ``prefix``; None when it ran, else why not.
+
+    Args:
+        prefix: the wrapper's command line up to the program (``[unshare, --net, --]``).
+        tool: how the message names the wrapper when it cannot start.
+        refused: the message's start when the wrapper exits non-zero (its last stderr line,
+            or the exit code, follows).
+
+    Returns:
+        None on success, else a one-line reason.
+    """
     try:
         probe = subprocess.run(
-            [exe, "--net", "--", sys.executable, "-c", ""],
-            capture_output=True,
-            timeout=20,
-            check=False,
+            [*prefix, sys.executable, "-c", ""], capture_output=True, timeout=20, check=False
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, f"`unshare --net` could not run: {exc}"
+        return f"{tool} could not run: {exc}"
     if probe.returncode != 0:
         reason = probe.stderr.decode("utf-8", "replace").strip().splitlines()
-        return None, (
-            "`unshare --net` failed (needs root or unprivileged user namespaces): "
-            + (reason[-1] if reason else f"exit code {probe.returncode}")
-        )
-    return exe, f"network namespace via {exe} --net"
+        return refused + (reason[-1] if reason else f"exit code {probe.returncode}")
+    return None
 
 
 NAMESPACE_DETAIL = (
@@ -200,18 +216,14 @@ def probe_bwrap(network: bool) -> tuple[str | None, str]:
     if exe is None:
         return None, "bubblewrap (`bwrap`) is not installed"
     argv = [exe, *BWRAP_ARGS, *(["--unshare-net"] if network else []), "--"]
-    try:
-        probe = subprocess.run(
-            [*argv, sys.executable, "-c", ""], capture_output=True, timeout=20, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, f"`bwrap` could not run: {exc}"
-    if probe.returncode != 0:
-        reason = probe.stderr.decode("utf-8", "replace").strip().splitlines()
-        return None, (
-            "`bwrap` cannot create its namespaces here (needs root or unprivileged user "
-            "namespaces): " + (reason[-1] if reason else f"exit code {probe.returncode}")
-        )
+    failure = _probe_failure(
+        argv,
+        tool="`bwrap`",
+        refused="`bwrap` cannot create its namespaces here (needs root or unprivileged user "
+        "namespaces): ",
+    )
+    if failure is not None:
+        return None, failure
     return exe, f"bwrap at {exe}"
 
 

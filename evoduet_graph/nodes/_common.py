@@ -11,6 +11,10 @@ from evoduet_graph.context import Context, resolve_context
 from evoduet_graph.rundir.events import check_event
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from langchain_core.runnables import RunnableConfig
+
     from evoduet_graph.search.cache import SearchOutcome
 
 
@@ -135,4 +139,23 @@ def search_query(ctx: Context, query: str) -> SearchOutcome:
         retrieval.results_per_query,
         retries=retrieval.search_retries,
         timeout_s=retrieval.search_timeout_s,
+    )
+
+
+def inner_llm_config(ctx: Context, node: str, state: Mapping[str, Any]) -> RunnableConfig:
+    """`Context.llm_config` for the LLM call of an inner-loop node.
+
+    Args:
+        ctx: the run's context.
+        node: the node (and role) making the call.
+        state: the inner loop's state (its ``iteration`` and ``round`` go to the metadata).
+
+    Returns:
+        The call's config, with ``decision="retrieve"`` in its metadata.
+    """
+    return ctx.llm_config(
+        node,
+        iteration=state.get("iteration"),
+        round=state.get("round", 0),
+        decision="retrieve",
     )

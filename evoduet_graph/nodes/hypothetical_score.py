@@ -26,7 +26,7 @@ from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
 from evoduet_graph.llm import LLMCallError, structured_call
-from evoduet_graph.nodes._common import context_of
+from evoduet_graph.nodes._common import context_of, inner_llm_config
 from evoduet_graph.prompts.descriptor import context_text
 from evoduet_graph.prompts.knowledge import documents_text, knowledge_text, scores_schema
 from evoduet_graph.prompts.render import render
@@ -95,12 +95,7 @@ def hypothetical_score(state: InnerState, runtime: Runtime[Context]) -> dict[str
             prompt,
             schema,
             default=lambda: schema(scores={}),
-            config=ctx.llm_config(
-                "hypothetical_score",
-                iteration=state.get("iteration"),
-                round=state.get("round", 0),
-                decision="retrieve",
-            ),
+            config=inner_llm_config(ctx, "hypothetical_score", state),
             retry=ctx.llm_retry("hypothetical_score"),
         )
         predicted = {

@@ -15,8 +15,7 @@ from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
 from evoduet_graph.nodes._common import context_of
-from evoduet_graph.nodes.retrieve import record_id_for
-from evoduet_graph.search.database import SearchRecord
+from evoduet_graph.nodes.retrieve import add_evidence_record, record_id_for
 from evoduet_graph.state import DocumentRef, OuterState
 
 
@@ -41,17 +40,14 @@ def look_up(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
             )
         )
     record_id = record_id_for("lku", iteration)
-    db.add_record(
-        SearchRecord(
-            record_id=record_id,
-            iteration=iteration,
-            parent_id=parent.id,
-            parent_score=float(parent.score or 0.0),
-            knowledge_state=dict(state.get("knowledge_state") or {}),
-            rounds=[],
-            final_doc_ids=[d["id"] for d in docs],
-            decision="look-up",
-            impacts=[],
-        )
+    add_evidence_record(
+        ctx,
+        decision="look-up",
+        docs=docs,
+        rounds=[],
+        record_id=record_id,
+        parent=parent,
+        iteration=iteration,
+        knowledge_state=state.get("knowledge_state"),
     )
     return {"documents": docs, "evidence_record_id": record_id}

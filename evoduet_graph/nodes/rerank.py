@@ -23,7 +23,7 @@ from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
 from evoduet_graph.llm import LLMCallError, structured_call
-from evoduet_graph.nodes._common import context_of
+from evoduet_graph.nodes._common import context_of, inner_llm_config
 from evoduet_graph.prompts.knowledge import documents_text, knowledge_text, ratings_schema
 from evoduet_graph.prompts.render import render
 from evoduet_graph.state import DocumentRef, InnerState
@@ -70,12 +70,7 @@ def rerank(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
             prompt,
             schema,
             default=lambda: schema(ratings={}),
-            config=ctx.llm_config(
-                "rerank",
-                iteration=state.get("iteration"),
-                round=state.get("round", 0),
-                decision="retrieve",
-            ),
+            config=inner_llm_config(ctx, "rerank", state),
             retry=ctx.llm_retry("rerank"),
         )
         rated = result.value.rated()

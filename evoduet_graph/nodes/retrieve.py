@@ -10,7 +10,7 @@ every round's results with predicted scores, the final documents — with the de
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
@@ -19,7 +19,10 @@ from evoduet_graph.context import Context
 from evoduet_graph.nodes._common import context_of
 from evoduet_graph.search.database import RoundLog as SearchRoundLog
 from evoduet_graph.search.database import RoundResult, SearchRecord
-from evoduet_graph.state import InnerState, OuterState, RoundLog
+from evoduet_graph.state import DocumentRef, InnerRoundLog, InnerState, OuterState
+
+if TYPE_CHECKING:
+    from evoduet_graph.rundir.store import ProgramRow
 
 
 def record_id_for(kind: str, iteration: int) -> str:
@@ -33,7 +36,45 @@ def inner_rounds(ctx: Context) -> int:
     return retrieval.query_evolution_steps or retrieval.inner_rounds
 
 
-def round_log(log: RoundLog) -> SearchRoundLog:
+def add_evidence_record(
+    ctx: Context,
+    *,
+    decision: Literal["retrieve", "look-up"],
+    docs: list[DocumentRef],
+    rounds: list[SearchRoundLog],
+    record_id: str,
+    parent: ProgramRow,
+    iteration: int,
+    knowledge_state: dict[str, Any] | None,
+) -> None:
+    """Write the search-database record of one retrieval or look-up (one home for both nodes).
+
+    Args:
+        ctx: the run's context (its ``search_db`` receives the record).
+        decision: ``retrieve`` or ``look-up``.
+        docs: the documents handed to the outer loop.
+        rounds: the inner-loop rounds (empty for a look-up).
+        record_id: the deterministic id (`record_id_for`).
+        parent: the iteration's parent program.
+        iteration: the outer iteration.
+        knowledge_state: the final knowledge state (None: empty).
+    """
+    ctx.search_db.add_record(
+        SearchRecord(
+            record_id=record_id,
+            iteration=iteration,
+            parent_id=parent.id,
+            parent_score=float(parent.score or 0.0),
+            knowledge_state=dict(knowledge_state or {}),
+            rounds=rounds,
+            final_doc_ids=[d["id"] for d in docs],
+            decision=decision,
+            impacts=[],
+        )
+    )
+
+
+def round_log(log: InnerRoundLog) -> SearchRoundLog:
     """The inner loop's round log in the search database's schema (errors go to events)."""
     return SearchRoundLog(
         round=log["round"],
@@ -82,18 +123,15 @@ def make_retrieve(inner: CompiledStateGraph[InnerState, Context, InnerState, Inn
         )
         out = inner.invoke(inner_input, context=ctx)
         retained = list(out.get("retained", []))
-        ctx.require_search_db().add_record(
-            SearchRecord(
-                record_id=record_id,
-                iteration=iteration,
-                parent_id=parent.id,
-                parent_score=float(parent.score or 0.0),
-                knowledge_state=dict(out.get("knowledge_state") or {}),
-                rounds=[round_log(log) for log in out.get("round_logs", [])],
-                final_doc_ids=[d["id"] for d in retained],
-                decision="retrieve",
-                impacts=[],
-            )
+        add_evidence_record(
+            ctx,
+            decision="retrieve",
+            docs=retained,
+            rounds=[round_log(log) for log in out.get("round_logs", [])],
+            record_id=record_id,
+            parent=parent,
+            iteration=iteration,
+            knowledge_state=out.get("knowledge_state"),
         )
         if not retained:
             errors = [e for log in out.get("round_logs", []) for e in log.get("errors", [])]

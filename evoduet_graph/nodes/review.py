@@ -156,15 +156,7 @@ def review_queries(ctx: Context, state: dict[str, Any], queries: list[str]) -> l
         lambda p: {"round": round_, "queries": p, "knowledge_gap": gap},
         lambda answer, p: parse_queries(answer, p, max_chars),
     )
-    ctx.events.emit(
-        "review",
-        kind="review_queries",
-        iteration=iteration,
-        round=round_,
-        proposal=proposal,
-        answer=reviewed,
-        edited=reviewed != proposal,
-    )
+    _emit_review(ctx, "review_queries", iteration, round_, proposal, reviewed)
     return reviewed
 
 
@@ -233,13 +225,30 @@ def review_gate(
         },
         lambda answer, p: parse_decision(answer, p, ctx),
     )
+    proposed, decided = proposal.get("gate_decision"), update["gate_decision"]
+    _emit_review(ctx, "review_gate", iteration, None, proposed, decided)
+    return update
+
+
+def _emit_review(
+    ctx: Context, kind: str, iteration: int, round_: int | None, proposal: Any, answer: Any
+) -> None:
+    """Log one review (the ``review`` event): what was proposed, what was answered.
+
+    Args:
+        ctx: the run's context (its event log).
+        kind: ``review_queries`` or ``review_gate``.
+        iteration: the outer iteration.
+        round_: the inner round (None for the gate).
+        proposal: what the model proposed.
+        answer: what the reviewer kept (``edited`` when it differs).
+    """
     ctx.events.emit(
         "review",
-        kind="review_gate",
+        kind=kind,
         iteration=iteration,
-        round=None,
-        proposal=proposal.get("gate_decision"),
-        answer=update["gate_decision"],
-        edited=update["gate_decision"] != proposal.get("gate_decision"),
+        round=round_,
+        proposal=proposal,
+        answer=answer,
+        edited=answer != proposal,
     )
-    return update

@@ -21,7 +21,7 @@ from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
 from evoduet_graph.nodes._common import context_of
-from evoduet_graph.scaffolds.evox import revise, select_by_rule
+from evoduet_graph.scaffolds.evox import StrategyRevision, revise, select_by_rule
 from evoduet_graph.state import OuterState
 
 
@@ -43,7 +43,7 @@ def revise_strategy(state: OuterState, runtime: Runtime[Context]) -> dict[str, A
     ctx = context_of(runtime)
     iteration = state["iteration"]
     history = list(state.get("strategy_history") or [])
-    strategy, history = revise(state, ctx, iteration, current, history, stale)
+    strategy, history = revise(state, ctx, StrategyRevision(iteration, current, history, stale))
     rng = random.Random(f"{ctx.config.seed}:select:{iteration}")  # select's generator
     chosen = select_by_rule(strategy["parent_rule"], ctx, rng)
     code_id = ctx.population.code_id

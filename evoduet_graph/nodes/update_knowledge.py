@@ -15,7 +15,7 @@ from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
 from evoduet_graph.nodes._common import context_of
-from evoduet_graph.state import InnerState, RoundLog
+from evoduet_graph.state import InnerRoundLog, InnerState
 
 
 def top_k_documents(pool: list[Any], k: int) -> list[Any]:
@@ -45,7 +45,7 @@ def update_knowledge(state: InnerState, runtime: Runtime[Context]) -> dict[str, 
     returned = state.get("returned")
     by_id = {d["id"]: d for d in pool}
     results = pool if returned is None else [by_id[i] for i in returned if i in by_id]
-    log = RoundLog(
+    log = InnerRoundLog(
         round=state.get("round", 0),
         queries=list(state.get("queries", [])),
         results=results,

@@ -36,6 +36,7 @@ from evoduet_graph.population.base import (
     code_hash,
     score_summary,
 )
+from evoduet_graph.population.index import EntryIndex
 
 DIVERSITY_REFERENCE_SIZE = 20
 """Programs in the diversity reference set (OpenEvolve ``diversity_reference_size``)."""
@@ -76,7 +77,7 @@ def tokenize(code: str) -> list[str]:
     return tokens[:DIVERSITY_MAX_TOKENS]
 
 
-class IslandPopulation:
+class IslandPopulation(EntryIndex):
     """OpenEvolve's island-model MAP-Elites program database.
 
     Behaviour (OpenEvolve ``ProgramDatabase`` unless marked *deviation*):
@@ -181,16 +182,6 @@ class IslandPopulation:
     # ------------------------------------------------------------------ read access
 
     @property
-    def best_id(self) -> str | None:
-        """Id of the best program (never a migrant copy of it); ``None`` when empty."""
-        return self._best
-
-    @property
-    def seed(self) -> int:
-        """The seed given at construction."""
-        return self._seed
-
-    @property
     def current_island(self) -> int:
         """Island `sample` draws from."""
         return self._current
@@ -209,14 +200,6 @@ class IslandPopulation:
     def island_generations(self) -> list[int]:
         """Programs added per island (migrant copies excluded)."""
         return list(self._generations)
-
-    def get(self, id: str) -> ProgramEntry:
-        """The stored entry (``island`` and ``iteration`` as set by `add`).
-
-        Raises:
-            KeyError: ``id`` is not in the population.
-        """
-        return self._entries[id]
 
     def code_id(self, id: str) -> str:
         """Id whose code the program store holds: the original for a migrant copy.
@@ -238,16 +221,6 @@ class IslandPopulation:
     def archive_ids(self) -> list[str]:
         """Elite archive members in insertion order."""
         return list(self._archive)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def __contains__(self, id: object) -> bool:
-        return id in self._entries
-
-    def ids(self) -> list[str]:
-        """All present ids (migrant copies included), in insertion order."""
-        return list(self._entries)
 
     def top(self, n: int, island: int | None = None) -> list[str]:
         """Ids of the ``n`` fittest programs, best first (ties: earlier first).
@@ -653,9 +626,6 @@ class IslandPopulation:
         return tuple(coords)
 
     # ------------------------------------------------------------------ helpers
-
-    def _score(self, pid: str) -> float:
-        return self._entries[pid].score
 
     def _check_island(self, island: int) -> int:
         if not 0 <= island < len(self._islands):

@@ -15,9 +15,10 @@ from evoduet_graph.population.base import (
     check_score,
     score_summary,
 )
+from evoduet_graph.population.index import EntryIndex
 
 
-class TopKPopulation:
+class TopKPopulation(EntryIndex):
     """Keeps the ``cfg.top_k`` fittest programs; no islands, no feature map.
 
     * `add`: a program joins while fewer than k are kept, else only if strictly fitter than
@@ -44,33 +45,9 @@ class TopKPopulation:
         self._entries: dict[str, ProgramEntry] = {}
         self._best: str | None = None
 
-    @property
-    def best_id(self) -> str | None:
-        """Id of the fittest program (the earliest among equals); ``None`` when empty."""
-        return self._best
-
-    @property
-    def seed(self) -> int:
-        """The seed given at construction."""
-        return self._seed
-
-    def get(self, id: str) -> ProgramEntry:
-        """The stored entry. Raises KeyError when ``id`` is not kept."""
-        return self._entries[id]
-
     def code_id(self, id: str) -> str:
         """``id`` itself (no copies here). Raises KeyError when ``id`` is not kept."""
         return self._entries[id].id
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def __contains__(self, id: object) -> bool:
-        return id in self._entries
-
-    def ids(self) -> list[str]:
-        """Kept ids in insertion order."""
-        return list(self._entries)
 
     def add(
         self, entry: ProgramEntry, code: str, *, iteration: int, island: int | None = None
@@ -189,5 +166,3 @@ class TopKPopulation:
         pop._best = data["best_id"]
         return pop
 
-    def _score(self, pid: str) -> float:
-        return self._entries[pid].score

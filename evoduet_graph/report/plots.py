@@ -49,6 +49,36 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
+def _finish_iteration_plot(
+    fig: Any, ax: Any, path: Path, *, ylabel: str, title: str, legend_loc: str | None = None
+) -> Path:
+    """Label an iteration-axis plot (integer ticks, grid, legend) and save it (`_save`).
+
+    Args:
+        fig: the figure.
+        ax: its one axes, x = iteration.
+        path: where the PNG goes.
+        ylabel: the y axis label.
+        title: the plot title.
+        legend_loc: matplotlib's legend ``loc`` (None: its default).
+
+    Returns:
+        ``path``.
+    """
+    from matplotlib.ticker import MaxNLocator
+
+    ax.set_xlabel("iteration")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    if legend_loc is None:
+        ax.legend(fontsize=8)
+    else:
+        ax.legend(fontsize=8, loc=legend_loc)
+    return _save(fig, path)
+
+
 def plot_scores(series: dict[str, Any], path: Path) -> Path | None:
     """Best score so far (step line) and every candidate's score vs iteration.
 
@@ -61,8 +91,6 @@ def plot_scores(series: dict[str, Any], path: Path) -> Path | None:
         return None
     plt = _pyplot()
     from matplotlib import transforms
-    from matplotlib.ticker import MaxNLocator
-
     fig, ax = plt.subplots(figsize=(8, 4.6))
     if best:
         ax.plot(
@@ -99,13 +127,14 @@ def plot_scores(series: dict[str, Any], path: Path) -> Path | None:
             label=f"invalid / failed candidate ({len(invalid)})",
             zorder=4,
         )
-    ax.set_xlabel("iteration")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_ylabel("score (internal fitness, higher is better)")
-    ax.set_title(f"{series.get('task') or 'run'}: scores by iteration")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
-    return _save(fig, path)
+    return _finish_iteration_plot(
+        fig,
+        ax,
+        path,
+        ylabel="score (internal fitness, higher is better)",
+        title=f"{series.get('task') or 'run'}: scores by iteration",
+        legend_loc="best",
+    )
 
 
 def plot_ndg(series: dict[str, Any], path: Path) -> Path | None:
@@ -114,19 +143,17 @@ def plot_ndg(series: dict[str, Any], path: Path) -> Path | None:
     if not points:
         return None
     plt = _pyplot()
-    from matplotlib.ticker import MaxNLocator
-
     fig, ax = plt.subplots(figsize=(8, 4))
     ax.plot([p[0] for p in points], [p[1] for p in points], drawstyle="steps-post", lw=2)
     ax.axhline(0, color="grey", ls=":", lw=1, label="initial program (0%)")
     ax.axhline(100, color="black", ls="--", lw=1, label="reference (100%)")
-    ax.set_xlabel("iteration")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_ylabel("NDG (%)")
-    ax.set_title(f"{series.get('task') or 'run'}: normalized discovery gain")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return _save(fig, path)
+    return _finish_iteration_plot(
+        fig,
+        ax,
+        path,
+        ylabel="NDG (%)",
+        title=f"{series.get('task') or 'run'}: normalized discovery gain",
+    )
 
 
 def plot_predictions(series: dict[str, Any], path: Path) -> Path | None:
@@ -178,19 +205,17 @@ def plot_urls(series: dict[str, Any], path: Path) -> Path | None:
     if not rows:
         return None
     plt = _pyplot()
-    from matplotlib.ticker import MaxNLocator
-
     fig, ax = plt.subplots(figsize=(8, 4))
     xs = [r["iteration"] for r in rows]
     ax.plot(xs, [r["distinct_total"] for r in rows], marker="o", label="distinct URLs")
     ax.plot(xs, [r["repeated_total"] for r in rows], marker="s", label="repeated URLs")
-    ax.set_xlabel("iteration")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_ylabel("returned URLs (cumulative)")
-    ax.set_title("search results: new vs seen before")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return _save(fig, path)
+    return _finish_iteration_plot(
+        fig,
+        ax,
+        path,
+        ylabel="returned URLs (cumulative)",
+        title="search results: new vs seen before",
+    )
 
 
 def plot_llm_usage(series: dict[str, Any], path: Path) -> Path | None:
@@ -235,18 +260,16 @@ def plot_compare(
     if not curves:
         return None
     plt = _pyplot()
-    from matplotlib.ticker import MaxNLocator
-
     fig, ax = plt.subplots(figsize=(8, 4.6))
     for label, pts in curves:
         ax.plot([p[0] for p in pts], [p[1] for p in pts], drawstyle="steps-post", lw=2, label=label)
     if key == "ndg":
         ax.axhline(100, color="black", ls="--", lw=1, label="reference (100%)")
-    ax.set_xlabel("iteration")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_ylabel("NDG (%)" if key == "ndg" else "best score so far (higher is better)")
     tasks = sorted({str(s.get("task")) for _, s in runs})
-    ax.set_title(("NDG" if key == "ndg" else "best score") + " vs iteration: " + ", ".join(tasks))
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return _save(fig, path)
+    return _finish_iteration_plot(
+        fig,
+        ax,
+        path,
+        ylabel="NDG (%)" if key == "ndg" else "best score so far (higher is better)",
+        title=("NDG" if key == "ndg" else "best score") + " vs iteration: " + ", ".join(tasks),
+    )

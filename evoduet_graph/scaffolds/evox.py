@@ -30,6 +30,7 @@ evaluate nodes and the world-knowledge layer's prompts are those of every scaffo
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Any, ClassVar, cast, get_args
 
 from pydantic import BaseModel, Field, field_validator
@@ -49,6 +50,7 @@ __all__ = [
     "RULES",
     "EvoXScaffold",
     "StrategyOutput",
+    "StrategyRevision",
     "advance_strategy",
     "initial_strategy",
     "revise",
@@ -228,18 +230,28 @@ def _outcome_text(o: StrategyOutcome) -> str:
     )
 
 
-def strategy_prompt(
-    state: OuterState,
-    ctx: Context,
-    iteration: int,
-    current: SearchStrategy,
-    history: list[StrategyOutcome],
-    stale: int,
-) -> str:
-    """The revision prompt (``prompts/evox_strategy.md``) for ``iteration``.
+@dataclass(frozen=True)
+class StrategyRevision:
+    """What one strategy revision reads (the ``revise_strategy`` node builds it).
 
-    Deterministic for equal inputs.
+    Attributes:
+        iteration: the iteration being started.
+        current: the stagnated strategy.
+        history: the replaced strategies so far.
+        stale: iterations without a new best.
     """
+
+    iteration: int
+    current: SearchStrategy
+    history: list[StrategyOutcome]
+    stale: int
+
+
+def strategy_prompt(state: OuterState, ctx: Context, revision: StrategyRevision) -> str:
+    """The revision prompt (``prompts/evox_strategy.md``) for ``iteration``; deterministic
+    for equal inputs."""
+    iteration, current = revision.iteration, revision.current
+    history, stale = revision.history, revision.stale
     rules = "\n".join(f"   - {name}: {text}" for name, text in RULES.items())
     descriptor = population_descriptor(ctx, {**state, "iteration": iteration})
     return render(
@@ -281,28 +293,22 @@ def _record(
 
 
 def revise(
-    state: OuterState,
-    ctx: Context,
-    iteration: int,
-    current: SearchStrategy,
-    history: list[StrategyOutcome],
-    stale: int,
+    state: OuterState, ctx: Context, revision: StrategyRevision
 ) -> tuple[SearchStrategy, list[StrategyOutcome]]:
     """Ask the model for a new strategy (the ``revise_strategy`` node's call).
 
     Args:
         state: the outer state (population descriptor, best score).
         ctx: the run context.
-        iteration: the iteration being started.
-        current: the stagnated strategy.
-        history: the replaced strategies so far.
-        stale: iterations without a new best.
+        revision: the iteration, the stagnated strategy, the history and the staleness.
 
     Returns:
         ``(strategy, history)``: the new strategy and the history with the replaced one
         appended, or (unusable answer, failed call) the current one with its stagnation
         window restarted and the history unchanged.
     """
+    iteration, current, history = revision.iteration, revision.current, revision.history
+    stale = revision.stale
     cfg = ctx.config.evox
     best = state.get("best_score")
     previous = _outcome(current, iteration, best)
@@ -310,7 +316,7 @@ def revise(
     try:
         result = structured_call(
             ctx.model_for("revise_strategy"),
-            strategy_prompt(state, ctx, iteration, current, history, stale),
+            strategy_prompt(state, ctx, revision),
             StrategyOutput,
             default=lambda: StrategyOutput(parent_rule=current["parent_rule"]),
             config=ctx.llm_config("revise_strategy", iteration=iteration, role="revise_strategy"),

@@ -684,13 +684,7 @@ class OfflineSearcher:
         index = self._load(path, key)
         if index is not None:
             index.info.update(cache_hit=True, seconds=time.perf_counter() - start)
-            _report(
-                "done",
-                documents=len(index.entries),
-                seconds=round(time.perf_counter() - start, 3),
-                cache_hit=True,
-            )
-            return index
+            return _report_done(index, start, cache_hit=True)
         index = self._build(inputs)
         if index.entries:
             try:
@@ -702,13 +696,7 @@ class OfflineSearcher:
             seconds=time.perf_counter() - start,
             cache_path=str(path),
         )
-        _report(
-            "done",
-            documents=len(index.entries),
-            seconds=round(time.perf_counter() - start, 3),
-            cache_hit=False,
-        )
-        return index
+        return _report_done(index, start, cache_hit=False)
 
     def _build(self, inputs: dict[str, Any]) -> _Index:
         info: dict[str, Any] = {
@@ -787,3 +775,23 @@ class OfflineSearcher:
         info = dict(meta.get("info") or {})
         info["cache_path"] = str(path)
         return _Index(entries, retriever, info)
+
+
+def _report_done(index: _Index, start: float, *, cache_hit: bool) -> _Index:
+    """Report the end of an index load or build (`_report` ``done``) and return ``index``.
+
+    Args:
+        index: the loaded or built index.
+        start: `time.perf_counter` at the start.
+        cache_hit: whether it came from the cache.
+
+    Returns:
+        ``index`` itself.
+    """
+    _report(
+        "done",
+        documents=len(index.entries),
+        seconds=round(time.perf_counter() - start, 3),
+        cache_hit=cache_hit,
+    )
+    return index

@@ -42,26 +42,42 @@ def import_attribute(spec: str, *, what: str, example: str) -> Any:
         raise PluginError(f"{what}={spec!r} does not import: {type(exc).__name__}: {exc}") from None
 
 
-def build_plugin(target: Any, *, kinds: tuple[type, ...], what: str, spec: str) -> Any:
+def build_plugin(
+    target: Any,
+    *,
+    kinds: tuple[type, ...],
+    what: str,
+    spec: str,
+    label: str | None = None,
+    error: type[Exception] = PluginError,
+) -> Any:
     """``target`` when it is an instance of one of ``kinds``, else ``target()``, checked.
 
+    Args:
+        target: the imported attribute (an instance or a no-argument factory).
+        kinds: the accepted types.
+        what: the setting the spec comes from, for the error message.
+        spec: the spec as written, for the error message.
+        label: how the message names ``kinds`` (default: their class names).
+        error: the exception class raised (the caller's own configuration error).
+
+    Returns:
+        The instance, checked to be one of ``kinds``.
+
     Raises:
-        PluginError: the factory raised, or returned none of ``kinds``.
+        PluginError: (or ``error``) the factory raised, or returned none of ``kinds``.
     """
+    names = label or _names(kinds)
     if isinstance(target, kinds):
         return target
     if not callable(target):
-        raise PluginError(f"{what}={spec!r} is neither {_names(kinds)} nor a factory of one")
+        raise error(f"{what}={spec!r} is neither {names} nor a factory of one")
     try:
         result = target()
     except Exception as exc:  # noqa: BLE001 - any factory failure is a configuration error
-        raise PluginError(
-            f"{what}={spec!r}: the factory failed: {type(exc).__name__}: {exc}"
-        ) from None
+        raise error(f"{what}={spec!r}: the factory failed: {type(exc).__name__}: {exc}") from None
     if not isinstance(result, kinds):
-        raise PluginError(
-            f"{what}={spec!r} returned {type(result).__name__}, not {_names(kinds)}"
-        )
+        raise error(f"{what}={spec!r} returned {type(result).__name__}, not {names}")
     return result
 
 

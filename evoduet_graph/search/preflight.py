@@ -10,6 +10,7 @@ import importlib.util
 import os
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 
 from evoduet_graph.search.base import SearchUnavailableError
 
@@ -76,3 +77,26 @@ def require_reachable(url: str, *, backend: str, timeout_s: float = PROBE_TIMEOU
             f"backend {backend!r} cannot reach {url} ({reason}); check the network or the "
             "URL, or pick another retrieval.backend"
         ) from None
+
+
+def backend_checks(
+    backend: str, *, package: str, url: str, key_env: str | None = None
+) -> list[Callable[[], object]]:
+    """The usual preflight of a web backend, in order: package, key (if any), reachable URL.
+
+    Args:
+        backend: the backend name (the extra is named after it).
+        package: the module the backend imports.
+        url: the URL the reachability probe asks.
+        key_env: the environment variable holding the API key, None for a keyless backend.
+
+    Returns:
+        The checks, for `LangChainSearcher`'s ``checks``.
+    """
+    checks: list[Callable[[], object]] = [
+        lambda: require_package(package, backend=backend, extra=backend)
+    ]
+    if key_env is not None:
+        checks.append(lambda: require_key(key_env, backend=backend))
+    checks.append(lambda: require_reachable(url, backend=backend))
+    return checks

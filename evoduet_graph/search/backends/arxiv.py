@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from evoduet_graph.search.backends.langchain import LangChainSearcher
-from evoduet_graph.search.preflight import require_package, require_reachable
+from evoduet_graph.search.preflight import backend_checks
 
 if TYPE_CHECKING:
     from evoduet_graph.config import RetrievalConfig
@@ -32,8 +32,5 @@ def make_arxiv(cfg: RetrievalConfig, *, client: Any | None = None) -> LangChainS
         "arxiv",
         client=client,
         build=build,
-        checks=[
-            lambda: require_package("arxiv", backend="arxiv", extra="arxiv"),
-            lambda: require_reachable(PROBE_URL, backend="arxiv"),
-        ],
+        checks=backend_checks("arxiv", package="arxiv", url=PROBE_URL),
     )

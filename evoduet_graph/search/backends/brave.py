@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from evoduet_graph.search.backends.langchain import LangChainSearcher
-from evoduet_graph.search.preflight import require_key, require_package, require_reachable
+from evoduet_graph.search.preflight import backend_checks, require_key
 
 if TYPE_CHECKING:
     from evoduet_graph.config import RetrievalConfig
@@ -45,9 +45,5 @@ def make_brave(cfg: RetrievalConfig, *, client: Any | None = None) -> LangChainS
         build=build,
         checks=[]
         if client is not None
-        else [
-            lambda: require_package("requests", backend="brave", extra="brave"),
-            lambda: require_key(KEY_ENV, backend="brave"),
-            lambda: require_reachable(PROBE_URL, backend="brave"),
-        ],
+        else backend_checks("brave", package="requests", url=PROBE_URL, key_env=KEY_ENV),
     )

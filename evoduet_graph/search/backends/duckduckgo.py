@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from evoduet_graph.search.backends.langchain import LangChainSearcher
-from evoduet_graph.search.preflight import require_package, require_reachable
+from evoduet_graph.search.preflight import backend_checks
 
 if TYPE_CHECKING:
     from evoduet_graph.config import RetrievalConfig
@@ -36,8 +36,5 @@ def make_duckduckgo(cfg: RetrievalConfig, *, client: Any | None = None) -> LangC
         build=build,
         checks=[]
         if client is not None
-        else [
-            lambda: require_package("ddgs", backend="duckduckgo", extra="duckduckgo"),
-            lambda: require_reachable(PROBE_URL, backend="duckduckgo"),
-        ],
+        else backend_checks("duckduckgo", package="ddgs", url=PROBE_URL),
     )

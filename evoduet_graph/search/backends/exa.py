@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from evoduet_graph.search.backends.langchain import LangChainSearcher
 from evoduet_graph.search.base import MAX_CONTENT_CHARS
-from evoduet_graph.search.preflight import require_key, require_package, require_reachable
+from evoduet_graph.search.preflight import backend_checks, require_key
 
 if TYPE_CHECKING:
     from evoduet_graph.config import RetrievalConfig
@@ -41,10 +41,6 @@ def make_exa(cfg: RetrievalConfig, *, client: Any | None = None) -> LangChainSea
         "exa",
         client=client,
         build=build,
-        checks=[
-            lambda: require_package("langchain_exa", backend="exa", extra="exa"),
-            lambda: require_key(KEY_ENV, backend="exa"),
-            lambda: require_reachable(PROBE_URL, backend="exa"),
-        ],
+        checks=backend_checks("exa", package="langchain_exa", url=PROBE_URL, key_env=KEY_ENV),
         options={"exclude_domains": exclude},
     )

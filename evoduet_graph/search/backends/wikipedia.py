@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from evoduet_graph.search.backends.langchain import LangChainSearcher
 from evoduet_graph.search.base import MAX_CONTENT_CHARS
-from evoduet_graph.search.preflight import require_package, require_reachable
+from evoduet_graph.search.preflight import backend_checks
 
 if TYPE_CHECKING:
     from evoduet_graph.config import RetrievalConfig
@@ -32,11 +32,8 @@ def make_wikipedia(cfg: RetrievalConfig, *, client: Any | None = None) -> LangCh
         "wikipedia",
         client=client,
         build=build,
-        checks=[
-            lambda: require_package("wikipedia", backend="wikipedia", extra="wikipedia"),
-            lambda: require_reachable(
-                f"https://{lang}.wikipedia.org/w/api.php", backend="wikipedia"
-            ),
-        ],
+        checks=backend_checks(
+            "wikipedia", package="wikipedia", url=f"https://{lang}.wikipedia.org/w/api.php"
+        ),
         options={"lang": lang},
     )
