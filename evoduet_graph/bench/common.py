@@ -288,7 +288,7 @@ class IterationSeries:
         iterations: iterations completed.
     """
 
-    curve: list[float]
+    curve: list[float | None]
     calls_by_it: dict[int, int]
     tokens_by_it: dict[int, int]
     sessions: list[Session]
@@ -297,9 +297,12 @@ class IterationSeries:
 
 
 def iteration_points(series: IterationSeries) -> list[IterationPoint]:
-    """Cumulative per-iteration figures 0..``iterations`` (best so far, LLM calls, tokens,
+    """Cumulative per-iteration figures of a run.
+
+    Cumulative per-iteration figures 0..``iterations`` (best so far, LLM calls, tokens,
     wall seconds over all sessions). Usage recorded past the last iteration counts in the last
-    point; the last point's wall time is at least the runs' total."""
+    point; the last point's wall time is at least the runs' total.
+    """
     curve, calls_by_it, tokens_by_it = series.curve, series.calls_by_it, series.tokens_by_it
     sessions, stamps, iterations = series.sessions, series.stamps, series.iterations
     walls = cumulative_wall(sessions, stamps)

@@ -603,7 +603,7 @@ def load_embeddings(spec: str) -> Embeddings:
         target = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"novelty.embeddings={spec!r}: cannot import it: {exc}") from None
-    return build_plugin(
+    embeddings: Embeddings = build_plugin(  # checked: an instance of ``kinds``
         target,
         kinds=(Embeddings,),
         what="novelty.embeddings",
@@ -611,6 +611,7 @@ def load_embeddings(spec: str) -> Embeddings:
         label="a LangChain Embeddings",
         error=ConfigError,
     )
+    return embeddings
 
 
 def make_novelty_checker(config: NoveltyConfig, *, python: bool = True) -> NoveltyChecker | None:

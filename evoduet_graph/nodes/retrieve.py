@@ -19,7 +19,13 @@ from evoduet_graph.context import Context
 from evoduet_graph.nodes._common import context_of
 from evoduet_graph.search.database import RoundLog as SearchRoundLog
 from evoduet_graph.search.database import RoundResult, SearchRecord
-from evoduet_graph.state import DocumentRef, InnerRoundLog, InnerState, OuterState
+from evoduet_graph.state import (
+    DocumentRef,
+    InnerRoundLog,
+    InnerState,
+    KnowledgeState,
+    OuterState,
+)
 
 if TYPE_CHECKING:
     from evoduet_graph.rundir.store import ProgramRow
@@ -45,7 +51,7 @@ def add_evidence_record(
     record_id: str,
     parent: ProgramRow,
     iteration: int,
-    knowledge_state: dict[str, Any] | None,
+    knowledge_state: KnowledgeState | None,
 ) -> None:
     """Write the search-database record of one retrieval or look-up (one home for both nodes).
 
@@ -59,7 +65,7 @@ def add_evidence_record(
         iteration: the outer iteration.
         knowledge_state: the final knowledge state (None: empty).
     """
-    ctx.search_db.add_record(
+    ctx.require_search_db().add_record(
         SearchRecord(
             record_id=record_id,
             iteration=iteration,

@@ -248,8 +248,10 @@ class StrategyRevision:
 
 
 def strategy_prompt(state: OuterState, ctx: Context, revision: StrategyRevision) -> str:
-    """The revision prompt (``prompts/evox_strategy.md``) for ``iteration``; deterministic
-    for equal inputs."""
+    """The revision prompt (``prompts/evox_strategy.md``) for ``iteration``.
+
+    Deterministic for equal inputs.
+    """
     iteration, current = revision.iteration, revision.current
     history, stale = revision.history, revision.stale
     rules = "\n".join(f"   - {name}: {text}" for name, text in RULES.items())
