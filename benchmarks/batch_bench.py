@@ -84,8 +84,8 @@ def valid_child(task, text: str) -> bool:
         restrict_to_evolve_blocks=task.has_evolve_blocks,
         language=task.language,
     )
-    return cand.code is not None and cand.error is None and not compile_error(
-        task.language, cand.code
+    return (
+        cand.code is not None and cand.error is None and not compile_error(task.language, cand.code)
     )
 
 
@@ -96,16 +96,13 @@ def run_case(model, messages, task, n: int, seed: int) -> dict:
     cpu0 = time.process_time()
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=n) as pool:
-        replies = list(
-            pool.map(lambda i: model.bind(seed=seed + i).invoke(messages), range(n))
-        )
+        replies = list(pool.map(lambda i: model.bind(seed=seed + i).invoke(messages), range(n)))
     wall = time.perf_counter() - started
     cpu = time.process_time() - cpu0
     out = [r.usage_metadata["output_tokens"] for r in replies]
     prompt = [r.usage_metadata["input_tokens"] for r in replies]
     reused = [
-        (r.usage_metadata.get("input_token_details") or {}).get("cache_read", 0)
-        for r in replies
+        (r.usage_metadata.get("input_token_details") or {}).get("cache_read", 0) for r in replies
     ]
     return {
         "n": n,
@@ -150,8 +147,12 @@ def step_costs(model, sizes: list[int], context: int, steps: int = 16) -> list[d
             for seq in range(1, b + 1):
                 llama._ctx.kv_cache_seq_rm(seq, pos, -1)
             rows.append(
-                {"sequences": b, "ms_per_step": round(wall * 1000, 1),
-                 "cpu_ms_per_step": round(cpu * 1000, 1), "tok_per_s": round(b / wall, 2)}
+                {
+                    "sequences": b,
+                    "ms_per_step": round(wall * 1000, 1),
+                    "cpu_ms_per_step": round(cpu * 1000, 1),
+                    "tok_per_s": round(b / wall, 2),
+                }
             )
         for seq in range(1, max(sizes) + 1):
             backend.seq_rm(seq)
@@ -165,7 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sequential", action="store_true", help="local_parallel: 1")
     parser.add_argument(
-        "--steps", nargs="*", type=int, default=[1, 2, 4, 1, 4],
+        "--steps",
+        nargs="*",
+        type=int,
+        default=[1, 2, 4, 1, 4],
         help="also time raw decode steps with these sequence counts (none: skip)",
     )
     parser.add_argument("--json", type=Path, default=None, help="write the results here")

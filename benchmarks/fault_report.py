@@ -67,7 +67,9 @@ class Row:
 ROWS: list[Row] = []
 
 
-def add(area: str, fault: str, injected: int, outcome: str, detail: str = "", lost: int = 0) -> None:
+def add(
+    area: str, fault: str, injected: int, outcome: str, detail: str = "", lost: int = 0
+) -> None:
     ROWS.append(Row(area, fault, injected, outcome, detail, lost))
     print(f"[{outcome:>11}] {area}: {fault} ×{injected} {detail}"[:200], flush=True)
 
@@ -88,9 +90,24 @@ def guarded(area: str, fault: str, fn: Callable[[], None]) -> None:
 def kill_section(points: int, work: Path) -> None:
     area = "kill & resume"
     proc = subprocess.run(
-        [sys.executable, "-m", "tests.fault_harness", "--points", str(points), "--jobs", "2",
-         "--double-every", "4", "--out", str(work / "kill")],
-        cwd=ROOT, capture_output=True, text=True, timeout=1800, check=False,
+        [
+            sys.executable,
+            "-m",
+            "tests.fault_harness",
+            "--points",
+            str(points),
+            "--jobs",
+            "2",
+            "--double-every",
+            "4",
+            "--out",
+            str(work / "kill"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
     )
     if not proc.stdout.strip():
         add(area, "harness", 1, FAILED, proc.stderr[-300:])
@@ -104,15 +121,35 @@ def kill_section(points: int, work: Path) -> None:
         by_cat[category(s["label"]) if s["label"] else "?"] += 1
     for cat, n in sorted(by_cat.items()):
         bad = sum(v for k, v in failed_labels.items() if k.startswith(cat))
-        add(area, f"SIGKILL at `{cat}`", n, FAILED if bad else SURVIVED,
-            "resumed to the uninterrupted run's population, programs, best and D_search")
-    add(area, "torn line (half-written) in events.jsonl / search_database.jsonl",
-        summary["torn_writes"], SURVIVED, "cut on load; no torn or duplicate line after resume")
-    add(area, "second SIGKILL during the resume", summary["double_kills"], SURVIVED,
-        "resumed again to the same result")
-    add(area, "evaluations in flight at a kill (redone after resume)",
-        summary["reevaluated_in_flight"], SURVIVED,
-        "persisted evaluations never ran again", lost=summary["lost_programs"])
+        add(
+            area,
+            f"SIGKILL at `{cat}`",
+            n,
+            FAILED if bad else SURVIVED,
+            "resumed to the uninterrupted run's population, programs, best and D_search",
+        )
+    add(
+        area,
+        "torn line (half-written) in events.jsonl / search_database.jsonl",
+        summary["torn_writes"],
+        SURVIVED,
+        "cut on load; no torn or duplicate line after resume",
+    )
+    add(
+        area,
+        "second SIGKILL during the resume",
+        summary["double_kills"],
+        SURVIVED,
+        "resumed again to the same result",
+    )
+    add(
+        area,
+        "evaluations in flight at a kill (redone after resume)",
+        summary["reevaluated_in_flight"],
+        SURVIVED,
+        "persisted evaluations never ran again",
+        lost=summary["lost_programs"],
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -156,9 +193,15 @@ def model_section(work: Path) -> None:
 
     def cfg(url: str, **extra: Any) -> EvoDuetConfig:
         data: dict[str, Any] = {
-            "iterations": 3, "population": {"num_islands": 2}, "prompt": {"diff_based": False},
-            "llm": {"model": "openai:fake-model", "base_url": url, "max_retries": 2,
-                    "timeout_s": 0.5},
+            "iterations": 3,
+            "population": {"num_islands": 2},
+            "prompt": {"diff_based": False},
+            "llm": {
+                "model": "openai:fake-model",
+                "base_url": url,
+                "max_retries": 2,
+                "timeout_s": 0.5,
+            },
             # the fake server's programs repeat: no novelty resamples, so each scripted fault
             # meets the request it is meant for
             "novelty": {"enabled": False},
@@ -173,15 +216,26 @@ def model_section(work: Path) -> None:
                 data[k] = v
         return EvoDuetConfig.model_validate(data)
 
-    def http_case(name: str, fault: str, per_iteration: int, *, expect: str,
-                  diff_based: bool = False, sleep_s: float = 3.0) -> None:
+    def http_case(
+        name: str,
+        fault: str,
+        per_iteration: int,
+        *,
+        expect: str,
+        diff_based: bool = False,
+        sleep_s: float = 3.0,
+    ) -> None:
         # iterations 1-2 get the fault (each attempt), iteration 3 a good answer
         script = [fault] * (2 * per_iteration) + ["ok"]
         run_dir = work / f"model-{name}"
         with FaultyServer(script, content=rewrite, sleep_s=sleep_s) as server:
             start = time.monotonic()
-            result = run(SMOKE_TASK, cfg(server.base_url, prompt={"diff_based": diff_based}),
-                         run_dir=run_dir, evaluator=InProcessEvaluator(SMOKE_TASK))
+            result = run(
+                SMOKE_TASK,
+                cfg(server.base_url, prompt={"diff_based": diff_based}),
+                run_dir=run_dir,
+                evaluator=InProcessEvaluator(SMOKE_TASK),
+            )
             elapsed = time.monotonic() - start
             injected = sum(f == fault for f in server.faults())
         rows = _program_rows(run_dir)
@@ -191,9 +245,14 @@ def model_section(work: Path) -> None:
             ok = ok and all(s == "evaluated" for s in statuses)
         else:
             ok = ok and statuses[0] == statuses[1] == expect
-        add(area, name, injected, SURVIVED if ok else FAILED,
+        add(
+            area,
+            name,
+            injected,
+            SURVIVED if ok else FAILED,
             f"candidates {statuses}; run finished in {elapsed:.1f} s",
-            lost=_lost(run_dir, 3))
+            lost=_lost(run_dir, 3),
+        )
 
     http_case("HTTP 429 with retry-after", "429", 1, expect="retried")
     http_case("HTTP 500", "500", 1, expect="retried")
@@ -202,59 +261,106 @@ def model_section(work: Path) -> None:
     http_case("connection dropped without an answer", "close", 3, expect="failed")
     http_case("HTTP 200 with a non-JSON body", "garbage", 1, expect="failed")
     http_case("empty completion", "empty", 1, expect="invalid")
-    http_case("truncated code block", "text:```python\ndef make_points(:\n    radius = ", 1,
-              expect="invalid")
-    http_case("prose instead of code", "text:Increase the radius; I will not write code.", 1,
-              expect="invalid")
-    http_case("model never follows the diff format", "text:Set radius to 1. That is my diff.", 1,
-              expect="invalid", diff_based=True)
+    http_case(
+        "truncated code block",
+        "text:```python\ndef make_points(:\n    radius = ",
+        1,
+        expect="invalid",
+    )
+    http_case(
+        "prose instead of code",
+        "text:Increase the radius; I will not write code.",
+        1,
+        expect="invalid",
+    )
+    http_case(
+        "model never follows the diff format",
+        "text:Set radius to 1. That is my diff.",
+        1,
+        expect="invalid",
+        diff_based=True,
+    )
 
     # <think> around a good answer: survives as a valid candidate
     run_dir = work / "model-think"
     with FaultyServer(["ok"], content=lambda b: "<think>more radius</think>\n" + rewrite(b)) as s:
-        result = run(SMOKE_TASK, cfg(s.base_url), run_dir=run_dir,
-                     evaluator=InProcessEvaluator(SMOKE_TASK))
+        result = run(
+            SMOKE_TASK, cfg(s.base_url), run_dir=run_dir, evaluator=InProcessEvaluator(SMOKE_TASK)
+        )
         n = len(s.faults())
     rows = _program_rows(run_dir)
-    add(area, "<think> block before the answer", n,
+    add(
+        area,
+        "<think> block before the answer",
+        n,
         SURVIVED if all(v == "evaluated" for v in rows.values()) else FAILED,
-        "reasoning stripped; candidates valid", lost=_lost(run_dir, 3))
+        "reasoning stripped; candidates valid",
+        lost=_lost(run_dir, 3),
+    )
 
     # connection refused: every iteration fails -> clear stop after max_consecutive_failures
     run_dir = work / "model-refused"
-    result = run(SMOKE_TASK, cfg("http://127.0.0.1:9/v1", iterations=6, max_consecutive_failures=2,
-                                 llm={"max_retries": 1}),
-                 run_dir=run_dir, evaluator=InProcessEvaluator(SMOKE_TASK))
+    result = run(
+        SMOKE_TASK,
+        cfg(
+            "http://127.0.0.1:9/v1",
+            iterations=6,
+            max_consecutive_failures=2,
+            llm={"max_retries": 1},
+        ),
+        run_dir=run_dir,
+        evaluator=InProcessEvaluator(SMOKE_TASK),
+    )
     stopped = bool(result.stop_reason) and "2 consecutive" in result.stop_reason
     with FaultyServer(["ok"], content=rewrite) as healthy:
         llm = ChatOpenAI(model="m", base_url=healthy.base_url, api_key="x", max_retries=0)
         resumed = resume(run_dir, llm=llm, evaluator=InProcessEvaluator(SMOKE_TASK))
-    add(area, "connection refused (nothing listening)", 2 * 2,
+    add(
+        area,
+        "connection refused (nothing listening)",
+        2 * 2,
         CLEAR if stopped and resumed.iterations == 6 else FAILED,
         f"stop_reason: {result.stop_reason[:90] if result.stop_reason else None}…; "
-        "resumed to 6 iterations with a healthy endpoint", lost=_lost(run_dir, 6))
+        "resumed to 6 iterations with a healthy endpoint",
+        lost=_lost(run_dir, 6),
+    )
 
     # the same dead endpoint for a run shorter than max_consecutive_model_failures: it still
     # ends as a failed run (never a quiet "done" with NDG 0)
     run_dir = work / "model-refused-short"
-    result = run(SMOKE_TASK, cfg("http://127.0.0.1:9/v1", iterations=2, llm={"max_retries": 0}),
-                 run_dir=run_dir, evaluator=InProcessEvaluator(SMOKE_TASK))
+    result = run(
+        SMOKE_TASK,
+        cfg("http://127.0.0.1:9/v1", iterations=2, llm={"max_retries": 0}),
+        run_dir=run_dir,
+        evaluator=InProcessEvaluator(SMOKE_TASK),
+    )
     down = (result.stop_reason or "").startswith(MODEL_DOWN_PREFIX)
-    add(area, "connection refused in every iteration of a 2-iteration run", 2,
+    add(
+        area,
+        "connection refused in every iteration of a 2-iteration run",
+        2,
         CLEAR if down and result.iterations == 2 else FAILED,
         f"stop_reason: {result.stop_reason[:90] if result.stop_reason else None}…",
-        lost=_lost(run_dir, 2))
+        lost=_lost(run_dir, 2),
+    )
 
     run_dir = work / "model-never"
     with FaultyServer(["text:No diff from me."], content=rewrite) as s:
-        result = run(SMOKE_TASK, cfg(s.base_url, iterations=8, max_consecutive_failures=3,
-                                     prompt={"diff_based": True}),
-                     run_dir=run_dir, evaluator=InProcessEvaluator(SMOKE_TASK))
+        result = run(
+            SMOKE_TASK,
+            cfg(s.base_url, iterations=8, max_consecutive_failures=3, prompt={"diff_based": True}),
+            run_dir=run_dir,
+            evaluator=InProcessEvaluator(SMOKE_TASK),
+        )
         n = len(s.faults())
-    add(area, "model that never follows the format, for every call", n,
+    add(
+        area,
+        "model that never follows the format, for every call",
+        n,
         CLEAR if result.iterations == 3 and result.stop_reason else FAILED,
         "stopped after max_consecutive_failures=3 with a resumable checkpoint",
-        lost=_lost(run_dir, 3))
+        lost=_lost(run_dir, 3),
+    )
 
     class Decision(BaseModel):
         decision: str
@@ -278,14 +384,26 @@ def model_section(work: Path) -> None:
         add(area, f"structured output: {name}", n, outcome, detail)
 
     # fakes: a model without retries of its own gets RetryPolicy's bounded retries
-    llm = ScriptedChatModel(responses=[ConnectionError("reset"), TimeoutError("slow"), RADIUS_UP],
-                            default=RADIUS_UP)
-    result = run(SMOKE_TASK, EvoDuetConfig.model_validate(
-        {"iterations": 1, "population": {"num_islands": 2}, "llm": {"max_retries": 2}}),
-        llm=llm, run_dir=work / "model-fake-retry", evaluator=InProcessEvaluator(SMOKE_TASK))
-    add(area, "fake model: ConnectionError / TimeoutError (no retries of its own)", 2,
+    llm = ScriptedChatModel(
+        responses=[ConnectionError("reset"), TimeoutError("slow"), RADIUS_UP], default=RADIUS_UP
+    )
+    result = run(
+        SMOKE_TASK,
+        EvoDuetConfig.model_validate(
+            {"iterations": 1, "population": {"num_islands": 2}, "llm": {"max_retries": 2}}
+        ),
+        llm=llm,
+        run_dir=work / "model-fake-retry",
+        evaluator=InProcessEvaluator(SMOKE_TASK),
+    )
+    add(
+        area,
+        "fake model: ConnectionError / TimeoutError (no retries of its own)",
+        2,
         SURVIVED if result.best_id == "it00001-c0" else FAILED,
-        "retried by RetryPolicy (llm.max_retries), then valid", lost=_lost(work / "model-fake-retry", 1))
+        "retried by RetryPolicy (llm.max_retries), then valid",
+        lost=_lost(work / "model-fake-retry", 1),
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -309,36 +427,64 @@ def search_section(work: Path) -> None:
         radius, spread = parent_parameters(str(messages[-1].content))
         return f"```python\n{smoke_program(min(1.0, radius + 0.02), spread)}```"
 
-    responder = KnowledgeResponder(gate="retrieve", queries=lambda n, _t: [f"q{n}a", f"q{n}b"],
-                                   generate=rewrite)
+    responder = KnowledgeResponder(
+        gate="retrieve", queries=lambda n, _t: [f"q{n}a", f"q{n}b"], generate=rewrite
+    )
     searcher = FaultySearcher()
     run_dir = work / "search"
-    cfg = EvoDuetConfig.model_validate({
-        "iterations": 4, "population": {"num_islands": 2}, "prompt": {"diff_based": False},
-        "gate": {"mode": "always"},
-        "retrieval": {"inner_rounds": 2, "queries_per_round": 2, "search_retries": 0,
-                      "search_timeout_s": 0.3},
-    })
-    result = run(load_task(SMOKE_TASK), cfg, llm=ScriptedChatModel(responses=[], default=responder),
-                 evaluator=InProcessEvaluator(SMOKE_TASK), run_dir=run_dir, searcher=searcher)
+    cfg = EvoDuetConfig.model_validate(
+        {
+            "iterations": 4,
+            "population": {"num_islands": 2},
+            "prompt": {"diff_based": False},
+            "gate": {"mode": "always"},
+            "retrieval": {
+                "inner_rounds": 2,
+                "queries_per_round": 2,
+                "search_retries": 0,
+                "search_timeout_s": 0.3,
+            },
+        }
+    )
+    result = run(
+        load_task(SMOKE_TASK),
+        cfg,
+        llm=ScriptedChatModel(responses=[], default=responder),
+        evaluator=InProcessEvaluator(SMOKE_TASK),
+        run_dir=run_dir,
+        searcher=searcher,
+    )
     db = SearchDatabase(run_dir / "search_database.jsonl")
     docs = [d for d in (db.get_document(f"doc_{i:06d}") for i in range(1, 100)) if d]
     urls = [d.normalized_url for d in docs]
-    clean = (len(urls) == len(set(urls)) and all(len(d.content) <= MAX_CONTENT_CHARS for d in docs)
-             and db.dropped_lines == 0)
+    clean = (
+        len(urls) == len(set(urls))
+        and all(len(d.content) <= MAX_CONTENT_CHARS for d in docs)
+        and db.dropped_lines == 0
+    )
     errors = [e for e in read_events(run_dir / "events.jsonl") if e["event"] == "search_error"]
     ok = result.iterations == 4 and clean
     per_kind = searcher.calls // 8
-    names = ["backend error (ConnectionError)", "timeout (backend hangs)", "empty results",
-             "oversized page (1 MB)", "non-UTF-8 bytes in title and content",
-             "duplicate URLs (www, utm_*, fragment, trailing slash)",
-             "malformed hits (None, int, no url, empty content, bad score)",
-             "prompt-injection text in a document"]
-    details = [f"{len(errors)} search_error events; retrieval went on",
-               "per-attempt deadline; search_error event", "retrieve_empty; no evidence",
-               f"content capped at {MAX_CONTENT_CHARS} chars", "decoded with U+FFFD, no surrogates",
-               "one document per normalised URL", "malformed hits dropped",
-               "kept inside <document>/<evidence> as data; tags neutralised"]
+    names = [
+        "backend error (ConnectionError)",
+        "timeout (backend hangs)",
+        "empty results",
+        "oversized page (1 MB)",
+        "non-UTF-8 bytes in title and content",
+        "duplicate URLs (www, utm_*, fragment, trailing slash)",
+        "malformed hits (None, int, no url, empty content, bad score)",
+        "prompt-injection text in a document",
+    ]
+    details = [
+        f"{len(errors)} search_error events; retrieval went on",
+        "per-attempt deadline; search_error event",
+        "retrieve_empty; no evidence",
+        f"content capped at {MAX_CONTENT_CHARS} chars",
+        "decoded with U+FFFD, no surrogates",
+        "one document per normalised URL",
+        "malformed hits dropped",
+        "kept inside <document>/<evidence> as data; tags neutralised",
+    ]
     for name, detail in zip(names, details, strict=True):
         add(area, name, per_kind, SURVIVED if ok else FAILED, detail, lost=_lost(run_dir, 4))
 
@@ -356,11 +502,14 @@ SANDBOX_PROGRAMS: dict[str, tuple[str, dict[str, Any]]] = {
         {"timeout_s": 1.5},
     ),
     "memory bomb (address-space limit)": (
-        "x = []\nwhile True:\n    x.append(bytearray(50_000_000))\n", {"memory_mb": 512}),
+        "x = []\nwhile True:\n    x.append(bytearray(50_000_000))\n",
+        {"memory_mb": 512},
+    ),
     "CPU spin (CPU-time limit)": ("while True:\n    pass\n", {"cpu_time_s": 1, "timeout_s": 30}),
     "fork bomb (pids cgroup)": (
         "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
-        {"timeout_s": 2, "max_processes": 32}),
+        {"timeout_s": 2, "max_processes": 32},
+    ),
     "disk filler (file-size limit, private temp dir)": (
         (
             "import tempfile\nf = open(tempfile.gettempdir() + '/fill', 'wb')\n"
@@ -369,7 +518,9 @@ SANDBOX_PROGRAMS: dict[str, tuple[str, dict[str, Any]]] = {
         {"max_file_mb": 4},
     ),
     "stdout flood (file-size limit, tail kept)": (
-        "import sys\nwhile True:\n    sys.stdout.write('flood' * 1000)\n", {"max_file_mb": 2}),
+        "import sys\nwhile True:\n    sys.stdout.write('flood' * 1000)\n",
+        {"max_file_mb": 2},
+    ),
     "sys.exit during import": ("import sys\nsys.exit(3)\n", {}),
     "os._exit without a result": ("import os\nos._exit(0)\n", {}),
     "segmentation fault": ("import ctypes\nctypes.string_at(0)\n", {}),
@@ -395,7 +546,9 @@ def sandbox_section(work: Path) -> None:
     area = "sandbox"
     folder = work / "sandbox_task"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "initial_program.py").write_text("def result():\n    return {'combined_score': 0.5}\n")
+    (folder / "initial_program.py").write_text(
+        "def result():\n    return {'combined_score': 0.5}\n"
+    )
     (folder / "evaluator.py").write_text(EVALUATOR)
     task = load_task(folder)
     iso = SandboxEvaluator(task).isolation
@@ -406,37 +559,59 @@ def sandbox_section(work: Path) -> None:
         elapsed = time.monotonic() - start
         enforced = not (name.startswith("fork bomb") and iso.processes != "cgroup")
         ok = not outcome.valid and outcome.error and elapsed < 60
-        add(area, name, 1, SURVIVED if ok else FAILED,
+        add(
+            area,
+            name,
+            1,
+            SURVIVED if ok else FAILED,
             f"invalid: {outcome.error[:80] if outcome.error else None} ({elapsed:.1f} s)"
-            + ("" if enforced else " [process limit not enforced here]"))
+            + ("" if enforced else " [process limit not enforced here]"),
+        )
 
     os.environ["EVODUET_REPORT_API_KEY"] = "sekrit-value"
-    env_probe = ("import os\ndef result():\n    return {'combined_score': 1.0, "
-                 "'leak': float(any('sekrit' in v for v in os.environ.values()))}\n")
+    env_probe = (
+        "import os\ndef result():\n    return {'combined_score': 1.0, "
+        "'leak': float(any('sekrit' in v for v in os.environ.values()))}\n"
+    )
     out = SandboxEvaluator(task).evaluate(env_probe)
     del os.environ["EVODUET_REPORT_API_KEY"]
-    add(area, "candidate reads secrets from the environment", 1,
+    add(
+        area,
+        "candidate reads secrets from the environment",
+        1,
         SURVIVED if out.valid and out.metrics.get("leak") == 0.0 else FAILED,
-        "*_API_KEY, *TOKEN*, provider variables scrubbed")
+        "*_API_KEY, *TOKEN*, provider variables scrubbed",
+    )
 
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(4)
     port = server.getsockname()[1]
     threading.Thread(target=lambda: [server.accept() for _ in range(4)], daemon=True).start()
-    net_probe = ("import socket\ndef result():\n    try:\n"
-                 f"        socket.create_connection(('127.0.0.1', {port}), timeout=3).close()\n"
-                 "        r = 1.0\n    except OSError:\n        r = 0.0\n"
-                 "    return {'combined_score': 1.0, 'reached': r}\n")
+    net_probe = (
+        "import socket\ndef result():\n    try:\n"
+        f"        socket.create_connection(('127.0.0.1', {port}), timeout=3).close()\n"
+        "        r = 1.0\n    except OSError:\n        r = 0.0\n"
+        "    return {'combined_score': 1.0, 'reached': r}\n"
+    )
     out = SandboxEvaluator(task).evaluate(net_probe)
     server.close()
     if iso.network:
-        add(area, "candidate opens a network connection", 1,
+        add(
+            area,
+            "candidate opens a network connection",
+            1,
             SURVIVED if out.metrics.get("reached") == 0.0 else FAILED,
-            f"no network: {iso.network_detail}")
+            f"no network: {iso.network_detail}",
+        )
     else:
-        add(area, "candidate opens a network connection", 1, SURVIVED,
-            f"NOT isolated here ({iso.network_detail}); the run warns once")
+        add(
+            area,
+            "candidate opens a network connection",
+            1,
+            SURVIVED,
+            f"NOT isolated here ({iso.network_detail}); the run warns once",
+        )
 
     run_dir = work / "fake_run_dir"
     run_dir.mkdir(exist_ok=True)
@@ -446,15 +621,25 @@ def sandbox_section(work: Path) -> None:
     try:
         out = SandboxEvaluator(task).evaluate(
             "open('programs.sqlite', 'w').write('clobbered')\n"
-            "def result():\n    return {'combined_score': 1.0}\n")
+            "def result():\n    return {'combined_score': 1.0}\n"
+        )
     finally:
         os.chdir(cwd)
-    add(area, "candidate overwrites programs.sqlite by a relative path", 1,
+    add(
+        area,
+        "candidate overwrites programs.sqlite by a relative path",
+        1,
         SURVIVED if (run_dir / "programs.sqlite").read_text() == "precious" else FAILED,
-        "its working directory is a private temp dir outside the run directory")
-    add(area, "isolation available on this machine", 0, SURVIVED,
+        "its working directory is a private temp dir outside the run directory",
+    )
+    add(
+        area,
+        "isolation available on this machine",
+        0,
+        SURVIVED,
         f"network: {iso.network_detail}; processes: {iso.processes_detail}; "
-        f"filesystem ({iso.filesystem}): {iso.filesystem_detail}")
+        f"filesystem ({iso.filesystem}): {iso.filesystem_detail}",
+    )
     tampering_rows(work, task.path, iso.filesystem == "namespace")
 
 
@@ -482,7 +667,7 @@ TAMPER_ROUTES = {
 }
 TAMPER_TAIL = (
     "for t in T:\n    try:\n        open(t, 'a').write('\\ndef evaluate(p):\\n"
-    "    return {\"combined_score\": 1e9}\\n')\n    except Exception:\n        pass\n"
+    '    return {"combined_score": 1e9}\\n\')\n    except Exception:\n        pass\n'
     "def result():\n    return {'combined_score': 0.5}\n"
 )
 
@@ -522,23 +707,37 @@ def tampering_rows(work: Path, task_dir: Path, namespace: bool) -> None:
             for route, head in TAMPER_ROUTES.items():
                 sandbox = SandboxEvaluator(task, timeout_s=30, isolate_filesystem=isolate)
                 sandbox.protect(run_dir)
-                before = (folder_digest(task_dir), (run_dir / "events.jsonl").read_bytes(),
-                          RUNNER_PATH.read_bytes())
+                before = (
+                    folder_digest(task_dir),
+                    (run_dir / "events.jsonl").read_bytes(),
+                    RUNNER_PATH.read_bytes(),
+                )
                 try:
                     out = sandbox.evaluate(head + TAMPER_TAIL, "attacker")
                     honest = sandbox.evaluate("def result():\n    return {'combined_score': 0.5}\n")
                 finally:
                     sandbox.close()
                 tables = [r[0] for r in store.execute("SELECT name FROM sqlite_master")]
-                after = (folder_digest(task_dir), (run_dir / "events.jsonl").read_bytes(),
-                         RUNNER_PATH.read_bytes())
+                after = (
+                    folder_digest(task_dir),
+                    (run_dir / "events.jsonl").read_bytes(),
+                    RUNNER_PATH.read_bytes(),
+                )
                 caught = bool(out.error and out.error.startswith("tampering: "))
                 intact = after == before and tables == ["programs"] and honest.score == 0.5
                 error = re.sub(r"/[^\s;,()]*/", "", out.error or "")  # paths → file names
-                add(area, f"{label}: {route}", 1, SURVIVED if intact else FAILED,
+                add(
+                    area,
+                    f"{label}: {route}",
+                    1,
+                    SURVIVED if intact else FAILED,
                     (f"invalid: {error[:110]}" if caught else "could not write (read-only)")
-                    + ("; task folder hash, run directory and runner unchanged" if intact
-                       else "; SOMETHING CHANGED"))
+                    + (
+                        "; task folder hash, run directory and runner unchanged"
+                        if intact
+                        else "; SOMETHING CHANGED"
+                    ),
+                )
         if not namespace:
             add(area, "namespace path", 0, SURVIVED, "bwrap unavailable here: fallback only")
     finally:
@@ -570,40 +769,77 @@ def cli_section(work: Path) -> None:
         shutil.copytree(SMOKE_TASK, folder)
         edit(folder)
         out = folder.parent / (folder.name + "-run")
-        args = ["run", str(folder), "--iterations", "1", "--model", "openai:gpt-4o-mini",
-                "--quiet", "--out", str(out), *extra]
+        args = [
+            "run",
+            str(folder),
+            "--iterations",
+            "1",
+            "--model",
+            "openai:gpt-4o-mini",
+            "--quiet",
+            "--out",
+            str(out),
+            *extra,
+        ]
         res = runner.invoke(app, args)
         lines = [ln for ln in res.output.splitlines() if ln.strip()]
-        ok = (res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error:")
-              and needle in lines[0] and not out.exists())
+        ok = (
+            res.exit_code == 2
+            and len(lines) == 1
+            and lines[0].startswith("error:")
+            and needle in lines[0]
+            and not out.exists()
+        )
         add(area, name, 1, CLEAR if ok else FAILED, lines[0][:110] if lines else "(no output)")
 
     def write(rel: str, text: str) -> Callable[[Path], None]:
         return lambda f: (f / rel).write_text(text)
 
     case("missing evaluator.py", lambda f: (f / "evaluator.py").unlink(), needle="evaluator.py")
-    case("evaluator without evaluate()", write("evaluator.py", "def score(p):\n    return {}\n"),
-         needle="evaluate")
-    case("syntax error in evaluator.py", write("evaluator.py", "def evaluate(p)\n"),
-         needle="syntax error")
-    case("initial program fails its own evaluation",
-         lambda f: (f / "initial_program.py").write_text(
-             (f / "initial_program.py").read_text().replace("radius = 0.6", "radius = 1.5")),
-         needle="--allow-invalid-initial")
-    case("empty EVOLVE-BLOCK",
-         write("initial_program.py", "def run():\n    pass\n# EVOLVE-BLOCK-START\n\n"
-               "# EVOLVE-BLOCK-END\n"), needle="EVOLVE-BLOCK")
+    case(
+        "evaluator without evaluate()",
+        write("evaluator.py", "def score(p):\n    return {}\n"),
+        needle="evaluate",
+    )
+    case(
+        "syntax error in evaluator.py",
+        write("evaluator.py", "def evaluate(p)\n"),
+        needle="syntax error",
+    )
+    case(
+        "initial program fails its own evaluation",
+        lambda f: (f / "initial_program.py").write_text(
+            (f / "initial_program.py").read_text().replace("radius = 0.6", "radius = 1.5")
+        ),
+        needle="--allow-invalid-initial",
+    )
+    case(
+        "empty EVOLVE-BLOCK",
+        write(
+            "initial_program.py",
+            "def run():\n    pass\n# EVOLVE-BLOCK-START\n\n# EVOLVE-BLOCK-END\n",
+        ),
+        needle="EVOLVE-BLOCK",
+    )
     case("wrong type in task.yaml", write("task.yaml", "timeout_s: soon\n"), needle="timeout_s")
-    case("wrong type in OpenEvolve config.yaml",
-         write("config.yaml", "evaluator:\n  cascade_evaluation: maybe\n"),
-         needle="cascade_evaluation")
+    case(
+        "wrong type in OpenEvolve config.yaml",
+        write("config.yaml", "evaluator:\n  cascade_evaluation: maybe\n"),
+        needle="cascade_evaluation",
+    )
     bad_cfg = work / "bad-config.yaml"
     bad_cfg.write_text("candidates: many\n")
-    case("wrong type in the run config", lambda f: None, "--config", str(bad_cfg),
-         needle="candidates")
+    case(
+        "wrong type in the run config",
+        lambda f: None,
+        "--config",
+        str(bad_cfg),
+        needle="candidates",
+    )
     case("negative iterations", lambda f: None, "--iterations", "-2", needle="iterations")
-    case("unknown model provider", lambda f: None, "--model", "anthropic:claude",
-         needle="llm.model")
+    case(
+        "unknown model provider", lambda f: None, "--model", "anthropic:claude", needle="llm.model"
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -624,28 +860,46 @@ def budget_section(work: Path) -> None:
         radius, spread = parent_parameters(str(messages[-1].content))
         return f"```python\n{smoke_program(min(1.0, radius + 0.02), spread)}```"
 
-    limits = {"max_llm_calls": {"max_llm_calls": 3}, "max_tokens": {"max_tokens": 2000},
-              "max_cost_usd": {"max_cost_usd": 0.0002}, "max_wall_s": {"max_wall_s": 0.4}}
+    limits = {
+        "max_llm_calls": {"max_llm_calls": 3},
+        "max_tokens": {"max_tokens": 2000},
+        "max_cost_usd": {"max_cost_usd": 0.0002},
+        "max_wall_s": {"max_wall_s": 0.4},
+    }
     for name, budget in limits.items():
         run_dir = work / f"budget-{name}"
-        cfg = EvoDuetConfig.model_validate({
-            "iterations": 20, "population": {"num_islands": 2}, "prompt": {"diff_based": False},
-            "llm": {"model": "openai:gpt-4o-mini"}, "budget": budget})
+        cfg = EvoDuetConfig.model_validate(
+            {
+                "iterations": 20,
+                "population": {"num_islands": 2},
+                "prompt": {"diff_based": False},
+                "llm": {"model": "openai:gpt-4o-mini"},
+                "budget": budget,
+            }
+        )
         llm = ScriptedChatModel(responses=[], default=answer)
-        first = run(SMOKE_TASK, cfg, llm=llm, run_dir=run_dir,
-                    evaluator=InProcessEvaluator(SMOKE_TASK))
+        first = run(
+            SMOKE_TASK, cfg, llm=llm, run_dir=run_dir, evaluator=InProcessEvaluator(SMOKE_TASK)
+        )
         again = ScriptedChatModel(responses=[], default=answer)
-        second = run(SMOKE_TASK, cfg, llm=again, run_dir=run_dir,
-                     evaluator=InProcessEvaluator(SMOKE_TASK))
+        second = run(
+            SMOKE_TASK, cfg, llm=again, run_dir=run_dir, evaluator=InProcessEvaluator(SMOKE_TASK)
+        )
         ok = (
             (first.stop_reason or "").startswith("budget reached")
             and again.calls == 0
             and first.iterations < 20
             and second.iterations == first.iterations
         )
-        add(area, f"budget.{name} reached", 1, CLEAR if ok else FAILED,
+        add(
+            area,
+            f"budget.{name} reached",
+            1,
+            CLEAR if ok else FAILED,
             f"stopped after iteration {first.iterations}; the resumed run stopped at once "
-            "(totals from events.jsonl)", lost=_lost(run_dir, first.iterations))
+            "(totals from events.jsonl)",
+            lost=_lost(run_dir, first.iterations),
+        )
 
 
 def concurrency_section(work: Path) -> None:
@@ -662,24 +916,47 @@ def concurrency_section(work: Path) -> None:
     area = "concurrency"
     run_dir = work / "conc"
     evaluator = CountingEvaluator(InProcessEvaluator(SMOKE_TASK, workers=8), work / "conc-evals")
-    cfg = EvoDuetConfig.model_validate({
-        "iterations": 3, "candidates": 8, "population": {"num_islands": 2},
-        "prompt": {"diff_based": False}, "gate": {"mode": "always"},
-        "retrieval": {"inner_rounds": 2, "queries_per_round": 3, "search_retries": 0},
-        "evaluation": {"workers": 8}})
+    cfg = EvoDuetConfig.model_validate(
+        {
+            "iterations": 3,
+            "candidates": 8,
+            "population": {"num_islands": 2},
+            "prompt": {"diff_based": False},
+            "gate": {"mode": "always"},
+            "retrieval": {"inner_rounds": 2, "queries_per_round": 3, "search_retries": 0},
+            "evaluation": {"workers": 8},
+        }
+    )
     llm = ScriptedChatModel(responses=[], default=KnowledgeResponder(generate=_answer))
-    result = run(load_task(SMOKE_TASK), cfg, llm=llm, evaluator=evaluator, run_dir=run_dir,
-                 searcher=FakeSearcher())
+    result = run(
+        load_task(SMOKE_TASK),
+        cfg,
+        llm=llm,
+        evaluator=evaluator,
+        run_dir=run_dir,
+        searcher=FakeSearcher(),
+    )
     counts = Counter(e["sha"] for e in evaluator.evaluated())
     ok = result.iterations == 3 and max(counts.values()) == 1
-    add(area, "N=8 parallel candidates with a thread-heavy model", 24,
-        SURVIVED if ok else FAILED, "every candidate stored once; each program evaluated once",
-        lost=_lost(run_dir, 3, 8))
+    add(
+        area,
+        "N=8 parallel candidates with a thread-heavy model",
+        24,
+        SURVIVED if ok else FAILED,
+        "every candidate stored once; each program evaluated once",
+        lost=_lost(run_dir, 3, 8),
+    )
     with RunDirLock(run_dir):
         res = CliRunner().invoke(app, ["resume", str(run_dir), "--quiet"])
-    add(area, "second `evoduet resume` on a run directory in use", 1,
-        CLEAR if res.exit_code == 2 and "in use by another evoduet process" in res.output
-        else FAILED, res.output.strip()[:110])
+    add(
+        area,
+        "second `evoduet resume` on a run directory in use",
+        1,
+        CLEAR
+        if res.exit_code == 2 and "in use by another evoduet process" in res.output
+        else FAILED,
+        res.output.strip()[:110],
+    )
 
 
 def fuzz_section(count: int) -> None:
@@ -688,27 +965,54 @@ def fuzz_section(count: int) -> None:
 
     area = "diff application"
     rng = random.Random(1234)
-    pieces = [*PARENT_LINES, "<<<<<<< SEARCH", "=======", ">>>>>>> REPLACE", "<<<< SEARCH",
-              "========== ", ">>>>>>>>>> REPLACE", "```python", "```", "<think>", "</think>",
-              "# EVOLVE-BLOCK-START", "# EVOLVE-BLOCK-END", "", "    radius = 1.0", "\t", "…"]
+    pieces = [
+        *PARENT_LINES,
+        "<<<<<<< SEARCH",
+        "=======",
+        ">>>>>>> REPLACE",
+        "<<<< SEARCH",
+        "========== ",
+        ">>>>>>>>>> REPLACE",
+        "```python",
+        "```",
+        "<think>",
+        "</think>",
+        "# EVOLVE-BLOCK-START",
+        "# EVOLVE-BLOCK-END",
+        "",
+        "    radius = 1.0",
+        "\t",
+        "…",
+    ]
     outcomes: Counter = Counter()
     crashes = 0
     for _ in range(count):
-        parts = [rng.choice(pieces) if rng.random() < 0.85 else
-                 "".join(chr(rng.randrange(1, 0x3000)) for _ in range(rng.randrange(20)))
-                 for _ in range(rng.randrange(40))]
+        parts = [
+            rng.choice(pieces)
+            if rng.random() < 0.85
+            else "".join(chr(rng.randrange(1, 0x3000)) for _ in range(rng.randrange(20)))
+            for _ in range(rng.randrange(40))
+        ]
         text = rng.choice(["\n", "\r\n"]).join(parts)
         try:
-            cand = candidate_from_response(PARENT, text, diff_based=rng.random() < 0.5,
-                                           restrict_to_evolve_blocks=rng.random() < 0.7)
+            cand = candidate_from_response(
+                PARENT,
+                text,
+                diff_based=rng.random() < 0.5,
+                restrict_to_evolve_blocks=rng.random() < 0.7,
+            )
         except Exception:  # noqa: BLE001 - counted
             crashes += 1
             continue
         outcomes["change" if cand.code is not None else "rejected with reason"] += 1
-    add(area, "random model answers (markers, fences, think tags, CRLF, unicode)", count,
+    add(
+        area,
+        "random model answers (markers, fences, think tags, CRLF, unicode)",
+        count,
         SURVIVED if crashes == 0 else FAILED,
         f"{outcomes['change']} applied as a change, {outcomes['rejected with reason']} rejected "
-        f"with a reason, {crashes} exceptions (hypothesis fuzzing: tests/unit/test_diffs_fuzz.py)")
+        f"with a reason, {crashes} exceptions (hypothesis fuzzing: tests/unit/test_diffs_fuzz.py)",
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -784,4 +1088,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-

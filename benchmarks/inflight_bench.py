@@ -186,8 +186,7 @@ def main() -> int:
     responder = responder_for(task)
     cases = []
     with (
-        FaultyServer(["ok"], content=responder_content(responder), delay_s=args.delay)
-        as server,
+        FaultyServer(["ok"], content=responder_content(responder), delay_s=args.delay) as server,
         tempfile.TemporaryDirectory(prefix="inflight_bench_") as tmp,
     ):
         for k in (1, args.k):
@@ -201,8 +200,11 @@ def main() -> int:
                 f"iterations {case['impacts_of_unrecorded']}), best {case['best_score']}",
                 flush=True,
             )
-            print(f"  gate decisions {case['decisions']}; model calls by node "
-                  f"{case['calls_by_node']}", flush=True)
+            print(
+                f"  gate decisions {case['decisions']}; model calls by node "
+                f"{case['calls_by_node']}",
+                flush=True,
+            )
     one, many = cases
     ratio = many["wall_s"] / one["wall_s"]
     ok = (

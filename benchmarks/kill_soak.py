@@ -41,19 +41,39 @@ from tests.fault_harness import HARNESS_EVALUATOR_ENV, run_kill_points
 def soak(points: int, jobs: int, salts: list[str], double_every: int, workdir: Path) -> dict:
     """Run the scenarios; return the merged summary."""
     per_salt = [points // len(salts) + (i < points % len(salts)) for i in range(len(salts))]
-    merged: dict = {"runs": [], "failed": [], "categories": Counter(), "kill_points": 0,
-                    "passed": 0, "torn_writes": 0, "double_kills": 0, "reevaluated_in_flight": 0,
-                    "lost_programs": 0}
+    merged: dict = {
+        "runs": [],
+        "failed": [],
+        "categories": Counter(),
+        "kill_points": 0,
+        "passed": 0,
+        "torn_writes": 0,
+        "double_kills": 0,
+        "reevaluated_in_flight": 0,
+        "lost_programs": 0,
+    }
     start = time.monotonic()
     for salt, count in zip(salts, per_salt, strict=True):
         summary = run_kill_points(workdir / salt, count, jobs, salt, double_every)
-        merged["runs"].append({"salt": salt, "trace_points": summary["trace_points"],
-                               "kill_points": summary["kill_points"],
-                               "passed": summary["passed"], "seconds": summary["seconds"]})
+        merged["runs"].append(
+            {
+                "salt": salt,
+                "trace_points": summary["trace_points"],
+                "kill_points": summary["kill_points"],
+                "passed": summary["passed"],
+                "seconds": summary["seconds"],
+            }
+        )
         merged["failed"] += summary["failed"]
         merged["categories"].update(summary["killed_at_categories"])
-        for key in ("kill_points", "passed", "torn_writes", "double_kills",
-                    "reevaluated_in_flight", "lost_programs"):
+        for key in (
+            "kill_points",
+            "passed",
+            "torn_writes",
+            "double_kills",
+            "reevaluated_in_flight",
+            "lost_programs",
+        ):
             merged[key] += summary[key]
     merged["seconds"] = round(time.monotonic() - start, 1)
     return merged
@@ -88,15 +108,28 @@ def markdown(summary: dict) -> str:
         "|---|---|---|---|---|",
     ]
     for r in summary["runs"]:
-        lines.append(f"| {r['salt']} | {r['trace_points']} | {r['kill_points']} | {r['passed']} "
-                     f"| {r['seconds']} |")
-    lines += ["", "Where the process died (fault-point category → scenarios):", "",
-              "| category | kills |", "|---|---|"]
+        lines.append(
+            f"| {r['salt']} | {r['trace_points']} | {r['kill_points']} | {r['passed']} "
+            f"| {r['seconds']} |"
+        )
+    lines += [
+        "",
+        "Where the process died (fault-point category → scenarios):",
+        "",
+        "| category | kills |",
+        "|---|---|",
+    ]
     for cat, n in sorted(summary["categories"].items()):
         lines.append(f"| `{cat}` | {n} |")
     if summary["failed"]:
-        lines += ["", "## Failures", "", "```json",
-                  json.dumps(summary["failed"], indent=1)[:20000], "```"]
+        lines += [
+            "",
+            "## Failures",
+            "",
+            "```json",
+            json.dumps(summary["failed"], indent=1)[:20000],
+            "```",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -106,9 +139,8 @@ def _evaluator_text(kind: str) -> str:
     from evoduet_graph.evaluation.isolation import probe_isolation
 
     iso = probe_isolation(network=True, max_processes=64)
-    return (
-        f"the real evaluation sandbox, filesystem protection `{iso.filesystem}`"
-        + (" (bwrap: read-only filesystem)" if iso.filesystem == "namespace" else "")
+    return f"the real evaluation sandbox, filesystem protection `{iso.filesystem}`" + (
+        " (bwrap: read-only filesystem)" if iso.filesystem == "namespace" else ""
     )
 
 

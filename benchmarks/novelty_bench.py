@@ -159,12 +159,18 @@ def similarity(run_dirs: list[Path], embeddings_spec: str | None) -> dict[str, A
             exact = a.sha == b.sha
             sim = 1.0 if exact else token_similarity(a, b)
             improved = bool(
-                row.valid and parent.score is not None and row.score is not None
+                row.valid
+                and parent.score is not None
+                and row.score is not None
                 and row.score > parent.score
             )
             child: dict[str, Any] = {
-                "run": rdir.name, "id": row.id, "token_similarity": round(sim, 4),
-                "exact": exact, "valid": row.valid, "improved": improved,
+                "run": rdir.name,
+                "id": row.id,
+                "token_similarity": round(sim, 4),
+                "exact": exact,
+                "valid": row.valid,
+                "improved": improved,
             }
             if checker is not None:
                 va, vb = checker._embed([a, b])
@@ -201,27 +207,37 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.mode == "cost":
         result = cost(args.sizes, args.embeddings)
-        print(f"reference: one sandboxed smoke evaluation = "
-              f"{result['reference']['smoke_evaluation_s'] * 1000:.0f} ms; "
-              f"program size (median normalised tokens) = {result['program_tokens_median']}")
+        print(
+            f"reference: one sandboxed smoke evaluation = "
+            f"{result['reference']['smoke_evaluation_s'] * 1000:.0f} ms; "
+            f"program size (median normalised tokens) = {result['program_tokens_median']}"
+        )
         print(f"{'embeddings':>10} {'refs':>6} {'cold ms':>9} {'warm ms':>9} {'warm/eval':>10}")
         for r in result["rows"]:
-            print(f"{r['embeddings']!s:>10} {r['references']:>6} {r['cold_ms']:>9.2f} "
-                  f"{r['warm_ms']:>9.3f} {r['warm_vs_evaluation']:>10.5f}")
+            print(
+                f"{r['embeddings']!s:>10} {r['references']:>6} {r['cold_ms']:>9.2f} "
+                f"{r['warm_ms']:>9.3f} {r['warm_vs_evaluation']:>10.5f}"
+            )
     else:
         if not args.run_dirs:
             parser.error("similarity needs run directories")
         result = similarity(args.run_dirs, args.embeddings)
-        print(f"{result['children']} children in {result['runs']} run(s); "
-              f"{result['exact_duplicates']} exact normalised duplicates of their parent; "
-              f"{result['improved']} beat their parent")
+        print(
+            f"{result['children']} children in {result['runs']} run(s); "
+            f"{result['exact_duplicates']} exact normalised duplicates of their parent; "
+            f"{result['improved']} beat their parent"
+        )
         for c in result["improved_children"]:
-            print(f"  improved: {c['run']}/{c['id']} token similarity {c['token_similarity']}"
-                  + (f", cosine {c['cosine']}" if "cosine" in c else ""))
+            print(
+                f"  improved: {c['run']}/{c['id']} token similarity {c['token_similarity']}"
+                + (f", cosine {c['cosine']}" if "cosine" in c else "")
+            )
         print(f"{'max_similarity':>15} {'rejected':>9} {'valid':>6} {'improved':>9}")
         for r in result["thresholds"]:
-            print(f"{r['max_similarity']:>15} {r['rejected']:>9} {r['of_which_valid']:>6} "
-                  f"{r['of_which_improved']:>9}")
+            print(
+                f"{r['max_similarity']:>15} {r['rejected']:>9} {r['of_which_valid']:>6} "
+                f"{r['of_which_improved']:>9}"
+            )
     print(json.dumps(result))
     return 0
 

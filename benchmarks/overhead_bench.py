@@ -99,7 +99,9 @@ class Server:
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "benchmarks.overhead.canned_server"],
-            cwd=ROOT, stdout=subprocess.PIPE, text=True,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         if not line.startswith("PORT "):
@@ -111,8 +113,11 @@ class Server:
     def _call(self, method: str, path: str) -> dict[str, Any]:
         import urllib.request
 
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", method=method,
-                                     data=b"{}" if method == "POST" else None)
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}",
+            method=method,
+            data=b"{}" if method == "POST" else None,
+        )
         with urllib.request.urlopen(req, timeout=30) as resp:
             return json.loads(resp.read())
 
@@ -180,8 +185,9 @@ def dir_bytes(path: Path) -> int:
 # ------------------------------------------------------------------------------------------
 
 
-def run_ours(method: str, n: int, points: list[int], width: int, server: Server,
-             work: Path) -> MethodResult:
+def run_ours(
+    method: str, n: int, points: list[int], width: int, server: Server, work: Path
+) -> MethodResult:
     from evoduet_graph import EvoDuetConfig, load_task, run
     from evoduet_graph.rundir.events import read_events
     from tests.fakes import FakeSearcher
@@ -191,16 +197,22 @@ def run_ours(method: str, n: int, points: list[int], width: int, server: Server,
     eval_log = work / "eval.log"
     os.environ["OVERHEAD_EVAL_LOG"] = str(eval_log)
     gate = "always" if method.endswith("always") else "never"
-    cfg = EvoDuetConfig.model_validate({
-        "iterations": n,
-        "seed": 42,
-        "gate": {"mode": gate},
-        "prompt": {"diff_based": True},
-        "llm": {"model": "openai:canned", "base_url": server.base_url, "max_retries": 0,
-                "timeout_s": 30},
-        "retrieval": {"backend": "none" if gate == "never" else "offline"},
-        "max_consecutive_failures": n + 1,
-    })
+    cfg = EvoDuetConfig.model_validate(
+        {
+            "iterations": n,
+            "seed": 42,
+            "gate": {"mode": gate},
+            "prompt": {"diff_based": True},
+            "llm": {
+                "model": "openai:canned",
+                "base_url": server.base_url,
+                "max_retries": 0,
+                "timeout_s": 30,
+            },
+            "retrieval": {"backend": "none" if gate == "never" else "offline"},
+            "max_consecutive_failures": n + 1,
+        }
+    )
     server.reset()
     run_dir = work / "run"
     marks = sorted({p - width for p in points if p > width} | set(points) | {10, 20})
@@ -215,14 +227,24 @@ def run_ours(method: str, n: int, points: list[int], width: int, server: Server,
             sizes[recorded[0]] = store_sizes(run_dir)
 
     start = time.time()
-    result = run(load_task(task_dir), cfg, evaluator=InProcessEvaluator(task_dir),
-                 run_dir=run_dir, searcher=FakeSearcher() if gate == "always" else None,
-                 progress=progress)
+    result = run(
+        load_task(task_dir),
+        cfg,
+        evaluator=InProcessEvaluator(task_dir),
+        run_dir=run_dir,
+        searcher=FakeSearcher() if gate == "always" else None,
+        progress=progress,
+    )
     total = time.time() - start
-    done = [e["time"] for e in read_events(run_dir / "events.jsonl")
-            if e.get("event") == "node" and e.get("node") == "record"]
-    first_select = next((e["time"] for e in read_events(run_dir / "events.jsonl")
-                         if e.get("node") == "select"), start)
+    done = [
+        e["time"]
+        for e in read_events(run_dir / "events.jsonl")
+        if e.get("event") == "node" and e.get("node") == "record"
+    ]
+    first_select = next(
+        (e["time"] for e in read_events(run_dir / "events.jsonl") if e.get("node") == "select"),
+        start,
+    )
     out = MethodResult(method, result.iterations, total, first_select - start)
     out.windows = windows(done, points, width, server.log(), read_eval_log(eval_log))
     out.bytes = {
@@ -249,8 +271,10 @@ def store_sizes(run_dir: Path) -> dict[str, int]:
             "SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes",
         ],
         "programs.sqlite": [
-            ("SELECT COALESCE(SUM(LENGTH(code) + LENGTH(metrics) + LENGTH(artifacts)"
-            " + COALESCE(LENGTH(error), 0) + 100), 0) FROM programs"),
+            (
+                "SELECT COALESCE(SUM(LENGTH(code) + LENGTH(metrics) + LENGTH(artifacts)"
+                " + COALESCE(LENGTH(error), 0) + 100), 0) FROM programs"
+            ),
             "SELECT COALESCE(SUM(LENGTH(outcome) + 64), 0) FROM evaluations",
             "SELECT COALESCE(SUM(LENGTH(data)), 0) FROM population",
             "SELECT COALESCE(SUM(LENGTH(op)), 0) FROM population_ops",
@@ -276,10 +300,12 @@ def growth(sizes: dict[int, dict[str, int]], points: list[int], width: int) -> l
     for n in points:
         lo, hi = (10, 20) if n == 10 else (n - width, n)
         if lo in sizes and hi in sizes:
-            rows.append({
-                "iteration": hi,
-                **{k: (sizes[hi][k] - sizes[lo][k]) / (hi - lo) for k in sizes[hi]},
-            })
+            rows.append(
+                {
+                    "iteration": hi,
+                    **{k: (sizes[hi][k] - sizes[lo][k]) / (hi - lo) for k in sizes[hi]},
+                }
+            )
     return rows
 
 
@@ -287,8 +313,9 @@ def dir_bytes_glob(folder: Path, pattern: str) -> int:
     return sum(p.stat().st_size for p in folder.glob(pattern) if p.is_file())
 
 
-def run_openevolve(n: int, points: list[int], width: int, server: Server,
-                   work: Path) -> MethodResult:
+def run_openevolve(
+    n: int, points: list[int], width: int, server: Server, work: Path
+) -> MethodResult:
     import yaml
 
     from evoduet_graph import load_task
@@ -310,21 +337,20 @@ def run_openevolve(n: int, points: list[int], width: int, server: Server,
     config_path = work / "config.yaml"
     config_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     out_dir = work / "output"
-    cmd = openevolve_command(env, task, config_path=config_path, output_dir=out_dir,
-                             iterations=n)
+    cmd = openevolve_command(env, task, config_path=config_path, output_dir=out_dir, iterations=n)
     proc_env = dict(os.environ, OVERHEAD_EVAL_LOG=str(eval_log), PYTHONDONTWRITEBYTECODE="1")
     for name in ("PYTHONPATH", "VIRTUAL_ENV"):
         proc_env.pop(name, None)
     server.reset()
     start = time.time()
     with open(work / "openevolve.log", "wb") as log:
-        proc = subprocess.run(cmd, cwd=work, env=proc_env, stdout=log, stderr=subprocess.STDOUT,
-                              check=False)
+        proc = subprocess.run(
+            cmd, cwd=work, env=proc_env, stdout=log, stderr=subprocess.STDOUT, check=False
+        )
     total = time.time() - start
     records = read_trace(trace)
     done = [r.timestamp for r in records]
-    out = MethodResult("openevolve", len(records), total,
-                       (min(done) - start) if done else total)
+    out = MethodResult("openevolve", len(records), total, (min(done) - start) if done else total)
     if proc.returncode != 0:
         tail = (work / "openevolve.log").read_text(errors="replace")[-2000:]
         out.notes.append(f"openevolve exited {proc.returncode}: {tail}")
@@ -340,11 +366,16 @@ def run_sandbox_check(n: int, server: Server, work: Path) -> dict[str, Any]:
     from evoduet_graph.rundir.store import ProgramStore
 
     task_dir = write_task(work / "task")
-    cfg = EvoDuetConfig.model_validate({
-        "iterations": n, "gate": {"mode": "never"}, "prompt": {"diff_based": True},
-        "llm": {"model": "openai:canned", "base_url": server.base_url, "max_retries": 0},
-        "retrieval": {"backend": "none"}, "max_consecutive_failures": n + 1,
-    })
+    cfg = EvoDuetConfig.model_validate(
+        {
+            "iterations": n,
+            "gate": {"mode": "never"},
+            "prompt": {"diff_based": True},
+            "llm": {"model": "openai:canned", "base_url": server.base_url, "max_retries": 0},
+            "retrieval": {"backend": "none"},
+            "max_consecutive_failures": n + 1,
+        }
+    )
     start = time.time()
     result = run(load_task(task_dir), cfg, run_dir=work / "run")
     wall = time.time() - start
@@ -402,8 +433,10 @@ def reference_figures(server: Server, work: Path, n: int = 300) -> dict[str, flo
     loop_ms = (time.perf_counter() - start) / n * 1000
     conn.close()
 
-    prompt = [{"role": "system", "content": "You improve programs. " * 20},
-              {"role": "user", "content": "## Current program\nSALT = \"x\"\n" + "x" * 2500}]
+    prompt = [
+        {"role": "system", "content": "You improve programs. " * 20},
+        {"role": "user", "content": '## Current program\nSALT = "x"\n' + "x" * 2500},
+    ]
     chat = ChatOpenAI(model="canned", base_url=server.base_url, api_key="none", max_retries=0)
     sdk = OpenAI(base_url=server.base_url, api_key="none", max_retries=0)
     figures = {"langgraph_loop_ms": loop_ms}
@@ -429,8 +462,10 @@ def reference_figures(server: Server, work: Path, n: int = 300) -> dict[str, flo
 def table(results: list[MethodResult], points: list[int]) -> list[str]:
     oe = {w.iteration: w for r in results if r.method == "openevolve" for w in r.windows}
     lines = [
-        ("| method | at iteration | it/s | framework ms/it | server ms/it | eval ms/it "
-        "| ours/OpenEvolve (framework ms) |"),
+        (
+            "| method | at iteration | it/s | framework ms/it | server ms/it | eval ms/it "
+            "| ours/OpenEvolve (framework ms) |"
+        ),
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
@@ -465,15 +500,26 @@ def verdicts(results: list[MethodResult]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="framework overhead: ours vs OpenEvolve")
-    parser.add_argument("--iterations", default="200,1000,5000",
-                        help="window end points; each method runs to the largest")
+    parser.add_argument(
+        "--iterations",
+        default="200,1000,5000",
+        help="window end points; each method runs to the largest",
+    )
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--window", type=int, default=100, help="iterations per window")
-    parser.add_argument("--always-max", type=int, default=1000,
-                        help="evoduet-always runs at most this many iterations (it costs ~20x "
-                        "more per iteration: 5,000 would take ~15 minutes)")
-    parser.add_argument("--sandbox", type=int, default=50,
-                        help="iterations of the extra run with our production sandbox (0: skip)")
+    parser.add_argument(
+        "--always-max",
+        type=int,
+        default=1000,
+        help="evoduet-always runs at most this many iterations (it costs ~20x "
+        "more per iteration: 5,000 would take ~15 minutes)",
+    )
+    parser.add_argument(
+        "--sandbox",
+        type=int,
+        default=50,
+        help="iterations of the extra run with our production sandbox (0: skip)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/overhead")
     args = parser.parse_args()
     points = sorted({int(x) for x in args.iterations.split(",") if x.strip()})
@@ -502,8 +548,11 @@ def main() -> None:
                 else:
                     res = run_ours(method, n, points, width, server, work)
                 results.append(res)
-                print(f"  {res.iterations} iterations in {res.total_wall_s:.1f} s "
-                      f"(startup {res.startup_s:.1f} s) {res.bytes}", flush=True)
+                print(
+                    f"  {res.iterations} iterations in {res.total_wall_s:.1f} s "
+                    f"(startup {res.startup_s:.1f} s) {res.bytes}",
+                    flush=True,
+                )
                 for note in res.notes:
                     print(f"  note: {note[:500]}", flush=True)
             work = Path(tmp) / "reference"
@@ -512,8 +561,10 @@ def main() -> None:
             if args.sandbox:
                 work = Path(tmp) / "sandbox"
                 work.mkdir()
-                print(f"running evoduet-never with the sandbox for {args.sandbox} iterations ...",
-                      flush=True)
+                print(
+                    f"running evoduet-never with the sandbox for {args.sandbox} iterations ...",
+                    flush=True,
+                )
                 sandbox = run_sandbox_check(args.sandbox, server, work)
     finally:
         server.close()
@@ -536,31 +587,53 @@ def main() -> None:
         )
     growth_rows = [(r.method, g) for r in results for g in r.growth]
     if growth_rows:
-        lines += ["", "Bytes added per iteration (window ending at the iteration):", "",
-                  "| method | at iteration | checkpoints.sqlite B/it | programs.sqlite B/it |",
-                  "|---|---:|---:|---:|"]
-        lines += [f"| {m} | {g['iteration']} | {g['checkpoints.sqlite']:.0f} | "
-                  f"{g['programs.sqlite']:.0f} |" for m, g in growth_rows]
+        lines += [
+            "",
+            "Bytes added per iteration (window ending at the iteration):",
+            "",
+            "| method | at iteration | checkpoints.sqlite B/it | programs.sqlite B/it |",
+            "|---|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {m} | {g['iteration']} | {g['checkpoints.sqlite']:.0f} | "
+            f"{g['programs.sqlite']:.0f} |"
+            for m, g in growth_rows
+        ]
         lines.append("")
     for r in results:
         if r.bytes:
-            lines.append(f"- {r.method}: {r.iterations} iterations, total {r.total_wall_s:.1f} s, "
-                         f"startup {r.startup_s:.1f} s, files {r.bytes}")
+            lines.append(
+                f"- {r.method}: {r.iterations} iterations, total {r.total_wall_s:.1f} s, "
+                f"startup {r.startup_s:.1f} s, files {r.bytes}"
+            )
     text = "\n".join(lines)
     print(text)
     (args.out / "overhead.md").write_text(text + "\n")
-    (args.out / "overhead.json").write_text(json.dumps({
-        "machine": machine,
-        "window": width,
-        "results": [
-            {**asdict(r), "windows": [
-                {**asdict(w), "iterations_per_s": w.iterations_per_s,
-                 "framework_ms": w.framework_ms} for w in r.windows]}
-            for r in results
-        ],
-        "sandbox": sandbox,
-        "reference": refs,
-    }, indent=1))
+    (args.out / "overhead.json").write_text(
+        json.dumps(
+            {
+                "machine": machine,
+                "window": width,
+                "results": [
+                    {
+                        **asdict(r),
+                        "windows": [
+                            {
+                                **asdict(w),
+                                "iterations_per_s": w.iterations_per_s,
+                                "framework_ms": w.framework_ms,
+                            }
+                            for w in r.windows
+                        ],
+                    }
+                    for r in results
+                ],
+                "sandbox": sandbox,
+                "reference": refs,
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

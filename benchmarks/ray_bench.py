@@ -194,8 +194,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def find(work: str, executor: str, workers: int) -> dict[str, Any]:
         return next(
-            r for r in rows
-            if (r["work"], r["executor"], r["workers"]) == (work, executor, workers)
+            r for r in rows if (r["work"], r["executor"], r["workers"]) == (work, executor, workers)
         )
 
     header = (

@@ -127,7 +127,9 @@ def api_queries(names: list[str], count: int, seed: int = 0) -> list[str]:
     out = []
     for i, qualname in enumerate(picked):
         module, _, name = qualname.rpartition(".")
-        out.append(API_FORMS[i % len(API_FORMS)].format(qualname=qualname, module=module, name=name))
+        out.append(
+            API_FORMS[i % len(API_FORMS)].format(qualname=qualname, module=module, name=name)
+        )
     return out
 
 
@@ -336,8 +338,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"mean {plain['mean_ms']:.3f} ms  (plain BM25.retrieve, same tokens, same "
                 f"index); ours / plain at p50: {ours['p50_ms'] / plain['p50_ms']:.2f}x"
             )
-        summary = {"build": build, "traced_build": traced, "second_run": query,
-                   "load_over_build": ratio}
+        summary = {
+            "build": build,
+            "traced_build": traced,
+            "second_run": query,
+            "load_over_build": ratio,
+        }
         if args.json:
             Path(args.json).write_text(json.dumps(summary, indent=2), encoding="utf-8")
     return 0

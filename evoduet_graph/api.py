@@ -254,10 +254,15 @@ def check_document_sets(task: Task, config: EvoDuetConfig) -> None:
     retrieval = config.retrieval
     sets = []
     if config.gate.mode == "oracle":
-        sets.append(("retrieval.oracle_documents", oracle_source(retrieval.oracle_documents, task.path)))
+        sets.append(
+            ("retrieval.oracle_documents", oracle_source(retrieval.oracle_documents, task.path))
+        )
     if retrieval.grounding == "offline":
         sets.append(
-            ("retrieval.grounding_documents", grounding_source(retrieval.grounding_documents, task.path))
+            (
+                "retrieval.grounding_documents",
+                grounding_source(retrieval.grounding_documents, task.path),
+            )
         )
     for key, path in sets:
         try:
@@ -358,8 +363,9 @@ def build_context(
         task_memory = TaskMemory(open_store(config.memory), task.name, run_tag(run_dir))
         recalled = task_memory.recall_into(search_db)
         if recalled:
-            events.emit("memory", path=config.memory, records=recalled,
-                        documents=len(search_db.documents()))
+            events.emit(
+                "memory", path=config.memory, records=recalled, documents=len(search_db.documents())
+            )
     return Context(
         task=task,
         config=config,
@@ -743,8 +749,9 @@ def _drive(
         if review is None:
             # paused for a person: the checkpoint waits; Studio or a resume with a
             # ``review`` callback answers it
-            ctx.events.emit("run_end", iterations=iterations_of(snapshot.values),
-                            waiting_for_review=pending[0])
+            ctx.events.emit(
+                "run_end", iterations=iterations_of(snapshot.values), waiting_for_review=pending[0]
+            )
             result = _result(ctx, snapshot.values, rdir)
             result.stop_reason = f"{REVIEW_PREFIX} ({pending[0].get('kind')})"
             return result

@@ -99,8 +99,10 @@ def _summary(result: RunResult, elapsed: float, *, write_report: bool = False) -
                 path = write(rdir)["markdown_path"]
                 say(f"  report:          {path}", markup=False)
             except (ImportError, OSError) as exc:
-                say(f"  report:          not written ({exc}); run `evoduet report {rdir}`",
-                    markup=False)
+                say(
+                    f"  report:          not written ({exc}); run `evoduet report {rdir}`",
+                    markup=False,
+                )
         else:
             say(
                 f"  report:          `evoduet report {rdir}` writes "
@@ -129,7 +131,9 @@ def _task_documents(rdir: Path) -> int:
         return 0
     from evoduet_graph.search.database import SearchDatabase
 
-    return sum(1 for d in SearchDatabase(path, fsync=False).documents() if d.url.startswith("file:docs/"))
+    return sum(
+        1 for d in SearchDatabase(path, fsync=False).documents() if d.url.startswith("file:docs/")
+    )
 
 
 def _result_json(result: RunResult, elapsed: float) -> dict[str, Any]:
@@ -316,16 +320,15 @@ def run_cmd(
         typer.Option(help="The file to evolve (default: the folder's initial_program.<ext>)."),
     ] = None,
     gate: Annotated[
-        str | None, typer.Option(
+        str | None,
+        typer.Option(
             help="Gate mode: llm (default, the method) | never (OpenEvolve baseline) | always "
             "| heuristic | stagnation | oracle."
-        )
+        ),
     ] = None,
     backend: Annotated[
         str | None,
-        typer.Option(
-            help=f"Search backend(s), comma-separated: {backend_choices()}."
-        ),
+        typer.Option(help=f"Search backend(s), comma-separated: {backend_choices()}."),
     ] = None,
     stop_at_score: Annotated[
         float | None,
@@ -493,8 +496,6 @@ def _fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
-
-
 def _check_run_dir(run_dir: Path, *, resumable: bool = False) -> RunDir:
     """`RunDir.open`, its refusal raised as `_CliError`."""
     try:
@@ -530,9 +531,7 @@ def _resume_target(run_dir: Path, iterations: int | None) -> tuple[Task, int, in
         raise _CliError(f"{exc}; fix {run_dir / 'config.yaml'}") from None
     done = rdir.completed_iterations()
     if total < done:
-        given = (
-            f"--iterations {total}" if iterations else f"iterations: {total} in config.yaml"
-        )
+        given = f"--iterations {total}" if iterations else f"iterations: {total} in config.yaml"
         raise _CliError(
             f"{given} is below the {done} iterations the run has already "
             f"completed; pass a total of at least {done} (--iterations)"
@@ -698,7 +697,9 @@ def graph_cmd(
     loop: Annotated[GraphLoop, typer.Option(help="Which loop to draw.")] = GraphLoop.outer,
     out: Annotated[
         Path | None,
-        typer.Option(help="Output file (mermaid default: stdout; png default: evoduet_<loop>.png)."),
+        typer.Option(
+            help="Output file (mermaid default: stdout; png default: evoduet_<loop>.png)."
+        ),
     ] = None,
 ) -> None:
     """Draw the LangGraph graphs: Mermaid text, or a PNG rendered locally with Graphviz."""

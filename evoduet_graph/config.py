@@ -258,12 +258,16 @@ class EvaluationConfig(_Section):
         "be made and not root; null: no limit. The run reports what this machine enforces.",
     )
     max_file_mb: int = Field(
-        256, ge=1, description="Largest file a candidate may write (RLIMIT_FSIZE), MiB; "
-        "stdout/stderr included."
+        256,
+        ge=1,
+        description="Largest file a candidate may write (RLIMIT_FSIZE), MiB; "
+        "stdout/stderr included.",
     )
     cpu_time_s: float | None = Field(
-        None, gt=0, description="CPU seconds of a candidate (RLIMIT_CPU); default: "
-        "timeout × cores + 10 (a backstop for the wall clock)."
+        None,
+        gt=0,
+        description="CPU seconds of a candidate (RLIMIT_CPU); default: "
+        "timeout × cores + 10 (a backstop for the wall clock).",
     )
     isolate_network: bool = Field(
         True,
@@ -404,12 +408,17 @@ class RetrievalConfig(_Section):
         "novelty, weights below, and the top K are kept).",
     )
     rerank_relevance_weight: float = Field(
-        0.5, ge=0.0, le=1.0, description="Listwise rerank / relevance-novelty selection: "
-        "weight of actionable relevance."
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="Listwise rerank / relevance-novelty selection: "
+        "weight of actionable relevance.",
     )
     rerank_novelty_weight: float = Field(
-        0.5, ge=0.0, le=1.0, description="Listwise rerank / relevance-novelty selection: "
-        "weight of marginal novelty."
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="Listwise rerank / relevance-novelty selection: weight of marginal novelty.",
     )
     rerank_max_document_chars: int = Field(
         1200, ge=100, description="Listwise rerank: characters of each document shown."
@@ -491,7 +500,6 @@ ScaffoldName = Literal["openevolve", "top_k", "best_of_n", "evox"]
 (`evoduet_graph.scaffolds`)."""
 
 
-
 def scaffold_populations() -> dict[str, tuple[str, ...]]:
     """Population kinds each scaffold runs over; the first is its default.
 
@@ -502,6 +510,7 @@ def scaffold_populations() -> dict[str, tuple[str, ...]]:
     from evoduet_graph.scaffolds import SCAFFOLDS  # the scaffolds import this module
 
     return {name: cls.populations for name, cls in SCAFFOLDS.items()}
+
 
 StrategyRule = Literal["best", "top_k_uniform", "diverse_island", "recent_improver"]
 """Parent-selection rules an EvoX strategy chooses from (`evoduet_graph.scaffolds.evox`)."""
@@ -853,9 +862,7 @@ class EvoDuetConfig(_Section):
             )
         return self
 
-    def with_overrides(
-        self, overrides: dict[str, Any], source: str = "overrides"
-    ) -> EvoDuetConfig:
+    def with_overrides(self, overrides: dict[str, Any], source: str = "overrides") -> EvoDuetConfig:
         """Return a copy with dotted-key overrides applied, e.g. ``{"llm.model": "local"}``.
 
         ``None`` values are ignored so CLI options left unset keep the file's value. An

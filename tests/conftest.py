@@ -14,8 +14,7 @@ CIRCLE_TASK = ROOT / "tasks" / "circle_packing_26"
 def diff(search: str, replace: str) -> str:
     """A model answer holding one SEARCH/REPLACE block."""
     return (
-        "Here is my improvement.\n"
-        f"<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE\n"
+        f"Here is my improvement.\n<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE\n"
     )
 
 

@@ -142,8 +142,13 @@ class FaultyServer:
             self._index += 1
         return self.script[min(i, len(self.script) - 1)]
 
-    def _send(self, handler: BaseHTTPRequestHandler, status: int, payload: bytes,
-              headers: dict[str, str] | None = None) -> None:
+    def _send(
+        self,
+        handler: BaseHTTPRequestHandler,
+        status: int,
+        payload: bytes,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         handler.send_response(status)
         handler.send_header("content-type", "application/json")
         handler.send_header("content-length", str(len(payload)))
@@ -158,8 +163,9 @@ class FaultyServer:
         if self.delay_s > 0 and self._stop.wait(self.delay_s):
             return
         if fault in ("429", "500", "503"):
-            error = {"error": {"message": f"injected {fault}", "type": "server_error",
-                               "code": fault}}
+            error = {
+                "error": {"message": f"injected {fault}", "type": "server_error", "code": fault}
+            }
             headers = {"retry-after": f"{self.retry_after_s:g}"} if fault == "429" else {}
             self._send(handler, int(fault), json.dumps(error).encode(), headers)
             return
@@ -178,7 +184,7 @@ class FaultyServer:
         if fault == "empty":
             text = ""
         elif fault.startswith("text:"):
-            text = fault[len("text:"):]
+            text = fault[len("text:") :]
         else:
             text = self.content(body)
         self._send(handler, 200, json.dumps(completion(text, model)).encode())

@@ -401,7 +401,8 @@ class InProcessEvaluator:
         score = score_from_metrics(metrics)
         if isinstance(raw.get("error"), str) or score is None:
             return EvaluationOutcome(
-                metrics=metrics, error=str(raw.get("error") or "no score"),
+                metrics=metrics,
+                error=str(raw.get("error") or "no score"),
                 elapsed_s=time.monotonic() - start,
             )
         return EvaluationOutcome(
@@ -598,7 +599,10 @@ def snapshot(run_dir: Path) -> dict[str, Any]:
         if obj["type"] == "document":
             docs[obj["doc_id"]] = obj["url"]
         elif obj["type"] == "record":
-            records[obj["record_id"]] = [obj["final_doc_ids"], [r["queries"] for r in obj["rounds"]]]
+            records[obj["record_id"]] = [
+                obj["final_doc_ids"],
+                [r["queries"] for r in obj["rounds"]],
+            ]
         elif obj["type"] == "impact":
             impacts.add((obj["record_id"], obj["iteration"], obj["outcome"]))
     return {
@@ -700,8 +704,11 @@ def reference_run(workdir: Path, salt: str = "evoduet") -> tuple[dict[str, Any],
     shutil.rmtree(ref, ignore_errors=True)
     ref.mkdir(parents=True)
     status = fork_run(
-        run_dir=ref / "run", resume=False, trace_out=ref / "trace.json",
-        result_out=ref / "result.json", salt=salt,
+        run_dir=ref / "run",
+        resume=False,
+        trace_out=ref / "trace.json",
+        result_out=ref / "result.json",
+        salt=salt,
     )
     if status != 0:
         raise RuntimeError(f"the reference run failed (status {status})")
@@ -818,7 +825,9 @@ def run_scenario(
     resume too at its ``second``-th point; resume until done; compare with ``reference``.
     """
     start = time.monotonic()
-    sdir = workdir / f"kill-{point:05d}{'-torn' if torn else ''}{f'-then-{second}' if second else ''}"
+    sdir = (
+        workdir / f"kill-{point:05d}{'-torn' if torn else ''}{f'-then-{second}' if second else ''}"
+    )
     shutil.rmtree(sdir, ignore_errors=True)
     sdir.mkdir(parents=True)
     result = Scenario(point=point, torn=torn, second=second)
@@ -888,8 +897,13 @@ def run_kill_points(
     results: list[Scenario] = []
     running: dict[int, Path] = {}
     queue = [
-        (point, torn, (point * 7) % max(1, len(trace) - point) + 1
-         if double_every and n % double_every == double_every - 1 else None)
+        (
+            point,
+            torn,
+            (point * 7) % max(1, len(trace) - point) + 1
+            if double_every and n % double_every == double_every - 1
+            else None,
+        )
         for n, (point, torn) in enumerate(points)
     ]
     while queue or running:
@@ -932,8 +946,13 @@ def run_kill_points(
         "lost_programs": sum(r.lost_programs for r in results),
         "seconds": round(time.monotonic() - t0, 1),
         "scenarios": [
-            {"point": r.point, "label": r.label, "mode": r.mode, "ok": r.ok,
-             "seconds": round(r.seconds, 2)}
+            {
+                "point": r.point,
+                "label": r.label,
+                "mode": r.mode,
+                "ok": r.ok,
+                "seconds": round(r.seconds, 2),
+            }
             for r in sorted(results, key=lambda r: (r.point, r.torn))
         ],
     }

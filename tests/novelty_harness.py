@@ -232,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
             if pid != "initial" and (row is None or row[0] != sha or row[1] != "evaluated"):
                 bad.append(key)
         return bad
+
     summary: dict[str, Any] = {
         "reference": {
             "programs": len(reference["programs"]),
@@ -266,9 +267,7 @@ def main(argv: list[str] | None = None) -> int:
                     problems.append(f"{len(twice)} program(s) evaluated twice")
                 if unexpected(got):
                     problems.append(f"rejected drafts evaluated: {unexpected(got)}")
-        summary["scenarios"].append(
-            {"point": list(point), "label": label, "problems": problems}
-        )
+        summary["scenarios"].append({"point": list(point), "label": label, "problems": problems})
     summary["failed"] = [s for s in summary["scenarios"] if s["problems"]]
     print(json.dumps(summary))
     return 0

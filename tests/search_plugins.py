@@ -55,8 +55,11 @@ def notes_tool(query: str) -> str:
     hits = NotesRetriever(k=3).invoke(query)
     return json.dumps(
         [
-            {"link": f"https://notes.example/{i}", "title": d.metadata.get("title", ""),
-             "snippet": d.page_content}
+            {
+                "link": f"https://notes.example/{i}",
+                "title": d.metadata.get("title", ""),
+                "snippet": d.page_content,
+            }
             for i, d in enumerate(hits)
         ]
     )

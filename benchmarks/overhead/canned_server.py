@@ -42,9 +42,8 @@ def reply_for(messages: list[dict[str, Any]], serial: int) -> str:
         return json.dumps({"queries": [f"salt value search {serial}"]})
     if kind == "hypothetical_score":
         scores = [
-            {"doc_id": doc_id, "predicted_score": 0.5} for doc_id in dict.fromkeys(
-                DOCUMENT.findall(text)
-            )
+            {"doc_id": doc_id, "predicted_score": 0.5}
+            for doc_id in dict.fromkeys(DOCUMENT.findall(text))
         ]
         return json.dumps({"scores": scores, "known": "k", "established": "e", "unresolved": "u"})
     if kind == "gate":

@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from evoduet_graph.bench.runner import JobContext, MethodRunner
 
 
-
 # ------------------------------------------------------------------------------------------
 # our graph's methods
 # ------------------------------------------------------------------------------------------
@@ -262,7 +261,5 @@ def knowledge_figures(run_dir: Path, rows: list[Any], iterations: int) -> dict[s
         "iterations_with_documents": sum(1 for i in its if i in with_docs),
         "improved_with_documents": sum(1 for i in its if i in with_docs and i in improved),
         "iterations_without_documents": sum(1 for i in its if i not in with_docs),
-        "improved_without_documents": sum(
-            1 for i in its if i not in with_docs and i in improved
-        ),
+        "improved_without_documents": sum(1 for i in its if i not in with_docs and i in improved),
     }

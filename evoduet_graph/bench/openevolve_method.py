@@ -97,7 +97,6 @@ _MARKER = ".evoduet-openevolve.json"
 _LOG_TAIL_CHARS = 4000
 
 
-
 class OpenEvolveError(EvoDuetError, RuntimeError):
     """OpenEvolve could not be installed or its run failed; the message quotes its log."""
 
@@ -151,7 +150,6 @@ def mirrored_requirements() -> list[str]:
         except importlib.metadata.PackageNotFoundError:
             continue
     return out
-
 
 
 def _venv_paths(venv: Path) -> tuple[Path, Path]:
@@ -423,7 +421,6 @@ class OpenEvolveRecord:
 def _reported_error(metrics: dict[str, Any]) -> bool:
     error = metrics.get("error")
     return isinstance(error, str) and bool(error.strip())
-
 
 
 def _tokens(usage: Any) -> int | None:

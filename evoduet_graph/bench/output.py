@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from evoduet_graph.bench.runner import BenchResult, BenchSettings
 
 
-
 def _fmt(value: float | None, spec: str = ".6g") -> str:
     return "n/a" if value is None else format(value, spec)
 
@@ -188,6 +187,7 @@ def _write_csvs(out: Path, result: BenchResult) -> None:
             )
     result.results_csv, result.runs_csv = results_path, runs_path
 
+
 BENCH_RUN = "bench_run.json"
 
 RESULT_COLUMNS = (
@@ -222,7 +222,6 @@ RUN_COLUMNS = (
     "llama_cpp_python",
     "openevolve",
 )
-
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:

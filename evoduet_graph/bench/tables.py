@@ -111,7 +111,6 @@ def knowledge_section(records: Sequence[RunRecord], methods: list[str]) -> list[
         if not figs:
             continue
 
-
         shares = [f["repeated_url_share"] for f in figs if f["repeated_url_share"] is not None]
         usd = [f["llm_usd"] for f in figs]
         calls = [float(f["search_calls"]) for f in figs]

@@ -81,8 +81,7 @@ class SandboxLimits:
         """
         if (self.timeout_s is not None and self.timeout_s <= 0) or self.memory_mb <= 0:
             raise ValueError(
-                f"timeout_s and memory_mb must be positive, got {self.timeout_s}, "
-                f"{self.memory_mb}"
+                f"timeout_s and memory_mb must be positive, got {self.timeout_s}, {self.memory_mb}"
             )
         limits = (self.max_processes or 1, self.max_file_mb, self.cpu_time_s or 1)
         if min(limits) <= 0:
@@ -90,6 +89,7 @@ class SandboxLimits:
                 "max_processes, max_file_mb and cpu_time_s must be positive, got "
                 f"{self.max_processes}, {self.max_file_mb}, {self.cpu_time_s}"
             )
+
 
 def rlimits_preexec(
     memory_mb: int,

@@ -396,9 +396,7 @@ class RayEvaluator:
         **overrides: Any,
     ) -> None:
         # The driver-side sandbox validates the limits and resolves the task's defaults.
-        local = SandboxEvaluator(
-            task, limits=limits, workers=workers, cascade=cascade, **overrides
-        )
+        local = SandboxEvaluator(task, limits=limits, workers=workers, cascade=cascade, **overrides)
         local.close()
         if num_cpus_per_candidate <= 0 or max_retries < 0:
             raise ValueError(
@@ -624,9 +622,10 @@ def _lost(error: str, exc: BaseException | None, start: float) -> EvaluationOutc
     """The invalid outcome of a candidate whose Ray task did not produce one."""
     detail = str(exc) if exc is not None else error
     if len(detail) > OUTPUT_TAIL_BYTES:
-        detail = f"[... {len(detail) - OUTPUT_TAIL_BYTES} chars truncated ...]\n" + detail[
-            -OUTPUT_TAIL_BYTES:
-        ]
+        detail = (
+            f"[... {len(detail) - OUTPUT_TAIL_BYTES} chars truncated ...]\n"
+            + detail[-OUTPUT_TAIL_BYTES:]
+        )
     return EvaluationOutcome(
         metrics={},
         artifacts={"ray": detail} if detail else {},

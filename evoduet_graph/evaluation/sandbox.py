@@ -134,13 +134,10 @@ class SandboxSetupError(EvoDuetError, RuntimeError):
     """The sandbox itself cannot run (interpreter or runner missing): not a candidate fault."""
 
 
-
 def program_file_name(task: Task) -> str:
     """The candidate's file name in the sandbox: ``program`` + the task's suffix."""
     suffix = task.file_suffix if task.file_suffix.startswith(".") else f".{task.file_suffix}"
     return f"program{suffix}" if suffix != "." else PROGRAM_FILE
-
-
 
 
 def scrub_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -160,8 +157,6 @@ def scrub_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
     }
     clean.update(PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", PYTHONHASHSEED="0")
     return clean
-
-
 
 
 class SandboxEvaluator:
@@ -566,8 +561,10 @@ class SandboxEvaluator:
                 finally:
                     _kill_group(proc.pid)  # stray background processes of the candidate
         finally:
-            if cgroup is not None and cgroup_factory is not None and not cgroup_factory.destroy(
-                cgroup
+            if (
+                cgroup is not None
+                and cgroup_factory is not None
+                and not cgroup_factory.destroy(cgroup)
             ):
                 logger.warning("could not remove the candidate cgroup %s", cgroup)
         stdout_tail = _tail(stdout_path)
@@ -690,8 +687,6 @@ class SandboxEvaluator:
 
 
 # ---------------------------------------------------------------------- helpers
-
-
 
 
 def _read_reports(fd: int, limit: int = 64_000) -> list[str]:

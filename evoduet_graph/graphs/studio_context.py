@@ -158,9 +158,7 @@ class StudioContext:
             ``python:<module>:<attribute>`` for a chat model object or factory of your own.
     """
 
-    task_dir: str = field(
-        default=DEFAULT_TASK, metadata={"description": "OpenEvolve task folder."}
-    )
+    task_dir: str = field(default=DEFAULT_TASK, metadata={"description": "OpenEvolve task folder."})
     run_dir: str | None = field(
         default=None,
         metadata={
@@ -173,7 +171,7 @@ class StudioContext:
     )
     config: dict[str, Any] = field(
         default_factory=dict,
-        metadata={"description": "Config overrides as nested keys, e.g. {\"candidates\": 2}."},
+        metadata={"description": 'Config overrides as nested keys, e.g. {"candidates": 2}.'},
     )
     model: str | None = field(
         default=None,

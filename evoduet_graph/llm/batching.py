@@ -275,8 +275,10 @@ class BatchDecoder:
                 peers = [*slots.values(), *admitted]
                 shared = max(
                     [self._best_source(req, list(slots.values()))[1]]
-                    + [min(common_prefix(p.req.prompt, req.prompt), len(req.prompt) - 1)
-                       for p in admitted]
+                    + [
+                        min(common_prefix(p.req.prompt, req.prompt), len(req.prompt) - 1)
+                        for p in admitted
+                    ]
                 )
                 pending = {s.seq_id: s for s in peers}
                 if self._used(pending) + self._need(req, shared) > self.backend.n_ctx:
@@ -292,9 +294,7 @@ class BatchDecoder:
                 admitted.append(slot)
         return admitted
 
-    def _best_source(
-        self, req: SequenceRequest, live: Sequence[_Slot]
-    ) -> tuple[int | None, int]:
+    def _best_source(self, req: SequenceRequest, live: Sequence[_Slot]) -> tuple[int | None, int]:
         """The sequence whose evaluated cells share the longest prefix with ``req``'s prompt.
 
         ``(0 for Llama's cache, a live sequence id, or None; shared tokens)``. At least one prompt
@@ -347,9 +347,7 @@ class BatchDecoder:
             return
         started = time.perf_counter()
         try:
-            backend.decode(
-                [(s.tokens[s.evaluated], s.evaluated, s.seq_id, True) for s in ready]
-            )
+            backend.decode([(s.tokens[s.evaluated], s.evaluated, s.seq_id, True) for s in ready])
         except Exception as exc:  # noqa: BLE001 - these requests fail, the batch goes on
             for slot in ready:
                 self._finish(slot, slots, None, error=exc)
@@ -422,6 +420,7 @@ class BatchDecoder:
             self.backend.adopt(slot.seq_id, list(req.prompt))
         self.backend.seq_rm(slot.seq_id)  # its id and cells are free for the next request
         req.done.set()
+
 
 # --------------------------------------------------------------------------------------------
 # llama.cpp backend

@@ -130,9 +130,7 @@ class EnsembleChatModel(BaseChatModel):
         llm_output["ensemble_member"] = name
         return ChatResult(generations=result.generations, llm_output=llm_output)
 
-    def with_structured_output(
-        self, schema: Any, **kwargs: Any
-    ) -> Runnable[Any, Any]:
+    def with_structured_output(self, schema: Any, **kwargs: Any) -> Runnable[Any, Any]:
         """Structured output from one member per call (the member's own implementation)."""
 
         def call(value: Any, config: RunnableConfig | None = None) -> Any:

@@ -199,7 +199,6 @@ def _write_marker(target: Path) -> None:
         raise
 
 
-
 def assemble_model(cache_dir: str | Path | None = None) -> Path:
     """Assemble (once) and verify the embedded GGUF; return its path.
 
@@ -359,8 +358,9 @@ def _load_llama(model_path: str, n_ctx: int, n_threads: int, parallel: int = 1) 
                 enable_parallel_sequences(llama, parallel + 1)  # seq 0 stays Llama's
             except Exception as exc:
                 llama.close()
-                raise LocalModelError(f"llama.cpp could not create a {parallel}-sequence "
-                                      f"context for {key[0]}: {exc}") from exc
+                raise LocalModelError(
+                    f"llama.cpp could not create a {parallel}-sequence context for {key[0]}: {exc}"
+                ) from exc
             decoder = BatchDecoder(LlamaBackend(llama), parallel)
             _chat_prompt(llama, [{"role": "user", "content": ""}])  # compile the template now:
             # concurrent first calls then reach the batch together (same start, same rounding)
@@ -598,7 +598,9 @@ class LocalChatModel(BaseChatModel):
             llama._ctx.kv_cache_seq_rm(0, 0, -1)
             llama.reset()
 
-    def _generate_batched(self, payload: list[dict[str, str]], params: dict[str, Any]) -> ChatResult:
+    def _generate_batched(
+        self, payload: list[dict[str, str]], params: dict[str, Any]
+    ) -> ChatResult:
         """One free-text call as a sequence of the shared batch (`BatchDecoder`).
 
         The request is queued; whichever waiting caller takes the model lock decodes every
@@ -730,9 +732,7 @@ class LocalChatModel(BaseChatModel):
             )
         llm = self.bind(response_format=response_format)
         parser: Runnable[Any, Any] = (
-            PydanticOutputParser(pydantic_object=schema)
-            if is_pydantic
-            else JsonOutputParser()
+            PydanticOutputParser(pydantic_object=schema) if is_pydantic else JsonOutputParser()
         )
         if not include_raw:
             return llm | parser

@@ -552,7 +552,13 @@ def structured_call(
 
     # Stages 1-2: the provider's own structured-output modes.
     result, last_raw = _provider_stages(
-        llm, msgs, schema, instruction, config=config, policy=policy, fallbacks=fallbacks,
+        llm,
+        msgs,
+        schema,
+        instruction,
+        config=config,
+        policy=policy,
+        fallbacks=fallbacks,
         fatal=fatal,
     )
     if result is not None:

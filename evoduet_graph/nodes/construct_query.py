@@ -68,7 +68,9 @@ def construct_query(state: InnerState, runtime: Runtime[Context]) -> dict[str, A
         knowledge=knowledge_text(knowledge),
         descriptor=population_descriptor(ctx, dict(state)),
         database=database_text(ctx, knowledge.get("unresolved") if knowledge else None),
-        retained=retained_text(state.get("retained", [])) if state.get("round", 0) else "(none yet)",
+        retained=retained_text(state.get("retained", []))
+        if state.get("round", 0)
+        else "(none yet)",
         previous_queries="\n".join(f"- {q}" for q in issued) or "(none)",
         num_queries=retrieval.queries_per_round,
     )
@@ -96,7 +98,10 @@ def construct_query(state: InnerState, runtime: Runtime[Context]) -> dict[str, A
     queries = clean_queries(raw, issued, retrieval.queries_per_round, retrieval.max_query_chars)
     if not queries:
         queries = clean_queries(
-            [fallback_query(state, ctx), f"{fallback_query(state, ctx)} round {state.get('round', 0)}"],
+            [
+                fallback_query(state, ctx),
+                f"{fallback_query(state, ctx)} round {state.get('round', 0)}",
+            ],
             issued,
             1,
             retrieval.max_query_chars,

@@ -71,8 +71,8 @@ def make_dispatch(
         """
         ctx = context_of(runtime)
         pool = pool_for(ctx, iteration_graph)
-        total = ctx.max_iterations if ctx.max_iterations is not None else state.get(
-            "max_iterations", 0
+        total = (
+            ctx.max_iterations if ctx.max_iterations is not None else state.get("max_iterations", 0)
         )
         running = pool.pending()
         in_flight = [i for i in state.get("in_flight", []) if i in running]

@@ -100,7 +100,9 @@ def llm_decision(state: OuterState, ctx: Context) -> dict[str, Any]:
     if decision == "look-up":
         known = ctx.search_db
         ids = [
-            i for i in dict.fromkeys(out.document_ids) if known is not None and known.has_document(i)
+            i
+            for i in dict.fromkeys(out.document_ids)
+            if known is not None and known.has_document(i)
         ]
         dropped = [i for i in out.document_ids if i not in ids]
         if not ids:

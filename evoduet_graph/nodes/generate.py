@@ -334,18 +334,35 @@ def generate(payload: GenerateInput, runtime: Runtime[Context]) -> dict[str, Any
         kind="none",
         status="failed",
     )
-    answer = joint_answer(ctx, iteration, index, parent.id) if ctx.config.joint_search.enabled else None
+    answer = (
+        joint_answer(ctx, iteration, index, parent.id) if ctx.config.joint_search.enabled else None
+    )
     draft(
-        ctx, row, messages, parent_code, diff_based=diff_based, index=index, attempt=0,
-        evidence=len(payload["documents"]), answer=answer,
+        ctx,
+        row,
+        messages,
+        parent_code,
+        diff_based=diff_based,
+        index=index,
+        attempt=0,
+        evidence=len(payload["documents"]),
+        answer=answer,
     )
     if row.status == "generated" and ctx.novelty is not None:
         shown = [*top_ids, *inspiration_ids]
         resample = bool(getattr(ctx.novelty, "resample", False))
         verdict = check_novelty(ctx, runtime, row, shown, attempt=1, resampling=resample)
         if not verdict.novel and resample:
-            draft(ctx, row, messages, parent_code, diff_based=diff_based, index=index, attempt=1,
-                  evidence=len(payload["documents"]))
+            draft(
+                ctx,
+                row,
+                messages,
+                parent_code,
+                diff_based=diff_based,
+                index=index,
+                attempt=1,
+                evidence=len(payload["documents"]),
+            )
             if row.status == "generated":
                 verdict = check_novelty(ctx, runtime, row, shown, attempt=2, resampling=False)
         if row.status == "generated" and not verdict.novel:

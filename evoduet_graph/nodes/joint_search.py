@@ -149,7 +149,10 @@ def run_search(ctx: Context, log: JointSearchLog, query: str, iteration: int) ->
 
 
 def _tools_answer(
-    ctx: Context, messages: list[BaseMessage], config: RunnableConfig, log: JointSearchLog,
+    ctx: Context,
+    messages: list[BaseMessage],
+    config: RunnableConfig,
+    log: JointSearchLog,
     iteration: int,
 ) -> str:
     max_calls = ctx.config.joint_search.max_calls
@@ -174,19 +177,25 @@ def _tools_answer(
                 output = "(search limit reached: write the program now)"
             msgs.append(ToolMessage(content=output, tool_call_id=call.get("id") or "call"))
     msgs.append(HumanMessage(render("joint_search_answer", results="(see the tool results above)")))
-    text, _ = invoke_text(ctx.model_for("generate"), msgs, config=config, retry=ctx.llm_retry("generate"))
+    text, _ = invoke_text(
+        ctx.model_for("generate"), msgs, config=config, retry=ctx.llm_retry("generate")
+    )
     return text
 
 
 def _structured_answer(
-    ctx: Context, messages: list[BaseMessage], config: RunnableConfig, log: JointSearchLog,
+    ctx: Context,
+    messages: list[BaseMessage],
+    config: RunnableConfig,
+    log: JointSearchLog,
     iteration: int,
 ) -> str:
     max_calls = ctx.config.joint_search.max_calls
     texts: list[str] = []
     while len(log.queries) < max_calls:
         searches = "\n".join(
-            f"- {json.dumps(q)}: {len(r)} result(s)" for q, r in zip(log.queries, log.results, strict=True)
+            f"- {json.dumps(q)}: {len(r)} result(s)"
+            for q, r in zip(log.queries, log.results, strict=True)
         )
         prompt = [
             *messages,
@@ -209,11 +218,15 @@ def _structured_answer(
         step = result.value
         if step.action != "search" or not step.query:
             break
-        texts.append(f"## Search {json.dumps(step.query)}\n" + run_search(ctx, log, step.query, iteration))
+        texts.append(
+            f"## Search {json.dumps(step.query)}\n" + run_search(ctx, log, step.query, iteration)
+        )
     msgs = list(messages)
     if texts:
         msgs.append(HumanMessage(render("joint_search_answer", results="\n\n".join(texts))))
-    text, _ = invoke_text(ctx.model_for("generate"), msgs, config=config, retry=ctx.llm_retry("generate"))
+    text, _ = invoke_text(
+        ctx.model_for("generate"), msgs, config=config, retry=ctx.llm_retry("generate")
+    )
     return text
 
 

@@ -34,7 +34,9 @@ def oracle_update(state: OuterState, ctx: Context) -> dict[str, Any]:
         ``gate_decision`` (``no-op``), ``gate_reason`` and ``documents`` (every oracle
         document, in source order).
     """
-    stored = ctx.require_search_db().add_documents(load_oracle_documents(ctx), state.get("iteration", 0))
+    stored = ctx.require_search_db().add_documents(
+        load_oracle_documents(ctx), state.get("iteration", 0)
+    )
     docs = [
         DocumentRef(id=d.doc_id, url=d.url, title=d.title, predicted_score=None) for d in stored
     ]

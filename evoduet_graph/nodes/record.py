@@ -40,6 +40,7 @@ def measured_impact(iteration: int, parent_score: float, child: float) -> Impact
         outcome=outcome,
     )
 
+
 def credit_evidence(ctx: Context, state: OuterState, valid: list[CandidateRecord]) -> None:
     """Credit the realised Δ to the search-database record that fed this iteration.
 

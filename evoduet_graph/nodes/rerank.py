@@ -32,9 +32,7 @@ from evoduet_graph.state import DocumentRef, InnerState
 def rank_score(relevance: float, novelty: float, ctx: Context) -> float:
     """The weighted rank score of one rating (`retrieval.rerank_*_weight`)."""
     retrieval = ctx.config.retrieval
-    return (
-        retrieval.rerank_relevance_weight * relevance + retrieval.rerank_novelty_weight * novelty
-    )
+    return retrieval.rerank_relevance_weight * relevance + retrieval.rerank_novelty_weight * novelty
 
 
 def rerank(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -100,8 +98,6 @@ def rerank(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
         "rerank",
         iteration=state.get("iteration"),
         round=state.get("round", 0),
-        ratings={
-            d["id"]: {"relevance": d["relevance"], "novelty": d["novelty"]} for d in out
-        },
+        ratings={d["id"]: {"relevance": d["relevance"], "novelty": d["novelty"]} for d in out},
     )
     return {"pool": out, "pending_knowledge": pending}

@@ -176,9 +176,10 @@ def parse_decision(answer: Any, proposal: dict[str, Any], ctx: Context) -> dict[
             f"{{'decision': ..., 'document_ids': [...]}}; got {answer!r}"[:300]
         )
     decision = answer["decision"]
-    ids = list(answer.get("document_ids") or (
-        proposal.get("gate_document_ids", []) if decision == "look-up" else []
-    ))
+    ids = list(
+        answer.get("document_ids")
+        or (proposal.get("gate_document_ids", []) if decision == "look-up" else [])
+    )
     if decision == "look-up" and not ctx.config.retrieval.use_search_database:
         raise ReviewError(
             "look-up needs the search database; retrieval.use_search_database is false "

@@ -79,7 +79,9 @@ def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
             pool.setdefault(
                 doc.doc_id,
                 DocumentRef(
-                    id=doc.doc_id, url=doc.url, title=doc.title,
+                    id=doc.doc_id,
+                    url=doc.url,
+                    title=doc.title,
                     predicted_score=scored.get(doc.doc_id),
                 ),
             )

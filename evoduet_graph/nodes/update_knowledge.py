@@ -24,6 +24,7 @@ def top_k_documents(pool: list[Any], k: int) -> list[Any]:
     The ``k`` documents with the highest ``rerank_score`` when the listwise reranker rated
     them, else the highest ``predicted_score`` (None ranks last).
     """
+
     def key(doc: Any) -> tuple[float, str]:
         score = doc.get("rerank_score")
         if score is None:

@@ -165,4 +165,3 @@ class TopKPopulation(EntryIndex):
             pop._entries[entry.id] = entry
         pop._best = data["best_id"]
         return pop
-

@@ -214,8 +214,6 @@ def _tail(text: str, limit: int) -> str:
     return cut
 
 
-
-
 def _strategy_line(instruction: str) -> str:
     """The task line of a scaffold's strategy instruction (``""`` when there is none)."""
     text = neutralise(_one_line(instruction, _MAX_STRATEGY_CHARS))
@@ -451,9 +449,7 @@ def _output_format(diff_based: bool, lang: Language, parent_code: str) -> str:
             end=markers[1],
             import_rule=_PYTHON_BLOCK_IMPORT_RULE if lang.is_python else "",
             example=(
-                load_prompt("format_rewrite_block_example_python").strip()
-                if lang.is_python
-                else ""
+                load_prompt("format_rewrite_block_example_python").strip() if lang.is_python else ""
             ),
         ).strip()
     return render(
@@ -462,7 +458,5 @@ def _output_format(diff_based: bool, lang: Language, parent_code: str) -> str:
         fence=lang.fence,
         language_name=lang.display,
         import_rule=_PYTHON_IMPORT_RULE if lang.is_python else "",
-        example=(
-            load_prompt("format_rewrite_example_python").strip() if lang.is_python else ""
-        ),
+        example=(load_prompt("format_rewrite_example_python").strip() if lang.is_python else ""),
     ).strip()

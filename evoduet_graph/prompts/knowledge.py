@@ -312,11 +312,7 @@ def ratings_schema(doc_ids: list[str]) -> type[DocumentRatings]:
         @classmethod
         def _from_list(cls, value: Any) -> Any:
             if isinstance(value, list):
-                return {
-                    str(item.get("doc_id")): item
-                    for item in value
-                    if isinstance(item, dict)
-                }
+                return {str(item.get("doc_id")): item for item in value if isinstance(item, dict)}
             return value
 
         def rated(self) -> dict[str, DocumentRating]:
@@ -330,7 +326,6 @@ def ratings_schema(doc_ids: list[str]) -> type[DocumentRatings]:
     return KeyedDocumentRatings
 
 
-
 def knowledge_text(state: KnowledgeState | None) -> str:
     """The knowledge state as three labelled lines ("(none yet)" before the first gate call)."""
     if not state:
@@ -340,8 +335,6 @@ def knowledge_text(state: KnowledgeState | None) -> str:
         f"established: {state.get('established') or '-'}\n"
         f"unresolved: {state.get('unresolved') or '-'}"
     )
-
-
 
 
 def documents_text(docs: list[DocumentRef], contents: dict[str, str], max_chars: int) -> str:

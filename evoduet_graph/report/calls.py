@@ -36,8 +36,9 @@ def _row() -> dict[str, Any]:
 
 
 def _finish(row: dict[str, Any]) -> dict[str, Any]:
-    out = {k: (int(v) if k.endswith("tokens") else round(v, 3)) for k, v in row.items()
-           if k in _SUMS}
+    out = {
+        k: (int(v) if k.endswith("tokens") else round(v, 3)) for k, v in row.items() if k in _SUMS
+    }
     out["calls"] = row["calls"]
     out["cache_share"] = (
         round(row["cached_input_tokens"] / row["input_tokens"], 4) if row["input_tokens"] else None

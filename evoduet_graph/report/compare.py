@@ -84,19 +84,43 @@ def compare_runs(
         )
         runs.append((label, series))
     headers = [
-        "run", "task", "model", "gate", "iterations", "best score", "metric value", "NDG (%)",
-        "improvements", "LLM calls", "tokens", "wall (s)",
+        "run",
+        "task",
+        "model",
+        "gate",
+        "iterations",
+        "best score",
+        "metric value",
+        "NDG (%)",
+        "improvements",
+        "LLM calls",
+        "tokens",
+        "wall (s)",
     ]
     keys = [
-        "run", "task", "model", "gate", "iterations", "best_score", "metric_value", "ndg",
-        "improvements", "llm_calls", "tokens", "wall_s",
+        "run",
+        "task",
+        "model",
+        "gate",
+        "iterations",
+        "best_score",
+        "metric_value",
+        "ndg",
+        "improvements",
+        "llm_calls",
+        "tokens",
+        "wall_s",
     ]
     table = md_table(headers, [[r[k] for k in keys] for r in rows])
     knowledge = md_table(
         [
-            "run", "improved with evidence predicted to beat the parent",
-            "improved without documents", "repeated-URL share", "LLM cost (USD)",
-            "search calls", "Tavily credits",
+            "run",
+            "improved with evidence predicted to beat the parent",
+            "improved without documents",
+            "repeated-URL share",
+            "LLM cost (USD)",
+            "search calls",
+            "Tavily credits",
         ],
         [
             [
@@ -113,8 +137,7 @@ def compare_runs(
     )
     tasks = {r["task"] for r in rows}
     note = (
-        "\n> The runs are on different tasks: their scores are on different scales; compare "
-        "NDG.\n"
+        "\n> The runs are on different tasks: their scores are on different scales; compare NDG.\n"
         if len(tasks) > 1
         else ""
     )

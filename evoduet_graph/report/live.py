@@ -36,11 +36,9 @@ from evoduet_graph.task import Task
 __all__ = ["JsonLines", "LiveDisplay", "RunStatus"]
 
 
-
 def _short(text: Any, limit: int = 90) -> str:
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
 
 
 class RunStatus:
@@ -173,7 +171,9 @@ class RunStatus:
                 f"{ev.get('package')})"
             )
         elif stage == "bm25":
-            self.index = f"building the offline search index: BM25 over {ev.get('documents')} documents"
+            self.index = (
+                f"building the offline search index: BM25 over {ev.get('documents')} documents"
+            )
 
     # -- reading -----------------------------------------------------------------------------
 

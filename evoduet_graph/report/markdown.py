@@ -100,8 +100,13 @@ def _model_section(models: dict[str, dict[str, float]]) -> list[str]:
     if not models:
         return []
     rows = [
-        [m, int(u["calls"]), int(u["input_tokens"]), int(u["output_tokens"]),
-         "n/a" if u["usd"] is None else round(u["usd"], 6)]
+        [
+            m,
+            int(u["calls"]),
+            int(u["input_tokens"]),
+            int(u["output_tokens"]),
+            "n/a" if u["usd"] is None else round(u["usd"], 6),
+        ]
         for m, u in models.items()
     ]
     return [
@@ -207,8 +212,12 @@ def report_markdown(
         md_table(
             ["decision", "iterations", "improved", "improvement rate"],
             [
-                [d, n, by_decision.get(d, {}).get("improved", 0),
-                 md_pct(by_decision.get(d, {}).get("rate"))]
+                [
+                    d,
+                    n,
+                    by_decision.get(d, {}).get("improved", 0),
+                    md_pct(by_decision.get(d, {}).get("rate")),
+                ]
                 for d, n in s["gate_decisions"].items()
             ],
         ),
@@ -420,16 +429,23 @@ def _cost_section(cost: dict[str, Any], total: dict[str, Any]) -> list[str]:
     rows = [
         ["model", cost["model"]],
         ["price source", source],
-        ["USD per 1M input / output tokens",
-         "n/a" if cost["usd_per_mtok_input"] is None
-         else f"{cost['usd_per_mtok_input']:.4g} / {cost['usd_per_mtok_output']:.4g}"],
-        ["LLM tokens (input / output)",
-         f"{int(total['input_tokens']):,} / {int(total['output_tokens']):,}"],
+        [
+            "USD per 1M input / output tokens",
+            "n/a"
+            if cost["usd_per_mtok_input"] is None
+            else f"{cost['usd_per_mtok_input']:.4g} / {cost['usd_per_mtok_output']:.4g}",
+        ],
+        [
+            "LLM tokens (input / output)",
+            f"{int(total['input_tokens']):,} / {int(total['output_tokens']):,}",
+        ],
         ["LLM cost (USD)", md_usd(cost["llm_usd"])],
         ["search backend", cost["search_backend"] or "n/a"],
         ["search calls (failed)", f"{cost['search_calls']} ({cost['search_failed']})"],
-        ["Tavily credits", "n/a (not Tavily)" if cost["search_credits"] is None
-         else cost["search_credits"]],
+        [
+            "Tavily credits",
+            "n/a (not Tavily)" if cost["search_credits"] is None else cost["search_credits"],
+        ],
     ]
     return ["## Cost", "", md_table(["figure", "value"], rows), ""]
 
@@ -530,7 +546,6 @@ def _lineage_section(steps: list[dict[str, Any]]) -> list[str]:
 # ------------------------------------------------------------------------------------------
 # Report files: PNG plots, Markdown, self-contained HTML; comparisons of several runs
 # ------------------------------------------------------------------------------------------
-
 
 
 def write_plots(series: dict[str, Any], out_dir: Path) -> dict[str, Path]:

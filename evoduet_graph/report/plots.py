@@ -91,6 +91,7 @@ def plot_scores(series: dict[str, Any], path: Path) -> Path | None:
         return None
     plt = _pyplot()
     from matplotlib import transforms
+
     fig, ax = plt.subplots(figsize=(8, 4.6))
     if best:
         ax.plot(

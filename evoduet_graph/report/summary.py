@@ -62,7 +62,6 @@ MAX_HISTORY_ROWS = 100
 # ------------------------------------------------------------------------------------------
 
 
-
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
@@ -339,13 +338,12 @@ def _iteration_outcomes(
             scores = [c.score for c in children.get(it, []) if c.valid and c.score is not None]
         else:
             scores = [
-                c["score"] for c in cands.get(it, {}).values()
+                c["score"]
+                for c in cands.get(it, {}).values()
                 if c.get("valid") and c.get("score") is not None
             ]
         best_child = max(scores, default=None)
-        improved = (
-            best_child is not None and parent_score is not None and best_child > parent_score
-        )
+        improved = best_child is not None and parent_score is not None and best_child > parent_score
         docs = list(record.final_doc_ids) if record is not None else []
         predictions = record_predictions(db, record) if db is not None and docs else []
         best_prediction = max(predictions, default=None)

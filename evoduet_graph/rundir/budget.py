@@ -44,8 +44,6 @@ STOP_PREFIX = "budget reached"
 """Every budget ``stop_reason`` starts with this."""
 
 
-
-
 def usage_cost(
     totals: UsageTotals,
     default_model: str,

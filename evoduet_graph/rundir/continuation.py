@@ -148,7 +148,6 @@ def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-
 RESUME_APPLIED: tuple[str, ...] = (
     "iterations",
     "budget.",

@@ -88,9 +88,7 @@ EVENTS: dict[str, EventSpec] = {
     ),
     "query_fallback": EventSpec("unusable query-construction output (fallback queries)"),
     "query_error": EventSpec("the query-construction call failed"),
-    "search": EventSpec(
-        "one search: query, results, cache hit", {"query": str}, stream=True
-    ),
+    "search": EventSpec("one search: query, results, cache hit", {"query": str}, stream=True),
     "search_error": EventSpec("a search failed (the round goes on)", {"error": str}),
     "hypothetical_scores": EventSpec("predicted child scores of the round's documents"),
     "score_fallback": EventSpec("unusable scoring output (documents scored by default)"),
@@ -180,7 +178,9 @@ class EventLog:
             ValueError: ``event`` is not in the catalogue `EVENTS` (or lacks a listed field).
         """
         check_event(event, fields)
-        record: dict[str, Any] = _jsonable({"event": event, "time": round(time.time(), 3), **fields})
+        record: dict[str, Any] = _jsonable(
+            {"event": event, "time": round(time.time(), 3), **fields}
+        )
         line = json.dumps(record, default=str)
         with self._lock:
             if self.path is None:

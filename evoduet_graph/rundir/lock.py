@@ -34,7 +34,6 @@ from evoduet_graph.rundir import layout
 __all__ = ["RunDirLock", "RunDirLockedError"]
 
 
-
 _HELD: set[str] = set()
 _HELD_GUARD = threading.Lock()
 

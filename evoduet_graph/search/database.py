@@ -45,6 +45,7 @@ logger = logging.getLogger(__name__)
 SelectPolicy = Literal["delta", "relevance_novelty", "recency", "full"]
 Outcome = Literal["improved", "decreased", "unchanged", "invalid", "not_evaluated"]
 
+
 def _rerank_assessment(record: SearchRecord) -> tuple[float, float] | None:
     """Mean (relevance, novelty) of the record's final documents.
 
@@ -733,9 +734,11 @@ class SearchDatabase:
                     f"  round {rnd.round} queries: "
                     + " | ".join(json.dumps(q) for q in rnd.queries)
                 )
-        shown = r.final_doc_ids if documents_per_entry is None else r.final_doc_ids[
-            :documents_per_entry
-        ]
+        shown = (
+            r.final_doc_ids
+            if documents_per_entry is None
+            else r.final_doc_ids[:documents_per_entry]
+        )
         for doc_id in shown:
             doc = self._docs.get(doc_id)
             title = one_line(doc.title) if doc is not None else "(unknown document)"

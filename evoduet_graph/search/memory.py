@@ -164,8 +164,12 @@ class TaskMemory:
         docs = [i.value for i in self._all(self.documents_ns)]
         db.add_documents(
             [
-                Document(url=d["url"], title=d.get("title", ""), content=d.get("content", ""),
-                         source=d.get("source", ""))
+                Document(
+                    url=d["url"],
+                    title=d.get("title", ""),
+                    content=d.get("content", ""),
+                    source=d.get("source", ""),
+                )
                 for d in docs
                 if d.get("url") and d.get("content")
             ],
@@ -195,14 +199,24 @@ class TaskMemory:
         rounds = []
         for rnd in old.get("rounds", []):
             results = [
-                RoundResult(doc_id=nid, url=r.get("url", ""), title=r.get("title", ""),
-                            predicted_score=r.get("predicted_score"))
+                RoundResult(
+                    doc_id=nid,
+                    url=r.get("url", ""),
+                    title=r.get("title", ""),
+                    predicted_score=r.get("predicted_score"),
+                )
                 for r in rnd.get("results", [])
                 if (nid := new_id(r.get("doc_id", ""))) is not None
             ]
             retained = [n for n in (new_id(i) for i in rnd.get("retained", [])) if n]
-            rounds.append(RoundLog(round=rnd.get("round", 0), queries=rnd.get("queries", []),
-                                   results=results, retained=retained))
+            rounds.append(
+                RoundLog(
+                    round=rnd.get("round", 0),
+                    queries=rnd.get("queries", []),
+                    results=results,
+                    retained=retained,
+                )
+            )
         impacts = sorted(
             (Impact.model_validate(v["impact"]) for v in values), key=lambda i: i.iteration
         )

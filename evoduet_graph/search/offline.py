@@ -76,6 +76,7 @@ def _report(stage: str, **fields: Any) -> None:
     if callback is not None:
         callback({"event": "index", "time": round(time.time(), 3), "stage": stage, **fields})
 
+
 INDEX_FORMAT = 1
 """Bump when the on-disk layout or the document extraction changes (part of the cache key)."""
 
@@ -615,7 +616,8 @@ class OfflineSearcher:
             if next(_iter_files(folder), None) is None:
                 logger.warning(
                     "offline corpus: %s has no %s file; it adds nothing to the index",
-                    folder, "/".join(sorted(FILE_SUFFIXES)),
+                    folder,
+                    "/".join(sorted(FILE_SUFFIXES)),
                 )
         index = self.ensure_index()
         if not index.entries:

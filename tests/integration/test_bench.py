@@ -171,8 +171,9 @@ def test_bench_writes_results_table_and_plots(tmp_path):
     assert cells[4] == "0.0%"  # repeated-URL share
     assert cells[5] == "0.000000"  # the run's configured model is the free local one
     figures = [
-        json.loads((out / f"runs/smoke_polygon_area/evoduet/seed{k}/bench_run.json").read_text())
-        ["outcome"]["details"]["knowledge"]
+        json.loads((out / f"runs/smoke_polygon_area/evoduet/seed{k}/bench_run.json").read_text())[
+            "outcome"
+        ]["details"]["knowledge"]
         for k in (0, 1)
     ]
     assert cells[6] == f"{sum(f['search_calls'] for f in figures) / 2:.1f}"
@@ -303,8 +304,7 @@ def test_a_run_whose_model_never_answers_is_failed_and_left_out_of_the_means(tmp
             return ScriptedChatModel(responses=[], default=ConnectionError("endpoint down"))
         return _llm()(job)
 
-    result = run_bench(_settings(out, methods=["openevolve-mode"], config=cfg),
-                       llm_factory=factory)
+    result = run_bench(_settings(out, methods=["openevolve-mode"], config=cfg), llm_factory=factory)
     assert set(result.failed) == {"smoke_polygon_area/openevolve-mode/seed0"}
     assert "the model did not answer" in result.failed["smoke_polygon_area/openevolve-mode/seed0"]
     runs = {r["seed"]: r for r in _csv(out / "runs.csv")}
@@ -319,8 +319,7 @@ def test_a_dead_openai_endpoint_stops_the_bench_before_any_job(tmp_path, monkeyp
     out = tmp_path / "bench"
     start = time.monotonic()
     with pytest.raises(BenchError, match=r"127\.0\.0\.1:9/v1 did not answer"):
-        run_bench(_settings(out, methods=["openevolve-mode"], model="openai:m"),
-                  llm_factory=None)
+        run_bench(_settings(out, methods=["openevolve-mode"], model="openai:m"), llm_factory=None)
     assert time.monotonic() - start < 60
     assert not (out / "runs").exists()
 
@@ -351,8 +350,9 @@ def test_bad_settings_fail_before_anything_runs(tmp_path):
     with pytest.raises(BenchError, match="does not exist"):
         run_bench(_settings(tmp_path / "b", tasks=[tmp_path / "missing"]), llm_factory=_llm())
     with pytest.raises(BenchError, match="method config file .*missing.yaml does not exist"):
-        run_bench(_settings(tmp_path / "d", methods=[str(tmp_path / "missing.yaml")]),
-                  llm_factory=_llm())
+        run_bench(
+            _settings(tmp_path / "d", methods=[str(tmp_path / "missing.yaml")]), llm_factory=_llm()
+        )
     with pytest.raises(BenchError, match="unknown model"):
         run_bench(_settings(tmp_path / "c", model="gpt-4o"), llm_factory=None)
     assert not (tmp_path / "a").exists()

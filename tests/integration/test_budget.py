@@ -52,8 +52,14 @@ def _cfg(budget: dict[str, Any], **extra: Any) -> EvoDuetConfig:
 
 def _run(cfg: EvoDuetConfig, run_dir: Path, answer: Any = _rewrite, **kw: Any) -> Any:
     llm = ScriptedChatModel(responses=[], default=answer)
-    result = run(load_task(SMOKE_TASK), cfg, llm=llm, evaluator=InProcessEvaluator(SMOKE_TASK),
-                 run_dir=run_dir, **kw)
+    result = run(
+        load_task(SMOKE_TASK),
+        cfg,
+        llm=llm,
+        evaluator=InProcessEvaluator(SMOKE_TASK),
+        run_dir=run_dir,
+        **kw,
+    )
     return result, llm
 
 
@@ -69,8 +75,9 @@ def test_max_llm_calls_stops_after_the_iteration_in_flight(tmp_path: Path) -> No
     assert result.iterations == 3 and llm.calls == 3
     assert result.stop_reason and result.stop_reason.startswith(STOP_PREFIX)
     assert "3 LLM calls" in result.stop_reason and "budget.max_llm_calls=3" in result.stop_reason
-    budget_events = [e for e in read_events(tmp_path / "run" / "events.jsonl")
-                     if e["event"] == "budget"]
+    budget_events = [
+        e for e in read_events(tmp_path / "run" / "events.jsonl") if e["event"] == "budget"
+    ]
     assert [e["llm_calls"] for e in budget_events] == [1, 2, 3]
     assert "budget reached" in report_markdown(tmp_path / "run")
 
@@ -106,8 +113,9 @@ def test_max_cost_usd_with_built_in_and_configured_prices(tmp_path: Path) -> Non
     assert result.iterations == 1
     assert result.stop_reason and "estimated cost" in result.stop_reason
     # an unpriced model costs nothing: the cost limit never triggers
-    result, _ = _run(_cfg({"max_cost_usd": 1e-9}, iterations=2, llm={"model": "openai:mine"}),
-                     tmp_path / "b")
+    result, _ = _run(
+        _cfg({"max_cost_usd": 1e-9}, iterations=2, llm={"model": "openai:mine"}), tmp_path / "b"
+    )
     assert result.stop_reason is None
     # ... unless the config prices it
     cfg = _cfg({"max_cost_usd": 1e-9, "prices": {"mine": [1.0, 1.0]}}, llm={"model": "openai:mine"})
@@ -156,8 +164,18 @@ def test_cli_budget_stop_is_a_clean_exit(tmp_path: Path, monkeypatch: pytest.Mon
             f"llm: {{model: 'openai:m', base_url: '{server.base_url}', max_retries: 0}}\n"
         )
         result = CliRunner().invoke(
-            app, ["run", str(SMOKE_TASK), "--iterations", "6", "--quiet", "--config", str(cfg),
-                  "--out", str(tmp_path / "run")],
+            app,
+            [
+                "run",
+                str(SMOKE_TASK),
+                "--iterations",
+                "6",
+                "--quiet",
+                "--config",
+                str(cfg),
+                "--out",
+                str(tmp_path / "run"),
+            ],
         )
     assert result.exit_code == 0, result.output
     assert "stopped early" in result.output and "budget reached" in result.output

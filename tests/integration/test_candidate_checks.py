@@ -33,7 +33,9 @@ def test_a_rewrite_that_does_not_compile_is_rejected_before_evaluation(tmp_path:
     llm = ScriptedChatModel(responses=[f"```python\n{broken}\n```"], default="no change")
     log = tmp_path / "evaluations.log"
     evaluator = CountingEvaluator(SandboxEvaluator(task, timeout_s=30), log)
-    cfg = EvoDuetConfig.model_validate({"iterations": 1, "gate": {"mode": "never"}, "prompt": {"diff_based": False}})
+    cfg = EvoDuetConfig.model_validate(
+        {"iterations": 1, "gate": {"mode": "never"}, "prompt": {"diff_based": False}}
+    )
     run(task, cfg, llm=llm, evaluator=evaluator, run_dir=tmp_path / "run")
     store = ProgramStore(tmp_path / "run" / "programs.sqlite")
     try:

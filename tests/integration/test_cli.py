@@ -75,7 +75,9 @@ def test_langgraph_json_graph_entry_imports_and_compiles():
         "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m);"
         f"g = m.{attr}; print(sorted(g.get_graph().nodes))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False
+    )
     assert out.returncode == 0, out.stderr
     for node in ("select", "gate", "generate", "evaluate", "record", "retrieve", "look_up"):
         assert node in out.stdout

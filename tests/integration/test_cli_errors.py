@@ -62,8 +62,16 @@ def _assert_clear_error(code: int, lines: list[str], out: Path, *needles: str) -
 
 def _start(task: Path, out: Path, *extra: str) -> tuple[int, list[str]]:
     return _run(
-        "run", str(task), "--iterations", "1", "--model", "openai:gpt-4o-mini", "--quiet",
-        "--out", str(out), *extra,
+        "run",
+        str(task),
+        "--iterations",
+        "1",
+        "--model",
+        "openai:gpt-4o-mini",
+        "--quiet",
+        "--out",
+        str(out),
+        *extra,
     )
 
 
@@ -92,14 +100,28 @@ def test_initial_program_failing_its_evaluation_is_an_error_unless_allowed(
     program.write_text(program.read_text().replace("radius = 0.6", "radius = 1.5"))
     code, lines = _start(task_copy, tmp_path / "run")
     _assert_clear_error(
-        code, lines, tmp_path / "run", "initial_program.py", "outside the unit disk",
+        code,
+        lines,
+        tmp_path / "run",
+        "initial_program.py",
+        "outside the unit disk",
         "--allow-invalid-initial",
     )
     out = tmp_path / "allowed"
     result = runner.invoke(
         app,
-        ["run", str(task_copy), "--iterations", "0", "--model", "openai:gpt-4o-mini", "--quiet",
-         "--out", str(out), "--allow-invalid-initial"],
+        [
+            "run",
+            str(task_copy),
+            "--iterations",
+            "0",
+            "--model",
+            "openai:gpt-4o-mini",
+            "--quiet",
+            "--out",
+            str(out),
+            "--allow-invalid-initial",
+        ],
     )
     assert result.exit_code == 0, result.output
     warnings = [e for e in read_events(out / "events.jsonl") if e.get("event") == "warning"]
@@ -124,13 +146,18 @@ def test_empty_evolve_block(task_copy: Path, tmp_path: Path) -> None:
         "def run():\n    return None\n\n# EVOLVE-BLOCK-START\n\n# EVOLVE-BLOCK-END\n"
     )
     code, lines = _start(task_copy, tmp_path / "run")
-    _assert_clear_error(code, lines, tmp_path / "run", "initial_program.py", "EVOLVE-BLOCK", "empty")
+    _assert_clear_error(
+        code, lines, tmp_path / "run", "initial_program.py", "EVOLVE-BLOCK", "empty"
+    )
 
 
 @pytest.mark.parametrize(
     ("text", "field"),
-    [("direction: up\n", "direction"), ("timeout_s: soon\n", "timeout_s"),
-     ("sota_score: [1, 2]\n", "sota_score")],
+    [
+        ("direction: up\n", "direction"),
+        ("timeout_s: soon\n", "timeout_s"),
+        ("sota_score: [1, 2]\n", "sota_score"),
+    ],
 )
 def test_wrong_types_in_task_yaml(task_copy: Path, tmp_path: Path, text: str, field: str) -> None:
     (task_copy / "task.yaml").write_text(text)
@@ -148,12 +175,15 @@ def test_wrong_types_in_openevolve_config_yaml(task_copy: Path, tmp_path: Path) 
 
 @pytest.mark.parametrize(
     ("text", "field"),
-    [("candidates: many\n", "candidates"), ("llm:\n  temperature: hot\n", "llm.temperature"),
-     ("budget:\n  max_llm_calls: -3\n", "budget.max_llm_calls"),
-     ("evaluation:\n  max_processes: 0\n", "evaluation.max_processes"),
-     # strict types: no silent coercion of a boolean or a quoted number
-     ("evox:\n  strategy_patience: true\n", "evox.strategy_patience"),
-     ("max_concurrency: '4'\n", "max_concurrency")],
+    [
+        ("candidates: many\n", "candidates"),
+        ("llm:\n  temperature: hot\n", "llm.temperature"),
+        ("budget:\n  max_llm_calls: -3\n", "budget.max_llm_calls"),
+        ("evaluation:\n  max_processes: 0\n", "evaluation.max_processes"),
+        # strict types: no silent coercion of a boolean or a quoted number
+        ("evox:\n  strategy_patience: true\n", "evox.strategy_patience"),
+        ("max_concurrency: '4'\n", "max_concurrency"),
+    ],
 )
 def test_wrong_types_in_run_config(task_copy: Path, tmp_path: Path, text: str, field: str) -> None:
     cfg = tmp_path / "my.yaml"
@@ -177,15 +207,30 @@ def test_negative_iterations_are_an_error_and_zero_only_evaluates(
     task_copy: Path, tmp_path: Path
 ) -> None:
     code, lines = _run(
-        "run", str(task_copy), "--iterations", "-1", "--model", "openai:gpt-4o-mini",
-        "--out", str(tmp_path / "neg"),
+        "run",
+        str(task_copy),
+        "--iterations",
+        "-1",
+        "--model",
+        "openai:gpt-4o-mini",
+        "--out",
+        str(tmp_path / "neg"),
     )
     _assert_clear_error(code, lines, tmp_path / "neg", "iterations", "greater than or equal to 0")
     out = tmp_path / "zero"
     result = runner.invoke(
         app,
-        ["run", str(task_copy), "--iterations", "0", "--model", "openai:gpt-4o-mini", "--quiet",
-         "--out", str(out)],
+        [
+            "run",
+            str(task_copy),
+            "--iterations",
+            "0",
+            "--model",
+            "openai:gpt-4o-mini",
+            "--quiet",
+            "--out",
+            str(out),
+        ],
     )
     assert result.exit_code == 0, result.output
     records = [e for e in read_events(out / "events.jsonl") if e.get("node") == "record"]
@@ -217,8 +262,17 @@ def test_second_process_on_a_locked_run_directory_refuses(task_copy: Path, tmp_p
     out = tmp_path / "run"
     result = runner.invoke(
         app,
-        ["run", str(task_copy), "--iterations", "0", "--model", "openai:gpt-4o-mini", "--quiet",
-         "--out", str(out)],
+        [
+            "run",
+            str(task_copy),
+            "--iterations",
+            "0",
+            "--model",
+            "openai:gpt-4o-mini",
+            "--quiet",
+            "--out",
+            str(out),
+        ],
     )
     assert result.exit_code == 0, result.output
     before = (out / "events.jsonl").read_text()
@@ -236,13 +290,13 @@ def test_lock_is_held_by_a_live_run_and_released_when_it_is_killed(tmp_path: Pat
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.integration._run_smoke", str(run_dir), "6", "0"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     try:
         deadline = time.time() + 120
-        while not any(
-            e.get("node") == "generate" for e in read_events(run_dir / "events.jsonl")
-        ):
+        while not any(e.get("node") == "generate" for e in read_events(run_dir / "events.jsonl")):
             assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
             assert time.time() < deadline, "the run did not start"
             time.sleep(0.1)
@@ -301,7 +355,11 @@ def test_resume_below_the_completed_iterations_is_refused(tmp_path: Path) -> Non
     out = tmp_path / "run"
     proc = subprocess.run(
         [sys.executable, "-m", "tests.integration._run_smoke", str(out), "2", "0"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     before = _files(out)
@@ -366,12 +424,18 @@ def test_resume_refuses_emptied_files_of_a_run_with_iterations(tmp_path: Path) -
     base = tmp_path / "base"
     proc = subprocess.run(
         [sys.executable, "-m", "tests.integration._run_smoke", str(base), "2", "0"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    for name, needle in [("checkpoints.sqlite", "is empty although the run has completed 2"),
-                         ("programs.sqlite", "is empty although the run has completed 2"),
-                         ("config.yaml", "config.yaml is empty")]:
+    for name, needle in [
+        ("checkpoints.sqlite", "is empty although the run has completed 2"),
+        ("programs.sqlite", "is empty although the run has completed 2"),
+        ("config.yaml", "config.yaml is empty"),
+    ]:
         out = tmp_path / name
         shutil.copytree(base, out)
         (out / name).write_bytes(b"")

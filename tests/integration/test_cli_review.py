@@ -105,8 +105,17 @@ def test_cli_asks_for_the_queries_on_the_terminal(smoke_task_dir, tmp_path):
     with FaultyServer(["ok"], content=answer) as server:
         config = _config(tmp_path, server.base_url)
         rdir = tmp_path / "run"
-        argv = [sys.executable, "-m", "evoduet_graph.cli", "run", str(smoke_task_dir),
-                "--config", str(config), "--out", str(rdir)]
+        argv = [
+            sys.executable,
+            "-m",
+            "evoduet_graph.cli",
+            "run",
+            str(smoke_task_dir),
+            "--config",
+            str(config),
+            "--out",
+            str(rdir),
+        ]
         pid, fd = _spawn(argv)
         try:
             shown = _read_until(fd, "queries (Enter", timeout=180)
@@ -120,8 +129,10 @@ def test_cli_asks_for_the_queries_on_the_terminal(smoke_task_dir, tmp_path):
     searches = [e for e in read_events(rdir / "events.jsonl") if e["event"] == "search"]
     assert [s["query"] for s in searches] == ["unit circle radius", "full turn points"]
     [review] = [e for e in read_events(rdir / "events.jsonl") if e["event"] == "review"]
-    assert review["edited"] is True and review["answer"] == ["unit circle radius",
-                                                              "full turn points"]
+    assert review["edited"] is True and review["answer"] == [
+        "unit circle radius",
+        "full turn points",
+    ]
     [record] = SearchDatabase(rdir / "search_database.jsonl").records()
     assert "full turn points" in str(record.model_dump())
 
@@ -144,8 +155,9 @@ def test_a_run_killed_while_waiting_for_review_resumes_waiting(smoke_task_dir, t
         config = _config(tmp_path, server.base_url)
         rdir = tmp_path / "run"
         cli = [sys.executable, "-m", "evoduet_graph.cli"]
-        pid, fd = _spawn([*cli, "run", str(smoke_task_dir), "--config", str(config),
-                          "--out", str(rdir)])
+        pid, fd = _spawn(
+            [*cli, "run", str(smoke_task_dir), "--config", str(config), "--out", str(rdir)]
+        )
         try:
             _read_until(fd, "queries (Enter", timeout=180)
             os.kill(pid, signal.SIGKILL)  # killed while the person reads the queries
@@ -170,14 +182,29 @@ def test_a_run_killed_while_waiting_for_review_resumes_waiting(smoke_task_dir, t
 
 def test_cli_refuses_review_without_a_terminal_or_with_json(smoke_task_dir, tmp_path):
     config = _config(tmp_path, "http://127.0.0.1:9/v1")
-    base = [sys.executable, "-m", "evoduet_graph.cli", "run", str(smoke_task_dir),
-            "--config", str(config)]
+    base = [
+        sys.executable,
+        "-m",
+        "evoduet_graph.cli",
+        "run",
+        str(smoke_task_dir),
+        "--config",
+        str(config),
+    ]
     for extra, message in (
         (["--out", str(tmp_path / "a"), "--json"], "which --json cannot do"),
         (["--out", str(tmp_path / "b")], "stdin/stderr is not one"),
     ):
-        proc = subprocess.run(base + extra, check=False, capture_output=True, text=True, cwd=ROOT,
-                              env=_env(), stdin=subprocess.DEVNULL, timeout=120)
+        proc = subprocess.run(
+            base + extra,
+            check=False,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=_env(),
+            stdin=subprocess.DEVNULL,
+            timeout=120,
+        )
         assert proc.returncode == 2, proc.stderr
         assert message in " ".join(proc.stderr.split())
         assert not (tmp_path / extra[1]).exists()

@@ -71,8 +71,14 @@ def test_eight_parallel_candidates_keep_store_and_search_database_consistent(
             "evaluation": {"workers": 8},
         }
     )
-    result = run(load_task(SMOKE_TASK), cfg, llm=llm, evaluator=evaluator, run_dir=run_dir,
-                 searcher=FakeSearcher())
+    result = run(
+        load_task(SMOKE_TASK),
+        cfg,
+        llm=llm,
+        evaluator=evaluator,
+        run_dir=run_dir,
+        searcher=FakeSearcher(),
+    )
     assert result.iterations == 3
     store = ProgramStore(run_dir / "programs.sqlite")
     try:
@@ -103,8 +109,14 @@ def test_program_store_under_many_threads(tmp_path: Path) -> None:
     def work(t: int) -> None:
         for i in range(60):
             code = f"print({t}, {i})\n"
-            row = ProgramRow(id=f"t{t}-{i}", code=code, parent_id=None, iteration=i,
-                             kind="rewrite", status="generated")
+            row = ProgramRow(
+                id=f"t{t}-{i}",
+                code=code,
+                parent_id=None,
+                iteration=i,
+                kind="rewrite",
+                status="generated",
+            )
             store.put_program(row)
             store.put_evaluation(code, EvaluationOutcome(score=float(i), valid=True))
             assert store.get_program(row.id).code == code
@@ -133,8 +145,15 @@ def test_search_database_under_many_threads(tmp_path: Path) -> None:
             ]
             for doc in db.add_documents(docs, iteration=i):
                 db.add_prediction(
-                    Prediction(record_id="ret_000001", doc_id=doc.doc_id, iteration=1, round=0,
-                               parent_id="p", parent_score=0.1, predicted_score=0.5)
+                    Prediction(
+                        record_id="ret_000001",
+                        doc_id=doc.doc_id,
+                        iteration=1,
+                        round=0,
+                        parent_id="p",
+                        parent_score=0.1,
+                        predicted_score=0.5,
+                    )
                 )
 
     with ThreadPoolExecutor(max_workers=16) as pool:
@@ -153,8 +172,13 @@ def test_run_api_refuses_a_locked_run_directory(tmp_path: Path) -> None:
     run_dir.mkdir()
     llm = ScriptedChatModel(responses=[], default="no change")
     with RunDirLock(run_dir), pytest.raises(RunError, match="in use by another evoduet process"):
-        run(load_task(SMOKE_TASK), EvoDuetConfig(iterations=1), llm=llm,
-            evaluator=InProcessEvaluator(SMOKE_TASK), run_dir=run_dir)
+        run(
+            load_task(SMOKE_TASK),
+            EvoDuetConfig(iterations=1),
+            llm=llm,
+            evaluator=InProcessEvaluator(SMOKE_TASK),
+            run_dir=run_dir,
+        )
     assert sorted(p.name for p in run_dir.iterdir()) == [".lock"]
 
 
@@ -185,7 +209,9 @@ def test_a_killed_holder_releases_the_lock_even_while_its_forked_child_lives(
     run_dir.mkdir()
     holder = subprocess.Popen(
         [sys.executable, "-c", _HOLD_AND_FORK, str(run_dir)],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     child = int(holder.stdout.readline())
     try:
@@ -202,10 +228,19 @@ def test_a_killed_holder_releases_the_lock_even_while_its_forked_child_lives(
         with pytest.raises(Exception, match="in use by another evoduet process"):
             RunDirLock(run_dir).acquire()
         probe = subprocess.run(
-            [sys.executable, "-c",
-             ("import sys; from evoduet_graph.rundir.lock import RunDirLock; "
-              "RunDirLock(sys.argv[1]).acquire()"), str(run_dir)],
-            cwd=ROOT, capture_output=True, text=True, check=False,
+            [
+                sys.executable,
+                "-c",
+                (
+                    "import sys; from evoduet_graph.rundir.lock import RunDirLock; "
+                    "RunDirLock(sys.argv[1]).acquire()"
+                ),
+                str(run_dir),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         assert probe.returncode != 0 and "in use by another evoduet process" in probe.stderr
         first.release()

@@ -52,8 +52,14 @@ def test_the_document_quotes_every_example_file_as_it_is():
 def test_a_replacement_gate_decides_every_iteration(tmp_path):
     gate = example("new_node").alternating_gate
     llm = ScriptedChatModel(responses=[], default=KnowledgeResponder(generate=GARBAGE))
-    run(SMOKE_TASK, config(iterations=3), llm=llm, run_dir=tmp_path / "run",
-        searcher=FakeSearcher(), nodes={"gate": gate})
+    run(
+        SMOKE_TASK,
+        config(iterations=3),
+        llm=llm,
+        run_dir=tmp_path / "run",
+        searcher=FakeSearcher(),
+        nodes={"gate": gate},
+    )
     events = list(read_events(tmp_path / "run" / "events.jsonl"))
     ran = [(e["node"], e["iteration"]) for e in events if e["event"] == "node"]
     assert [i for node, i in ran if node == "gate"] == [1, 2, 3]
@@ -78,8 +84,11 @@ def test_a_registered_backend_is_configured_by_name_and_feeds_the_run(tmp_path, 
     run(SMOKE_TASK, cfg, llm=llm, run_dir=tmp_path / "run")  # the registry builds the searcher
     lines = (tmp_path / "run" / "search_database.jsonl").read_text(encoding="utf-8")
     urls = set(re.findall(r'"url": ?"(glossary:[a-z-]+)"', lines))
-    assert urls and urls <= {"glossary:convex-hull", "glossary:shoelace-formula",
-                             "glossary:regular-polygon"}
+    assert urls and urls <= {
+        "glossary:convex-hull",
+        "glossary:shoelace-formula",
+        "glossary:regular-polygon",
+    }
 
 
 def test_the_glossary_backend_refuses_to_start_empty():
@@ -113,8 +122,9 @@ def test_a_json_task_file_becomes_a_task_folder_that_runs(tmp_path):
     task = load_task(folder)
     assert (task.name, task.metric, task.direction) == ("tiny_value", "value", "max")
     llm = ScriptedChatModel(responses=[diff("    return 1.0", "    return 4.0")])
-    result = run(folder, config(iterations=1, **{"gate.mode": "never"}), llm=llm,
-                 run_dir=tmp_path / "run")
+    result = run(
+        folder, config(iterations=1, **{"gate.mode": "never"}), llm=llm, run_dir=tmp_path / "run"
+    )
     assert result.metric_value == pytest.approx(4.0)
 
 

@@ -153,8 +153,11 @@ def test_the_langgraph_json_graph_takes_the_same_input(runs_root: Path) -> None:
             StudioContextError,
             "graph input 'config' must be a mapping",
         ),
-        ({"task_dir": str(SMOKE_TASK), "config": {"gate": {"mode": "sometimes"}}}, ConfigError,
-         "gate.mode"),
+        (
+            {"task_dir": str(SMOKE_TASK), "config": {"gate": {"mode": "sometimes"}}},
+            ConfigError,
+            "gate.mode",
+        ),
     ],
 )
 def test_bad_graph_input_is_a_clear_error_before_anything_is_written(
@@ -179,7 +182,10 @@ def test_evoduet_graph_labels_the_gate_edges_no_op_look_up_retrieve() -> None:
     for extra in ([], ["--xray"]):
         out = subprocess.run(
             [sys.executable, "-m", "evoduet_graph.cli", "graph", *extra],
-            capture_output=True, text=True, check=True, cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
         ).stdout
         gate_edges = sorted(line.strip() for line in out.splitlines() if "gate -." in line)
         target = "retrieve\\3a__start__" if extra else "retrieve"
@@ -209,7 +215,9 @@ def test_run_swaps_a_node_of_each_loop_by_name(tmp_path: Path) -> None:
     with FaultyServer(["ok"], content=responder_content(responder)) as server:
         cfg = EvoDuetConfig.model_validate({**_model(server), "iterations": 1})
         result = run(
-            SMOKE_TASK, cfg, run_dir=tmp_path / "run",
+            SMOKE_TASK,
+            cfg,
+            run_dir=tmp_path / "run",
             nodes={"gate": my_gate, "construct_query": my_queries},
         )
     assert result.iterations == 1
@@ -239,8 +247,18 @@ def test_cli_run_defaults_to_the_method_and_prints_the_summary(tmp_path: Path) -
         out = tmp_path / "run"
         result = CliRunner().invoke(
             app,
-            ["run", str(SMOKE_TASK), "--iterations", "3", "--config", str(base),
-             "--out", str(out), "--quiet", "--report"],
+            [
+                "run",
+                str(SMOKE_TASK),
+                "--iterations",
+                "3",
+                "--config",
+                str(base),
+                "--out",
+                str(out),
+                "--quiet",
+                "--report",
+            ],
         )
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
@@ -256,8 +274,10 @@ def test_cli_run_defaults_to_the_method_and_prints_the_summary(tmp_path: Path) -
         for line in (out / "search_database.jsonl").read_text().splitlines()
         if '"type": "document"' in line
     ]
-    assert f"search: {queries} queries issued, {len(docs)} distinct documents returned " \
+    assert (
+        f"search: {queries} queries issued, {len(docs)} distinct documents returned "
         f"({len(docs)} from the task's docs/)" in text
+    )
     report = out / "report" / "report.md"
     assert report.is_file() and f"report: {report}" in text
 
@@ -281,8 +301,14 @@ def test_graph_input_refuses_a_task_folder_as_run_dir(runs_root: Path, tmp_path:
     before = _tree(folder)
     with pytest.raises(RunError, match="is not empty and is not an evoduet run directory"):
         evoduet_graph.graph.invoke(
-            {"task_dir": str(SMOKE_TASK), "max_iterations": 1, "run_dir": str(folder),
-             "config": {"llm": {"model": "openai:scripted", "base_url": "http://127.0.0.1:9/v1"}}}
+            {
+                "task_dir": str(SMOKE_TASK),
+                "max_iterations": 1,
+                "run_dir": str(folder),
+                "config": {
+                    "llm": {"model": "openai:scripted", "base_url": "http://127.0.0.1:9/v1"}
+                },
+            }
         )
     assert _tree(folder) == before  # the task's config.yaml is intact, nothing added
 
@@ -299,8 +325,12 @@ def test_graph_input_refuses_a_cli_run_and_leaves_it_intact(
         before = _tree(rdir)
         with pytest.raises(RunError, match="started with `evoduet run`.*evoduet resume"):
             evoduet_graph.graph.invoke(
-                {"task_dir": str(SMOKE_TASK), "max_iterations": 3, "run_dir": str(rdir),
-                 "config": {**_model(server), "gate": {"mode": "never"}}}
+                {
+                    "task_dir": str(SMOKE_TASK),
+                    "max_iterations": 3,
+                    "run_dir": str(rdir),
+                    "config": {**_model(server), "gate": {"mode": "never"}},
+                }
             )
     after = _tree(rdir)
     for name in ("run.json", "config.yaml", "programs.sqlite", "events.jsonl"):
@@ -315,8 +345,14 @@ def test_graph_input_respects_the_run_dir_lock(runs_root: Path, tmp_path: Path) 
     rdir.mkdir()
     with RunDirLock(rdir), pytest.raises(RunError, match="in use"):
         evoduet_graph.graph.invoke(
-            {"task_dir": str(SMOKE_TASK), "max_iterations": 1, "run_dir": str(rdir),
-             "config": {"llm": {"model": "openai:scripted", "base_url": "http://127.0.0.1:9/v1"}}}
+            {
+                "task_dir": str(SMOKE_TASK),
+                "max_iterations": 1,
+                "run_dir": str(rdir),
+                "config": {
+                    "llm": {"model": "openai:scripted", "base_url": "http://127.0.0.1:9/v1"}
+                },
+            }
         )
     assert sorted(p.name for p in rdir.iterdir()) == [".lock"]
 
@@ -330,8 +366,12 @@ def test_graph_input_never_restarts_an_earlier_run_over_its_rows(
     rdir = tmp_path / "graph-run"
     responder = KnowledgeResponder(gate="no-op", generate=growing_radius())
     with FaultyServer(["ok"], content=responder_content(responder)) as server:
-        graph_input = {"task_dir": str(SMOKE_TASK), "max_iterations": "1",  # a JSON client's
-                       "run_dir": str(rdir), "config": _model(server)}
+        graph_input = {
+            "task_dir": str(SMOKE_TASK),
+            "max_iterations": "1",  # a JSON client's
+            "run_dir": str(rdir),
+            "config": _model(server),
+        }
         state = evoduet_graph.graph.invoke(graph_input)
         assert state["iteration"] == 1 and state["max_iterations"] == 1
         before = _tree(rdir)

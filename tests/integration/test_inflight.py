@@ -118,7 +118,8 @@ def test_dsearch_credit_goes_to_its_own_iteration_once(four_in_flight):
             for impact in record.impacts:
                 assert impact.iteration == record.iteration
                 children = [
-                    p for p in store.all_programs()
+                    p
+                    for p in store.all_programs()
                     if p.iteration == impact.iteration and p.valid and p.kind != "initial"
                 ]
                 best = max(p.score for p in children)
@@ -131,8 +132,7 @@ def test_dsearch_credit_goes_to_its_own_iteration_once(four_in_flight):
 
 def test_one_in_flight_is_the_sequential_loop(tmp_path):
     run_dir = tmp_path / "run"
-    run(load_task(SMOKE_TASK), _config(1, 4), llm=_llm(0), run_dir=run_dir,
-        searcher=FakeSearcher())
+    run(load_task(SMOKE_TASK), _config(1, 4), llm=_llm(0), run_dir=run_dir, searcher=FakeSearcher())
     nodes = _nodes(run_dir)
     assert not {e["node"] for e in nodes} & {"dispatch", "collect"}
     outer = [e for e in nodes if e["node"] in ("select", "record")]
@@ -152,8 +152,9 @@ def test_bad_values_fail_before_anything_is_written(tmp_path):
         EvoDuetConfig().with_overrides({"max_iterations_in_flight": 0})
     cfg = _config(4, gate={"mode": "llm", "review": True})
     with pytest.raises(ConfigError, match="max_iterations_in_flight=4"):
-        run(load_task(SMOKE_TASK), cfg, llm=_llm(0), run_dir=tmp_path / "r",
-            searcher=FakeSearcher())
+        run(
+            load_task(SMOKE_TASK), cfg, llm=_llm(0), run_dir=tmp_path / "r", searcher=FakeSearcher()
+        )
     assert not (tmp_path / "r" / "events.jsonl").exists()
 
 
@@ -168,16 +169,23 @@ def test_a_continued_run_cannot_change_k(tmp_path):
 def test_progress_counts_iterations_finishing_out_of_order():
     status = RunStatus()
     for done, iteration in ((1, 3), (2, 1), (3, 4)):
-        status.update({"event": "node", "node": "collect", "iteration": iteration,
-                       "iterations_done": done})
+        status.update(
+            {"event": "node", "node": "collect", "iteration": iteration, "iterations_done": done}
+        )
         status.update({"event": "node", "node": "record", "iteration": iteration})
     assert status.completed == 3
 
 
 def _start(run_dir: Path, iterations: int, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.integration._run_inflight", str(run_dir), str(iterations),
-         *extra],
+        [
+            sys.executable,
+            "-m",
+            "tests.integration._run_inflight",
+            str(run_dir),
+            str(iterations),
+            *extra,
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -220,7 +228,7 @@ def test_sigkill_mid_flight_then_resume_loses_only_the_iterations_in_flight(tmp_
     assert resumed.returncode == 0, err[-3000:]
     assert out.strip().splitlines()[-1].startswith(f"DONE {total} ")
 
-    after = _nodes(run_dir)[len(before):]
+    after = _nodes(run_dir)[len(before) :]
     # nothing recorded before the kill started again; what was in flight did
     restarted = {e["iteration"] for e in after if e["node"] == "select"}
     assert not restarted & recorded_before
@@ -257,8 +265,21 @@ def test_cli_option_runs_iterations_in_flight_against_an_endpoint(tmp_path, monk
         monkeypatch.setenv("OPENAI_API_KEY", "test")
         result = CliRunner().invoke(
             app,
-            ["run", str(SMOKE_TASK), "--iterations", "4", "--iterations-in-flight", "2",
-             "--gate", "never", "--model", "openai:scripted", "--out", str(rdir), "--quiet"],
+            [
+                "run",
+                str(SMOKE_TASK),
+                "--iterations",
+                "4",
+                "--iterations-in-flight",
+                "2",
+                "--gate",
+                "never",
+                "--model",
+                "openai:scripted",
+                "--out",
+                str(rdir),
+                "--quiet",
+            ],
         )
     assert result.exit_code == 0, result.output
     assert "max_iterations_in_flight: 2" in (rdir / "config.yaml").read_text()
@@ -279,8 +300,14 @@ def test_an_iteration_that_raises_stops_the_run_resumably(tmp_path):
     run_dir = tmp_path / "run"
     task = load_task(SMOKE_TASK)
     with pytest.raises(RuntimeError, match="evaluator host went away"):
-        run(task, _config(3, 6), llm=_llm(0.02), run_dir=run_dir, searcher=FakeSearcher(),
-            nodes={"evaluate": flaky_evaluate})
+        run(
+            task,
+            _config(3, 6),
+            llm=_llm(0.02),
+            run_dir=run_dir,
+            searcher=FakeSearcher(),
+            nodes={"evaluate": flaky_evaluate},
+        )
     recorded_before = {e["iteration"] for e in _nodes(run_dir) if e["node"] == "record"}
     assert 3 not in recorded_before
     result = resume(run_dir, llm=_llm(0.02), searcher=FakeSearcher())

@@ -21,8 +21,13 @@ REQUIRED = {
     "select": ("enter:select",),
     "gate": ("enter:gate", "llm:gate", "event:gate_decision"),
     "inner rounds": (
-        "enter:construct_query", "llm:construct_query", "enter:search", "search",
-        "enter:hypothetical_score", "llm:hypothetical_score", "enter:update_knowledge",
+        "enter:construct_query",
+        "llm:construct_query",
+        "enter:search",
+        "search",
+        "enter:hypothetical_score",
+        "llm:hypothetical_score",
+        "enter:update_knowledge",
     ),
     "generate": ("enter:generate", "llm:generate"),
     "evaluate": ("enter:evaluate", "eval:start", "eval:end", "store:put_evaluation"),
@@ -33,9 +38,24 @@ REQUIRED = {
 
 def test_at_least_20_kill_points_resume_to_the_uninterrupted_result(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "tests.fault_harness", "--points", "36", "--jobs", "2",
-         "--double-every", "4", "--out", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+        [
+            sys.executable,
+            "-m",
+            "tests.fault_harness",
+            "--points",
+            "36",
+            "--jobs",
+            "2",
+            "--double-every",
+            "4",
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     assert proc.stdout.strip(), proc.stderr[-4000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -68,7 +88,11 @@ res = fh.run_scenario(w, point, False, ref, trace=trace)
 print(json.dumps({{"ok": res.ok, "label": res.label, "problems": res.problems}}))
 """
     proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -20,8 +20,15 @@ from tests.conftest import ROOT
 
 def _start(run_dir: Path, iterations: int, offset: int, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.integration._run_smoke", str(run_dir), str(iterations),
-         str(offset), *extra],
+        [
+            sys.executable,
+            "-m",
+            "tests.integration._run_smoke",
+            str(run_dir),
+            str(iterations),
+            str(offset),
+            *extra,
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

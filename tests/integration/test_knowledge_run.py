@@ -132,8 +132,9 @@ def test_gate_never_needs_no_backend(smoke_task_dir, tmp_path, monkeypatch):
     monkeypatch.delenv("TAVILY_API_KEY", raising=False)
     for backend in ("none", "tavily"):
         cfg = _config(**{"gate.mode": "never", "retrieval.backend": backend, "iterations": 0})
-        result = run(smoke_task_dir, cfg, llm=ScriptedChatModel(responses=[]),
-                     run_dir=tmp_path / backend)
+        result = run(
+            smoke_task_dir, cfg, llm=ScriptedChatModel(responses=[]), run_dir=tmp_path / backend
+        )
         assert result.iterations == 0 and (tmp_path / backend / "checkpoints.sqlite").exists()
 
 
@@ -195,8 +196,9 @@ def test_search_backend_that_always_fails(smoke_task_dir, tmp_path):
         responses=[], default=KnowledgeResponder(generate=_sequence(RADIUS_UP, SPREAD_UP))
     )
     rdir = tmp_path / "run"
-    result = run(smoke_task_dir, _config(**{"gate.mode": "always"}), llm=llm, run_dir=rdir,
-                 searcher=searcher)
+    result = run(
+        smoke_task_dir, _config(**{"gate.mode": "always"}), llm=llm, run_dir=rdir, searcher=searcher
+    )
 
     assert result.iterations == 2 and result.stop_reason is None
     errors = _events(rdir, "search_error")
@@ -223,9 +225,7 @@ def test_search_backend_that_always_fails(smoke_task_dir, tmp_path):
 def _prompts_of(
     smoke_task_dir, run_dir: Path, cfg: EvoDuetConfig, *, full: bool = False, **kw: Any
 ) -> list[str]:
-    responder = KnowledgeResponder(
-        gate="no-op", generate=_sequence(RADIUS_UP, BAD_DIFF, SPREAD_UP)
-    )
+    responder = KnowledgeResponder(gate="no-op", generate=_sequence(RADIUS_UP, BAD_DIFF, SPREAD_UP))
     llm = ScriptedChatModel(responses=[], default=responder)
     run(smoke_task_dir, cfg, llm=llm, run_dir=run_dir, **kw)
     return _generate_prompts(llm, full=full)
@@ -320,8 +320,13 @@ def test_look_up_valid_invalid_and_missing_ids(smoke_task_dir, tmp_path):
     responder = KnowledgeResponder(gate=gate_answer, generate=RADIUS_UP)
     llm = ScriptedChatModel(responses=[], default=responder)
     rdir = tmp_path / "run"
-    run(smoke_task_dir, _config(iterations=4, **{"gate.mode": "llm"}), llm=llm, run_dir=rdir,
-        searcher=searcher)
+    run(
+        smoke_task_dir,
+        _config(iterations=4, **{"gate.mode": "llm"}),
+        llm=llm,
+        run_dir=rdir,
+        searcher=searcher,
+    )
 
     decisions = [(e["iteration"], e["decision"]) for e in _events(rdir, "gate_decision")]
     assert decisions == [(1, "retrieve"), (2, "look-up"), (3, "no-op"), (4, "no-op")]
@@ -350,9 +355,7 @@ ABLATIONS = [
     for mode in ("never", "always", "llm", "heuristic", "stagnation")
     for kind in ("islands", "top_k")
 ] + [
-    pytest.param(
-        {"gate.mode": "always", "retrieval.query_evolution_steps": 1}, id="one-step"
-    ),
+    pytest.param({"gate.mode": "always", "retrieval.query_evolution_steps": 1}, id="one-step"),
     pytest.param({"gate.mode": "always", "candidates_after_retrieval": 3}, id="n-after-3"),
 ]
 
@@ -426,16 +429,19 @@ def test_custom_gate_and_inner_search_nodes(smoke_task_dir):
         )
         pool = {d["id"]: d for d in state.get("pool", [])}
         for doc in stored:
-            pool.setdefault(doc.doc_id, DocumentRef(id=doc.doc_id, url=doc.url,
-                                                    title=doc.title, predicted_score=None))
+            pool.setdefault(
+                doc.doc_id,
+                DocumentRef(id=doc.doc_id, url=doc.url, title=doc.title, predicted_score=None),
+            )
         return {"pool": list(pool.values())}
 
     task = load_task(smoke_task_dir)
     responder = KnowledgeResponder(generate=RADIUS_UP)
     llm = ScriptedChatModel(responses=[], default=responder)
     searcher = FakeSearcher()
-    ctx = build_context(task, _config(iterations=3, **{"gate.mode": "always"}), None, llm=llm,
-                        searcher=searcher)
+    ctx = build_context(
+        task, _config(iterations=3, **{"gate.mode": "always"}), None, llm=llm, searcher=searcher
+    )
     # one registry: a node of each loop swapped by name in the same mapping
     graph = build_outer_graph(nodes={"gate": my_gate, "search": my_search})
     state = graph.compile(checkpointer=InMemorySaver()).invoke(
@@ -479,8 +485,14 @@ def test_unknown_node_names_are_a_clear_error_listing_the_known_ones():
 
 def _start(run_dir: Path, iterations: int, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.integration._run_knowledge", str(run_dir),
-         str(iterations), *extra],
+        [
+            sys.executable,
+            "-m",
+            "tests.integration._run_knowledge",
+            str(run_dir),
+            str(iterations),
+            *extra,
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -519,8 +531,7 @@ def test_search_database_survives_sigkill_mid_inner_loop(tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == -signal.SIGKILL
-    assert not any(e.get("node") == "record" and e.get("iteration") == 2
-                   for e in _events(run_dir))
+    assert not any(e.get("node") == "record" and e.get("iteration") == 2 for e in _events(run_dir))
 
     # the killed file loads (a torn last line would be dropped), on a copy
     copy = tmp_path / "copy.jsonl"

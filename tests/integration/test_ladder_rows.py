@@ -63,8 +63,14 @@ def test_joint_search_with_native_tool_calling_binds_a_search_tool(tmp_path):
     assert native_tool_calling(llm) and not native_tool_calling(ScriptedChatModel(responses=[]))
     searcher = FakeSearcher()
     cfg = _cfg("joint_search.yaml", **{"novelty.enabled": True})
-    result = run(SMOKE_TASK, cfg, llm=llm, evaluator=InProcessEvaluator(), searcher=searcher,
-                 run_dir=tmp_path / "run")
+    result = run(
+        SMOKE_TASK,
+        cfg,
+        llm=llm,
+        evaluator=InProcessEvaluator(),
+        searcher=searcher,
+        run_dir=tmp_path / "run",
+    )
     assert result.iterations == 2
     assert [t.name for t in llm.bound_tools] == ["search", "search"]  # bound per mutation call
     # iteration 2 repeats both queries: the run's search cache answers them (retrieval.cache)
@@ -81,7 +87,10 @@ def test_joint_search_with_native_tool_calling_binds_a_search_tool(tmp_path):
     assert [e["protocol"] for e in events if e["event"] == "joint_search"] == ["tools", "tools"]
     searches = [e for e in read_events(tmp_path / "run" / "events.jsonl") if e["event"] == "search"]
     assert [(e["query"], e["cached"]) for e in searches] == [
-        ("hull area 0", False), ("hull area 1", False), ("hull area 0", True), ("hull area 1", True)
+        ("hull area 0", False),
+        ("hull area 1", False),
+        ("hull area 0", True),
+        ("hull area 1", True),
     ]
 
 
@@ -106,13 +115,21 @@ def test_joint_search_stops_at_max_calls_and_asks_for_the_program(tmp_path):
     from evoduet_graph.search import Document
 
     def long_results(query: str, n: int) -> list[Document]:
-        return [Document(url=f"https://x.example/{query}/{i}", content="z" * 9000) for i in range(n)]
+        return [
+            Document(url=f"https://x.example/{query}/{i}", content="z" * 9000) for i in range(n)
+        ]
 
     llm = ToolCallingScriptedChatModel(responses=[], default=answer)
     searcher = FakeSearcher(long_results)
     cfg = _cfg("joint_search.yaml", **{"iterations": 1, "joint_search.max_calls": 2})
-    run(SMOKE_TASK, cfg, llm=llm, evaluator=InProcessEvaluator(), searcher=searcher,
-        run_dir=tmp_path / "run")
+    run(
+        SMOKE_TASK,
+        cfg,
+        llm=llm,
+        evaluator=InProcessEvaluator(),
+        searcher=searcher,
+        run_dir=tmp_path / "run",
+    )
     assert searcher.calls == 2 and calls["tool"] == 2
     per_document = cfg.joint_search.max_result_chars // (2 * cfg.retrieval.results_per_query)
     assert len(seen) == 2
@@ -141,8 +158,14 @@ def test_oracle_documents_from_a_jsonl_file_and_clear_errors(tmp_path):
         assert not (tmp_path / "r2").exists()  # refused before the run directory exists
     cfg = _cfg("grounding_offline.yaml", **{"retrieval.grounding_documents": str(tmp_path / "x")})
     with pytest.raises(ConfigError, match="retrieval.grounding_documents"):
-        run(SMOKE_TASK, cfg, llm=llm, evaluator=InProcessEvaluator(), searcher=FakeSearcher(),
-            run_dir=tmp_path / "r3")
+        run(
+            SMOKE_TASK,
+            cfg,
+            llm=llm,
+            evaluator=InProcessEvaluator(),
+            searcher=FakeSearcher(),
+            run_dir=tmp_path / "r3",
+        )
 
 
 def test_every_bundled_task_has_oracle_documents_with_a_source_line():
@@ -161,21 +184,26 @@ def test_the_stateless_gate_cannot_look_up():
     assert "document_ids" not in StatelessGateOutput.model_fields
 
 
-def _record(db: SearchDatabase, it: int, docs: list[tuple[str, float | None, float | None]],
-            predicted: list[float] | None = None) -> None:
+def _record(
+    db: SearchDatabase,
+    it: int,
+    docs: list[tuple[str, float | None, float | None]],
+    predicted: list[float] | None = None,
+) -> None:
     from evoduet_graph.search import Document
 
     stored = db.add_documents([Document(url=u, title=u) for u, _, _ in docs], it)
     scores = list(predicted or []) + [None] * len(docs)
     results = [
-        RoundResult(
-            doc_id=s.doc_id, url=s.url, relevance=rel, novelty=nov, predicted_score=score
-        )
+        RoundResult(doc_id=s.doc_id, url=s.url, relevance=rel, novelty=nov, predicted_score=score)
         for s, (_, rel, nov), score in zip(stored, docs, scores[: len(docs)], strict=True)
     ]
     db.add_record(
         SearchRecord(
-            record_id=f"ret_{it:06d}", iteration=it, parent_id="p", parent_score=1.0,
+            record_id=f"ret_{it:06d}",
+            iteration=it,
+            parent_id="p",
+            parent_score=1.0,
             rounds=[RoundLog(round=0, queries=[f"q{it}"], results=results)],
             final_doc_ids=[s.doc_id for s in stored],
         )
@@ -217,7 +245,11 @@ def test_the_ladder_methods_run_in_the_bench_with_their_knowledge_figures(tmp_pa
         )
 
     settings = BenchSettings(
-        tasks=[SMOKE_TASK], out=out, methods=methods, seeds=[0], iterations=2,
+        tasks=[SMOKE_TASK],
+        out=out,
+        methods=methods,
+        seeds=[0],
+        iterations=2,
         config=EvoDuetConfig.model_validate({k: v for k, v in BASE.items() if k != "iterations"}),
     )
     result = run_bench(settings, llm_factory=llm, searcher_factory=lambda _job: FakeSearcher())

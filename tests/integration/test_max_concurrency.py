@@ -76,8 +76,12 @@ def test_default_runs_every_candidate_of_an_iteration_at_once(smoke_task_dir, tm
     cfg = _config(candidates=8)
     llm = ScriptedChatModel(responses=[], default=RADIUS_UP)
     result = run(
-        smoke_task_dir, cfg, llm=llm, evaluator=InProcessEvaluator(smoke_task_dir),
-        run_dir=tmp_path / "run", nodes={"generate": probe},
+        smoke_task_dir,
+        cfg,
+        llm=llm,
+        evaluator=InProcessEvaluator(smoke_task_dir),
+        run_dir=tmp_path / "run",
+        nodes={"generate": probe},
     )
     assert result.iterations == 1 and llm.calls == 8
     assert probe.peak == 8
@@ -90,8 +94,12 @@ def test_explicit_max_concurrency_bounds_the_generate_fan_out(smoke_task_dir, tm
     cfg = _config(candidates=4, max_concurrency=2)
     llm = ScriptedChatModel(responses=[], default=RADIUS_UP)
     result = run(
-        smoke_task_dir, cfg, llm=llm, evaluator=InProcessEvaluator(smoke_task_dir),
-        run_dir=tmp_path / "run", nodes={"generate": probe},
+        smoke_task_dir,
+        cfg,
+        llm=llm,
+        evaluator=InProcessEvaluator(smoke_task_dir),
+        run_dir=tmp_path / "run",
+        nodes={"generate": probe},
     )
     assert result.iterations == 1 and llm.calls == 4
     assert probe.seen_max_concurrency == {2}

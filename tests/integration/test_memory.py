@@ -35,8 +35,13 @@ def _run(task: Path, rdir: Path, cfg: EvoDuetConfig, query: str) -> KnowledgeRes
     responder = KnowledgeResponder(
         gate="retrieve", generate=RADIUS_UP, queries=lambda n, _t: [query]
     )
-    run(task, cfg, llm=ScriptedChatModel(responses=[], default=responder), run_dir=rdir,
-        searcher=FakeSearcher())
+    run(
+        task,
+        cfg,
+        llm=ScriptedChatModel(responses=[], default=responder),
+        run_dir=rdir,
+        searcher=FakeSearcher(),
+    )
     return responder
 
 
@@ -66,8 +71,9 @@ def test_second_run_gate_sees_the_first_runs_outcomes(smoke_task_dir, tmp_path):
     assert first_preds and len(recalled_preds) == len(first_preds)
     assert {p.predicted_score for p in recalled_preds} == {p.predicted_score for p in first_preds}
     assert {p.parent_id for p in recalled_preds} == {recalled.parent_id}
-    [event] = [e for e in read_events(tmp_path / "second" / "events.jsonl")
-               if e["event"] == "memory"]
+    [event] = [
+        e for e in read_events(tmp_path / "second" / "events.jsonl") if e["event"] == "memory"
+    ]
     assert event["records"] == 1
 
     # the store now holds both runs' outcomes, namespaced by task
@@ -103,8 +109,19 @@ def test_cli_memory_option_sets_the_store_path(smoke_task_dir, tmp_path, monkeyp
     out = tmp_path / "run"
     result = CliRunner().invoke(
         app,
-        ["run", str(smoke_task_dir), "--iterations", "0", "--model", "openai:none",
-         "--memory", str(tmp_path / "mem.sqlite"), "--out", str(out), "--quiet"],
+        [
+            "run",
+            str(smoke_task_dir),
+            "--iterations",
+            "0",
+            "--model",
+            "openai:none",
+            "--memory",
+            str(tmp_path / "mem.sqlite"),
+            "--out",
+            str(out),
+            "--quiet",
+        ],
     )
     assert result.exit_code == 0, result.output
     cfg = (out / "config.yaml").read_text(encoding="utf-8")
@@ -124,8 +141,12 @@ def test_stateless_retrieval_neither_recalls_nor_writes_the_memory(smoke_task_di
     before = len(mem._all(mem.outcomes_ns))
     assert before == 1
     rdir = tmp_path / "stateless"
-    second = _run(smoke_task_dir, rdir, _config(**{"memory": memory,
-                  "retrieval.use_search_database": False}), "stateless query")
+    second = _run(
+        smoke_task_dir,
+        rdir,
+        _config(**{"memory": memory, "retrieval.use_search_database": False}),
+        "stateless query",
+    )
     assert "[mem_000001]" not in second.prompts("gate")[0]
     assert not (rdir / "search_database.jsonl").exists()
     assert [e for e in read_events(rdir / "events.jsonl") if e["event"] == "memory"] == []

@@ -46,8 +46,12 @@ def _config(server_url: str, **extra: Any) -> EvoDuetConfig:
         "gate": {"mode": "never"},  # each scripted fault meets a mutation request
         "population": {"num_islands": 2},
         "prompt": {"diff_based": False},
-        "llm": {"model": "openai:fake-model", "base_url": server_url, "max_retries": 2,
-                "timeout_s": 5},
+        "llm": {
+            "model": "openai:fake-model",
+            "base_url": server_url,
+            "max_retries": 2,
+            "timeout_s": 5,
+        },
         # the fake server's programs repeat: no novelty resamples, so each scripted fault
         # meets the request it is meant for
         "novelty": {"enabled": False},
@@ -79,8 +83,12 @@ def test_429_with_retry_after_and_500s_are_retried_and_the_run_succeeds(tmp_path
     script = ["429", "500", "ok", "503", "ok"]
     with FaultyServer(script, content=rewrite, retry_after_s=1) as server:
         start = time.monotonic()
-        result = run(SMOKE_TASK, _config(server.base_url), run_dir=tmp_path / "run",
-                     evaluator=_evaluator(tmp_path / "run"))
+        result = run(
+            SMOKE_TASK,
+            _config(server.base_url),
+            run_dir=tmp_path / "run",
+            evaluator=_evaluator(tmp_path / "run"),
+        )
         elapsed = time.monotonic() - start
     assert server.faults() == script
     # `retry-after: 1` is honoured: the SDK's own first backoff is at most 0.5 s
@@ -101,15 +109,22 @@ def test_timeouts_connection_drops_and_garbage_bodies_fail_candidates_not_the_ru
     # a row are the default `max_consecutive_model_failures`: raised here to see the fourth.
     script = ["sleep", "sleep", "close", "close", "garbage", "ok"]
     with FaultyServer(script, content=rewrite, sleep_s=3) as server:
-        cfg = _config(server.base_url, iterations=4, llm={"max_retries": 1, "timeout_s": 0.5},
-                      max_consecutive_model_failures=4)
+        cfg = _config(
+            server.base_url,
+            iterations=4,
+            llm={"max_retries": 1, "timeout_s": 0.5},
+            max_consecutive_model_failures=4,
+        )
         start = time.monotonic()
         result = run(SMOKE_TASK, cfg, run_dir=tmp_path / "run", evaluator=_evaluator(tmp_path))
         elapsed = time.monotonic() - start
     assert server.faults() == script
     statuses = _statuses(tmp_path / "run")
     assert [statuses[f"it0000{i}-c0"][0] for i in (1, 2, 3, 4)] == [
-        "failed", "failed", "failed", "evaluated"
+        "failed",
+        "failed",
+        "failed",
+        "evaluated",
     ]
     assert "Timeout" in (statuses["it00001-c0"][1] or "")
     assert "Connection" in (statuses["it00002-c0"][1] or "")
@@ -132,7 +147,9 @@ def test_empty_prose_truncated_and_non_diff_answers_are_invalid_with_reasons(
     tmp_path: Path,
 ) -> None:
     faults = [*BAD_COMPLETIONS.values(), "ok"]
-    with FaultyServer(faults, content=lambda body: "<think>radius up</think>\n" + rewrite(body)) as s:
+    with FaultyServer(
+        faults, content=lambda body: "<think>radius up</think>\n" + rewrite(body)
+    ) as s:
         cfg = _config(s.base_url, iterations=5, prompt={"diff_based": True})
         result = run(SMOKE_TASK, cfg, run_dir=tmp_path / "run", evaluator=_evaluator(tmp_path))
     statuses = _statuses(tmp_path / "run")
@@ -146,17 +163,18 @@ def test_empty_prose_truncated_and_non_diff_answers_are_invalid_with_reasons(
 def test_a_model_that_never_follows_the_format_stops_the_run_resumably(tmp_path: Path) -> None:
     never = BAD_COMPLETIONS["never_diff"]
     with FaultyServer([never], content=rewrite) as server:
-        cfg = _config(server.base_url, iterations=10, max_consecutive_failures=3,
-                      prompt={"diff_based": True})
+        cfg = _config(
+            server.base_url, iterations=10, max_consecutive_failures=3, prompt={"diff_based": True}
+        )
         result = run(SMOKE_TASK, cfg, run_dir=tmp_path / "run", evaluator=_evaluator(tmp_path))
     assert result.iterations == 3
     assert result.stop_reason and "3 consecutive iterations" in result.stop_reason
     # the checkpoint resumes: a healthy endpoint (injected) finishes the run
     with FaultyServer(["ok"], content=rewrite) as healthy:
-        llm = ChatOpenAI(model="fake-model", base_url=healthy.base_url, api_key="x",
-                         max_retries=0)
-        resumed = run(SMOKE_TASK, cfg, llm=llm, run_dir=tmp_path / "run",
-                      evaluator=_evaluator(tmp_path))
+        llm = ChatOpenAI(model="fake-model", base_url=healthy.base_url, api_key="x", max_retries=0)
+        resumed = run(
+            SMOKE_TASK, cfg, llm=llm, run_dir=tmp_path / "run", evaluator=_evaluator(tmp_path)
+        )
     assert resumed.iterations == 10 and resumed.stop_reason is None
     assert resumed.best_id is not None and resumed.best_id.startswith("it000")
 
@@ -172,15 +190,24 @@ def test_connection_refused_cli_exits_1_with_a_clear_reason(
     )
     start = time.monotonic()
     result = CliRunner().invoke(
-        app, ["run", str(SMOKE_TASK), "--iterations", "5", "--quiet", "--config", str(cfg),
-              "--out", str(tmp_path / "run")],
+        app,
+        [
+            "run",
+            str(SMOKE_TASK),
+            "--iterations",
+            "5",
+            "--quiet",
+            "--config",
+            str(cfg),
+            "--out",
+            str(tmp_path / "run"),
+        ],
     )
     assert time.monotonic() - start < 60
     assert result.exit_code == 1, result.output
     assert "2 consecutive iterations without a valid candidate" in result.output
     errors = [
-        e for e in read_events(tmp_path / "run" / "events.jsonl")
-        if e.get("node") == "generate"
+        e for e in read_events(tmp_path / "run" / "events.jsonl") if e.get("node") == "generate"
     ]
     assert errors and all("Connection" in str(e["candidates"][0]["error"]) for e in errors)
 
@@ -196,8 +223,10 @@ class Decision(BaseModel):
 @pytest.mark.parametrize(
     ("fault", "decision"),
     [
-        ('text:Sure! Here is the answer: {"decision": "retrieve", "reason": "r"} Hope it helps.',
-         "retrieve"),
+        (
+            'text:Sure! Here is the answer: {"decision": "retrieve", "reason": "r"} Hope it helps.',
+            "retrieve",
+        ),
         ('text:<think>the user wants JSON</think>{"decision": "no-op"}', "no-op"),
         ('text:```json\n{"decision": "look-up"}\n```', "look-up"),
         # truncated: the required field never arrives (langchain's JSON-mode parser completes
@@ -242,11 +271,20 @@ def test_gate_and_inner_loop_over_a_flaky_endpoint_keep_the_run_going(tmp_path: 
         return rewrite(body)
 
     with FaultyServer(script, content=content) as server:
-        cfg = _config(server.base_url, iterations=3, gate={"mode": "llm"},
-                      retrieval={"inner_rounds": 1, "search_retries": 0},
-                      llm={"max_retries": 1})
-        result = run(SMOKE_TASK, cfg, run_dir=tmp_path / "run", evaluator=_evaluator(tmp_path),
-                     searcher=FakeSearcher())
+        cfg = _config(
+            server.base_url,
+            iterations=3,
+            gate={"mode": "llm"},
+            retrieval={"inner_rounds": 1, "search_retries": 0},
+            llm={"max_retries": 1},
+        )
+        result = run(
+            SMOKE_TASK,
+            cfg,
+            run_dir=tmp_path / "run",
+            evaluator=_evaluator(tmp_path),
+            searcher=FakeSearcher(),
+        )
     assert result.iterations == 3
     events = list(read_events(tmp_path / "run" / "events.jsonl"))
     assert [e["iteration"] for e in events if e.get("node") == "record"] == [1, 2, 3]
@@ -260,11 +298,20 @@ def test_fake_model_transient_errors_are_retried_with_backoff(tmp_path: Path) ->
         responses=[ConnectionError("reset"), TimeoutError("slow"), RADIUS_UP], default=RADIUS_UP
     )
     cfg = EvoDuetConfig.model_validate(
-        {"iterations": 1, "gate": {"mode": "never"}, "population": {"num_islands": 2},
-         "llm": {"max_retries": 2}}
+        {
+            "iterations": 1,
+            "gate": {"mode": "never"},
+            "population": {"num_islands": 2},
+            "llm": {"max_retries": 2},
+        }
     )
-    result = run(load_task(SMOKE_TASK), cfg, llm=llm, run_dir=tmp_path / "run",
-                 evaluator=_evaluator(tmp_path / "run"))
+    result = run(
+        load_task(SMOKE_TASK),
+        cfg,
+        llm=llm,
+        run_dir=tmp_path / "run",
+        evaluator=_evaluator(tmp_path / "run"),
+    )
     assert llm.calls == 3
     assert result.best_id == "it00001-c0"
 
@@ -272,11 +319,20 @@ def test_fake_model_transient_errors_are_retried_with_backoff(tmp_path: Path) ->
 def test_fake_model_errors_beyond_the_retries_fail_the_candidate(tmp_path: Path) -> None:
     llm = ScriptedChatModel(responses=[ConnectionError("down")] * 3, default=RADIUS_UP)
     cfg = EvoDuetConfig.model_validate(
-        {"iterations": 1, "gate": {"mode": "never"}, "population": {"num_islands": 2},
-         "llm": {"max_retries": 1}}
+        {
+            "iterations": 1,
+            "gate": {"mode": "never"},
+            "population": {"num_islands": 2},
+            "llm": {"max_retries": 1},
+        }
     )
-    run(load_task(SMOKE_TASK), cfg, llm=llm, run_dir=tmp_path / "run",
-        evaluator=_evaluator(tmp_path / "run"))
+    run(
+        load_task(SMOKE_TASK),
+        cfg,
+        llm=llm,
+        run_dir=tmp_path / "run",
+        evaluator=_evaluator(tmp_path / "run"),
+    )
     assert llm.calls == 2
     status, error = _statuses(tmp_path / "run")["it00001-c0"]
     assert status == "failed" and "down" in (error or "")
@@ -315,8 +371,13 @@ def test_a_short_run_whose_model_never_answers_ends_failed(tmp_path: Path) -> No
     The run still ends with the model-down reason (not a quiet "done" with NDG 0).
     """
     llm = ScriptedChatModel(responses=[], default=ConnectionError("connection refused"))
-    result = run(SMOKE_TASK, _down_config(iterations=2), llm=llm, run_dir=tmp_path / "run",
-                 evaluator=_evaluator(tmp_path))
+    result = run(
+        SMOKE_TASK,
+        _down_config(iterations=2),
+        llm=llm,
+        run_dir=tmp_path / "run",
+        evaluator=_evaluator(tmp_path),
+    )
     assert result.iterations == 2
     assert result.stop_reason and result.stop_reason.startswith(MODEL_DOWN_PREFIX)
     assert "connection refused" in result.stop_reason
@@ -326,14 +387,14 @@ def test_a_short_run_whose_model_never_answers_ends_failed(tmp_path: Path) -> No
 def test_a_dead_endpoint_stops_after_the_model_failure_limit_and_resumes(tmp_path: Path) -> None:
     llm = ScriptedChatModel(responses=[], default=ConnectionError("connection refused"))
     cfg = _down_config(iterations=10)
-    result = run(SMOKE_TASK, cfg, llm=llm, run_dir=tmp_path / "run",
-                 evaluator=_evaluator(tmp_path))
+    result = run(SMOKE_TASK, cfg, llm=llm, run_dir=tmp_path / "run", evaluator=_evaluator(tmp_path))
     assert result.iterations == 3 and result.stop_reason
     assert result.stop_reason.startswith(MODEL_DOWN_PREFIX)
     assert "3 iteration(s) in a row" in result.stop_reason
     healthy = ScriptedChatModel(responses=[], default=RADIUS_UP)
-    resumed = run(SMOKE_TASK, cfg, llm=healthy, run_dir=tmp_path / "run",
-                  evaluator=_evaluator(tmp_path))
+    resumed = run(
+        SMOKE_TASK, cfg, llm=healthy, run_dir=tmp_path / "run", evaluator=_evaluator(tmp_path)
+    )
     assert resumed.iterations == 10 and resumed.stop_reason is None
 
 
@@ -341,8 +402,13 @@ def test_model_failures_that_do_not_last_do_not_stop_the_run(tmp_path: Path) -> 
     down = ConnectionError("connection refused")
     script = [down, down, RADIUS_UP, down, down, RADIUS_UP]
     llm = ScriptedChatModel(responses=script, default=RADIUS_UP)
-    result = run(SMOKE_TASK, _down_config(iterations=6), llm=llm, run_dir=tmp_path / "run",
-                 evaluator=_evaluator(tmp_path))
+    result = run(
+        SMOKE_TASK,
+        _down_config(iterations=6),
+        llm=llm,
+        run_dir=tmp_path / "run",
+        evaluator=_evaluator(tmp_path),
+    )
     assert result.iterations == 6 and result.stop_reason is None
 
 
@@ -361,8 +427,18 @@ def test_a_dead_endpoint_short_cli_run_exits_1_naming_the_model(
     cfg.write_text("llm: {model: 'openai:m', max_retries: 0}\n")
     out = tmp_path / "run"
     result = CliRunner().invoke(
-        app, ["run", str(SMOKE_TASK), "--iterations", "2", "--quiet", "--config", str(cfg),
-              "--out", str(out)],
+        app,
+        [
+            "run",
+            str(SMOKE_TASK),
+            "--iterations",
+            "2",
+            "--quiet",
+            "--config",
+            str(cfg),
+            "--out",
+            str(out),
+        ],
     )
     assert result.exit_code == 1, result.output
     assert result.output.count("the model did not answer") == 1, result.output
@@ -384,8 +460,11 @@ def test_a_connected_but_silent_endpoint_stops_the_run_within_its_call_deadlines
     ``max_consecutive_model_failures`` iterations, not after an hour.
     """
     with FaultyServer(["sleep"], content=rewrite, sleep_s=30) as server:
-        cfg = _config(server.base_url, iterations=10,
-                      llm={"max_retries": 3, "timeout_s": 300, "call_deadline_s": 1.0})
+        cfg = _config(
+            server.base_url,
+            iterations=10,
+            llm={"max_retries": 3, "timeout_s": 300, "call_deadline_s": 1.0},
+        )
         start = time.monotonic()
         result = run(SMOKE_TASK, cfg, run_dir=tmp_path / "run", evaluator=_evaluator(tmp_path))
         elapsed = time.monotonic() - start

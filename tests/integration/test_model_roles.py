@@ -60,17 +60,24 @@ def test_each_role_calls_its_model_and_cost_is_per_model(smoke_task_dir, tmp_pat
         "hypothetical_score": {"cheap"},
         "generate": {"strong"},
     }
-    temps = {b.get("temperature") for b in requests
-             if prompt_kind(convert_to_messages(b["messages"])) == "hypothetical_score"}
+    temps = {
+        b.get("temperature")
+        for b in requests
+        if prompt_kind(convert_to_messages(b["messages"])) == "hypothetical_score"
+    }
     assert temps == {0.0}
 
     events = list(read_events(rdir / "events.jsonl"))
     [start] = [e for e in events if e["event"] == "run_start"]
-    assert start["roles"] == {"gate": "openai:cheap", "construct_query": "openai:cheap",
-                              "hypothetical_score": "openai:cheap"}
+    assert start["roles"] == {
+        "gate": "openai:cheap",
+        "construct_query": "openai:cheap",
+        "hypothetical_score": "openai:cheap",
+    }
     gate_models = {m for e in events if e.get("node") == "gate" for m in e.get("llm_by_model", {})}
-    gen_models = {m for e in events if e.get("node") == "generate"
-                  for m in e.get("llm_by_model", {})}
+    gen_models = {
+        m for e in events if e.get("node") == "generate" for m in e.get("llm_by_model", {})
+    }
     assert gate_models == {"cheap"} and gen_models == {"strong"}
 
     models = run_summary(rdir)["llm_models"]
@@ -87,7 +94,7 @@ def test_each_role_calls_its_model_and_cost_is_per_model(smoke_task_dir, tmp_pat
         sum(u["usd"] for u in models.values())
     )
     md = report_markdown(rdir)
-    section = md[md.index("## LLM usage per model"):]
+    section = md[md.index("## LLM usage per model") :]
     assert "| cheap |" in section and "| strong |" in section
 
 
@@ -100,8 +107,11 @@ def test_joint_search_runs_on_the_generate_role_model(smoke_task_dir, tmp_path, 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     responder = KnowledgeResponder(
         generate=RADIUS_UP,
-        joint=lambda i, _p: {"action": "search", "query": "hull area"} if i == 0
-        else {"action": "answer", "query": ""},
+        joint=lambda i, _p: (
+            {"action": "search", "query": "hull area"}
+            if i == 0
+            else {"action": "answer", "query": ""}
+        ),
     )
 
     def answer(body):
@@ -133,8 +143,7 @@ def test_joint_search_runs_on_the_generate_role_model(smoke_task_dir, tmp_path, 
     assert {b["model"] for b in requests} == {"gen"}
 
 
-def test_stateless_gate_and_rerank_run_on_their_role_models(smoke_task_dir, tmp_path,
-                                                             monkeypatch):
+def test_stateless_gate_and_rerank_run_on_their_role_models(smoke_task_dir, tmp_path, monkeypatch):
     """The stateless gate and listwise rerank call their role models.
 
     Issue 15's stateless gate (``use_search_database: false``) and listwise rerank call the
@@ -153,8 +162,12 @@ def test_stateless_gate_and_rerank_run_on_their_role_models(smoke_task_dir, tmp_
                 "population": {"num_islands": 2},
                 "novelty": {"enabled": False},
                 "gate": {"mode": "llm"},
-                "retrieval": {"inner_rounds": 1, "search_retries": 0,
-                              "ranking": "listwise_rerank", "use_search_database": False},
+                "retrieval": {
+                    "inner_rounds": 1,
+                    "search_retries": 0,
+                    "ranking": "listwise_rerank",
+                    "use_search_database": False,
+                },
                 "llm": {
                     "model": "openai:strong",
                     "base_url": server.base_url,
@@ -171,7 +184,14 @@ def test_stateless_gate_and_rerank_run_on_their_role_models(smoke_task_dir, tmp_
         by_kind.setdefault(prompt_kind(convert_to_messages(body["messages"])), set()).add(
             body["model"]
         )
-    assert by_kind == {"gate": {"cheap"}, "construct_query": {"strong"},
-                      "rerank": {"ranker"}, "generate": {"strong"}}
-    assert any("every search starts from scratch" in str(b["messages"]) for b in requests
-               if b["model"] == "cheap")
+    assert by_kind == {
+        "gate": {"cheap"},
+        "construct_query": {"strong"},
+        "rerank": {"ranker"},
+        "generate": {"strong"},
+    }
+    assert any(
+        "every search starts from scratch" in str(b["messages"])
+        for b in requests
+        if b["model"] == "cheap"
+    )

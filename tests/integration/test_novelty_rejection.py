@@ -36,7 +36,9 @@ def _config(**kw) -> EvoDuetConfig:
 
 
 def _evaluator(cfg: EvoDuetConfig, log: Path) -> CountingEvaluator:
-    return CountingEvaluator(SandboxEvaluator.from_config(load_task(SMOKE_TASK), cfg.evaluation), log)
+    return CountingEvaluator(
+        SandboxEvaluator.from_config(load_task(SMOKE_TASK), cfg.evaluation), log
+    )
 
 
 def echo(note: str):
@@ -202,8 +204,9 @@ def test_a_failing_check_lets_the_candidate_through(tmp_path):
     evaluator = _evaluator(cfg, tmp_path / "evaluated.jsonl")
     result = run(SMOKE_TASK, cfg, llm=llm, evaluator=evaluator, run_dir=tmp_path / "run")
     assert result.iterations == 1 and result.best_id == "it00001-c0" and llm.calls == 1
-    errors = [e for e in read_events(tmp_path / "run" / "events.jsonl")
-              if e["event"] == "novelty_error"]
+    errors = [
+        e for e in read_events(tmp_path / "run" / "events.jsonl") if e["event"] == "novelty_error"
+    ]
     assert len(errors) == 1 and "embeddings service unreachable" in errors[0]["error"]
     assert run_summary(tmp_path / "run")["fallbacks"]["novelty_error"] == 1
 
@@ -239,7 +242,11 @@ def test_a_model_that_only_repeats_does_not_stop_the_run_early(tmp_path):
 def test_kill_and_resume_around_rejections_reproduce_the_uninterrupted_run(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "tests.novelty_harness", "--out", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     assert proc.stdout.strip(), proc.stderr[-4000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -249,5 +256,7 @@ def test_kill_and_resume_around_rejections_reproduce_the_uninterrupted_run(tmp_p
     assert len(summary["scenarios"]) >= 6
     assert summary["failed"] == [], json.dumps(summary["failed"], indent=1)
     assert {s["label"] for s in summary["scenarios"]} >= {
-        "event:novelty_rejected", "llm:generate", "store:put_program"
+        "event:novelty_rejected",
+        "llm:generate",
+        "store:put_program",
     }

@@ -124,8 +124,13 @@ def test_tokens_per_second_leave_out_inclusive_nodes():
     status = RunStatus()
     for node, tokens, latency in (("gate", 100, 2.0), ("retrieve", 500, 5.0), ("search", 0, 0)):
         status.update(
-            {"event": "node", "node": node, "llm_calls": 1, "output_tokens": tokens,
-             "llm_latency_s": latency}
+            {
+                "event": "node",
+                "node": node,
+                "llm_calls": 1,
+                "output_tokens": tokens,
+                "llm_latency_s": latency,
+            }
         )
     assert status.tokens_per_s == pytest.approx(50.0) and status.llm_calls == 2
     assert "LLM 2 calls, 100 tokens, 50.0 tok/s" in status.lines()[-1]
@@ -158,8 +163,17 @@ def test_cli_run_json_lines(smoke_task_dir, tmp_path, monkeypatch):
     out = tmp_path / "run"
     result = CliRunner().invoke(
         app,
-        ["run", str(smoke_task_dir), "--iterations", "2", "--out", str(out), "--json",
-         "--gate", "never"],
+        [
+            "run",
+            str(smoke_task_dir),
+            "--iterations",
+            "2",
+            "--out",
+            str(out),
+            "--json",
+            "--gate",
+            "never",
+        ],
     )
     assert result.exit_code == 0, result.output
     lines = [json.loads(line) for line in result.stdout.strip().splitlines()]

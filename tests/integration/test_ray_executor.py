@@ -33,7 +33,9 @@ ANGLES = "    angles = np.linspace(0.0, spread, N_POINTS, endpoint=False)"
 #: A child that sleeps past the 6 s timeout the tests configure.
 SLEEPER = diff(ANGLES, f"    import time\n    time.sleep(60)\n{ANGLES}")
 #: A child that kills the process that started it: the Ray worker running its task.
-WORKER_KILLER = diff(ANGLES, f"    import os, signal\n    os.kill(os.getppid(), signal.SIGKILL)\n{ANGLES}")
+WORKER_KILLER = diff(
+    ANGLES, f"    import os, signal\n    os.kill(os.getppid(), signal.SIGKILL)\n{ANGLES}"
+)
 
 
 @pytest.fixture(scope="module")
@@ -85,8 +87,7 @@ def _rows(run_dir: Path) -> dict[str, tuple]:
     store = ProgramStore(run_dir / "programs.sqlite")
     try:
         return {
-            r.id: (r.status, r.valid, r.score, r.error, r.metrics)
-            for r in store.all_programs()
+            r.id: (r.status, r.valid, r.score, r.error, r.metrics) for r in store.all_programs()
         }
     finally:
         store.close()
@@ -110,8 +111,10 @@ def test_config_validation(tmp_path):
         ("evaluation:\n  executor: ray\n  ray_address: http://head\n", "ray://HOST:PORT"),
         ("evaluation:\n  executor: ray\n  ray_address: head:99999\n", "head:99999"),
         ("evaluation:\n  ray_address: auto\n", "set evaluation.executor: ray"),
-        ("evaluation:\n  executor: ray\n  ray_num_cpus_per_candidate: 0\n",
-         "ray_num_cpus_per_candidate"),
+        (
+            "evaluation:\n  executor: ray\n  ray_num_cpus_per_candidate: 0\n",
+            "ray_num_cpus_per_candidate",
+        ),
     ]
     for text, needle in bad:
         path = tmp_path / "c.yaml"
@@ -133,7 +136,11 @@ def test_local_executor_never_imports_ray():
     )
     proc = subprocess.run(
         [sys.executable, "-c", code],
-        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
 
@@ -174,8 +181,19 @@ def test_unreachable_cluster_cli_exit_code_2(tmp_path, no_ray, monkeypatch):
     out = tmp_path / "run"
     result = CliRunner().invoke(
         app,
-        ["run", str(SMOKE_TASK), "--iterations", "1", "--model", "openai:gpt-4o-mini",
-         "--quiet", "--config", str(cfg), "--out", str(out)],
+        [
+            "run",
+            str(SMOKE_TASK),
+            "--iterations",
+            "1",
+            "--model",
+            "openai:gpt-4o-mini",
+            "--quiet",
+            "--config",
+            str(cfg),
+            "--out",
+            str(out),
+        ],
     )
     lines = [ln for ln in result.output.splitlines() if ln.strip()]
     assert result.exit_code == 2, result.output
@@ -285,7 +303,11 @@ def test_an_address_that_answers_but_is_not_ray_fails_after_the_deadline(monkeyp
     try:
         proc = subprocess.run(
             [sys.executable, "-c", code, f"127.0.0.1:{port}"],
-            cwd=ROOT, capture_output=True, text=True, timeout=90, check=False,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
         )
     finally:
         listener.close()
@@ -306,8 +328,8 @@ def test_under_the_namespace_a_candidate_cannot_kill_its_ray_worker(local_ray, t
             assert "detected, not prevented" in " ".join(evaluator.isolation.warnings())
             return
         killer = task.initial_program.replace(
-            "    radius = 0.6 ", "    import os, signal\n    os.kill(os.getppid(), signal.SIGKILL)\n"
             "    radius = 0.6 ",
+            "    import os, signal\n    os.kill(os.getppid(), signal.SIGKILL)\n    radius = 0.6 ",
         )
         assert killer != task.initial_program
         outcome, after = evaluator.evaluate_many([killer, task.initial_program], ["k", "i"])

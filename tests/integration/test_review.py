@@ -46,11 +46,19 @@ def test_reviewer_edits_the_queries_and_the_edited_ones_are_searched(smoke_task_
         return ["regular polygon area unit circle"]
 
     rdir = tmp_path / "run"
-    result = run(smoke_task_dir, _config(), llm=_llm(), run_dir=rdir, searcher=searcher,
-                 review=reviewer)
+    result = run(
+        smoke_task_dir, _config(), llm=_llm(), run_dir=rdir, searcher=searcher, review=reviewer
+    )
     assert result.iterations == 1 and result.stop_reason is None
-    assert seen == [{"kind": "review_queries", "iteration": 1, "round": 0,
-                     "queries": ["query 0"], "knowledge_gap": None}]
+    assert seen == [
+        {
+            "kind": "review_queries",
+            "iteration": 1,
+            "round": 0,
+            "queries": ["query 0"],
+            "knowledge_gap": None,
+        }
+    ]
     assert searcher.queries == ["regular polygon area unit circle"]
     [record] = SearchDatabase(rdir / "search_database.jsonl").records()
     assert "regular polygon area unit circle" in str(record.model_dump())
@@ -85,8 +93,9 @@ def test_a_malformed_answer_is_refused_and_asked_again(smoke_task_dir, tmp_path)
         return answers[len(payloads) - 1]
 
     rdir = tmp_path / "run"
-    done = run(smoke_task_dir, _config(), llm=_llm(), run_dir=rdir, searcher=searcher,
-               review=reviewer)
+    done = run(
+        smoke_task_dir, _config(), llm=_llm(), run_dir=rdir, searcher=searcher, review=reviewer
+    )
     assert done.iterations == 1 and searcher.queries == ["edited query"]
     assert "error" not in payloads[0]
     assert "list of query strings" in payloads[1]["error"]
@@ -112,23 +121,35 @@ def test_gate_review_changes_the_decision_without_asking_the_model_twice(smoke_t
     assert payloads[0]["decision"] == "retrieve" and payloads[0]["kind"] == "review_gate"
     gates = [m for m in llm.prompts if "You decide whether an evolutionary" in str(m[0].content)]
     assert len(gates) == 1
-    [decision] = [e for e in read_events(rdir / "events.jsonl")
-                  if e["event"] == "node" and e["node"] == "gate"]
+    [decision] = [
+        e
+        for e in read_events(rdir / "events.jsonl")
+        if e["event"] == "node" and e["node"] == "gate"
+    ]
     assert decision["gate_decision"] == "no-op"
 
 
 def test_gate_review_refuses_a_look_up_of_unknown_documents(smoke_task_dir, tmp_path):
     cfg = _config(**{"gate.review": True, "retrieval.review_queries": False})
-    answers: list[Any] = [{"decision": "look-up", "document_ids": ["doc_999999"]}, "maybe",
-                          "retrieve"]
+    answers: list[Any] = [
+        {"decision": "look-up", "document_ids": ["doc_999999"]},
+        "maybe",
+        "retrieve",
+    ]
     errors: list[str | None] = []
 
     def reviewer(payload: dict[str, Any]) -> Any:
         errors.append(payload.get("error"))
         return answers[len(errors) - 1]
 
-    result = run(smoke_task_dir, cfg, llm=_llm(), run_dir=tmp_path / "run",
-                 searcher=FakeSearcher(), review=reviewer)
+    result = run(
+        smoke_task_dir,
+        cfg,
+        llm=_llm(),
+        run_dir=tmp_path / "run",
+        searcher=FakeSearcher(),
+        review=reviewer,
+    )
     assert result.iterations == 1
     assert errors[0] is None and "unknown: doc_999999" in errors[1]
     assert "one of no-op, look-up, retrieve" in errors[2]
@@ -140,8 +161,14 @@ def test_gate_review_wraps_the_stateless_gate_and_refuses_a_look_up(smoke_task_d
     ``retrieval.use_search_database: false`` (issue 15's stateless gate) is reviewed like
     the method's gate; a reviewer's look-up is refused (there is no search database).
     """
-    cfg = _config(**{"gate.mode": "llm", "gate.review": True, "retrieval.review_queries": False,
-                     "retrieval.use_search_database": False})
+    cfg = _config(
+        **{
+            "gate.mode": "llm",
+            "gate.review": True,
+            "retrieval.review_queries": False,
+            "retrieval.use_search_database": False,
+        }
+    )
     llm = _llm(gate="retrieve")
     payloads: list[dict[str, Any]] = []
     answers: list[Any] = [{"decision": "look-up", "document_ids": ["doc_000001"]}, "no-op"]
@@ -158,19 +185,22 @@ def test_gate_review_wraps_the_stateless_gate_and_refuses_a_look_up(smoke_task_d
     assert "use_search_database is false" in payloads[1]["error"]
     gates = [m for m in llm.prompts if "No earlier\nsearch results are kept" in str(m[0].content)]
     assert len(gates) == 1  # the stateless prompt, asked once
-    [decision] = [e for e in read_events(rdir / "events.jsonl")
-                  if e["event"] == "node" and e["node"] == "gate"]
+    [decision] = [
+        e
+        for e in read_events(rdir / "events.jsonl")
+        if e["event"] == "node" and e["node"] == "gate"
+    ]
     assert decision["gate_decision"] == "no-op"
     assert not (rdir / "search_database.jsonl").exists()  # stateless: nothing written
 
 
 def test_the_oracle_mode_is_not_reviewed(smoke_task_dir, tmp_path):
     """``gate.mode: oracle`` makes no decision, so ``gate.review`` has nothing to ask."""
-    cfg = _config(**{"gate.mode": "oracle", "gate.review": True,
-                     "retrieval.review_queries": False})
+    cfg = _config(**{"gate.mode": "oracle", "gate.review": True, "retrieval.review_queries": False})
     asked: list[Any] = []
     rdir = tmp_path / "run"
-    done = run(smoke_task_dir, cfg, llm=_llm(), run_dir=rdir, searcher=FakeSearcher(),
-               review=asked.append)
+    done = run(
+        smoke_task_dir, cfg, llm=_llm(), run_dir=rdir, searcher=FakeSearcher(), review=asked.append
+    )
     assert done.iterations == 1 and done.stop_reason is None and asked == []
     assert _events(rdir, "review") == []

@@ -70,7 +70,9 @@ def test_three_iterations_valid_invalid_garbage(smoke_task_dir, tmp_path):
     assert [h["iteration"] for h in result.history] == [1, 2, 3]
 
     # the invalid diff's reason reaches the next prompt (and only after it happened)
-    second_prompt, third_prompt = ("\n".join(str(m.content) for m in llm.prompts[i]) for i in (1, 2))
+    second_prompt, third_prompt = (
+        "\n".join(str(m.content) for m in llm.prompts[i]) for i in (1, 2)
+    )
     reason = rows["it00002-c0"].error or ""
     assert "the SEARCH text was not found" in reason
     assert "### Iteration 2, from initial: invalid\nError: " + reason in third_prompt
@@ -98,13 +100,10 @@ def test_build_graph_invoke_with_in_memory_saver(smoke_task_dir):
     llm = ScriptedChatModel(responses=[RADIUS_UP, SPREAD_UP])
     ctx = build_context(task, cfg, None, llm=llm)
     graph = build_graph().compile(checkpointer=InMemorySaver())
-    state = graph.invoke(
-        {"max_iterations": 2}, {"configurable": {"thread_id": "t"}}, context=ctx
-    )
+    state = graph.invoke({"max_iterations": 2}, {"configurable": {"thread_id": "t"}}, context=ctx)
     assert state["iteration"] == 2
     assert state["best_score"] > state["initial_score"]
     assert len(ctx.population) >= 2
-
 
 
 class _Interrupted(Exception):
@@ -122,8 +121,14 @@ def test_run_checkpoints_to_the_user_checkpointer_and_resumes_from_it(smoke_task
 
     first_llm = ScriptedChatModel(responses=[RADIUS_UP])
     with pytest.raises(_Interrupted):
-        run(smoke_task_dir, _config(), llm=first_llm, checkpointer=saver, run_dir=rdir,
-            progress=stop_after_first_record)
+        run(
+            smoke_task_dir,
+            _config(),
+            llm=first_llm,
+            checkpointer=saver,
+            run_dir=rdir,
+            progress=stop_after_first_record,
+        )
     assert first_llm.calls == 1
     assert json.loads((rdir / "run.json").read_text())["thread_id"] == THREAD_ID
     saved = saver.get_tuple(thread)
@@ -143,9 +148,13 @@ def test_run_checkpoints_to_the_user_checkpointer_and_resumes_from_it(smoke_task
     assert [e["resumed"] for e in starts] == [False, True]
     store = ProgramStore(rdir / "programs.sqlite")
     assert [r.id for r in store.all_programs()] == [
-        "initial", "it00001-c0", "it00002-c0", "it00003-c0"
+        "initial",
+        "it00001-c0",
+        "it00002-c0",
+        "it00003-c0",
     ]
     store.close()
+
 
 def test_custom_gate_node_swaps_in(smoke_task_dir, tmp_path):
     seen = []
@@ -155,8 +164,13 @@ def test_custom_gate_node_swaps_in(smoke_task_dir, tmp_path):
         return {"gate_decision": "no-op", "gate_reason": "custom"}
 
     llm = ScriptedChatModel(responses=[], default=RADIUS_UP)
-    run(smoke_task_dir, _config(iterations=2), llm=llm, run_dir=tmp_path / "r",
-        nodes={"gate": my_gate})
+    run(
+        smoke_task_dir,
+        _config(iterations=2),
+        llm=llm,
+        run_dir=tmp_path / "r",
+        nodes={"gate": my_gate},
+    )
     assert seen == [1, 2]
 
 

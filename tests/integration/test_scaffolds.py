@@ -396,7 +396,9 @@ def test_evox_revises_on_stagnation_and_records_each_strategy_with_its_effect(
     ]
     # the revision is its own node: select makes no model call
     assert [e["llm_calls"] for e in _node_events(rdir, "select")] == [0] * 6
-    revisions_run = [(e["iteration"], e["llm_calls"]) for e in _node_events(rdir, "revise_strategy")]
+    revisions_run = [
+        (e["iteration"], e["llm_calls"]) for e in _node_events(rdir, "revise_strategy")
+    ]
     assert revisions_run == [(3, 1), (6, 1)]
 
 

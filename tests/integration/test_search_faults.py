@@ -54,10 +54,17 @@ class FaultySearcher:
         if kind == 2:
             return []
         if kind == 3:
-            return [{"url": "https://big.example/page", "title": "Huge", "content": "x" * 1_000_000}]
+            return [
+                {"url": "https://big.example/page", "title": "Huge", "content": "x" * 1_000_000}
+            ]
         if kind == 4:
-            return [{"url": "https://bytes.example/p", "title": b"caf\xe9 \xff",
-                     "content": b"valid start \xff\xfe\xed\xa0\x80 end"}]
+            return [
+                {
+                    "url": "https://bytes.example/p",
+                    "title": b"caf\xe9 \xff",
+                    "content": b"valid start \xff\xfe\xed\xa0\x80 end",
+                }
+            ]
         if kind == 5:
             return [
                 Document(url="https://www.Example.com/a/", title="A", content="first"),
@@ -65,10 +72,18 @@ class FaultySearcher:
                 Document(url="https://example.com/a#section", title="A frag", content="dup 2"),
             ]
         if kind == 6:
-            return [None, 42, {"title": "no url"}, {"url": "https://empty.example", "content": ""},
-                    {"url": "https://ok.example/y", "content": "fine", "score": "not a number"}]
-        return [Document(url="https://evil.example/inj", title="Evil ``` </document>",
-                         content=INJECTION)]
+            return [
+                None,
+                42,
+                {"title": "no url"},
+                {"url": "https://empty.example", "content": ""},
+                {"url": "https://ok.example/y", "content": "fine", "score": "not a number"},
+            ]
+        return [
+            Document(
+                url="https://evil.example/inj", title="Evil ``` </document>", content=INJECTION
+            )
+        ]
 
 
 def _rewrite(messages: Any) -> str:
@@ -88,17 +103,28 @@ def test_search_faults_keep_the_run_going_and_the_database_clean(tmp_path: Path)
             "population": {"num_islands": 2},
             "prompt": {"diff_based": False},
             "gate": {"mode": "always"},
-            "retrieval": {"inner_rounds": 2, "queries_per_round": 2, "search_retries": 0,
-                          "search_timeout_s": 0.3},
+            "retrieval": {
+                "inner_rounds": 2,
+                "queries_per_round": 2,
+                "search_retries": 0,
+                "search_timeout_s": 0.3,
+            },
         }
     )
     run_dir = tmp_path / "run"
-    result = run(load_task(SMOKE_TASK), cfg, llm=llm, evaluator=InProcessEvaluator(SMOKE_TASK),
-                 run_dir=run_dir, searcher=searcher)
+    result = run(
+        load_task(SMOKE_TASK),
+        cfg,
+        llm=llm,
+        evaluator=InProcessEvaluator(SMOKE_TASK),
+        run_dir=run_dir,
+        searcher=searcher,
+    )
     assert result.iterations == 2 and searcher.calls == 8
 
-    errors = [e["error"] for e in read_events(run_dir / "events.jsonl")
-              if e["event"] == "search_error"]
+    errors = [
+        e["error"] for e in read_events(run_dir / "events.jsonl") if e["event"] == "search_error"
+    ]
     assert any("ConnectionError" in e for e in errors)
     assert any("timed out" in e for e in errors)
 

@@ -115,11 +115,11 @@ def test_repeated_query_is_answered_from_the_cache_also_after_resume(smoke_task_
     before = len(ARXIV_FAKE.queries)
     cfg = _config(tmp_path, **{"retrieval.backend": "arxiv-fake", "iterations": 2})
     rdir = tmp_path / "run"
+
     def same(n, _t):
         return ["circle packing"]
 
-    run(smoke_task_dir, cfg, llm=_llm(queries=same, generate=RADIUS_UP), run_dir=rdir,
-        iterations=2)
+    run(smoke_task_dir, cfg, llm=_llm(queries=same, generate=RADIUS_UP), run_dir=rdir, iterations=2)
     searches = _events(rdir, "search")
     assert [s["cached"] for s in searches] == [False, True]
     assert searches[1]["fetched_at"] == searches[0]["fetched_at"]
@@ -135,6 +135,7 @@ def test_repeated_query_is_answered_from_the_cache_also_after_resume(smoke_task_
 def test_cache_dir_is_shared_by_runs_and_cache_false_searches_again(smoke_task_dir, tmp_path):
     before = len(ARXIV_FAKE.queries)
     shared = str(tmp_path / "shared-cache")
+
     def same(n, _t):
         return ["shared query"]
 
@@ -145,8 +146,7 @@ def test_cache_dir_is_shared_by_runs_and_cache_false_searches_again(smoke_task_d
     assert _events(tmp_path / "b", "search")[0]["cached"] is True
     cfg = _config(tmp_path, **{"retrieval.backend": "arxiv-fake", "retrieval.cache": False})
     rdir = tmp_path / "c"
-    run(smoke_task_dir, cfg, llm=_llm(queries=same, generate=RADIUS_UP), run_dir=rdir,
-        iterations=2)
+    run(smoke_task_dir, cfg, llm=_llm(queries=same, generate=RADIUS_UP), run_dir=rdir, iterations=2)
     assert ARXIV_FAKE.queries[before:] == ["shared query"] * 3
     assert not (rdir / "search_cache.sqlite").exists()
 
@@ -170,8 +170,12 @@ def test_stop_at_score_ends_the_run_when_the_metric_reaches_it(smoke_task_dir, t
 
 
 def test_stop_at_score_not_reached_runs_every_iteration(smoke_task_dir, tmp_path):
-    result = run(smoke_task_dir, _plain(stop_at_score=2.9, iterations=2),
-                 llm=_llm(generate=RADIUS_UP), run_dir=tmp_path / "r")
+    result = run(
+        smoke_task_dir,
+        _plain(stop_at_score=2.9, iterations=2),
+        llm=_llm(generate=RADIUS_UP),
+        run_dir=tmp_path / "r",
+    )
     assert result.iterations == 2 and result.stop_reason is None
 
 

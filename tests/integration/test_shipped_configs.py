@@ -99,7 +99,9 @@ def _grounding_file(tmp_path: Path) -> Path:
     path = tmp_path / "grounding.jsonl"
     path.write_text(
         "\n".join(
-            json.dumps({"url": f"https://seed.example/{i}", "title": f"Seed {i}", "content": f"c{i}"})
+            json.dumps(
+                {"url": f"https://seed.example/{i}", "title": f"Seed {i}", "content": f"c{i}"}
+            )
             for i in range(2)
         )
         + "\n",
@@ -176,9 +178,7 @@ def _last_improvement(improved: set[int], i: int) -> int:
     return max((j for j in improved if j < i), default=0)
 
 
-def _check_gate(
-    cfg: EvoDuetConfig, rdir: Path, kinds: Counter, improved: set[int]
-) -> list[str]:
+def _check_gate(cfg: EvoDuetConfig, rdir: Path, kinds: Counter, improved: set[int]) -> list[str]:
     """Assert the gate decided as ``cfg.gate.mode`` says; return its decisions by iteration."""
     gates = _node_events(rdir, "gate")
     decisions = _by_iteration(gates, "gate_decision")

@@ -123,8 +123,16 @@ def _dev_server(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -
     }
     log = (tmp_path / "server.log").open("w")
     server = subprocess.Popen(
-        [str(_langgraph_cli()), "dev", "--host", "127.0.0.1", "--port", str(port),
-         "--no-browser", *args],
+        [
+            str(_langgraph_cli()),
+            "dev",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-browser",
+            *args,
+        ],
         cwd=ROOT,
         env=full_env,
         stdout=log,
@@ -193,18 +201,26 @@ def test_a_studio_thread_with_only_the_task_as_input_survives_the_file_watcher(t
     responder = KnowledgeResponder(gate=["retrieve", "no-op"], generate=growing_radius())
     with FaultyServer(["ok"], content=responder_content(responder)) as model:
         base = tmp_path / "studio.yaml"
-        base.write_text(yaml.safe_dump({
-            "llm": {"model": "openai:scripted", "base_url": model.base_url, "max_retries": 0},
-            "retrieval": {"offline_include_pydoc": []},  # the task's docs only: a small index
-            "evaluation": {"workers": 1},
-        }))
+        base.write_text(
+            yaml.safe_dump(
+                {
+                    "llm": {
+                        "model": "openai:scripted",
+                        "base_url": model.base_url,
+                        "max_retries": 0,
+                    },
+                    "retrieval": {
+                        "offline_include_pydoc": []
+                    },  # the task's docs only: a small index
+                    "evaluation": {"workers": 1},
+                }
+            )
+        )
         data = tmp_path / "data"  # the user's data folder (XDG_DATA_HOME), not the project
         # the default root under XDG_DATA_HOME; an inherited EVODUET_RUNS_DIR would move it
         env = {"EVODUET_CONFIG": str(base), "XDG_DATA_HOME": str(data), "EVODUET_RUNS_DIR": ""}
         # info: uvicorn then logs the reloader it starts ("... using WatchFiles")
-        with _dev_server(
-            tmp_path, "--server-log-level", "info", env=env
-        ) as (client, server):
+        with _dev_server(tmp_path, "--server-log-level", "info", env=env) as (client, server):
             thread = client.threads.create()
             result = client.runs.wait(
                 thread["thread_id"],
@@ -220,12 +236,16 @@ def test_a_studio_thread_with_only_the_task_as_input_survives_the_file_watcher(t
     assert values["iteration"] == 3 and values["best_id"] == "it00003-c0"
     run_dir = data / "evoduet_graph" / "runs" / "threads" / thread["thread_id"]
     assert Path(values["run_dir"]) == run_dir.resolve()
-    bests = [e for e in read_events(run_dir / "events.jsonl")
-             if e.get("node") == "record" and "best_score" in e]
+    bests = [
+        e
+        for e in read_events(run_dir / "events.jsonl")
+        if e.get("node") == "record" and "best_score" in e
+    ]
     assert [e["iteration"] for e in bests] == [1, 2, 3]  # a new best program each iteration
     assert json.loads((run_dir / "best_program.json").read_text())["id"] == "it00003-c0"
-    decisions = [e["gate_decision"] for e in read_events(run_dir / "events.jsonl")
-                 if e.get("node") == "gate"]
+    decisions = [
+        e["gate_decision"] for e in read_events(run_dir / "events.jsonl") if e.get("node") == "gate"
+    ]
     assert decisions == ["retrieve", "no-op", "no-op"]  # the LLM gate: the method, by default
     assert not (ROOT / "runs" / "studio" / thread["thread_id"]).exists()
 

@@ -70,7 +70,10 @@ def test_model_calls_carry_run_name_and_graph_metadata(smoke_task_dir, tmp_path)
     by_id = {r.id: r for r in runs}
     model_runs = [r for r in runs if r.run_type == "llm"]
     assert {r.name for r in model_runs} == {
-        "gate.llm", "construct_query.llm", "hypothetical_score.llm", "generate.llm"
+        "gate.llm",
+        "construct_query.llm",
+        "hypothetical_score.llm",
+        "generate.llm",
     }
     for r in model_runs:
         node = r.name.removesuffix(".llm")

@@ -29,15 +29,27 @@ def hand_made_env() -> Env:
     for pid, (iteration, parent, score, valid, error) in PROGRAMS.items():
         code = None if error else f"def run():\n    return {pid!r}\n"
         env.ctx.store.put_program(
-            ProgramRow(id=pid, code=code, parent_id=parent, iteration=iteration,
-                       kind="initial" if parent is None else "rewrite",
-                       status="invalid" if error else "evaluated", score=score, valid=valid,
-                       error=error)
+            ProgramRow(
+                id=pid,
+                code=code,
+                parent_id=parent,
+                iteration=iteration,
+                kind="initial" if parent is None else "rewrite",
+                status="invalid" if error else "evaluated",
+                score=score,
+                valid=valid,
+                error=error,
+            )
         )
         if code is not None and score is not None:
             env.ctx.population.add(
-                ProgramEntry(id=pid, score=score, iteration=iteration, parent_id=parent,
-                             code_length=len(code)),
+                ProgramEntry(
+                    id=pid,
+                    score=score,
+                    iteration=iteration,
+                    parent_id=parent,
+                    code_length=len(code),
+                ),
                 code,
                 iteration=iteration,
             )

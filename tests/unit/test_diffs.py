@@ -465,7 +465,10 @@ def solve(n):
 def _rewrite_with_import(markers: bool, imports: str = "from math import sqrt, fsum\n") -> str:
     region = f"# EVOLVE-BLOCK-START\n{USES_SQRT}# EVOLVE-BLOCK-END\n" if markers else USES_SQRT
     return (
-        "```python\nimport numpy as np\n" + imports + "\nLIMIT = 10\n\n\n" + region
+        "```python\nimport numpy as np\n"
+        + imports
+        + "\nLIMIT = 10\n\n\n"
+        + region
         + "\n\ndef run():\n    total = 0\n    return solve(LIMIT) + total\n```"
     )
 
@@ -502,12 +505,16 @@ def test_hoisted_imports_skip_future_and_duplicates_and_follow_the_block_indenta
     assert "__future__" not in cand.code  # must stay first in a file: not moved into a block
     assert cand.code.count("import math") == 1 and cand.code.count("import numpy") == 1
 
-    nested = "def outer():\n    # EVOLVE-BLOCK-START\n    x = 1\n    # EVOLVE-BLOCK-END\n    return x\n"
+    nested = (
+        "def outer():\n    # EVOLVE-BLOCK-START\n    x = 1\n    # EVOLVE-BLOCK-END\n    return x\n"
+    )
     answer = (
         "```python\nimport json\ndef outer():\n    # EVOLVE-BLOCK-START\n"
         "    x = len(json.dumps([1]))\n    # EVOLVE-BLOCK-END\n    return x\n```"
     )
-    child = candidate_from_response(nested, answer, diff_based=False, restrict_to_evolve_blocks=True)
+    child = candidate_from_response(
+        nested, answer, diff_based=False, restrict_to_evolve_blocks=True
+    )
     assert child.code == (
         "def outer():\n    # EVOLVE-BLOCK-START\n    import json\n"
         "    x = len(json.dumps([1]))\n    # EVOLVE-BLOCK-END\n    return x\n"

@@ -57,10 +57,26 @@ fragment = st.one_of(
     st.sampled_from(PARENT_LINES),
     marker.map(lambda m: f"{m} SEARCH" if m[0] == "<" else f"{m} REPLACE" if m[0] == ">" else m),
     st.sampled_from(
-        ["```python", "```", "~~~", "<think>", "</think>", "<thinking>", "# EVOLVE-BLOCK-START",
-         "# EVOLVE-BLOCK-END", "", "    ", "Here is my change:", "    radius = 1.0",
-         "    return None", "def make_points(:", "\t", "<<<<<<< SEARCH", "=======",
-         ">>>>>>> REPLACE"]
+        [
+            "```python",
+            "```",
+            "~~~",
+            "<think>",
+            "</think>",
+            "<thinking>",
+            "# EVOLVE-BLOCK-START",
+            "# EVOLVE-BLOCK-END",
+            "",
+            "    ",
+            "Here is my change:",
+            "    radius = 1.0",
+            "    return None",
+            "def make_points(:",
+            "\t",
+            "<<<<<<< SEARCH",
+            "=======",
+            ">>>>>>> REPLACE",
+        ]
     ),
     st.text(max_size=40),
 )
@@ -142,7 +158,10 @@ def test_a_valid_block_applies_exactly(
     if replacement and (not replacement[0].strip() or not replacement[-1].strip()):
         return
     text = (
-        f"{prose}<<<<<<< SEARCH\n" + "\n".join(search) + "\n=======\n" + "\n".join(replacement)
+        f"{prose}<<<<<<< SEARCH\n"
+        + "\n".join(search)
+        + "\n=======\n"
+        + "\n".join(replacement)
         + "\n>>>>>>> REPLACE\n"
     )
     expected = "\n".join(PARENT_LINES[:start] + replacement + PARENT_LINES[stop:])

@@ -21,7 +21,9 @@ README = ROOT / "README.md"
 
 
 def _gen_module():
-    spec = importlib.util.spec_from_file_location("gen_config_docs", ROOT / "scripts" / "gen_config_docs.py")
+    spec = importlib.util.spec_from_file_location(
+        "gen_config_docs", ROOT / "scripts" / "gen_config_docs.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -38,8 +38,11 @@ def test_role_string_and_mapping_lay_over_the_llm_section() -> None:
 def test_roles_with_the_same_settings_share_one_model() -> None:
     cfg = LLMConfig(
         model="openai:strong",
-        roles={"gate": "openai:cheap", "construct_query": "openai:cheap",
-               "generate": "openai:strong"},
+        roles={
+            "gate": "openai:cheap",
+            "construct_query": "openai:cheap",
+            "generate": "openai:strong",
+        },
     )
     built: list[str] = []
 

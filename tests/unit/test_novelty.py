@@ -34,12 +34,12 @@ def area(r):
     """Area of a circle."""
     return math.pi * r ** 2  # trailing comment
 '''
-RELAID = '''import math
+RELAID = """import math
 def area( r ):
 
 
     return math.pi*r**2
-'''
+"""
 
 
 def checker(**kw) -> NoveltyChecker:
@@ -67,7 +67,7 @@ def test_behaviour_changes_do_count():
 
 def test_strings_that_are_not_docstrings_are_kept():
     with_fstring = 'def f(x):\n    f"{print(x)}"\n    return x\n'
-    plain = 'def f(x):\n    return x\n'
+    plain = "def f(x):\n    return x\n"
     assert normalise(with_fstring).sha != normalise(plain).sha  # an f-string may run code
     joined = 'def f(x):\n    "-".join(x)\n    return x\n'
     assert normalise(joined).sha != normalise(plain).sha  # a method call on a literal
@@ -207,8 +207,16 @@ def _store_with_population(n: int):
         pid = f"p{i}"
         code = f"x = {i}\n"
         store.put_program(
-            ProgramRow(id=pid, code=code, parent_id=None, iteration=i, kind="rewrite",
-                       status="evaluated", score=float(i), valid=True)
+            ProgramRow(
+                id=pid,
+                code=code,
+                parent_id=None,
+                iteration=i,
+                kind="rewrite",
+                status="evaluated",
+                score=float(i),
+                valid=True,
+            )
         )
         pop.add(ProgramEntry(id=pid, score=float(i)), code, iteration=i)
     return store, pop
@@ -297,8 +305,12 @@ def test_progress_line_counts_rejections():
     status.update({"event": "novelty_rejected", "candidate_id": "it00001-c0", "attempt": 1})
     status.update({"event": "novelty_rejected", "candidate_id": "it00001-c0", "attempt": 2})
     status.update(
-        {"event": "node", "node": "generate", "iteration": 1,
-         "candidates": [{"id": "it00001-c0", "status": "duplicate", "valid": False}]}
+        {
+            "event": "node",
+            "node": "generate",
+            "iteration": 1,
+            "candidates": [{"id": "it00001-c0", "status": "duplicate", "valid": False}],
+        }
     )
     line = " ".join(status.lines())
     assert "near-duplicates rejected: 2 draft(s), 1 candidate(s) not evaluated" in line

@@ -71,14 +71,29 @@ def add_child(env: Env, pid: str, radius: float, iteration: int) -> None:
     code = smoke_program(radius, math.pi)
     score = hull_score(radius, CHILD_SPREAD)
     env.ctx.store.put_program(
-        ProgramRow(id=pid, code=code, parent_id="initial", iteration=iteration, generation=1,
-                   kind="rewrite", status="evaluated", score=score, valid=True,
-                   metrics={"area": 3 * score, "combined_score": score})
+        ProgramRow(
+            id=pid,
+            code=code,
+            parent_id="initial",
+            iteration=iteration,
+            generation=1,
+            kind="rewrite",
+            status="evaluated",
+            score=score,
+            valid=True,
+            metrics={"area": 3 * score, "combined_score": score},
+        )
     )
     env.ctx.population.add(
-        ProgramEntry(id=pid, score=score, metrics={"area": 3 * score, "combined_score": score},
-                     iteration=iteration, parent_id="initial", generation=1,
-                     code_length=len(code)),
+        ProgramEntry(
+            id=pid,
+            score=score,
+            metrics={"area": 3 * score, "combined_score": score},
+            iteration=iteration,
+            parent_id="initial",
+            generation=1,
+            code_length=len(code),
+        ),
         code,
         iteration=iteration,
     )
@@ -117,7 +132,12 @@ def test_initialize_evaluates_and_seeds_the_initial_program(evaluator, tmp_path)
     assert evaluator.evaluated() == [{"id": "initial", "sha": sha(code)}]
     row = ctx.store.get_program("initial")
     assert (row.code, row.parent_id, row.iteration, row.kind, row.status, row.valid) == (
-        code, None, 0, "initial", "evaluated", True
+        code,
+        None,
+        0,
+        "initial",
+        "evaluated",
+        True,
     )
     assert row.metrics["area"] == pytest.approx(3 * INITIAL_SCORE, rel=1e-12)
     assert ctx.store.cached_evaluation(code).score == pytest.approx(INITIAL_SCORE, rel=1e-12)
@@ -170,11 +190,19 @@ def test_select_picks_population_parent_and_resets_the_iteration_channels(evalua
         add_child(env, f"it{it:05d}-c0", radius, it)
     population = set(env.ctx.population.ids())
     assert len(population) >= 3  # MAP-Elites may let a child take an earlier child's cell
-    stale = CandidateRecord(id="it00004-c0", index=0, status="evaluated", score=0.4,
-                            valid=True, error=None)
-    state = {**env.state, "iteration": 4, "candidates": [stale], "gate_decision": "retrieve",
-             "gate_reason": "old", "documents": [{"id": "doc_000001"}],
-             "gate_document_ids": ["doc_000001"], "evidence_record_id": "rec_1"}
+    stale = CandidateRecord(
+        id="it00004-c0", index=0, status="evaluated", score=0.4, valid=True, error=None
+    )
+    state = {
+        **env.state,
+        "iteration": 4,
+        "candidates": [stale],
+        "gate_decision": "retrieve",
+        "gate_reason": "old",
+        "documents": [{"id": "doc_000001"}],
+        "gate_document_ids": ["doc_000001"],
+        "evidence_record_id": "rec_1",
+    }
 
     update = select(state, env.runtime)
 
@@ -186,10 +214,23 @@ def test_select_picks_population_parent_and_resets_the_iteration_channels(evalua
     assert len(set(inspirations)) == len(inspirations)
     assert update["island"] in range(env.ctx.config.population.num_islands)
     assert update["mutation_instruction"] == ""
-    assert {k: update[k] for k in ("candidates", "documents", "gate_document_ids",
-                                   "evidence_record_id", "gate_decision", "gate_reason")} == {
-        "candidates": None, "documents": [], "gate_document_ids": [],
-        "evidence_record_id": None, "gate_decision": None, "gate_reason": "",
+    assert {
+        k: update[k]
+        for k in (
+            "candidates",
+            "documents",
+            "gate_document_ids",
+            "evidence_record_id",
+            "gate_decision",
+            "gate_reason",
+        )
+    } == {
+        "candidates": None,
+        "documents": [],
+        "gate_document_ids": [],
+        "evidence_record_id": None,
+        "gate_decision": None,
+        "gate_reason": "",
     }
     assert select(state, env.runtime) == update  # seeded by (seed, iteration): a replay agrees
     assert env.llm.calls == 0 and not evaluator.evaluated()[1:]  # no model, no evaluation
@@ -231,24 +272,38 @@ REWRITE = f"Here is the whole program.\n```python\n{smoke_program(1.0, math.pi)}
     ids=["rewrite", "garbage", "model-raises"],
 )
 def test_generate_records_the_candidate(evaluator, answer, status, kind, error):
-    env = env_with(evaluator, answers=[answer], seeded=True, prompt__diff_based=False,
-                   llm__max_retries=0)
+    env = env_with(
+        evaluator, answers=[answer], seeded=True, prompt__diff_based=False, llm__max_retries=0
+    )
     state = env.state
-    payload = GenerateInput(iteration=state["iteration"], index=2, parent_id=state["parent_id"],
-                            inspiration_ids=state["inspiration_ids"], documents=[])
+    payload = GenerateInput(
+        iteration=state["iteration"],
+        index=2,
+        parent_id=state["parent_id"],
+        inspiration_ids=state["inspiration_ids"],
+        documents=[],
+    )
 
     update = generate(payload, env.runtime)
 
     assert update == {
-        "candidates": [CandidateRecord(id="it00001-c2", index=2, status=status, score=None,
-                                       valid=False, error=error)]
+        "candidates": [
+            CandidateRecord(
+                id="it00001-c2", index=2, status=status, score=None, valid=False, error=error
+            )
+        ]
     }
     assert env.llm.calls == 1  # one model call, no retry
     prompt = "\n".join(str(m.content) for m in env.llm.prompts[0])
     assert "radius = 0.6" in prompt  # the parent (the initial program) is shown
     row = env.ctx.store.get_program("it00001-c2")
     assert (row.parent_id, row.iteration, row.generation, row.kind, row.status, row.error) == (
-        "initial", 1, 1, kind, status, error
+        "initial",
+        1,
+        1,
+        kind,
+        status,
+        error,
     )
     assert row.score is None and not row.valid
     if status == "generated":
@@ -269,8 +324,13 @@ def test_a_bug_around_the_model_call_is_raised_not_a_failed_candidate(evaluator,
     """
     env = env_with(evaluator, answers=[REWRITE], seeded=True, prompt__diff_based=False)
     state = env.state
-    payload = GenerateInput(iteration=state["iteration"], index=0, parent_id=state["parent_id"],
-                            inspiration_ids=state["inspiration_ids"], documents=[])
+    payload = GenerateInput(
+        iteration=state["iteration"],
+        index=0,
+        parent_id=state["parent_id"],
+        inspiration_ids=state["inspiration_ids"],
+        documents=[],
+    )
 
     def broken(*_args, **_kwargs):
         raise KeyError("a bug in the call's metadata")
@@ -290,19 +350,37 @@ def test_evaluate_runs_generated_candidates_once_and_stores_outcomes(evaluator):
     env = env_with(evaluator, seeded=True)
     store = env.ctx.store
     good, bad, cached = (smoke_program(r, math.pi) for r in (1.0, 1.5, 0.9))
-    planted = EvaluationOutcome(metrics={"area": 2.25, "combined_score": 0.75}, score=0.75,
-                                valid=True)
+    planted = EvaluationOutcome(
+        metrics={"area": 2.25, "combined_score": 0.75}, score=0.75, valid=True
+    )
     store.put_evaluation(cached, planted)  # already evaluated (e.g. before a kill)
-    programs = {"it00001-c0": (good, "generated"), "it00001-c1": (bad, "generated"),
-                "it00001-c2": (good, "generated"), "it00001-c3": (None, "invalid"),
-                "it00001-c4": (cached, "generated")}
+    programs = {
+        "it00001-c0": (good, "generated"),
+        "it00001-c1": (bad, "generated"),
+        "it00001-c2": (good, "generated"),
+        "it00001-c3": (None, "invalid"),
+        "it00001-c4": (cached, "generated"),
+    }
     candidates = []
     for index, (pid, (code, status)) in enumerate(programs.items()):
         error = "no SEARCH/REPLACE block or code block found" if code is None else None
-        store.put_program(ProgramRow(id=pid, code=code, parent_id="initial", iteration=1,
-                                     generation=1, kind="rewrite", status=status, error=error))
-        candidates.append(CandidateRecord(id=pid, index=index, status=status, score=None,
-                                          valid=False, error=error))
+        store.put_program(
+            ProgramRow(
+                id=pid,
+                code=code,
+                parent_id="initial",
+                iteration=1,
+                generation=1,
+                kind="rewrite",
+                status=status,
+                error=error,
+            )
+        )
+        candidates.append(
+            CandidateRecord(
+                id=pid, index=index, status=status, score=None, valid=False, error=error
+            )
+        )
     state = {**env.state, "candidates": candidates}
 
     update = evaluate(state, env.runtime)

@@ -323,8 +323,14 @@ def test_sampling_is_deterministic_under_the_same_seed() -> None:
 def test_parent_sampling_modes_follow_the_configured_ratios() -> None:
     # exploration 0.3, exploitation 0.5, so fitness-weighted 0.2; archive of 2 on 5 programs
     store = Store()
-    cfg = islands_cfg(num_islands=1, exploration_ratio=0.3, exploitation_ratio=0.5,
-                      archive_size=2, feature_dimensions=["x"], feature_bins=50)
+    cfg = islands_cfg(
+        num_islands=1,
+        exploration_ratio=0.3,
+        exploitation_ratio=0.5,
+        archive_size=2,
+        feature_dimensions=["x"],
+        feature_bins=50,
+    )
     pop = IslandPopulation(cfg, seed=0, get_code=store.get_code)
     scores = {"p1": 0.1, "p2": 0.2, "p3": 0.3, "p4": 0.4, "p5": 0.5}
     for i, ((pid, score), x) in enumerate(zip(scores.items(), (0, 10, 6, 2, 8), strict=True)):
@@ -340,8 +346,9 @@ def test_parent_sampling_modes_follow_the_configured_ratios() -> None:
         picks[sample.mode][sample.parent_id] += 1
     share = {mode: sum(c.values()) / draws for mode, c in picks.items()}
     # binomial standard deviation at n=20,000 is <= 0.0036: 0.015 is over 4 of them
-    assert share == pytest.approx({"exploration": 0.3, "exploitation": 0.5, "weighted": 0.2},
-                                  abs=0.015)
+    assert share == pytest.approx(
+        {"exploration": 0.3, "exploitation": 0.5, "weighted": 0.2}, abs=0.015
+    )
     # each mode picks by its own rule: uniform / archive only / proportional to the score
     explored = picks["exploration"]
     assert {pid: n / explored.total() for pid, n in explored.items()} == pytest.approx(

@@ -39,8 +39,14 @@ class _Ctx:
 
 @pytest.mark.parametrize("kind", ["islands", "top_k"])
 def test_restore_equals_memory_at_every_iteration(tmp_path, kind):
-    cfg = PopulationConfig(kind=kind, num_islands=3, snapshot_interval=7, top_k=5,
-                           population_size=20, migration_interval=4)
+    cfg = PopulationConfig(
+        kind=kind,
+        num_islands=3,
+        snapshot_interval=7,
+        top_k=5,
+        population_size=20,
+        migration_interval=4,
+    )
     store = ProgramStore(tmp_path / "programs.sqlite")
     population = make_population(cfg, seed=3, get_code=store.get_code)
     ctx = _Ctx(store, population, 7)
@@ -52,12 +58,27 @@ def test_restore_equals_memory_at_every_iteration(tmp_path, kind):
         else:
             pid = f"p{it}"
             code = f"x = {rng.random()}\n" + "y = 1\n" * rng.randrange(5)
-            store.put_program(ProgramRow(id=pid, code=code, parent_id=None, iteration=it,
-                                         kind="rewrite", status="evaluated", score=rng.random(),
-                                         valid=True))
-            entry = ProgramEntry(id=pid, score=store.get_program(pid).score, metrics={},
-                                 iteration=it, parent_id=None, generation=0,
-                                 code_length=len(code))
+            store.put_program(
+                ProgramRow(
+                    id=pid,
+                    code=code,
+                    parent_id=None,
+                    iteration=it,
+                    kind="rewrite",
+                    status="evaluated",
+                    score=rng.random(),
+                    valid=True,
+                )
+            )
+            entry = ProgramEntry(
+                id=pid,
+                score=store.get_program(pid).score,
+                metrics={},
+                iteration=it,
+                parent_id=None,
+                generation=0,
+                code_length=len(code),
+            )
             op = add_op(entry, rng.randrange(3) if kind == "islands" else None)
         commit_population(ctx, it, op)
         restored, last = restore_population(store, cfg, seed=3)

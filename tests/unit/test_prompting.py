@@ -252,8 +252,10 @@ def test_output_format_follows_config() -> None:
     "code",
     [
         "print(1)\n",  # no block: the whole program
-        ("# EVOLVE-BLOCK-START\na = 1\n# EVOLVE-BLOCK-END\n"
-        "# EVOLVE-BLOCK-START\nb = 2\n# EVOLVE-BLOCK-END\n"),  # two blocks: the whole program
+        (
+            "# EVOLVE-BLOCK-START\na = 1\n# EVOLVE-BLOCK-END\n"
+            "# EVOLVE-BLOCK-START\nb = 2\n# EVOLVE-BLOCK-END\n"
+        ),  # two blocks: the whole program
     ],
 )
 def test_rewrite_of_a_program_without_exactly_one_block_asks_for_the_whole_program(

@@ -33,16 +33,31 @@ def store_child(env: Env, pid: str, score: float, *, valid: bool = True) -> None
     """Store an evaluated child of ``initial`` in iteration 1 with ``score``."""
     code = env.ctx.task.initial_program.replace("radius = 0.6", f"radius = {0.1 + score:.3f}")
     env.ctx.store.put_program(
-        ProgramRow(id=pid, code=code, parent_id="initial", iteration=1, generation=1,
-                   kind="rewrite", status="evaluated", score=score, valid=valid,
-                   metrics={"area": 3 * score, "combined_score": score})
+        ProgramRow(
+            id=pid,
+            code=code,
+            parent_id="initial",
+            iteration=1,
+            generation=1,
+            kind="rewrite",
+            status="evaluated",
+            score=score,
+            valid=valid,
+            metrics={"area": 3 * score, "combined_score": score},
+        )
     )
 
 
-def candidate(index: int, status: str = "evaluated", score: float | None = 0.0,
-              valid: bool = False, error: str | None = None) -> CandidateRecord:
-    return CandidateRecord(id=f"it00001-c{index}", index=index, status=status, score=score,
-                           valid=valid, error=error)
+def candidate(
+    index: int,
+    status: str = "evaluated",
+    score: float | None = 0.0,
+    valid: bool = False,
+    error: str | None = None,
+) -> CandidateRecord:
+    return CandidateRecord(
+        id=f"it00001-c{index}", index=index, status=status, score=score, valid=valid, error=error
+    )
 
 
 def with_candidates(env: Env, *cands: CandidateRecord, **extra: Any) -> dict[str, Any]:
@@ -60,12 +75,15 @@ def test_the_best_valid_child_of_the_iteration_joins_the_population_and_becomes_
     store_child(env, "it00001-c0", initial + 0.1)
     store_child(env, "it00001-c1", initial + 0.3)
     store_child(env, "it00001-c2", 0.0, valid=False)
-    update = record(with_candidates(
-        env,
-        candidate(0, score=initial + 0.1, valid=True),
-        candidate(1, score=initial + 0.3, valid=True),
-        candidate(2, score=0.0, valid=False, error="points outside the unit disk"),
-    ), env.runtime)
+    update = record(
+        with_candidates(
+            env,
+            candidate(0, score=initial + 0.1, valid=True),
+            candidate(1, score=initial + 0.3, valid=True),
+            candidate(2, score=0.0, valid=False, error="points outside the unit disk"),
+        ),
+        env.runtime,
+    )
     assert update["best_id"] == "it00001-c1"
     assert update["best_score"] == pytest.approx(initial + 0.3)
     assert update["last_improvement_iteration"] == 1
@@ -87,9 +105,12 @@ def test_ties_go_to_the_lower_candidate_index():
     score = env.state["best_score"] + 0.2
     store_child(env, "it00001-c0", score)
     store_child(env, "it00001-c1", score)
-    update = record(with_candidates(
-        env, candidate(1, score=score, valid=True), candidate(0, score=score, valid=True)
-    ), env.runtime)
+    update = record(
+        with_candidates(
+            env, candidate(1, score=score, valid=True), candidate(0, score=score, valid=True)
+        ),
+        env.runtime,
+    )
     assert update["best_id"] == "it00001-c0"
 
 
@@ -171,12 +192,15 @@ def test_an_iteration_whose_every_generate_call_failed_counts_towards_model_heal
 
 def test_one_answered_generate_call_resets_model_health():
     env = make_env(SMOKE_TASK)
-    update = record(with_candidates(
-        env,
-        candidate(0, status="failed", score=None, error="timeout"),
-        candidate(1, error="SyntaxError"),  # the model answered, the program was invalid
-        model_failures=2,
-    ), env.runtime)
+    update = record(
+        with_candidates(
+            env,
+            candidate(0, status="failed", score=None, error="timeout"),
+            candidate(1, error="SyntaxError"),  # the model answered, the program was invalid
+            model_failures=2,
+        ),
+        env.runtime,
+    )
     assert update["model_failures"] == 0 and update["model_answered"] is True
 
 

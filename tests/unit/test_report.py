@@ -103,7 +103,11 @@ def test_summary_matches_the_raw_files(fake_run):
     # the garbage reply of iteration 3 is a fallback, not the model's no-op
     assert s["gate_decisions"] == {"no-op": 1, "look-up": 1, "retrieve": 2, "fallback": 1}
     assert [h["gate_decision"] for h in s["history"]] == [
-        "retrieve", "look-up", "fallback", "no-op", "retrieve",
+        "retrieve",
+        "look-up",
+        "fallback",
+        "no-op",
+        "retrieve",
     ]
     assert s["improvement"]["by_decision"]["fallback"]["iterations"] == 1
     assert s["improvement"]["by_decision"]["no-op"]["iterations"] == 1
@@ -129,8 +133,10 @@ def test_summary_matches_the_raw_files(fake_run):
     pairs = []
     for record in db.records():
         children = [i.child_score for i in record.impacts if i.child_score is not None]
-        found = [db.prediction_for(d, record.parent_id, record_id=record.record_id)
-                 for d in record.final_doc_ids]
+        found = [
+            db.prediction_for(d, record.parent_id, record_id=record.record_id)
+            for d in record.final_doc_ids
+        ]
         preds = [f.predicted_score for f in found if f is not None]
         if children and preds:
             pairs.append((sum(preds) / len(preds), sum(children) / len(children)))
@@ -151,8 +157,11 @@ def test_summary_matches_the_raw_files(fake_run):
     assert by_node["retrieve"]["calls"] == 8  # includes the inner loop's calls
     assert s["llm"]["total"]["calls"] == llm.calls
     events = list(read_events(rdir / "events.jsonl"))
-    tokens = sum(e.get("input_tokens", 0) for e in events
-                 if e["event"] == "node" and e["node"] not in INCLUSIVE_NODES)
+    tokens = sum(
+        e.get("input_tokens", 0)
+        for e in events
+        if e["event"] == "node" and e["node"] not in INCLUSIVE_NODES
+    )
     assert s["llm"]["total"]["input_tokens"] == tokens > 0
     # one llm_call event per model call, under the node that made it (the inner loop's calls
     # are construct_query's and hypothetical_score's, never retrieve's too)
@@ -171,9 +180,7 @@ def test_summary_matches_the_raw_files(fake_run):
     )
 
     fail = s["failures"]
-    statuses = Counter(
-        "valid" if p.valid else p.status for p in programs if p.kind != "initial"
-    )
+    statuses = Counter("valid" if p.valid else p.status for p in programs if p.kind != "initial")
     assert fail["candidates"] == 8 == sum(statuses.values())
     assert fail["valid"] == statuses["valid"] and fail["invalid"] == statuses["invalid"] >= 2
     reasons = {r: n for r, n in fail["top_errors"]}
@@ -194,10 +201,16 @@ def test_improvement_rates_by_evidence_and_decision_match_the_raw_files(fake_run
     store.close()
     db = SearchDatabase(rdir / "search_database.jsonl")
     events = list(read_events(rdir / "events.jsonl"))
-    parents = {e["iteration"]: e["parent_id"] for e in events
-               if e["event"] == "node" and e["node"] == "select"}
-    gates = {e["iteration"]: e["gate_decision"] for e in events
-             if e["event"] == "node" and e["node"] == "gate"}
+    parents = {
+        e["iteration"]: e["parent_id"]
+        for e in events
+        if e["event"] == "node" and e["node"] == "select"
+    }
+    gates = {
+        e["iteration"]: e["gate_decision"]
+        for e in events
+        if e["event"] == "node" and e["node"] == "gate"
+    }
     for e in events:  # a gate whose reply was unusable decided nothing: its own row
         if e["event"] == "gate_fallback":
             gates[e["iteration"]] = "fallback"
@@ -205,16 +218,23 @@ def test_improvement_rates_by_evidence_and_decision_match_the_raw_files(fake_run
     decisions: dict[str, list[bool]] = {}
     for it in range(1, 6):
         parent_score = programs[parents[it]].score
-        children = [p.score for p in programs.values() if p.iteration == it and p.valid
-                    and p.kind != "initial"]
+        children = [
+            p.score
+            for p in programs.values()
+            if p.iteration == it and p.valid and p.kind != "initial"
+        ]
         improved = bool(children) and max(children) > parent_score
         record = db.get_record(f"ret_{it:06d}") or db.get_record(f"lku_{it:06d}")
         docs = record.final_doc_ids if record is not None else []
-        preds = [db.prediction_for(d, parents[it], record_id=record.record_id)
-                 for d in docs]
+        preds = [db.prediction_for(d, parents[it], record_id=record.record_id) for d in docs]
         beats = any(p is not None and p.predicted_score > parent_score for p in preds)
-        group = ("no documents" if not docs else "evidence predicted to beat the parent"
-                 if beats else "documents, none predicted to beat the parent")
+        group = (
+            "no documents"
+            if not docs
+            else "evidence predicted to beat the parent"
+            if beats
+            else "documents, none predicted to beat the parent"
+        )
         groups.setdefault(group, []).append(improved)
         decisions.setdefault(gates[it], []).append(improved)
     for group, row in s["improvement"]["by_evidence"].items():
@@ -237,10 +257,18 @@ def test_markdown_tables(fake_run):
     text = report_markdown(fake_run["dir"])
     assert text.startswith("# EvoDuet run report: smoke_polygon_area\n")
     for heading in (
-        "## Overview", "## Gate decisions", "## Search", "## Predicted vs realised child score",
-        "## LLM usage per node", "## Wall time per node", "## Candidates and failures",
+        "## Overview",
+        "## Gate decisions",
+        "## Search",
+        "## Predicted vs realised child score",
+        "## LLM usage per node",
+        "## Wall time per node",
+        "## Candidates and failures",
         "## Model calls per node: prompt cache and model time",
-        "## Fallbacks", "## Per iteration", "## Improvement rate by evidence", "## Cost",
+        "## Fallbacks",
+        "## Per iteration",
+        "## Improvement rate by evidence",
+        "## Cost",
     ):
         assert f"\n{heading}\n" in text
     assert "| retrieve | 2 |" in text and "| look-up | 1 |" in text
@@ -275,8 +303,13 @@ def test_torn_lines_are_counted_and_left_alone(fake_run, tmp_path):
 def test_missing_files_of_a_run_killed_early(fake_run, tmp_path):
     rdir = tmp_path / "run"
     shutil.copytree(fake_run["dir"], rdir)
-    for name in ("programs.sqlite", "best_program.json", "search_database.jsonl",
-                 "programs.sqlite-wal", "programs.sqlite-shm"):
+    for name in (
+        "programs.sqlite",
+        "best_program.json",
+        "search_database.jsonl",
+        "programs.sqlite-wal",
+        "programs.sqlite-shm",
+    ):
         (rdir / name).unlink(missing_ok=True)
     lines = (rdir / "events.jsonl").read_text().splitlines()
     cut = next(
@@ -321,13 +354,29 @@ def test_a_prediction_equal_to_the_shown_parent_score_does_not_beat_it(tmp_path)
     events = EventLog(tmp_path / "events.jsonl")
     db = SearchDatabase(tmp_path / "search_database.jsonl")
     for it, predicted in ((1, 0.36), (2, 0.3601)):
-        (doc,) = db.add_documents([Document(url=f"https://d.example/{it}", title="d",
-                                            content="c")], it)
-        db.add_record(SearchRecord(record_id=f"ret_{it:06d}", iteration=it, parent_id="p",
-                                   parent_score=parent, final_doc_ids=[doc.doc_id]))
-        db.add_prediction(Prediction(record_id=f"ret_{it:06d}", doc_id=doc.doc_id, iteration=it,
-                                     round=0, parent_id="p", parent_score=parent,
-                                     predicted_score=predicted))
+        (doc,) = db.add_documents(
+            [Document(url=f"https://d.example/{it}", title="d", content="c")], it
+        )
+        db.add_record(
+            SearchRecord(
+                record_id=f"ret_{it:06d}",
+                iteration=it,
+                parent_id="p",
+                parent_score=parent,
+                final_doc_ids=[doc.doc_id],
+            )
+        )
+        db.add_prediction(
+            Prediction(
+                record_id=f"ret_{it:06d}",
+                doc_id=doc.doc_id,
+                iteration=it,
+                round=0,
+                parent_id="p",
+                parent_score=parent,
+                predicted_score=predicted,
+            )
+        )
         events.emit("node", node="select", iteration=it, parent_id="p")
         events.emit("node", node="gate", iteration=it, gate_decision="retrieve")
         events.emit("node", node="record", iteration=it)
@@ -351,7 +400,9 @@ def test_a_failed_gate_call_is_a_fallback_row_not_the_models_no_op():
     ]
     gates = gate_by_iteration(events)
     assert {it: e["gate_decision"] for it, e in gates.items()} == {
-        1: "fallback", 2: "no-op", 3: "retrieve",
+        1: "fallback",
+        2: "no-op",
+        3: "retrieve",
     }
 
 
@@ -359,8 +410,14 @@ def test_call_figures_sum_cache_reuse_and_model_time_per_node():
     from evoduet_graph.report.calls import call_figures, call_table
 
     def call(node: str, inp: int, cached: int | None, reason: str, **extra: float) -> dict:
-        ev = {"event": "llm_call", "from_node": node, "input_tokens": inp, "output_tokens": 5,
-              "finish_reason": reason, **extra}
+        ev = {
+            "event": "llm_call",
+            "from_node": node,
+            "input_tokens": inp,
+            "output_tokens": 5,
+            "finish_reason": reason,
+            **extra,
+        }
         if cached is not None:
             ev["cached_input_tokens"] = cached
         return ev

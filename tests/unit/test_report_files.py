@@ -64,7 +64,9 @@ def test_write_report_plots_markdown_html(fake_run, tmp_path):  # noqa: F811
     html = (report / "report.html").read_text()
     assert html.startswith("<!DOCTYPE html>")
     srcs = re.findall(r'src="([^"]*)"', html)
-    assert len(srcs) == len(PLOT_TITLES) and all(s.startswith("data:image/png;base64,") for s in srcs)
+    assert len(srcs) == len(PLOT_TITLES) and all(
+        s.startswith("data:image/png;base64,") for s in srcs
+    )
     assert "<table>" in html and "<h2>Lineage of the best program</h2>" in html
     assert 'class="add"' in html and 'class="del"' in html  # coloured diffs
 

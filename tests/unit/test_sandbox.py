@@ -177,9 +177,7 @@ def test_timeout_kills_whole_process_group(tmp_path: Path, task: Task) -> None:
     assert _wait_dead(grandchild, within_s=2.0), f"grandchild {grandchild} survived"
 
 
-def test_background_processes_are_killed_after_normal_exit(
-    tmp_path: Path, task: Task
-) -> None:
+def test_background_processes_are_killed_after_normal_exit(tmp_path: Path, task: Task) -> None:
     pid_file = tmp_path / "bg.pid"
     code = textwrap.dedent(
         f"""\

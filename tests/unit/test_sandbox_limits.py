@@ -130,7 +130,9 @@ def test_fork_bomb_is_bounded_and_everything_is_killed(task: Task, tmp_path: Pat
 def test_unbounded_fork_bomb_times_out_and_leaves_nothing(task: Task) -> None:
     if not _cgroup_or_reported():
         return
-    code = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    code = (
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    )
     sandbox = SandboxEvaluator(task, timeout_s=2, max_processes=32, isolate_network=False)
     start = time.monotonic()
     outcome = sandbox.evaluate(code)
@@ -334,8 +336,12 @@ def test_run_reports_the_sandbox_once_and_warns_about_missing_isolation(
 
     smoke = load(SMOKE_TASK)
     sandbox = SandboxEvaluator(smoke, timeout_s=20)
-    sandbox._isolation = Isolation(False, "the `unshare` program is not installed", "none",
-                                   "RLIMIT_NPROC is not enforced for root")
+    sandbox._isolation = Isolation(
+        False,
+        "the `unshare` program is not installed",
+        "none",
+        "RLIMIT_NPROC is not enforced for root",
+    )
     llm = ScriptedChatModel(responses=[], default="no change")
     run(smoke, EvoDuetConfig(iterations=0), llm=llm, evaluator=sandbox, run_dir=tmp_path / "r")
     events = list(read_events(tmp_path / "r" / "events.jsonl"))

@@ -119,8 +119,13 @@ class FakeSearx:
 
     def results(self, query: str, num_results: int) -> list[dict[str, Any]]:
         return [
-            {"snippet": "searx hit", "title": "S", "link": "https://searx.example/a",
-             "engines": ["x"], "category": "general"}
+            {
+                "snippet": "searx hit",
+                "title": "S",
+                "link": "https://searx.example/a",
+                "engines": ["x"],
+                "category": "general",
+            }
         ][:num_results]
 
 
@@ -143,12 +148,30 @@ def _cfg(**kw: Any) -> RetrievalConfig:
 @pytest.mark.parametrize(
     ("make", "client", "source", "url", "title", "content"),
     [
-        (make_arxiv, FakeRetriever(docs=ARXIV_DOCS), "arxiv",
-         "http://arxiv.org/abs/2401.00001v2", "Bilevel circle packing", "We pack circles"),
-        (make_wikipedia, FakeRetriever(docs=WIKI_DOCS), "wikipedia",
-         "https://en.wikipedia.org/wiki/Circle_packing", "Circle packing", "Circle packing is"),
-        (make_exa, FakeRetriever(docs=EXA_DOCS), "exa",
-         "https://blog.example/packings", "Packings blog", "Page text"),
+        (
+            make_arxiv,
+            FakeRetriever(docs=ARXIV_DOCS),
+            "arxiv",
+            "http://arxiv.org/abs/2401.00001v2",
+            "Bilevel circle packing",
+            "We pack circles",
+        ),
+        (
+            make_wikipedia,
+            FakeRetriever(docs=WIKI_DOCS),
+            "wikipedia",
+            "https://en.wikipedia.org/wiki/Circle_packing",
+            "Circle packing",
+            "Circle packing is",
+        ),
+        (
+            make_exa,
+            FakeRetriever(docs=EXA_DOCS),
+            "exa",
+            "https://blog.example/packings",
+            "Packings blog",
+            "Page text",
+        ),
         (make_duckduckgo, FakeDDG(), "duckduckgo", "https://ddg.example/0", "T0", "ddg 0"),
         (make_searxng, FakeSearx(), "searxng", "https://searx.example/a", "S", "searx hit"),
         (make_brave, FakeBrave(), "brave", "https://brave.example/b", "B", "brave description"),
@@ -178,8 +201,9 @@ def test_to_documents_handles_strings_json_and_result_dicts() -> None:
     assert to_documents(None, "x") == []
     [text] = to_documents("plain answer", "tool")
     assert text.content == "plain answer" and text.url.startswith("tool:")
-    wrapped = to_documents(json.dumps({"results": [{"url": "https://a.example", "body": "b"}]}),
-                           "t")
+    wrapped = to_documents(
+        json.dumps({"results": [{"url": "https://a.example", "body": "b"}]}), "t"
+    )
     assert [(d.url, d.content) for d in wrapped] == [("https://a.example", "b")]
     assert to_documents([{"url": "https://a.example"}], "t") == []  # no text: dropped
 
@@ -191,16 +215,27 @@ def test_to_documents_handles_strings_json_and_result_dicts() -> None:
 
 def test_registry_names_every_builtin_backend() -> None:
     assert set(backend_names()) >= {
-        "offline", "tavily", "arxiv", "wikipedia", "duckduckgo", "searxng", "exa", "brave", "none"
+        "offline",
+        "tavily",
+        "arxiv",
+        "wikipedia",
+        "duckduckgo",
+        "searxng",
+        "exa",
+        "brave",
+        "none",
     }
 
 
 def test_readme_table_lists_every_registered_backend() -> None:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    table = readme[readme.index("| backend | extra |"):]
+    table = readme[readme.index("| backend | extra |") :]
     table = table[: table.index("\n\n")]
-    builtin = [n for n in backend_names()
-               if backend_spec(n).build.__module__ == "evoduet_graph.search.registry"]
+    builtin = [
+        n
+        for n in backend_names()
+        if backend_spec(n).build.__module__ == "evoduet_graph.search.registry"
+    ]
     assert len(builtin) == 9
     for name in builtin:
         assert f"| `{name}`" in table, name
@@ -260,8 +295,12 @@ def _one_line(exc: pytest.ExceptionInfo[BaseException]) -> str:
 
 @pytest.mark.parametrize(
     ("name", "module", "extra"),
-    [("arxiv", "arxiv", "arxiv"), ("wikipedia", "wikipedia", "wikipedia"),
-     ("duckduckgo", "ddgs", "duckduckgo"), ("exa", "langchain_exa", "exa")],
+    [
+        ("arxiv", "arxiv", "arxiv"),
+        ("wikipedia", "wikipedia", "wikipedia"),
+        ("duckduckgo", "ddgs", "duckduckgo"),
+        ("exa", "langchain_exa", "exa"),
+    ],
 )
 def test_preflight_names_the_missing_package_and_extra(monkeypatch, name, module, extra) -> None:
     import importlib.util
@@ -276,7 +315,9 @@ def test_preflight_names_the_missing_package_and_extra(monkeypatch, name, module
     assert f"pip install 'evoduet-graph[{extra}]'" in _one_line(exc)
 
 
-@pytest.mark.parametrize(("name", "env"), [("exa", "EXA_API_KEY"), ("brave", "BRAVE_SEARCH_API_KEY")])
+@pytest.mark.parametrize(
+    ("name", "env"), [("exa", "EXA_API_KEY"), ("brave", "BRAVE_SEARCH_API_KEY")]
+)
 def test_preflight_names_the_missing_key(monkeypatch, name, env) -> None:
     import importlib.util
 
@@ -316,10 +357,20 @@ def http_server() -> Iterator[tuple[str, list[str]]]:
                 {
                     "query": "q",
                     "results": [
-                        {"url": "https://www.site.example/a?utm_source=x", "title": "A",
-                         "content": "first hit", "engines": ["e"], "category": "general"},
-                        {"url": "https://answers.example/b", "title": "B",
-                         "content": "second hit", "engines": ["e"], "category": "general"},
+                        {
+                            "url": "https://www.site.example/a?utm_source=x",
+                            "title": "A",
+                            "content": "first hit",
+                            "engines": ["e"],
+                            "category": "general",
+                        },
+                        {
+                            "url": "https://answers.example/b",
+                            "title": "B",
+                            "content": "second hit",
+                            "engines": ["e"],
+                            "category": "general",
+                        },
                     ],
                     "answers": [],
                 }
@@ -362,8 +413,10 @@ def test_searxng_with_the_real_wrapper_against_a_local_instance(http_server) -> 
     searcher = make_searcher(_cfg(backend="searxng", searxng_url=url))
     searcher.preflight()
     docs = searcher.search("circle packing", 5)
-    assert [d.url for d in docs] == ["https://www.site.example/a?utm_source=x",
-                                      "https://answers.example/b"]
+    assert [d.url for d in docs] == [
+        "https://www.site.example/a?utm_source=x",
+        "https://answers.example/b",
+    ]
     assert docs[0].content == "first hit" and docs[0].source == "searxng"
     assert any("q=circle+packing" in p and "format=json" in p for p in seen)
 
@@ -423,10 +476,18 @@ def _doc(url: str, source: str) -> Document:
 
 
 def test_multi_searcher_interleaves_and_dedupes_by_normalised_url() -> None:
-    a = FakeSearcher(lambda q, n: [_doc("https://x.example/1", "a"), _doc("https://a.example", "a")])
-    b = FakeSearcher(lambda q, n: [_doc("https://www.x.example/1/", "b"), _doc("https://b.example", "b")])
+    a = FakeSearcher(
+        lambda q, n: [_doc("https://x.example/1", "a"), _doc("https://a.example", "a")]
+    )
+    b = FakeSearcher(
+        lambda q, n: [_doc("https://www.x.example/1/", "b"), _doc("https://b.example", "b")]
+    )
     docs = MultiSearcher([a, b]).search("q", 5)
-    assert [d.url for d in docs] == ["https://x.example/1", "https://a.example", "https://b.example"]
+    assert [d.url for d in docs] == [
+        "https://x.example/1",
+        "https://a.example",
+        "https://b.example",
+    ]
 
 
 def test_multi_searcher_keeps_the_others_when_one_backend_fails() -> None:
@@ -441,11 +502,18 @@ def test_multi_searcher_keeps_the_others_when_one_backend_fails() -> None:
 
 def test_exclude_domains_filters_every_backend_after_the_fact() -> None:
     inner = FakeSearcher(
-        lambda q, n: [_doc("https://github.com/x/answer", "f"), _doc("https://gist.github.com/y", "f"),
-                      _doc("https://notgithub.com/z", "f"), _doc("pydoc:numpy.sum", "f")]
+        lambda q, n: [
+            _doc("https://github.com/x/answer", "f"),
+            _doc("https://gist.github.com/y", "f"),
+            _doc("https://notgithub.com/z", "f"),
+            _doc("pydoc:numpy.sum", "f"),
+        ]
     )
     searcher = ExcludeDomains(inner, ["https://www.GitHub.com/"])
-    assert [d.url for d in searcher.search("q", 5)] == ["https://notgithub.com/z", "pydoc:numpy.sum"]
+    assert [d.url for d in searcher.search("q", 5)] == [
+        "https://notgithub.com/z",
+        "pydoc:numpy.sum",
+    ]
     assert excluded("https://sub.a.example/x", ["a.example"])
     assert not excluded("file:docs/x.md#1", ["a.example"])
 
@@ -457,12 +525,21 @@ def test_exclude_domains_reach_tavily_and_exa_natively() -> None:
 
         def search(self, **kw: Any) -> dict[str, Any]:
             self.calls.append(kw)
-            return {"results": [{"url": "https://ok.example", "content": "c"},
-                                {"url": "https://answer.example/p", "content": "leak"}]}
+            return {
+                "results": [
+                    {"url": "https://ok.example", "content": "c"},
+                    {"url": "https://answer.example/p", "content": "leak"},
+                ]
+            }
 
     client = Client()
-    cfg = _cfg(backend="tavily", exclude_domains=["answer.example"], tavily_topic="news",
-               tavily_time_range="year", tavily_include_domains=["ok.example"])
+    cfg = _cfg(
+        backend="tavily",
+        exclude_domains=["answer.example"],
+        tavily_topic="news",
+        tavily_time_range="year",
+        tavily_include_domains=["ok.example"],
+    )
     tavily = TavilySearcher.from_config(cfg, client=client)
     assert len(tavily.search("q", 3)) == 2  # the fake ignores the option: the wrapper filters
     call = client.calls[0]

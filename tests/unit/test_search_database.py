@@ -83,10 +83,22 @@ def test_document_ids_are_stable_and_survive_reload(tmp_path: Path) -> None:
     assert [d.doc_id for d in reloaded.add_documents([_doc("https://c.org")], 3)] == ["doc_000004"]
 
 
-def _prediction(doc_id: str, record_id: str = "ret_000001", parent: str = "p1", score: float = 0.75,
-                round_: int = 0) -> Prediction:
-    return Prediction(record_id=record_id, doc_id=doc_id, iteration=int(record_id[-6:]),
-                      round=round_, parent_id=parent, parent_score=0.5, predicted_score=score)
+def _prediction(
+    doc_id: str,
+    record_id: str = "ret_000001",
+    parent: str = "p1",
+    score: float = 0.75,
+    round_: int = 0,
+) -> Prediction:
+    return Prediction(
+        record_id=record_id,
+        doc_id=doc_id,
+        iteration=int(record_id[-6:]),
+        round=round_,
+        parent_id=parent,
+        parent_score=0.5,
+        predicted_score=score,
+    )
 
 
 def test_predictions_belong_to_a_loop_and_a_parent(tmp_path: Path) -> None:
@@ -120,8 +132,10 @@ def test_predictions_belong_to_a_loop_and_a_parent(tmp_path: Path) -> None:
 
     reloaded = SearchDatabase(path)
     assert reloaded.dropped_lines == 0
-    assert [(p.record_id, p.round, p.parent_id, p.parent_score, p.predicted_score)
-            for p in reloaded.predictions(doc_id=doc.doc_id)] == [
+    assert [
+        (p.record_id, p.round, p.parent_id, p.parent_score, p.predicted_score)
+        for p in reloaded.predictions(doc_id=doc.doc_id)
+    ] == [
         ("ret_000001", 0, "p1", 0.5, 0.75),
         ("ret_000004", 0, "p2", 0.5, 0.9),
         ("ret_000006", 0, "p1", 0.5, 0.2),

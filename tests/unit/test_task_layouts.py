@@ -819,7 +819,9 @@ def test_cli_model_task_sends_each_call_to_a_task_model_by_weight(
 
 def _write_config(root: Path) -> Path:
     path = root / "run.yaml"
-    path.write_text("population: {num_islands: 1}\nnovelty: {enabled: false}\ngate: {mode: never}\n")
+    path.write_text(
+        "population: {num_islands: 1}\nnovelty: {enabled: false}\ngate: {mode: never}\n"
+    )
     return path
 
 
