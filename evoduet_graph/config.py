@@ -237,6 +237,13 @@ class PromptConfig(_Section):
         "rewrites; null (auto): diffs, except rewrites for the embedded 1.5B model, which "
         "follows the diff format unreliably.",
     )
+    rewrite_scope: Literal["program", "block"] = Field(
+        "program",
+        description="What a full rewrite returns: `program` (the whole file, as OpenEvolve "
+        "asks) or `block` (only the body of the parent's one EVOLVE-BLOCK; fewer output "
+        "tokens). The default stays `program`: on the embedded 1.5B model the block form gave "
+        "fewer valid children (smoke task, same seed: 3/15 vs 9/12).",
+    )
 
 
 class EvaluationConfig(_Section):

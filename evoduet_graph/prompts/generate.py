@@ -386,7 +386,9 @@ def build_generation_messages(
         metric_direction=_direction_phrase(direction),
         edit_scope=_edit_scope(parent.code),
         strategy_instruction=_strategy_line(strategy_instruction),
-        output_format=_output_format(cfg.diff_based is not False, lang, parent.code),
+        output_format=_output_format(
+            cfg.diff_based is not False, lang, parent.code, block=cfg.rewrite_scope == "block"
+        ),
     )
     return [HumanMessage(content=f"{context.rstrip()}\n\n{job}")]
 
@@ -435,10 +437,11 @@ def _edit_scope(code: str) -> str:
     return _EDIT_SCOPE.format(start=markers[0], end=markers[1])
 
 
-def _output_format(diff_based: bool, lang: Language, parent_code: str) -> str:
+def _output_format(diff_based: bool, lang: Language, parent_code: str, *, block: bool) -> str:
     if diff_based:
         return load_prompt("format_diff").strip()
-    markers = evolve_marker_lines(parent_code) if len(evolve_regions(parent_code)) == 1 else None
+    one_block = block and len(evolve_regions(parent_code)) == 1
+    markers = evolve_marker_lines(parent_code) if one_block else None
     if markers is not None:
         return render(
             "format_rewrite_block",

@@ -240,9 +240,14 @@ def test_empty_sections_are_left_out() -> None:
 def test_output_format_follows_config() -> None:
     _, diff_user = build()
     assert "<<<<<<< SEARCH" in diff_user and ">>>>>>> REPLACE" in diff_user
-    _, rewrite_user = build(cfg=PromptConfig(diff_based=False))
+    _, program_user = build(cfg=PromptConfig(diff_based=False))
+    assert "<<<<<<< SEARCH" not in program_user
+    # default rewrite scope: the whole program, as OpenEvolve asks
+    assert "complete new program" in program_user
+    assert "EVOLVE-BLOCK only" not in program_user
+    _, rewrite_user = build(cfg=PromptConfig(diff_based=False, rewrite_scope="block"))
     assert "<<<<<<< SEARCH" not in rewrite_user
-    # one EVOLVE-BLOCK: only its new code is asked for, named by the parent's own markers
+    # rewrite_scope block, one EVOLVE-BLOCK: only its new code, named by the parent's markers
     assert "new code of the EVOLVE-BLOCK only" in rewrite_user
     assert "between `# EVOLVE-BLOCK-START` and `# EVOLVE-BLOCK-END`" in rewrite_user
     assert "complete new program" not in rewrite_user
@@ -262,7 +267,8 @@ def test_rewrite_of_a_program_without_exactly_one_block_asks_for_the_whole_progr
     code: str,
 ) -> None:
     parent = ProgramView("p", code, 1.0, {}, 0)
-    _, user = build(parent=parent, top=[], inspirations=[], cfg=PromptConfig(diff_based=False))
+    cfg = PromptConfig(diff_based=False, rewrite_scope="block")
+    _, user = build(parent=parent, top=[], inspirations=[], cfg=cfg)
     assert "complete new program" in user and "EVOLVE-BLOCK only" not in user
 
 
