@@ -253,6 +253,10 @@ def _own_cgroup() -> tuple[Path, int] | None:
     return None
 
 
+_NAME_ATTEMPTS = 64
+"""Names `PidsCgroup.create` tries before it gives up."""
+
+
 class PidsCgroup:
     """Per-candidate cgroups with ``pids.max`` under ``<own cgroup>/evoduet``.
 
@@ -268,11 +272,23 @@ class PidsCgroup:
     def create(self, limit: int) -> Path:
         """A fresh cgroup allowing ``limit`` tasks (processes and threads).
 
+        A name already taken (a cgroup left by a killed run whose process id this process
+        now has) is skipped for the next one; the leftover is removed when it holds no task.
+
         Raises:
             OSError: it cannot be created or configured.
         """
-        path = self.base / f"e{os.getpid()}-{next(_COUNTER)}"
-        path.mkdir()
+        for _ in range(_NAME_ATTEMPTS):
+            path = self.base / f"e{os.getpid()}-{next(_COUNTER)}"
+            try:
+                path.mkdir()
+                break
+            except FileExistsError:
+                if not self.pids(path):
+                    with contextlib.suppress(OSError):
+                        path.rmdir()
+        else:
+            raise OSError(f"no free cgroup name under {self.base} after {_NAME_ATTEMPTS} tries")
         try:
             (path / "pids.max").write_text(str(int(limit)))
         except OSError:
