@@ -35,26 +35,6 @@ from evoduet_graph.task import Task
 from evoduet_graph.tasks.environment import requirements_warning
 from evoduet_graph.tasks.settings import TaskSettings
 
-__all__ = [
-    "REVIEW_PREFIX",
-    "THREAD_ID",
-    "EventFn",
-    "ProgressFn",
-    "ReviewFn",
-    "RunResult",
-    "check_memory",
-    "close_inflight",
-    "drive",
-    "emit_run_start",
-    "forward_index_progress",
-    "pin_base_url",
-    "program_entry",
-    "report_sandbox",
-    "report_task",
-    "run_evaluator",
-    "write_run_files",
-]
-
 logger = logging.getLogger(__name__)
 
 THREAD_ID = "evoduet"
