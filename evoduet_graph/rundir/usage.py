@@ -13,8 +13,8 @@ so a running total (the budget's) costs O(1) per event.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ __all__ = [
     "INCLUSIVE_NODES",
     "SessionClock",
     "UsageTotals",
+    "add_model_counts",
     "completed_iterations",
     "finite_number",
     "history_from_events",
@@ -55,6 +56,28 @@ def _int(value: Any) -> int:
         return int(value or 0)
     except (TypeError, ValueError):
         return 0
+
+
+MODEL_COUNT_KEYS = ("calls", "input_tokens", "output_tokens")
+"""The per-model counts of a ``by_model`` table (`add_model_counts`)."""
+
+
+def add_model_counts(
+    by_model: dict[str, dict[str, int]], model: str, counts: Mapping[str, Any]
+) -> None:
+    """Add one model's counts to a ``by_model`` table (missing or malformed counts are 0).
+
+    The one shape of the per-model usage: the live `evoduet_graph.llm.usage.NodeUsage`, the
+    node events' ``llm_by_model`` written from it, and `UsageTotals` read back from them.
+
+    Args:
+        by_model: model name → ``{"calls", "input_tokens", "output_tokens"}``, updated in place.
+        model: the model name the answer reported.
+        counts: what to add, by the keys of `MODEL_COUNT_KEYS`.
+    """
+    agg = by_model.setdefault(str(model), dict.fromkeys(MODEL_COUNT_KEYS, 0))
+    for key in MODEL_COUNT_KEYS:
+        agg[key] += _int(counts.get(key))
 
 
 def counts_usage(event: dict[str, Any]) -> bool:
@@ -99,24 +122,12 @@ class UsageTotals:
         by_model = event.get("llm_by_model")
         if isinstance(by_model, dict):
             for model, counts in by_model.items():
-                if not isinstance(counts, dict):
-                    continue
-                agg = self.by_model.setdefault(
-                    str(model), {"calls": 0, "input_tokens": 0, "output_tokens": 0}
-                )
-                for key in agg:
-                    agg[key] += _int(counts.get(key))
+                if isinstance(counts, dict):
+                    add_model_counts(self.by_model, model, counts)
 
     def copy(self) -> UsageTotals:
         """An independent copy (``by_model`` included)."""
-        return UsageTotals(
-            llm_calls=self.llm_calls,
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            wall_s=self.wall_s,
-            cost_usd=self.cost_usd,
-            by_model={k: dict(v) for k, v in self.by_model.items()},
-        )
+        return replace(self, by_model={k: dict(v) for k, v in self.by_model.items()})
 
     def as_dict(self) -> dict[str, Any]:
         """The totals as JSON-ready numbers (``by_model`` left out)."""
