@@ -59,7 +59,7 @@ from langchain_core.callbacks import UsageMetadataCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 
-from evoduet_graph.rundir.usage import add_model_counts
+from evoduet_graph.rundir.usage import TokenCounts
 
 __all__ = ["CallStats", "NodeUsage", "UsageTracker", "current_node", "track_node"]
 
@@ -112,16 +112,15 @@ class CallStats:
 
 
 @dataclass
-class NodeUsage:
+class NodeUsage(TokenCounts):
     """Accumulated LLM usage of one node (or one `track_node` block).
+
+    The `TokenCounts` (prompt and completion tokens, in total and per model) and:
 
     Attributes:
         calls: model calls finished (successful or not).
         errors: calls that raised.
-        input_tokens: prompt tokens, summed.
-        output_tokens: completion tokens, summed.
         latency_s: wall-clock seconds inside model calls, summed (parallel calls add up).
-        by_model: per model name: ``{"calls", "input_tokens", "output_tokens"}`` (for cost).
         cached_input_tokens: prompt tokens served from a prompt cache, summed over the calls
             that report it (`CallStats`).
         prompt_eval_s / decode_s / lock_wait_s: seconds, summed over the calls that report them.
@@ -131,10 +130,7 @@ class NodeUsage:
 
     calls: int = 0
     errors: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
     latency_s: float = 0.0
-    by_model: dict[str, dict[str, int]] = field(default_factory=dict)
     cached_input_tokens: int = 0
     prompt_eval_s: float = 0.0
     decode_s: float = 0.0
@@ -160,8 +156,7 @@ class NodeUsage:
         if stats.finish_reason:
             reasons = self.finish_reasons
             reasons[stats.finish_reason] = reasons.get(stats.finish_reason, 0) + 1
-        add_model_counts(
-            self.by_model,
+        self.add_model(
             stats.model,
             {"calls": 1, "input_tokens": stats.input_tokens, "output_tokens": stats.output_tokens},
         )
@@ -181,7 +176,7 @@ class NodeUsage:
         for reason, n in other.finish_reasons.items():
             self.finish_reasons[reason] = self.finish_reasons.get(reason, 0) + n
         for model, counts in other.by_model.items():
-            add_model_counts(self.by_model, model, counts)
+            self.add_model(model, counts)
 
     def copy(self) -> NodeUsage:
         """An independent copy (snapshots for events)."""
@@ -191,17 +186,21 @@ class NodeUsage:
             out.call_log = list(self.call_log)
         return out
 
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (for ``events.jsonl``); seconds rounded to milliseconds."""
+    def event_fields(self) -> dict[str, Any]:
+        """The usage fields of a ``node`` event (what `evoduet_graph.rundir.usage` reads back).
+
+        ``llm_calls``, ``input_tokens``, ``output_tokens``, ``llm_latency_s`` (rounded to
+        milliseconds), the `timing_fields` and ``llm_by_model`` (only when a model was called):
+        the live accounting as the run directory keeps it, which
+        `evoduet_graph.rundir.usage.UsageTotals.add` folds into the run's totals.
+        """
         return {
-            "calls": self.calls,
-            "errors": self.errors,
+            "llm_calls": self.calls,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
-            "total_tokens": self.total_tokens,
-            "latency_s": round(self.latency_s, 3),
-            "by_model": {k: dict(v) for k, v in self.by_model.items()},
+            "llm_latency_s": round(self.latency_s, 3),
             **self.timing_fields(),
+            **({"llm_by_model": self.by_model} if self.by_model else {}),
         }
 
     def timing_fields(self) -> dict[str, Any]:

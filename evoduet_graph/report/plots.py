@@ -43,7 +43,8 @@ def _pyplot() -> Any:
 
 def _subplots(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
     """A new figure and its axes (matplotlib's ``subplots``, Agg backend)."""
-    return _pyplot().subplots(*args, **kwargs)
+    fig, axes = _pyplot().subplots(*args, **kwargs)
+    return fig, axes
 
 
 def _save(fig: Any, path: Path) -> Path:

@@ -24,6 +24,7 @@ from evoduet_graph.rundir.read import iter_jsonl
 __all__ = [
     "INCLUSIVE_NODES",
     "SessionClock",
+    "TokenCounts",
     "UsageTotals",
     "add_model_counts",
     "completed_iterations",
@@ -80,32 +81,51 @@ def add_model_counts(
         agg[key] += _int(counts.get(key))
 
 
+@dataclass
+class TokenCounts:
+    """Chat-model tokens, in total and per model.
+
+    What the live accounting (`evoduet_graph.llm.usage.NodeUsage`, per node while the run goes)
+    and the persisted one (`UsageTotals`, folded from the node events the live one wrote) both
+    count.
+
+    Attributes:
+        input_tokens: input tokens over all calls.
+        output_tokens: output tokens over all calls.
+        by_model: per model name the answer reported: ``{"calls", "input_tokens",
+            "output_tokens"}`` (for pricing; `add_model_counts`).
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    by_model: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def add_model(self, model: str, counts: Mapping[str, Any]) -> None:
+        """Add one model's counts to ``by_model`` (`add_model_counts`)."""
+        add_model_counts(self.by_model, model, counts)
+
+
 def counts_usage(event: dict[str, Any]) -> bool:
     """Whether ``event`` is a node event whose LLM usage counts in the run's totals."""
     return event.get("event") == "node" and event.get("node") not in INCLUSIVE_NODES
 
 
 @dataclass
-class UsageTotals:
-    """Usage of a run so far.
+class UsageTotals(TokenCounts):
+    """Usage of a run so far: the `TokenCounts` of its node events, calls, time and spend.
+
+    ``by_model`` is the node events' ``llm_by_model``; usage of events without it (older runs)
+    is priced as the configured model.
 
     Attributes:
         llm_calls: chat-model calls.
-        input_tokens: input tokens over all calls.
-        output_tokens: output tokens over all calls.
         wall_s: wall-clock seconds over all sessions.
         cost_usd: estimated spend (unpriced models count 0).
-        by_model: per model name the answer reported (``llm_by_model`` of the node events):
-            ``{"calls", "input_tokens", "output_tokens"}``; usage of events without it (older
-            runs) is priced as the configured model.
     """
 
     llm_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
     wall_s: float = 0.0
     cost_usd: float = 0.0
-    by_model: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def tokens(self) -> int:
@@ -123,7 +143,7 @@ class UsageTotals:
         if isinstance(by_model, dict):
             for model, counts in by_model.items():
                 if isinstance(counts, dict):
-                    add_model_counts(self.by_model, model, counts)
+                    self.add_model(model, counts)
 
     def copy(self) -> UsageTotals:
         """An independent copy (``by_model`` included)."""
