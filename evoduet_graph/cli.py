@@ -63,7 +63,7 @@ def _summary(result: RunResult, elapsed: float, *, write_report: bool = False) -
     from evoduet_graph.rundir.budget import STOP_PREFIX
 
     rdir = result.run_dir
-    figures = run_summary(rdir) if rdir is not None else {}
+    figures = run_summary(rdir) if rdir is not None else None
     # soft_wrap: paths are printed whole, never broken at the terminal's width
     say = functools.partial(console.print, highlight=False, soft_wrap=True)
     # a failed stop gets no green "done": the error line `_exit_for_stop` prints follows
@@ -71,24 +71,25 @@ def _summary(result: RunResult, elapsed: float, *, write_report: bool = False) -
     say(f"{head} in {elapsed:.1f} s — run directory: {rdir}")
     say(f"  iterations:      {result.iterations}")
     best = _num(result.best_score)
-    if figures.get("initial_score") is not None:
-        best += f" (initial {_num(figures['initial_score'])})"
+    if figures is not None and figures.initial_score is not None:
+        best += f" (initial {_num(figures.initial_score)})"
     say(f"  best score:      {best}")
     if result.metric_value is not None:
         say(f"  metric value:    {_num(result.metric_value)}")
     if result.ndg is not None:
         say(f"  NDG:             {result.ndg:.2f}%")
-    decisions = figures.get("gate_decisions") or {}
+    decisions = figures.gate_decisions if figures is not None else {}
     if decisions:
         shown = "  ".join(f"{d} {decisions.get(d, 0)}" for d in GATE_DECISIONS)
         if decisions.get(GATE_FALLBACK):  # the gate call failed / its reply was unusable
             shown += f"  {GATE_FALLBACK} (no decision) {decisions[GATE_FALLBACK]}"
         say(f"  gate decisions:  {shown}")
-    search = figures.get("search") or {}
+    queries = figures.search.queries if figures is not None else 0
+    distinct_urls = figures.search.distinct_urls if figures is not None else 0
     task_docs = _task_documents(rdir) if rdir is not None else 0
     say(
-        f"  search:          {search.get('queries', 0)} queries issued, "
-        f"{search.get('distinct_urls', 0)} distinct documents returned "
+        f"  search:          {queries} queries issued, "
+        f"{distinct_urls} distinct documents returned "
         f"({task_docs} from the task's docs/)"
     )
     if rdir is not None:
