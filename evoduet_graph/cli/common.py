@@ -1,5 +1,8 @@
 """What every ``evoduet`` command shares: the typer app, the stderr console, one-line errors.
 
+The options more than one command takes are declared here once (``TaskDirArg``, ``QuietOpt``,
+``JsonLinesOpt``), so they read the same in every command's ``--help``.
+
 A user error (`evoduet_graph.errors.UserError`) is printed as one ``error:`` line on stderr and
 exits with code 2 (`_fail`); `_check_run_dir` turns a refused run directory into one.
 """
@@ -7,7 +10,7 @@ exits with code 2 (`_fail`); `_check_run_dir` turns a refused run directory into
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NoReturn
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -21,6 +24,17 @@ app = typer.Typer(
     help="EvoDuet: evolutionary program search with co-evolving search queries.",
 )
 console = Console(stderr=True)
+
+TaskDirArg = Annotated[Path, typer.Argument(help="Task folder (OpenEvolve or SkyDiscover layout).")]
+"""The ``TASK_DIR`` argument (``run``, ``eval``)."""
+
+QuietOpt = Annotated[bool, typer.Option(help="No progress display.")]
+"""``--quiet`` of the commands that show a run's progress (``run``, ``resume``)."""
+
+JsonLinesOpt = Annotated[
+    bool, typer.Option("--json", help="Progress events as JSON lines on stdout.")
+]
+"""``--json`` of the commands that show a run's progress (``run``, ``resume``)."""
 
 _USER_ERRORS: tuple[type[Exception], ...] = (UserError,)
 """What the user can fix: one line on stderr and exit code 2 (`evoduet_graph.errors`)."""

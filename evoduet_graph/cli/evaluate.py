@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from evoduet_graph.cli.common import (
+    TaskDirArg,
     _fail,
     app,
     console,
@@ -19,9 +20,7 @@ from evoduet_graph.tasks.languages import ToolchainError
 
 @app.command("eval")
 def eval_cmd(
-    task_dir: Annotated[
-        Path, typer.Argument(help="Task folder (OpenEvolve or SkyDiscover layout).")
-    ],
+    task_dir: TaskDirArg,
     program: Annotated[
         Path | None, typer.Argument(help="Program to evaluate (default: initial program).")
     ] = None,

@@ -20,6 +20,9 @@ from rich.text import Text
 from evoduet_graph.api import RunResult, can_retrieve
 from evoduet_graph.cli.common import (
     _USER_ERRORS,
+    JsonLinesOpt,
+    QuietOpt,
+    TaskDirArg,
     _check_run_dir,
     _CliError,
     _fail,
@@ -291,9 +294,7 @@ def _backend_option(value: str | None) -> str | list[str] | None:
 
 @app.command("run")
 def run_cmd(
-    task_dir: Annotated[
-        Path, typer.Argument(help="Task folder (OpenEvolve or SkyDiscover layout).")
-    ],
+    task_dir: TaskDirArg,
     iterations: Annotated[int | None, typer.Option(help="Outer-loop iterations.")] = None,
     candidates: Annotated[int | None, typer.Option(help="Candidates per iteration (N).")] = None,
     iterations_in_flight: Annotated[
@@ -344,10 +345,8 @@ def run_cmd(
     ] = None,
     out: Annotated[Path | None, typer.Option(help="Run directory (default runs/...).")] = None,
     config: Annotated[Path | None, typer.Option(help="YAML config file.")] = None,
-    quiet: Annotated[bool, typer.Option(help="No progress display.")] = False,
-    json_lines: Annotated[
-        bool, typer.Option("--json", help="Progress events as JSON lines on stdout.")
-    ] = False,
+    quiet: QuietOpt = False,
+    json_lines: JsonLinesOpt = False,
     allow_invalid_initial: Annotated[
         bool,
         typer.Option(help="Start even if the initial program fails its own evaluation."),
@@ -453,10 +452,8 @@ def resume_cmd(
     iterations: Annotated[
         int | None, typer.Option(help="New total iteration count (default: unchanged).")
     ] = None,
-    quiet: Annotated[bool, typer.Option(help="No progress display.")] = False,
-    json_lines: Annotated[
-        bool, typer.Option("--json", help="Progress events as JSON lines on stdout.")
-    ] = False,
+    quiet: QuietOpt = False,
+    json_lines: JsonLinesOpt = False,
 ) -> None:
     """Continue a run from its last checkpoint with the same configuration."""
     from evoduet_graph.api import resume

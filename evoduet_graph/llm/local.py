@@ -298,12 +298,8 @@ class LocalChatModel(BaseChatModel):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        return {
-            "model_name": self.model_name,
-            "n_ctx": self.n_ctx,
-            "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
-        }
+        """The fields that tell this model's replies apart (LangChain's cache key, traces)."""
+        return self.model_dump(include={"model_name", "n_ctx", "temperature", "max_tokens"})
 
     def _generate(
         self,

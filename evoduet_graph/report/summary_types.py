@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 __all__ = [
     "BestProgram",
@@ -31,6 +31,7 @@ __all__ = [
     "NodeUsage",
     "NodeWall",
     "NoveltyFigures",
+    "PerNode",
     "PredictionFigures",
     "Rate",
     "RunSummary",
@@ -148,6 +149,22 @@ class CostFigures(_Plain):
     search_credits: Any
 
 
+RowT = TypeVar("RowT")
+
+
+@dataclass(frozen=True)
+class PerNode(_Plain, Generic[RowT]):
+    """Figures of one kind (a row) per node and in total (`LlmFigures`, `CallFigures`).
+
+    Attributes:
+        by_node: node name → its row, in node-name order.
+        total: the row over every node.
+    """
+
+    by_node: Mapping[str, RowT]
+    total: RowT
+
+
 @dataclass(frozen=True)
 class NodeUsage(_Plain):
     """LLM usage of one node (or the total): calls, tokens and summed latency."""
@@ -156,14 +173,6 @@ class NodeUsage(_Plain):
     input_tokens: int
     output_tokens: int
     latency_s: float
-
-
-@dataclass(frozen=True)
-class LlmFigures(_Plain):
-    """LLM usage per node and in total (the total leaves out the inclusive nodes)."""
-
-    by_node: Mapping[str, NodeUsage]
-    total: NodeUsage
 
 
 @dataclass(frozen=True)
@@ -200,12 +209,11 @@ class CallRow(_Plain):
     finish_reasons: Mapping[str, int]
 
 
-@dataclass(frozen=True)
-class CallFigures(_Plain):
-    """Model-call figures per node and in total (`evoduet_graph.report.calls`)."""
+LlmFigures = PerNode[NodeUsage]
+"""LLM usage per node and in total (the total leaves out the inclusive nodes)."""
 
-    by_node: Mapping[str, CallRow]
-    total: CallRow
+CallFigures = PerNode[CallRow]
+"""Model-call figures per node and in total (`evoduet_graph.report.calls`)."""
 
 
 @dataclass(frozen=True)

@@ -45,12 +45,9 @@ __all__ = [
 ]
 
 SCAFFOLDS: dict[str, type[Scaffold]] = {
-    "openevolve": OpenEvolveScaffold,
-    "top_k": TopKScaffold,
-    "best_of_n": BestOfNScaffold,
-    "evox": EvoXScaffold,
+    cls.name: cls for cls in (OpenEvolveScaffold, TopKScaffold, BestOfNScaffold, EvoXScaffold)
 }
-"""Scaffold name (``config.scaffold``) → policy class."""
+"""Scaffold name (``config.scaffold``, each class's ``name``) → policy class."""
 
 
 def make_scaffold(name: str) -> Scaffold:

@@ -61,6 +61,35 @@ class Scaffold(Protocol):
         ...
 
 
+class ScaffoldBase:
+    """Base of the built-in scaffolds: ``name`` and ``populations`` as class keywords.
+
+    ``class TopKScaffold(ScaffoldBase, name="top_k", populations=("top_k",))`` declares the
+    members the `Scaffold` protocol requires besides ``select`` in the class header, checked
+    once here.
+
+    Attributes:
+        name: the scaffold's name (``config.scaffold``).
+        populations: population kinds it runs over; the first is its choice when none is
+            configured.
+    """
+
+    name: str
+    populations: ClassVar[tuple[str, ...]]
+
+    def __init_subclass__(cls, *, name: str, populations: tuple[str, ...], **kwargs: Any) -> None:
+        """Set ``name`` and ``populations`` of the subclass.
+
+        Raises:
+            ValueError: ``populations`` is empty.
+        """
+        super().__init_subclass__(**kwargs)
+        if not populations:
+            raise ValueError(f"scaffold {name!r} must run over at least one population kind")
+        cls.name = name
+        cls.populations = tuple(populations)
+
+
 def ranked_programs(population: Population, n: int) -> list[str]:
     """Program-store ids of the ``n`` best programs, best first (ties: earlier added first).
 

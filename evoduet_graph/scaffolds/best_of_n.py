@@ -9,11 +9,10 @@ Runs over a `TopKPopulation` (``population.top_k`` programs).
 from __future__ import annotations
 
 import random
-from typing import ClassVar
 
 from evoduet_graph.context import Context
 from evoduet_graph.population import Population
-from evoduet_graph.scaffolds.base import Selection, ranked_programs
+from evoduet_graph.scaffolds.base import ScaffoldBase, Selection, ranked_programs
 from evoduet_graph.state import OuterState
 
 
@@ -36,12 +35,8 @@ def select_best(population: Population, num_inspirations: int) -> Selection:
     return Selection(parent_id=parent, inspiration_ids=others, island=None, mode="best")
 
 
-class BestOfNScaffold:
+class BestOfNScaffold(ScaffoldBase, name="best_of_n", populations=("top_k",)):
     """Always the best program (module docstring)."""
-
-    name = "best_of_n"
-    populations: ClassVar[tuple[str, ...]] = ("top_k",)
-    """Population kinds it runs over; the first is its choice when none is configured."""
 
     def select(
         self, state: OuterState, ctx: Context, rng: random.Random, iteration: int

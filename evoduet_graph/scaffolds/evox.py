@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any, ClassVar, cast, get_args
+from typing import Any, cast, get_args
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -40,7 +40,7 @@ from evoduet_graph.context import Context
 from evoduet_graph.llm import LLMCallError, structured_call
 from evoduet_graph.prompts.descriptor import population_descriptor
 from evoduet_graph.prompts.render import render
-from evoduet_graph.scaffolds.base import Selection, ranked_programs
+from evoduet_graph.scaffolds.base import ScaffoldBase, Selection, ranked_programs
 from evoduet_graph.scaffolds.best_of_n import select_best
 from evoduet_graph.scaffolds.openevolve import sample_population
 from evoduet_graph.scaffolds.top_k import select_top_k
@@ -396,12 +396,8 @@ def advance_strategy(
     return strategy, history, stale
 
 
-class EvoXScaffold:
+class EvoXScaffold(ScaffoldBase, name="evox", populations=("islands",)):
     """The EvoX strategy loop (module docstring)."""
-
-    name = "evox"
-    populations: ClassVar[tuple[str, ...]] = ("islands",)
-    """Population kinds it runs over; the first is its choice when none is configured."""
 
     def select(
         self, state: OuterState, ctx: Context, rng: random.Random, iteration: int

@@ -10,11 +10,10 @@ inspirations from the island's best, its top programs and nearby feature cells
 from __future__ import annotations
 
 import random
-from typing import ClassVar
 
 from evoduet_graph.context import Context
 from evoduet_graph.population import Population
-from evoduet_graph.scaffolds.base import Selection
+from evoduet_graph.scaffolds.base import ScaffoldBase, Selection
 from evoduet_graph.state import OuterState
 
 
@@ -35,12 +34,8 @@ def sample_population(
     )
 
 
-class OpenEvolveScaffold:
+class OpenEvolveScaffold(ScaffoldBase, name="openevolve", populations=("islands", "top_k")):
     """OpenEvolve sampling (module docstring)."""
-
-    name = "openevolve"
-    populations: ClassVar[tuple[str, ...]] = ("islands", "top_k")
-    """Population kinds it runs over; the first is its choice when none is configured."""
 
     def select(
         self, state: OuterState, ctx: Context, rng: random.Random, iteration: int

@@ -8,11 +8,10 @@ shown best first. Runs over a `TopKPopulation` of the same k. No prompt instruct
 from __future__ import annotations
 
 import random
-from typing import ClassVar
 
 from evoduet_graph.context import Context
 from evoduet_graph.population import Population
-from evoduet_graph.scaffolds.base import Selection, ranked_programs
+from evoduet_graph.scaffolds.base import ScaffoldBase, Selection, ranked_programs
 from evoduet_graph.state import OuterState
 
 
@@ -48,12 +47,8 @@ def select_top_k(
     )
 
 
-class TopKScaffold:
+class TopKScaffold(ScaffoldBase, name="top_k", populations=("top_k",)):
     """Uniform top-k parent selection (module docstring)."""
-
-    name = "top_k"
-    populations: ClassVar[tuple[str, ...]] = ("top_k",)
-    """Population kinds it runs over; the first is its choice when none is configured."""
 
     def select(
         self, state: OuterState, ctx: Context, rng: random.Random, iteration: int
