@@ -601,6 +601,17 @@ def test_local_model_reports_usage(fake_local_model):
     assert call["max_tokens"] == 64 and call["temperature"] == 0.1
 
 
+def test_local_model_identifying_params(fake_local_model):
+    """LangChain's cache key and traces name the model, its window and its sampling settings."""
+    llm, _ = fake_local_model
+    assert llm._identifying_params == {
+        "model_name": model_file.MODEL_NAME,
+        "n_ctx": 2048,
+        "temperature": 0.1,
+        "max_tokens": 64,
+    }
+
+
 def test_local_model_reports_prompt_tokens_reused_from_the_context(fake_local_model):
     llm, _ = fake_local_model
     llm.invoke([SystemMessage("shared task text"), HumanMessage("gate part")])

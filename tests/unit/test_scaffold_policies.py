@@ -344,3 +344,18 @@ def test_the_scaffold_registry_is_the_one_source_of_names_and_population_kinds()
     for name, cls in SCAFFOLDS.items():
         assert scaffold_populations()[name] == cls.populations
         assert EvoDuetConfig(scaffold=name).population.kind == cls.populations[0]
+
+
+def test_a_scaffold_class_declares_its_name_and_population_kinds_in_its_header():
+    from evoduet_graph.scaffolds.base import Scaffold, ScaffoldBase
+
+    class Greedy(ScaffoldBase, name="greedy", populations=("top_k",)):
+        select = BestOfNScaffold.select
+
+    assert Greedy.name == "greedy" and Greedy.populations == ("top_k",)
+    assert isinstance(Greedy(), Scaffold)
+    assert [cls.name for cls in SCAFFOLDS.values()] == list(SCAFFOLDS)
+    with pytest.raises(ValueError, match="'empty' must run over at least one population kind"):
+
+        class Empty(ScaffoldBase, name="empty", populations=()):
+            pass
