@@ -9,21 +9,16 @@ register it as a built-in (docs/extending.md).
 from __future__ import annotations
 
 import random
-from typing import ClassVar
 
 from evoduet_graph.context import Context
-from evoduet_graph.scaffolds.base import Selection, ranked_programs
+from evoduet_graph.scaffolds.base import ScaffoldBase, Selection, ranked_programs
 from evoduet_graph.state import OuterState
 
 INSTRUCTION = "Make one small, local change to the parent."
 
 
-class RoundRobinScaffold:
+class RoundRobinScaffold(ScaffoldBase, name="round_robin", populations=("top_k",)):
     """Parents in turn from the k best (module docstring)."""
-
-    name = "round_robin"
-    populations: ClassVar[tuple[str, ...]] = ("top_k",)
-    """Population kinds it runs over; the first is its choice when none is configured."""
 
     def select(
         self, state: OuterState, ctx: Context, rng: random.Random, iteration: int
