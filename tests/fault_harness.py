@@ -103,10 +103,12 @@ class FaultPoints:
         self.torn = False
         self.trace: list[str] = []
         self.marker: Path | None = None
+        self.hit_at: tuple[int, int] = (0, 0)  # (index, occurrence of its label) of the kill
 
     def reset(self, kill_at: int | tuple[str, int] | None, torn: bool, marker: Path | None) -> None:
         self.count, self.kill_at, self.torn, self.trace, self.marker = 0, kill_at, torn, [], marker
         self.seen = Counter()
+        self.hit_at = (0, 0)
 
     def check(self, label: str, tearable: bool = False) -> str | None:
         """``None``, ``"kill"`` (die after the work) or ``"tear"`` (write half, then die)."""
@@ -120,11 +122,15 @@ class FaultPoints:
                 hit = self.kill_at is not None and self.count == self.kill_at
             if not hit:
                 return None
+            self.hit_at = (self.count, self.seen[label])
         return "tear" if (tearable and self.torn) else "kill"
 
     def die(self, label: str, mode: str) -> None:
         if self.marker is not None:
-            self.marker.write_text(json.dumps({"point": self.count, "label": label, "mode": mode}))
+            point, occurrence = self.hit_at
+            self.marker.write_text(
+                json.dumps({"point": point, "label": label, "occurrence": occurrence, "mode": mode})
+            )
         os.kill(os.getpid(), signal.SIGKILL)
         time.sleep(60)  # never reached
 
@@ -676,9 +682,36 @@ def evaluation_counts(scenario_dir: Path) -> Counter:
 # ------------------------------------------------------------------------------------------
 
 
+KillAt = int | tuple[str, int]
+"""A kill point: the n-th fault point of the process (1-based), or ``(label, k)``, the k-th
+point with that label (stable under the thread interleaving of parallel branches)."""
+
+
+def format_kill(kill: tuple[str, int]) -> str:
+    """``LABEL@K``, the form ``--kill`` / ``--then`` read."""
+    return f"{kill[0]}@{kill[1]}"
+
+
+def parse_kill(text: str) -> tuple[str, int]:
+    """Read ``LABEL@K`` (``store:put_evaluation@3``; ``@K`` omitted: the first).
+
+    Raises:
+        argparse.ArgumentTypeError: ``K`` is not a positive integer or the label is empty.
+    """
+    label, _, k = text.rpartition("@") if "@" in text else (text, "@", "1")
+    if not label or not k.isdigit() or int(k) < 1:
+        raise argparse.ArgumentTypeError(f"expected LABEL@K with K >= 1, got {text!r}")
+    return label, int(k)
+
+
 @dataclass
 class Scenario:
-    """One kill point: where the run died and what was checked after resuming it."""
+    """One kill point: where the run died and what was checked after resuming it.
+
+    ``label`` / ``occurrence`` name the point the run died at (the ``occurrence``-th point
+    with that label), ``second_label`` / ``second_occurrence`` the point its first resume
+    died at (double kills); ``replay`` is the command that runs exactly this scenario alone.
+    """
 
     point: int
     torn: bool
@@ -692,10 +725,28 @@ class Scenario:
     reevaluated_in_flight: int = 0
     lost_programs: int = 0
     seconds: float = 0.0
+    occurrence: int = 0
+    second_occurrence: int = 0
+    salt: str = "evoduet"
+    replay: str = ""
 
     @property
     def ok(self) -> bool:
         return self.killed and self.resumed and not self.problems
+
+    def replay_command(self) -> str:
+        """The command line that runs this scenario alone (same kill points, salt, evaluator)."""
+        if not self.label:
+            return ""
+        env = os.environ.get(HARNESS_EVALUATOR_ENV)
+        parts = [f"{HARNESS_EVALUATOR_ENV}={env}"] if env else []
+        parts += ["python -m tests.fault_harness", f"--salt {self.salt}"]
+        parts.append(f"--kill '{format_kill((self.label, self.occurrence))}'")
+        if self.torn:
+            parts.append("--torn")
+        if self.second_label:
+            parts.append(f"--then '{format_kill((self.second_label, self.second_occurrence))}'")
+        return " ".join(parts)
 
 
 def reference_run(workdir: Path, salt: str = "evoduet") -> tuple[dict[str, Any], list[str]]:
@@ -809,38 +860,51 @@ def _check_resumed(
                 result.problems.append(f"{key} differs from the uninterrupted run")
 
 
+def _slug(kill: KillAt) -> str:
+    """A folder-name form of a kill point."""
+    return f"{kill:05d}" if isinstance(kill, int) else re.sub(r"\W+", "_", format_kill(kill))
+
+
 def run_scenario(
     workdir: Path,
     point: int,
     torn: bool,
     reference: dict[str, Any],
     salt: str = "evoduet",
-    second: int | None = None,
+    second: KillAt | None = None,
     trace: list[str] | None = None,
+    kill_at: tuple[str, int] | None = None,
+    keep: bool = False,
 ) -> Scenario:
     """Kill a fresh run at ``point``, resume until done, compare with ``reference``.
 
     Kill a fresh run at ``point`` (with the reference ``trace``: at the same occurrence of
-    the same label as the reference's ``point``-th point); with ``second``, kill the first
-    resume too at its ``second``-th point; resume until done; compare with ``reference``.
+    the same label as the reference's ``point``-th point; ``kill_at``: at that
+    ``(label, k)`` instead); with ``second``, kill the first resume too at that point; resume
+    until done; compare with ``reference``. A passed scenario's folder is removed unless
+    ``keep``.
     """
     start = time.monotonic()
-    sdir = (
-        workdir / f"kill-{point:05d}{'-torn' if torn else ''}{f'-then-{second}' if second else ''}"
-    )
+    target: KillAt = point
+    if kill_at is not None:
+        target = kill_at
+    elif trace is not None:
+        target = (trace[point - 1], trace[:point].count(trace[point - 1]))
+    then = "" if second is None else f"-then-{_slug(second)}"
+    sdir = workdir / f"kill-{_slug(target)}{'-torn' if torn else ''}{then}"
     shutil.rmtree(sdir, ignore_errors=True)
     sdir.mkdir(parents=True)
-    result = Scenario(point=point, torn=torn, second=second)
+    result = Scenario(
+        point=point, torn=torn, second=second if isinstance(second, int) else None, salt=salt
+    )
     run_dir = sdir / "run"
 
     def finish() -> Scenario:
         result.seconds = time.monotonic() - start
+        result.replay = result.replay_command()
         return result
 
     marker = sdir / "killed.json"
-    target: int | tuple[str, int] = point
-    if trace is not None:
-        target = (trace[point - 1], trace[:point].count(trace[point - 1]))
     status = fork_run(
         run_dir=run_dir, resume=False, kill_at=target, torn=torn, marker=marker, salt=salt
     )
@@ -848,8 +912,9 @@ def run_scenario(
     if marker.exists():
         info = json.loads(marker.read_text())
         result.label, result.mode = info["label"], info["mode"]
+        result.occurrence = info["occurrence"]
     if not result.killed:
-        result.problems.append(f"the run was not killed at point {point} (status {status})")
+        result.problems.append(f"the run was not killed at {target} (status {status})")
         return finish()
     # evaluations persisted at each kill must never run again; others may (work in flight)
     persisted = persisted_evaluations(run_dir)
@@ -862,7 +927,8 @@ def run_scenario(
         if status == 0:
             finished = True  # the resumed run finished before its kill point
         elif status == -signal.SIGKILL and marker2.exists():
-            result.second_label = json.loads(marker2.read_text())["label"]
+            info = json.loads(marker2.read_text())
+            result.second_label, result.second_occurrence = info["label"], info["occurrence"]
             counts_at_kill.append(evaluation_counts(sdir))
             persisted_at_kill.append(persisted_evaluations(run_dir))
         else:
@@ -876,7 +942,7 @@ def run_scenario(
     result.resumed = True
     _check_resumed(result, sdir, run_dir, counts_at_kill, persisted_at_kill, reference)
     finish()
-    if result.ok:
+    if result.ok and not keep:
         shutil.rmtree(sdir, ignore_errors=True)
     return result
 
@@ -949,12 +1015,53 @@ def run_kill_points(
             {
                 "point": r.point,
                 "label": r.label,
+                "occurrence": r.occurrence,
                 "mode": r.mode,
                 "ok": r.ok,
                 "seconds": round(r.seconds, 2),
             }
             for r in sorted(results, key=lambda r: (r.point, r.torn))
         ],
+    }
+
+
+def replay_scenario(
+    workdir: Path,
+    kill: tuple[str, int],
+    torn: bool = False,
+    then: tuple[str, int] | None = None,
+    salt: str = "evoduet",
+    repeat: int = 1,
+    keep: bool = False,
+) -> dict[str, Any]:
+    """Run one named scenario ``repeat`` times against one reference run.
+
+    Kill at ``kill`` (``(label, k)``), tearing the line when ``torn``, kill the first resume
+    at ``then`` too; what a failed scenario's ``replay`` command runs. The scenario runs one
+    at a time (a kill depends on timing only through what the other threads of the killed
+    process had done, so repeating it samples those interleavings). Returns a JSON-ready
+    summary: runs, passed, the distinct problems with their counts, the failed runs.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    reference, _trace = reference_run(workdir, salt)
+    results: list[Scenario] = []
+    for n in range(repeat):
+        rdir = workdir / f"replay-{n:04d}"
+        res = run_scenario(rdir, 0, torn, reference, salt, then, kill_at=kill, keep=keep)
+        results.append(res)
+        if res.ok and not keep:
+            shutil.rmtree(rdir, ignore_errors=True)
+    problems = Counter(p for r in results for p in r.problems)
+    return {
+        "scenario": results[0].replay if results and results[0].replay else format_kill(kill),
+        "runs": len(results),
+        "passed": sum(r.ok for r in results),
+        "double_kills": sum(bool(r.second_label) for r in results),
+        "problems": dict(problems.most_common()),
+        "lost_programs": sum(r.lost_programs for r in results),
+        "failed": [{"run": n, **asdict(r)} for n, r in enumerate(results) if not r.ok],
+        "seconds": round(time.monotonic() - t0, 1),
     }
 
 
@@ -967,9 +1074,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--double-every", type=int, default=0, help="every k-th scenario kills its resume too"
     )
+    one = parser.add_argument_group(
+        "one scenario (what a failed scenario's 'replay' field prints)",
+        "Run only the scenario killed at --kill, instead of --points chosen ones.",
+    )
+    one.add_argument(
+        "--kill",
+        type=parse_kill,
+        metavar="LABEL@K",
+        help="die at the K-th fault point labelled LABEL (e.g. store:put_evaluation@3)",
+    )
+    one.add_argument("--torn", action="store_true", help="tear the line written at --kill")
+    one.add_argument(
+        "--then", type=parse_kill, metavar="LABEL@K", help="kill the first resume there too"
+    )
+    one.add_argument("--repeat", type=int, default=1, help="run the scenario this many times")
+    one.add_argument("--keep", action="store_true", help="keep passed scenarios' run folders")
     args = parser.parse_args(argv)
+    if args.kill is None and (args.torn or args.then or args.repeat != 1 or args.keep):
+        parser.error("--torn, --then, --repeat and --keep need --kill")
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     workdir = args.out or Path(tempfile.mkdtemp(prefix="evoduet_kill_"))
-    summary = run_kill_points(workdir, args.points, args.jobs, args.salt, args.double_every)
+    if args.kill is not None:
+        summary = replay_scenario(
+            workdir, args.kill, args.torn, args.then, args.salt, args.repeat, args.keep
+        )
+    else:
+        summary = run_kill_points(workdir, args.points, args.jobs, args.salt, args.double_every)
     summary["workdir"] = str(workdir)
     print(json.dumps(summary))
     return 0 if not summary["failed"] else 1
