@@ -23,7 +23,7 @@ from collections.abc import Callable
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
@@ -782,6 +782,7 @@ def _stream(
         context=ctx,
         stream_mode=["updates", "custom"],
         subgraphs=on_event is not None,  # the inner loop's progress events
+        durability=DURABILITY,
     )
     for part in stream:
         namespace, mode, chunk = part if len(part) == 3 else ((), *part)
@@ -795,6 +796,16 @@ def _stream(
                 if node == "__interrupt__":
                     continue
                 progress(node, update if isinstance(update, dict) else {})
+
+
+DURABILITY: Literal["sync"] = "sync"
+"""LangGraph checkpoint durability of a run: each step's checkpoint is saved before the next
+step starts. LangGraph's default (``async``) saves it in the background while the next step
+runs, so a kill could lose a finished step's checkpoint *after* a later step had written the
+run directory (programs, D_search records): the resume ran the finished step again against
+those later writes (a gate re-run of iteration i saw iteration i's own look-up record, took
+another decision and produced other candidates). With ``sync`` a kill loses only the step in
+flight (DESIGN.md §3), at the cost of one SQLite write per step on the graph's thread."""
 
 
 def _interrupts(snapshot: Any) -> list[dict[str, Any]]:
