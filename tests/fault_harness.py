@@ -861,22 +861,32 @@ def _spread_order(k: int) -> list[int]:
 
 
 def canonical_trace(trace: list[str]) -> list[str]:
-    """The trace with the labels of each graph step sorted: the same for every run of a salt.
+    """The trace in one order for every run of a salt: each graph step's labels sorted.
 
     The raw order of a run's fault points depends on how the threads of a step (parallel
     ``generate`` branches, evaluation workers) interleave, so an index into it names another
     point in another run. Steps end with their checkpoint write (``ckpt``; a run saves each
     step's checkpoint before the next step starts), and what a step does is deterministic,
-    so sorting the labels between two ``ckpt`` points gives one order for every run.
+    so sorting the labels between two ``ckpt`` points gives one order for every run. A task's
+    saved writes (``ckpt:writes``) are written in the background and land before or after the
+    next steps' points, so they are not placed by time: the k-th follows the k-th ``ckpt``
+    (their number is fixed; a kill at one is named by its ``k`` anyway).
     """
+    writes = trace.count("ckpt:writes")
     out: list[str] = []
     step: list[str] = []
     for label in trace:
-        step.append(label)
+        if label == "ckpt:writes":
+            continue
         if label == "ckpt":
-            out += sorted(step)
+            out += [*sorted(step), "ckpt"]
             step = []
-    return out + sorted(step)
+            if writes:
+                out.append("ckpt:writes")
+                writes -= 1
+        else:
+            step.append(label)
+    return out + sorted(step) + ["ckpt:writes"] * writes
 
 
 def second_kill(trace: list[str], point: int) -> tuple[str, int]:
