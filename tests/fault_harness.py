@@ -7,7 +7,10 @@ resumes it in a second child until it finishes, and checks the result against an
 reference run with the same seed:
 
 * the final population snapshot, the program table (ids, code hashes, status, scores), the best
-  program and the search database (documents, records, impacts) equal the reference's;
+  program and the search database (documents, records, impacts) equal the reference's (when
+  the product skipped a program because its evaluation was in flight at both kills of a double
+  kill, as its rule requires, the reference is the uninterrupted run that skips it:
+  `_skipped_by_policy`);
 * no evaluation that was persisted before the kill is run again (evaluations in flight at the
   kill may be redone: that is "the work in flight"), counted with `tests.fakes.CountingEvaluator`;
 * ``search_database.jsonl`` has no torn line and no duplicate document, record or impact;
