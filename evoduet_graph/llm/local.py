@@ -56,6 +56,7 @@ from evoduet_graph.llm.batching import (
     LlamaBackend,
     SamplingParams,
     SequenceRequest,
+    common_prefix,
     enable_parallel_sequences,
     new_request,
     resolve_seed,
@@ -176,12 +177,12 @@ class CompletionTiming:
 
 
 def common_prefix_length(before: Sequence[int], prompt: Sequence[int]) -> int:
-    """Tokens of ``prompt`` that llama.cpp reuses from a context holding ``before``."""
-    n = 0
-    for a, b in zip(before, prompt, strict=False):
-        if a != b:
-            break
-        n += 1
+    """Tokens of ``prompt`` that llama.cpp reuses from a context holding ``before``.
+
+    The common prefix (`evoduet_graph.llm.batching.common_prefix`), less the last token when
+    that is the whole prompt: llama.cpp evaluates it again for fresh logits.
+    """
+    n = common_prefix(before, prompt)
     return n - 1 if n >= len(prompt) > 0 else n
 
 

@@ -190,28 +190,23 @@ def report_markdown(
     by_decision = s.improvement.by_decision
     metric = (best.metric if best else None) or "n/a"
     direction = (best.direction if best else None) or "n/a"
+    overview = [
+        ["run directory", s.run_dir],
+        ["model", s.model],
+        ["iterations completed", s.iterations],
+        ["iterations planned", s.iterations_planned],
+        ["stop reason", s.stop_reason or ("finished" if s.finished else "-")],
+        ["sessions (resumed)", f"{s.sessions} ({s.resumed})"],
+        ["wall time (s)", round(s.wall_s, 3)],
+        ["initial score", s.initial_score],
+        ["best score", best.score if best else None],
+        ["best program", f"{best.id if best else 'n/a'} (iteration {best_iteration})"],
+        [f"metric ({metric}, {direction})", best.metric_value if best else None],
+        ["NDG (%)", best.ndg if best else None],
+        ["improvements", s.improvements],
+    ]
     out += [
-        "## Overview",
-        "",
-        md_table(
-            ["figure", "value"],
-            [
-                ["run directory", s.run_dir],
-                ["model", s.model],
-                ["iterations completed", s.iterations],
-                ["iterations planned", s.iterations_planned],
-                ["stop reason", s.stop_reason or ("finished" if s.finished else "-")],
-                ["sessions (resumed)", f"{s.sessions} ({s.resumed})"],
-                ["wall time (s)", round(s.wall_s, 3)],
-                ["initial score", s.initial_score],
-                ["best score", best.score if best else None],
-                ["best program", f"{best.id if best else 'n/a'} (iteration {best_iteration})"],
-                [f"metric ({metric}, {direction})", best.metric_value if best else None],
-                ["NDG (%)", best.ndg if best else None],
-                ["improvements", s.improvements],
-            ],
-        ),
-        "",
+        *_figures_section("Overview", overview),
         *_images(plots, "scores", "ndg"),
         "## Gate decisions",
         "",
@@ -233,30 +228,22 @@ def report_markdown(
     ]
     search = s.search
     seen_share = md_pct(search.seen_before_share)
-    out += [
-        "## Search",
-        "",
-        md_table(
-            ["figure", "value"],
-            [
-                ["queries issued", search.queries],
-                ["distinct queries", search.distinct_queries],
-                ["results returned by the backend", search.results_returned],
-                ["D_search records", search.records],
-                *[
-                    [f"records: {decision}", n]
-                    for decision, n in sorted(search.records_by_decision.items())
-                ],
-                ["documents stored", search.documents_stored],
-                ["URLs returned (D_search rounds)", search.returned_urls],
-                ["distinct URLs", search.distinct_urls],
-                ["returned URLs seen before", search.seen_before],
-                ["repeated-URL share", seen_share],
-            ],
-        ),
-        "",
-        *_images(plots, "urls"),
+    search_rows: list[list[Any]] = [
+        ["queries issued", search.queries],
+        ["distinct queries", search.distinct_queries],
+        ["results returned by the backend", search.results_returned],
+        ["D_search records", search.records],
+        *[
+            [f"records: {decision}", n]
+            for decision, n in sorted(search.records_by_decision.items())
+        ],
+        ["documents stored", search.documents_stored],
+        ["URLs returned (D_search rounds)", search.returned_urls],
+        ["distinct URLs", search.distinct_urls],
+        ["returned URLs seen before", search.seen_before],
+        ["repeated-URL share", seen_share],
     ]
+    out += [*_figures_section("Search", search_rows), *_images(plots, "urls")]
     pred = s.prediction
     out += [
         "## Predicted vs realised child score",
@@ -456,7 +443,12 @@ def _cost_section(cost: CostFigures, total: NodeUsage) -> list[str]:
             "n/a (not Tavily)" if cost.search_credits is None else cost.search_credits,
         ],
     ]
-    return ["## Cost", "", md_table(["figure", "value"], rows), ""]
+    return _figures_section("Cost", rows)
+
+
+def _figures_section(title: str, rows: list[list[Any]]) -> list[str]:
+    """A ``## title`` section holding one figure/value table."""
+    return [f"## {title}", "", md_table(["figure", "value"], rows), ""]
 
 
 _TOP_QUERIES = 5
@@ -467,19 +459,14 @@ def _novelty_section(nov: NoveltyFigures) -> list[str]:
     out = ["## Novelty rejections", ""]
     if not nov.rejections:
         return [*out, "No candidate was rejected as a near-duplicate before evaluation.", ""]
-    out += [
-        md_table(
-            ["figure", "value"],
-            [
-                ["drafts rejected (never evaluated)", nov.rejections],
-                *[[f"by {kind} check", n] for kind, n in nov.by_kind.items()],
-                ["resampled (model asked again)", nov.resampled],
-                ["accepted after the resample", nov.accepted_after_resample],
-                ["candidates recorded as duplicate", nov.duplicates],
-            ],
-        ),
-        "",
+    rows = [
+        ["drafts rejected (never evaluated)", nov.rejections],
+        *[[f"by {kind} check", n] for kind, n in nov.by_kind.items()],
+        ["resampled (model asked again)", nov.resampled],
+        ["accepted after the resample", nov.accepted_after_resample],
+        ["candidates recorded as duplicate", nov.duplicates],
     ]
+    out += [md_table(["figure", "value"], rows), ""]
     if nov.similar_to:
         out += [
             "Programs most often matched:",

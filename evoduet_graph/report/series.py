@@ -234,11 +234,14 @@ def run_series(run_dir: str | Path, *, summary: RunSummary | None = None) -> dic
     if best_id_final is None and rows:
         valid = [p for p in rows.values() if p.valid and p.score is not None]
         best_id_final = max(valid, key=lambda p: p.score or 0.0).id if valid else None
+    about_task = (
+        {"metric": task.metric, "direction": task.direction, "reference": task.sota_score}
+        if task is not None
+        else dict.fromkeys(("metric", "direction", "reference"))
+    )
     return {
         "task": summary.task,
-        "metric": task.metric if task is not None else None,
-        "direction": task.direction if task is not None else None,
-        "reference": task.sota_score if task is not None else None,
+        **about_task,
         "best": best_series,
         "candidates": candidates,
         "ndg": ndg,
