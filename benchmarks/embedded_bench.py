@@ -291,6 +291,12 @@ def run_case(
         "candidates_total": len(cands),
         "valid_children": valid,
         "valid_child_rate": round(valid / len(cands), 3) if cands else None,
+        # why the others were not valid (status and the first line of the error), per candidate
+        "invalid_reasons": [
+            f"{c.get('status')}: {str(c.get('error') or '').strip().splitlines()[:1]}"[:200]
+            for c in cands
+            if not c.get("valid")
+        ],
         "gate_decisions": dict(
             collections.Counter(str(h.get("gate_decision")) for h in result.history)
         ),
