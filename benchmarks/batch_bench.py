@@ -75,7 +75,6 @@ def generation_prompt(task_dir: Path) -> tuple[list, object]:
         parent=parent,
         top=[],
         inspirations=[],
-        attempts=[],
         evidence=[],
         cfg=PromptConfig(diff_based=False),
         metric_name=task.metric,
