@@ -228,10 +228,10 @@ def knowledge_figures(run_dir: Path, rows: list[Any], iterations: int) -> dict[s
     from evoduet_graph.search.base import normalize_url
 
     events = list(read_events(run_dir / layout.EVENTS))
-    search = run_summary(run_dir)["search"]
+    search = run_summary(run_dir).search
     searches = [e for e in events if e.get("event") == "search"]
-    returned = int(search.get("returned_urls") or 0)
-    distinct = int(search.get("distinct_urls") or 0)
+    returned = search.returned_urls
+    distinct = search.distinct_urls
     if not returned:  # no D_search on disk (stateless runs): the search events
         urls = [normalize_url(str(u)) for e in searches for u in e.get("urls") or []]
         returned, distinct = len(urls), len(set(urls))

@@ -460,13 +460,13 @@ def _setup_model(
             probe_endpoint(cfg.llm, log)
         return _Model(endpoint, cfg, info)
 
-    from evoduet_graph.llm.local import EXPECTED_SHA256, MODEL_NAME
+    from evoduet_graph.llm.model_file import EXPECTED_SHA256, MODEL_NAME
 
     info = {"model": f"local ({MODEL_NAME}.gguf)", "model_sha256": EXPECTED_SHA256}
     if not needs_endpoint:
         return _Model(None, base, info)
     from evoduet_graph.bench.server import LlamaCppServer, ServerError
-    from evoduet_graph.llm.local import LocalModelError, assemble_model
+    from evoduet_graph.llm.model_file import LocalModelError, assemble_model
 
     try:
         model_path = assemble_model(llm.local_cache_dir)

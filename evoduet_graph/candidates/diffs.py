@@ -215,53 +215,38 @@ def _parse(text: str) -> tuple[list[tuple[int, DiffBlock]], list[tuple[int, str]
     search: list[str] = []
     replace: list[str] = []
     number = 0
+
+    def problem(message: str) -> None:
+        problems.append((number, f"block {number}: {message}"))
+
     for line in text.split("\n"):
         if _SEARCH_RE.match(line):
             if state in ("search", "replace"):
-                problems.append(
-                    (
-                        number,
-                        (
-                            f"block {number}: a new '<<<<<<< SEARCH' started before "
-                            "'>>>>>>> REPLACE' closed this block"
-                        ),
-                    )
-                )
+                problem("a new '<<<<<<< SEARCH' started before '>>>>>>> REPLACE' closed this block")
             number += 1
             state, search, replace = "search", [], []
-        elif state == "search":
-            if _DIVIDER_RE.match(line):
+        elif state in ("out", "skip"):  # outside a block, or skipping a malformed one's rest
+            if state == "skip" and _REPLACE_RE.match(line):
+                state = "out"
+        elif _DIVIDER_RE.match(line):
+            if state == "search":
                 state = "replace"
-            elif _REPLACE_RE.match(line):
-                problems.append((number, f"block {number}: the '=======' divider is missing"))
-                state = "out"
             else:
-                search.append(line)
-        elif state == "replace":
-            if _REPLACE_RE.match(line):
-                blocks.append(
-                    (
-                        number,
-                        DiffBlock(
-                            "\n".join(_trim_section(search)), "\n".join(_trim_section(replace))
-                        ),
-                    )
-                )
-                state = "out"
-            elif _DIVIDER_RE.match(line):
-                problems.append((number, f"block {number}: it has more than one '=======' divider"))
+                problem("it has more than one '=======' divider")
                 state = "skip"
+        elif _REPLACE_RE.match(line):
+            if state == "search":
+                problem("the '=======' divider is missing")
             else:
-                replace.append(line)
-        elif state == "skip" and _REPLACE_RE.match(line):
+                found = DiffBlock(
+                    "\n".join(_trim_section(search)), "\n".join(_trim_section(replace))
+                )
+                blocks.append((number, found))
             state = "out"
+        else:
+            (search if state == "search" else replace).append(line)
     if state in ("search", "replace"):
-        problems.append(
-            (
-                number,
-                f"block {number}: it is not closed by '>>>>>>> REPLACE' (was the answer cut off?)",
-            )
-        )
+        problem("it is not closed by '>>>>>>> REPLACE' (was the answer cut off?)")
     return blocks, problems, number
 
 

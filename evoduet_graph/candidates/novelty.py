@@ -45,7 +45,7 @@ import threading
 import tokenize
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -278,14 +278,10 @@ class NoveltyVerdict:
 
     def as_event(self) -> dict[str, Any]:
         """The verdict's fields for an event (JSON-ready)."""
-        return {
-            "novel": self.novel,
-            "kind": self.kind,
-            "reason": self.reason,
-            "similar_to": self.similar_to,
-            "similarity": None if self.similarity is None else round(self.similarity, 6),
-            "compared": self.compared,
-        }
+        fields = asdict(self)
+        if self.similarity is not None:
+            fields["similarity"] = round(self.similarity, 6)
+        return fields
 
 
 @runtime_checkable

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import resource
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -62,16 +62,11 @@ class SandboxLimits:
 
     @classmethod
     def from_config(cls, cfg: EvaluationConfig) -> SandboxLimits:
-        """The limits of the run configuration's ``evaluation`` section."""
-        return cls(
-            timeout_s=cfg.timeout_s,
-            memory_mb=cfg.memory_mb,
-            max_processes=cfg.max_processes,
-            max_file_mb=cfg.max_file_mb,
-            cpu_time_s=cfg.cpu_time_s,
-            isolate_network=cfg.isolate_network,
-            isolate_filesystem=cfg.isolate_filesystem,
-        )
+        """The limits of the run configuration's ``evaluation`` section.
+
+        Each limit is the section's setting of the same name.
+        """
+        return cls(**{f.name: getattr(cfg, f.name) for f in fields(cls)})
 
     def check(self) -> None:
         """Refuse a limit that is not positive.

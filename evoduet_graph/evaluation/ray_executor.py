@@ -69,11 +69,8 @@ from evoduet_graph.evaluation.base import EvaluationOutcome
 from evoduet_graph.evaluation.integrity import SnapshotTooLargeError, TaskSnapshot
 from evoduet_graph.evaluation.isolation import Isolation, probe_isolation
 from evoduet_graph.evaluation.limits import SandboxLimits
-from evoduet_graph.evaluation.sandbox import (
-    OUTPUT_TAIL_BYTES,
-    SandboxEvaluator,
-    SandboxSetupError,
-)
+from evoduet_graph.evaluation.outcome import OUTPUT_TAIL_BYTES
+from evoduet_graph.evaluation.sandbox import SandboxEvaluator, SandboxSetupError
 from evoduet_graph.task import Task, TaskError
 
 logger = logging.getLogger(__name__)

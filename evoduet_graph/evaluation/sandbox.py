@@ -20,7 +20,8 @@ process (``runner.py``) that
   capped (``OPENBLAS_NUM_THREADS`` etc., unless set) so numpy fits the address-space limit, and
   ``TMPDIR`` pointing into its private temp dir (removed afterwards, with whatever it holds);
 - writes its result to a JSON file in the temp dir (never stdout); stdout/stderr go to files
-  whose tails (`OUTPUT_TAIL_BYTES`) become artifacts;
+  whose tails (`evoduet_graph.evaluation.outcome.OUTPUT_TAIL_BYTES`) become artifacts; the
+  result is read into an `EvaluationOutcome` by `evoduet_graph.evaluation.outcome`;
 - imports the evaluator and its helper modules from a pristine snapshot of the task folder
   taken when the sandbox is built (`evoduet_graph.evaluation.integrity.TaskSnapshot`, its hash
   in ``run.json``), never from the task folder itself, and cannot change it:
@@ -75,7 +76,7 @@ from typing import Any
 
 from evoduet_graph.config import EvaluationConfig
 from evoduet_graph.errors import EvoDuetError
-from evoduet_graph.evaluation.base import EvaluationOutcome, score_from_metrics
+from evoduet_graph.evaluation.base import EvaluationOutcome
 from evoduet_graph.evaluation.integrity import TaskSnapshot
 from evoduet_graph.evaluation.isolation import (
     BWRAP_ARGS,
@@ -90,13 +91,17 @@ from evoduet_graph.evaluation.limits import (
     SandboxLimits,
     rlimits_preexec,
 )
+from evoduet_graph.evaluation.outcome import (
+    describe_exit,
+    invalid_outcome,
+    outcome_from_result,
+    output_tail,
+)
 from evoduet_graph.task import Task, TaskError
 
 logger = logging.getLogger(__name__)
 
 RUNNER_PATH = Path(__file__).resolve().with_name("runner.py")
-#: Bytes kept from the end of the child's stdout and stderr (and of each artifact).
-OUTPUT_TAIL_BYTES = 20_000
 PROGRAM_FILE = "program.py"
 #: Prefix of the ``error`` of a candidate caught tampering with the evaluation.
 TAMPERING_PREFIX = "tampering: "
@@ -292,7 +297,7 @@ class SandboxEvaluator:
             raise
         except Exception as exc:  # a candidate fault must never escape
             logger.exception("evaluation of %s failed inside the sandbox driver", program_id)
-            outcome = _invalid(
+            outcome = invalid_outcome(
                 f"internal evaluation error: {type(exc).__name__}: {exc}", {}, {}, start
             )
         finally:
@@ -567,8 +572,8 @@ class SandboxEvaluator:
                 and not cgroup_factory.destroy(cgroup)
             ):
                 logger.warning("could not remove the candidate cgroup %s", cgroup)
-        stdout_tail = _tail(stdout_path)
-        stderr_tail = _tail(stderr_path)
+        stdout_tail = output_tail(stdout_path)
+        stderr_tail = output_tail(stderr_path)
         streams = {"stderr": stderr_tail, "stdout": stdout_tail}
 
         if self.isolation.filesystem == "namespace" and 128 < returncode < 128 + 65:
@@ -577,7 +582,7 @@ class SandboxEvaluator:
         tampering = self._tampering(task_dir, before, attempts)
         if tampering:
             logger.warning("candidate caught tampering: %s", "; ".join(tampering))
-            return _invalid(
+            return invalid_outcome(
                 TAMPERING_PREFIX + "; ".join(tampering)[:1500],
                 {},
                 {
@@ -589,7 +594,7 @@ class SandboxEvaluator:
                 start,
             )
         if timed_out:
-            return _invalid(
+            return invalid_outcome(
                 f"timeout after {self.timeout_s:g} s",
                 {},
                 {
@@ -601,8 +606,8 @@ class SandboxEvaluator:
             )
         result_path = Path(spec["result"])
         if not result_path.is_file():
-            return _invalid(
-                f"evaluation process {_describe_exit(returncode)} without writing a result",
+            return invalid_outcome(
+                f"evaluation process {describe_exit(returncode)} without writing a result",
                 {},
                 streams,
                 start,
@@ -610,80 +615,10 @@ class SandboxEvaluator:
         try:
             data = json.loads(result_path.read_text(encoding="utf-8"))
         except ValueError as exc:
-            return _invalid(f"unreadable evaluation result: {exc}", {}, streams, start)
+            return invalid_outcome(f"unreadable evaluation result: {exc}", {}, streams, start)
         if not isinstance(data, dict):
-            return _invalid("evaluation result is not a JSON object", {}, streams, start)
-        return self._outcome(data, streams, start)
-
-    def _outcome(
-        self, data: dict[str, Any], streams: dict[str, str], start: float
-    ) -> EvaluationOutcome:
-        """Turn the runner's result into an outcome: validity, score, metrics, artifacts."""
-        raw_metrics = _float_dict(data.get("metrics"))
-        text_metrics = _str_dict(data.get("text_metrics"))
-        artifacts = {k: _cap(v) for k, v in _str_dict(data.get("artifacts")).items()}
-        for key, text in text_metrics.items():
-            artifacts[key if key not in artifacts else f"metric_{key}"] = _cap(text)
-        metrics: dict[str, float] = {}
-        for key, value in raw_metrics.items():
-            if math.isfinite(value):
-                metrics[key] = value
-            else:
-                artifacts[f"non_finite_{key}"] = repr(value)
-        reached = data.get("stage")
-        stage = reached if isinstance(reached, int) else 0
-        if data.get("traceback"):
-            artifacts["traceback"] = _cap(str(data["traceback"]))
-
-        error = data.get("error")
-        reported = text_metrics.get("error") or artifacts.get("error")
-        if not error and isinstance(reported, str) and reported.strip():
-            error = f"evaluator reported error: {reported.strip()}"
-        if not error:
-            error = self._score_problem(raw_metrics, text_metrics)
-        if error:
-            for key, text in streams.items():
-                if text:
-                    artifacts[key if key not in artifacts else f"process_{key}"] = text
-            return _invalid(str(error), metrics, artifacts, start, stage)
-        if streams["stderr"]:
-            artifacts["stderr" if "stderr" not in artifacts else "process_stderr"] = streams[
-                "stderr"
-            ]
-        score = score_from_metrics(metrics)
-        assert score is not None  # guaranteed by _score_problem
-        return EvaluationOutcome(
-            metrics=metrics,
-            artifacts=artifacts,
-            score=score,
-            valid=True,
-            error=None,
-            elapsed_s=time.monotonic() - start,
-            stage=stage,
-        )
-
-    def _score_problem(
-        self, raw_metrics: dict[str, float], text_metrics: dict[str, str]
-    ) -> str | None:
-        """Why no valid score can be taken from these metrics (None when one can)."""
-        if "combined_score" in text_metrics:
-            return f"combined_score is not numeric: {text_metrics['combined_score'][:200]!r}"
-        if "combined_score" in raw_metrics:
-            if not math.isfinite(raw_metrics["combined_score"]):
-                return f"combined_score is not finite ({raw_metrics['combined_score']!r})"
-        else:
-            used = {k: v for k, v in raw_metrics.items() if k != "error"}
-            if not used:
-                return "evaluator returned no numeric metrics (expected e.g. combined_score)"
-            bad = sorted(k for k, v in used.items() if not math.isfinite(v))
-            if bad:
-                return f"metric(s) {', '.join(bad)} not finite; score (their mean) is undefined"
-        metric = self.task.metric
-        if metric in text_metrics:
-            return f"metric {metric!r} is not numeric: {text_metrics[metric][:200]!r}"
-        if metric in raw_metrics and not math.isfinite(raw_metrics[metric]):
-            return f"metric {metric!r} is not finite ({raw_metrics[metric]!r})"
-        return None
+            return invalid_outcome("evaluation result is not a JSON object", {}, streams, start)
+        return outcome_from_result(data, streams, start, self.task.metric)
 
 
 # ---------------------------------------------------------------------- helpers
@@ -731,77 +666,5 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def _describe_exit(returncode: int) -> str:
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        hint = {
-            "SIGKILL": " (killed: out of memory or CPU time?)",
-            "SIGXCPU": " (CPU time limit)",
-            "SIGXFSZ": " (file size limit: too much output?)",
-            "SIGSEGV": " (segmentation fault)",
-        }.get(name, "")
-        return f"was killed by {name}{hint}"
-    return f"exited with code {returncode}"
-
-
-def _tail(path: Path, limit: int = OUTPUT_TAIL_BYTES) -> str:
-    """The last ``limit`` bytes of a file as text, marked when truncated."""
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as handle:
-            if size > limit:
-                handle.seek(size - limit)
-            data = handle.read(limit)
-    except OSError:
-        return ""
-    text = data.decode("utf-8", errors="replace")
-    if size > limit:
-        text = f"[... {size - limit} bytes truncated ...]\n{text}"
-    return text
-
-
-def _cap(text: str, limit: int = OUTPUT_TAIL_BYTES) -> str:
-    if len(text) <= limit:
-        return text
-    return f"[... {len(text) - limit} chars truncated ...]\n{text[-limit:]}"
-
-
-def _float_dict(value: Any) -> dict[str, float]:
-    if not isinstance(value, dict):
-        return {}
-    out: dict[str, float] = {}
-    for key, item in value.items():
-        if isinstance(item, int | float) and not isinstance(item, bool):
-            out[str(key)] = float(item)
-    return out
-
-
-def _str_dict(value: Any) -> dict[str, str]:
-    if not isinstance(value, dict):
-        return {}
-    return {str(k): v if isinstance(v, str) else str(v) for k, v in value.items()}
-
-
 def _safe(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", label)[:40] or "candidate"
-
-
-def _invalid(
-    error: str,
-    metrics: dict[str, float],
-    artifacts: dict[str, str],
-    start: float,
-    stage: int = 0,
-) -> EvaluationOutcome:
-    return EvaluationOutcome(
-        metrics=metrics,
-        artifacts={k: v for k, v in artifacts.items() if v},
-        score=0.0,
-        valid=False,
-        error=error,
-        elapsed_s=time.monotonic() - start,
-        stage=stage,
-    )

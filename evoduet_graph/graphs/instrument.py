@@ -135,16 +135,7 @@ def instrument(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         if ctx is not None:
             _emit_calls(ctx, name, iteration, usage)
         gap = _gap(update)
-        usage_fields: dict[str, Any] = {}
-        if ctx is not None:
-            usage_fields = {
-                "llm_calls": usage.calls,
-                "input_tokens": usage.input_tokens,
-                "output_tokens": usage.output_tokens,
-                "llm_latency_s": round(usage.latency_s, 3),
-                **usage.timing_fields(),
-                **({"llm_by_model": usage.by_model} if usage.by_model else {}),
-            }
+        usage_fields = usage.event_fields() if ctx is not None else {}
         emit(
             ctx,
             runtime,

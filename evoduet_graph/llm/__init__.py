@@ -16,12 +16,8 @@ from __future__ import annotations
 
 from evoduet_graph.llm.ensemble import EnsembleChatModel, WeightedChoice
 from evoduet_graph.llm.factory import LLMConfigError, make_chat_model, parse_model_string
-from evoduet_graph.llm.local import (
-    LocalChatModel,
-    LocalModelError,
-    assemble_model,
-    make_local_chat_model,
-)
+from evoduet_graph.llm.local import LocalChatModel, make_local_chat_model
+from evoduet_graph.llm.model_file import LocalModelError, assemble_model
 from evoduet_graph.llm.structured import (
     LLMCallError,
     RetryPolicy,

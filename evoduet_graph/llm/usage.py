@@ -51,7 +51,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from uuid import UUID
 
@@ -59,9 +59,13 @@ from langchain_core.callbacks import UsageMetadataCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 
+from evoduet_graph.rundir.usage import TokenCounts
+
 __all__ = ["CallStats", "NodeUsage", "UsageTracker", "current_node", "track_node"]
 
 UNKNOWN_NODE = "unknown"
+_SECONDS_KEYS = ("prompt_eval_s", "decode_s", "lock_wait_s")
+"""The `CallStats` timings the embedded model reports in its response metadata."""
 
 
 @dataclass(frozen=True)
@@ -108,16 +112,15 @@ class CallStats:
 
 
 @dataclass
-class NodeUsage:
+class NodeUsage(TokenCounts):
     """Accumulated LLM usage of one node (or one `track_node` block).
+
+    The `TokenCounts` (prompt and completion tokens, in total and per model) and:
 
     Attributes:
         calls: model calls finished (successful or not).
         errors: calls that raised.
-        input_tokens: prompt tokens, summed.
-        output_tokens: completion tokens, summed.
         latency_s: wall-clock seconds inside model calls, summed (parallel calls add up).
-        by_model: per model name: ``{"calls", "input_tokens", "output_tokens"}`` (for cost).
         cached_input_tokens: prompt tokens served from a prompt cache, summed over the calls
             that report it (`CallStats`).
         prompt_eval_s / decode_s / lock_wait_s: seconds, summed over the calls that report them.
@@ -127,10 +130,7 @@ class NodeUsage:
 
     calls: int = 0
     errors: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
     latency_s: float = 0.0
-    by_model: dict[str, dict[str, int]] = field(default_factory=dict)
     cached_input_tokens: int = 0
     prompt_eval_s: float = 0.0
     decode_s: float = 0.0
@@ -156,12 +156,10 @@ class NodeUsage:
         if stats.finish_reason:
             reasons = self.finish_reasons
             reasons[stats.finish_reason] = reasons.get(stats.finish_reason, 0) + 1
-        per_model = self.by_model.setdefault(
-            stats.model, {"calls": 0, "input_tokens": 0, "output_tokens": 0}
+        self.add_model(
+            stats.model,
+            {"calls": 1, "input_tokens": stats.input_tokens, "output_tokens": stats.output_tokens},
         )
-        per_model["calls"] += 1
-        per_model["input_tokens"] += stats.input_tokens
-        per_model["output_tokens"] += stats.output_tokens
         if self.call_log is not None:
             self.call_log.append(stats)
 
@@ -178,11 +176,7 @@ class NodeUsage:
         for reason, n in other.finish_reasons.items():
             self.finish_reasons[reason] = self.finish_reasons.get(reason, 0) + n
         for model, counts in other.by_model.items():
-            agg = self.by_model.setdefault(
-                model, {"calls": 0, "input_tokens": 0, "output_tokens": 0}
-            )
-            for k, v in counts.items():
-                agg[k] += v
+            self.add_model(model, counts)
 
     def copy(self) -> NodeUsage:
         """An independent copy (snapshots for events)."""
@@ -192,17 +186,21 @@ class NodeUsage:
             out.call_log = list(self.call_log)
         return out
 
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (for ``events.jsonl``); seconds rounded to milliseconds."""
+    def event_fields(self) -> dict[str, Any]:
+        """The usage fields of a ``node`` event (what `evoduet_graph.rundir.usage` reads back).
+
+        ``llm_calls``, ``input_tokens``, ``output_tokens``, ``llm_latency_s`` (rounded to
+        milliseconds), the `timing_fields` and ``llm_by_model`` (only when a model was called):
+        the live accounting as the run directory keeps it, which
+        `evoduet_graph.rundir.usage.UsageTotals.add` folds into the run's totals.
+        """
         return {
-            "calls": self.calls,
-            "errors": self.errors,
+            "llm_calls": self.calls,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
-            "total_tokens": self.total_tokens,
-            "latency_s": round(self.latency_s, 3),
-            "by_model": {k: dict(v) for k, v in self.by_model.items()},
+            "llm_latency_s": round(self.latency_s, 3),
             **self.timing_fields(),
+            **({"llm_by_model": self.by_model} if self.by_model else {}),
         }
 
     def timing_fields(self) -> dict[str, Any]:
@@ -370,9 +368,9 @@ class UsageTracker(UsageMetadataCallbackHandler):
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """Count one failed call (latency only)."""
-        self._finish(run_id, _Reported(error=True))
+        self._finish(run_id, CallStats(model="", error=True))
 
-    def _finish(self, run_id: UUID, reported: _Reported) -> None:
+    def _finish(self, run_id: UUID, reported: CallStats) -> None:
         now = time.perf_counter()
         with self._lock:
             run = self._runs.pop(run_id, None)
@@ -384,18 +382,11 @@ class UsageTracker(UsageMetadataCallbackHandler):
                     started=now,
                     model=None,
                 )
-            stats = CallStats(
+            stats = replace(
+                reported,
                 model=reported.model or run.model or "unknown-model",
                 node=run.node,
-                input_tokens=reported.input_tokens,
-                output_tokens=reported.output_tokens,
                 latency_s=now - run.started,
-                error=reported.error,
-                cached_input_tokens=reported.cached_input_tokens,
-                prompt_eval_s=reported.prompt_eval_s,
-                decode_s=reported.decode_s,
-                lock_wait_s=reported.lock_wait_s,
-                finish_reason=reported.finish_reason,
             )
             self._nodes.setdefault(run.node, NodeUsage())._add(stats)
         with _SCOPE_LOCK:
@@ -413,21 +404,6 @@ def _node_from_run(metadata: dict[str, Any] | None, tags: Any) -> str:
     return UNKNOWN_NODE
 
 
-@dataclass
-class _Reported:
-    """What a finished call's result says (see `_usage_of`)."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    model: str | None = None
-    error: bool = False
-    cached_input_tokens: int | None = None
-    prompt_eval_s: float | None = None
-    decode_s: float | None = None
-    lock_wait_s: float | None = None
-    finish_reason: str | None = None
-
-
 def _seconds(meta: dict[str, Any], key: str) -> float | None:
     value = meta.get(key)
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
@@ -443,45 +419,54 @@ def _cached_tokens(usage: Any) -> int | None:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _usage_of(response: LLMResult) -> _Reported:
-    """Tokens, model name and `CallStats` fields of a finished call."""
-    out = _Reported()
+def _usage_of(response: LLMResult) -> CallStats:
+    """What a finished call's result says: tokens, model name and the other `CallStats` fields.
+
+    ``model`` is "" when the result names none, ``node`` and ``latency_s`` are left to the
+    tracker (`UsageTracker._finish`).
+    """
+    out: dict[str, Any] = {"input_tokens": 0, "output_tokens": 0, "finish_reason": None}
+    model: Any = None
+    cached_total: int | None = None
+    seconds: dict[str, Any] = dict.fromkeys(_SECONDS_KEYS)
     found = False
     for candidates in response.generations:
         for gen in candidates:
             if not isinstance(gen, ChatGeneration) or not isinstance(gen.message, AIMessage):
                 continue
             meta = gen.message.response_metadata or {}
-            out.model = out.model or meta.get("model_name") or meta.get("model")
+            model = model or meta.get("model_name") or meta.get("model")
             usage = gen.message.usage_metadata
             if usage:
                 found = True
-                out.input_tokens += int(usage.get("input_tokens", 0) or 0)
-                out.output_tokens += int(usage.get("output_tokens", 0) or 0)
+                out["input_tokens"] += int(usage.get("input_tokens", 0) or 0)
+                out["output_tokens"] += int(usage.get("output_tokens", 0) or 0)
                 cached = _cached_tokens(usage)
                 if cached is not None:
-                    out.cached_input_tokens = (out.cached_input_tokens or 0) + cached
-            out.prompt_eval_s = _add_opt(out.prompt_eval_s, _seconds(meta, "prompt_eval_s"))
-            out.decode_s = _add_opt(out.decode_s, _seconds(meta, "decode_s"))
-            out.lock_wait_s = _add_opt(out.lock_wait_s, _seconds(meta, "lock_wait_s"))
+                    cached_total = (cached_total or 0) + cached
+            for key in _SECONDS_KEYS:
+                seconds[key] = _add_opt(seconds[key], _seconds(meta, key))
             reason = meta.get("finish_reason") or (gen.generation_info or {}).get("finish_reason")
-            if isinstance(reason, str) and reason and out.finish_reason is None:
-                out.finish_reason = reason
+            if isinstance(reason, str) and reason and out["finish_reason"] is None:
+                out["finish_reason"] = reason
     llm_output = response.llm_output or {}
-    out.model = out.model or llm_output.get("model_name") or llm_output.get("model")
+    model = model or llm_output.get("model_name") or llm_output.get("model")
     if not found:
         token_usage = llm_output.get("token_usage") or llm_output.get("usage") or {}
         if isinstance(token_usage, dict):
-            out.input_tokens = int(
+            out["input_tokens"] = int(
                 token_usage.get("prompt_tokens", token_usage.get("input_tokens", 0)) or 0
             )
-            out.output_tokens = int(
+            out["output_tokens"] = int(
                 token_usage.get("completion_tokens", token_usage.get("output_tokens", 0)) or 0
             )
             details = token_usage.get("prompt_tokens_details")
             cached = details.get("cached_tokens") if isinstance(details, dict) else None
             if isinstance(cached, int) and not isinstance(cached, bool):
-                out.cached_input_tokens = cached
-    if not isinstance(out.model, str):
-        out.model = None
-    return out
+                cached_total = cached
+    return CallStats(
+        model=model if isinstance(model, str) else "",
+        cached_input_tokens=cached_total,
+        **seconds,
+        **out,
+    )

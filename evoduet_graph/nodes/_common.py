@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
 
     from evoduet_graph.search.cache import SearchOutcome
+    from evoduet_graph.state import GateDecision
 
 
 def context_of(runtime: Runtime[Context]) -> Context:
@@ -84,7 +85,7 @@ def emit(ctx: Context | None, runtime: Any, event: str, **fields: Any) -> dict[s
 
 
 def ask_gate(
-    state: Any, ctx: Context, prompt: str, schema: type[Any], default: Any
+    state: Any, ctx: Context, prompt: str, schema: type[Any]
 ) -> tuple[Any, dict[str, Any] | None]:
     """One structured gate call on the ``gate`` role's model.
 
@@ -92,10 +93,10 @@ def ask_gate(
     gate and the stateless gate (paper §3.2).
 
     Returns:
-        ``(result, None)``: the structured-call result (its value is ``default()`` when the
-        reply was unusable, with a ``gate_fallback`` event); or ``(None, update)`` when the
-        call failed (``gate_error``
-        event): the no-op state update the node returns as is.
+        ``(result, None)``: the structured-call result (when the reply was unusable, its
+        value is a ``schema`` reply that keeps the default no-op, with a ``gate_fallback``
+        event); or ``(None, update)`` when the call failed (``gate_error`` event): the no-op
+        state update the node returns as is.
     """
     from evoduet_graph.llm import LLMCallError, structured_call
 
@@ -105,7 +106,7 @@ def ask_gate(
             ctx.model_for("gate"),  # llm.roles: the gate role's model
             prompt,
             schema,
-            default=default,
+            default=lambda: schema(reasoning="fallback: the gate's reply was unusable"),
             config=ctx.llm_config("gate", iteration=iteration, parent=state.get("parent_id")),
             retry=ctx.llm_retry("gate"),
         )
@@ -115,6 +116,44 @@ def ask_gate(
     if result.used_default:
         ctx.events.emit("gate_fallback", iteration=iteration, fallbacks=result.fallbacks)
     return result, None
+
+
+def gate_update(
+    ctx: Context, iteration: int, result: Any, decision: GateDecision, document_ids: list[str]
+) -> dict[str, Any]:
+    """Record a model gate's decision and return its state update.
+
+    The one tail of the knowledge-gap gate and the stateless gate (paper §3.2): the
+    ``gate_decision`` event and the update with the decision, the reasoning, the knowledge
+    state and the look-up ids (always empty for the stateless gate).
+
+    Args:
+        ctx: the run's context (its event log).
+        iteration: the outer iteration.
+        result: the structured-call result of `ask_gate`; its value is the gate's reply.
+        decision: the decision kept (the look-up fallback may have turned it into no-op).
+        document_ids: the valid look-up ids (empty unless ``decision == "look-up"``).
+
+    Returns:
+        ``gate_decision``, ``gate_reason``, ``knowledge_state`` and ``gate_document_ids``.
+    """
+    out = result.value
+    knowledge = out.as_state()
+    ctx.events.emit(
+        "gate_decision",
+        iteration=iteration,
+        decision=decision,
+        reasoning=out.reasoning,
+        knowledge_state=dict(knowledge),
+        document_ids=document_ids,
+        method=result.method,
+    )
+    return {
+        "gate_decision": decision,
+        "gate_reason": out.reasoning,
+        "knowledge_state": knowledge,
+        "gate_document_ids": document_ids,
+    }
 
 
 def search_query(ctx: Context, query: str) -> SearchOutcome:

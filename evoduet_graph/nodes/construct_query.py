@@ -29,7 +29,7 @@ from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
 from evoduet_graph.llm import LLMCallError, structured_call
-from evoduet_graph.nodes._common import context_of, emit_progress
+from evoduet_graph.nodes._common import context_of, emit_progress, inner_llm_config
 from evoduet_graph.prompts.descriptor import context_text, database_text, population_descriptor
 from evoduet_graph.prompts.knowledge import knowledge_text, query_plan_schema, retained_text
 from evoduet_graph.prompts.render import render
@@ -83,12 +83,7 @@ def construct_query(state: InnerState, runtime: Runtime[Context]) -> dict[str, A
             prompt,
             schema,
             default=schema,
-            config=ctx.llm_config(
-                "construct_query",
-                iteration=state.get("iteration"),
-                round=state.get("round", 0),
-                decision="retrieve",
-            ),
+            config=inner_llm_config(ctx, "construct_query", state),
             retry=ctx.llm_retry("construct_query"),
         )
         raw = result.value.queries

@@ -26,7 +26,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
-from evoduet_graph.nodes._common import ask_gate, context_of
+from evoduet_graph.nodes._common import ask_gate, context_of, gate_update
 from evoduet_graph.nodes.gate_stateless import stateless_decision
 from evoduet_graph.nodes.oracle import oracle_update
 from evoduet_graph.nodes.review import review_gate
@@ -85,13 +85,7 @@ def gate_prompt(state: OuterState, ctx: Context) -> str:
 def llm_decision(state: OuterState, ctx: Context) -> dict[str, Any]:
     """Run the knowledge-gap gate (``gate.mode == "llm"``) and validate its look-up ids."""
     iteration = state.get("iteration", 0)
-    result, failed = ask_gate(
-        state,
-        ctx,
-        gate_prompt(state, ctx),
-        GateOutput,
-        default=lambda: GateOutput(reasoning="fallback: the gate's reply was unusable"),
-    )
+    result, failed = ask_gate(state, ctx, gate_prompt(state, ctx), GateOutput)
     if failed is not None:
         return failed
     out = result.value
@@ -113,22 +107,7 @@ def llm_decision(state: OuterState, ctx: Context) -> dict[str, Any]:
                 iteration=iteration,
                 dropped_ids=dropped,
             )
-    knowledge = out.as_state()
-    ctx.events.emit(
-        "gate_decision",
-        iteration=iteration,
-        decision=decision,
-        reasoning=out.reasoning,
-        knowledge_state=dict(knowledge),
-        document_ids=ids,
-        method=result.method,
-    )
-    return {
-        "gate_decision": decision,
-        "gate_reason": out.reasoning,
-        "knowledge_state": knowledge,
-        "gate_document_ids": ids,
-    }
+    return gate_update(ctx, iteration, result, decision, ids)
 
 
 def gate(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:

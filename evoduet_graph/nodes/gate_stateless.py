@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from evoduet_graph.context import Context
-from evoduet_graph.nodes._common import ask_gate
+from evoduet_graph.nodes._common import ask_gate, gate_update
 from evoduet_graph.prompts.descriptor import history_text
 from evoduet_graph.prompts.knowledge import (
     _DECISIONS,
@@ -25,7 +25,7 @@ from evoduet_graph.prompts.knowledge import (
     knowledge_text,
 )
 from evoduet_graph.prompts.render import render
-from evoduet_graph.state import GateDecision, OuterState
+from evoduet_graph.state import OuterState
 
 
 class StatelessGateOutput(KnowledgeFields):
@@ -70,30 +70,7 @@ def stateless_decision(state: OuterState, ctx: Context) -> dict[str, Any]:
     ``knowledge_state``; never ``gate_document_ids``.
     """
     iteration = state.get("iteration", 0)
-    result, failed = ask_gate(
-        state,
-        ctx,
-        stateless_gate_prompt(state, ctx),
-        StatelessGateOutput,
-        default=lambda: StatelessGateOutput(reasoning="fallback: the gate's reply was unusable"),
-    )
+    result, failed = ask_gate(state, ctx, stateless_gate_prompt(state, ctx), StatelessGateOutput)
     if failed is not None:
         return failed
-    out = result.value
-    decision: GateDecision = out.decision
-    knowledge = out.as_state()
-    ctx.events.emit(
-        "gate_decision",
-        iteration=iteration,
-        decision=decision,
-        reasoning=out.reasoning,
-        knowledge_state=dict(knowledge),
-        document_ids=[],
-        method=result.method,
-    )
-    return {
-        "gate_decision": decision,
-        "gate_reason": out.reasoning,
-        "knowledge_state": knowledge,
-        "gate_document_ids": [],
-    }
+    return gate_update(ctx, iteration, result, result.value.decision, [])

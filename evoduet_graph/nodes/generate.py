@@ -29,6 +29,7 @@ novelty resample is a plain call.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, cast
 
 from langgraph.runtime import Runtime
@@ -301,32 +302,23 @@ def generate(payload: GenerateInput, runtime: Runtime[Context]) -> dict[str, Any
     answer = (
         joint_answer(ctx, iteration, index, parent.id) if ctx.config.joint_search.enabled else None
     )
-    draft(
+    attempt_draft = functools.partial(
+        draft,
         ctx,
         row,
         messages,
         parent_code,
         diff_based=diff_based,
         index=index,
-        attempt=0,
         evidence=len(payload["documents"]),
-        answer=answer,
     )
+    attempt_draft(attempt=0, answer=answer)
     if row.status == "generated" and ctx.novelty is not None:
         shown = [*top_ids, *inspiration_ids]
         resample = bool(getattr(ctx.novelty, "resample", False))
         verdict = check_novelty(ctx, runtime, row, shown, attempt=1, resampling=resample)
         if not verdict.novel and resample:
-            draft(
-                ctx,
-                row,
-                messages,
-                parent_code,
-                diff_based=diff_based,
-                index=index,
-                attempt=1,
-                evidence=len(payload["documents"]),
-            )
+            attempt_draft(attempt=1)  # the novelty resample: same prompt, no joint answer
             if row.status == "generated":
                 verdict = check_novelty(ctx, runtime, row, shown, attempt=2, resampling=False)
         if row.status == "generated" and not verdict.novel:

@@ -148,51 +148,70 @@ def run_search(ctx: Context, log: JointSearchLog, query: str, iteration: int) ->
     )
 
 
-def _tools_answer(
-    ctx: Context,
-    messages: list[BaseMessage],
-    config: RunnableConfig,
-    log: JointSearchLog,
-    iteration: int,
-) -> str:
-    max_calls = ctx.config.joint_search.max_calls
+@dataclass
+class _SearchLoop:
+    """One candidate's search loop: the part the two protocols share.
+
+    The searches (each recorded by `run_search`), the budget ``joint_search.max_calls`` and the
+    final plain call of the ``generate`` role's model that writes the candidate.
+    """
+
+    ctx: Context
+    config: RunnableConfig
+    log: JointSearchLog
+    iteration: int
+
+    @property
+    def remaining(self) -> int:
+        """Searches left of ``joint_search.max_calls``."""
+        return self.ctx.config.joint_search.max_calls - len(self.log.queries)
+
+    def search(self, query: str) -> str:
+        """Run and record one search; the results as prompt text."""
+        return run_search(self.ctx, self.log, query, self.iteration)
+
+    def write(self, messages: list[BaseMessage]) -> str:
+        """The plain call that writes the candidate after the searches."""
+        text, _ = invoke_text(
+            self.ctx.model_for("generate"),
+            messages,
+            config=self.config,
+            retry=self.ctx.llm_retry("generate"),
+        )
+        return text
+
+
+def _tools_answer(loop: _SearchLoop, messages: list[BaseMessage]) -> str:
+    ctx = loop.ctx
 
     def search(query: str) -> str:
         """Search the documentation for `query`; returns the matching documents."""
-        return run_search(ctx, log, query, iteration)
+        return loop.search(query)
 
     tool = StructuredTool.from_function(search, name="search")
     bound = ctx.model_for("generate").bind_tools([tool])
-    msgs = [*messages, HumanMessage(render("joint_search_tools", max_calls=max_calls))]
-    while len(log.queries) < max_calls:
-        text, reply = invoke_text(bound, msgs, config=config, retry=ctx.llm_retry("generate"))
+    prompt = render("joint_search_tools", max_calls=ctx.config.joint_search.max_calls)
+    msgs = [*messages, HumanMessage(prompt)]
+    while loop.remaining > 0:
+        text, reply = invoke_text(bound, msgs, config=loop.config, retry=ctx.llm_retry("generate"))
         calls = list(getattr(reply, "tool_calls", None) or [])
         if not calls:
             return text
         msgs.append(reply)
         for call in calls:
-            if len(log.queries) < max_calls:
+            if loop.remaining > 0:
                 output = search(str((call.get("args") or {}).get("query", "")))
             else:
                 output = "(search limit reached: write the program now)"
             msgs.append(ToolMessage(content=output, tool_call_id=call.get("id") or "call"))
     msgs.append(HumanMessage(render("joint_search_answer", results="(see the tool results above)")))
-    text, _ = invoke_text(
-        ctx.model_for("generate"), msgs, config=config, retry=ctx.llm_retry("generate")
-    )
-    return text
+    return loop.write(msgs)
 
 
-def _structured_answer(
-    ctx: Context,
-    messages: list[BaseMessage],
-    config: RunnableConfig,
-    log: JointSearchLog,
-    iteration: int,
-) -> str:
-    max_calls = ctx.config.joint_search.max_calls
+def _structured_answer(loop: _SearchLoop, messages: list[BaseMessage]) -> str:
+    ctx, log = loop.ctx, loop.log
     texts: list[str] = []
-    while len(log.queries) < max_calls:
+    while loop.remaining > 0:
         searches = "\n".join(
             f"- {json.dumps(q)}: {len(r)} result(s)"
             for q, r in zip(log.queries, log.results, strict=True)
@@ -200,11 +219,7 @@ def _structured_answer(
         prompt = [
             *messages,
             HumanMessage(
-                render(
-                    "joint_search_step",
-                    remaining=max_calls - len(log.queries),
-                    searches=searches or "(none)",
-                )
+                render("joint_search_step", remaining=loop.remaining, searches=searches or "(none)")
             ),
         ]
         result = structured_call(
@@ -212,22 +227,17 @@ def _structured_answer(
             prompt,
             JointSearchStep,
             default=JointSearchStep,
-            config=config,
+            config=loop.config,
             retry=ctx.llm_retry("generate"),
         )
         step = result.value
         if step.action != "search" or not step.query:
             break
-        texts.append(
-            f"## Search {json.dumps(step.query)}\n" + run_search(ctx, log, step.query, iteration)
-        )
+        texts.append(f"## Search {json.dumps(step.query)}\n" + loop.search(step.query))
     msgs = list(messages)
     if texts:
         msgs.append(HumanMessage(render("joint_search_answer", results="\n\n".join(texts))))
-    text, _ = invoke_text(
-        ctx.model_for("generate"), msgs, config=config, retry=ctx.llm_retry("generate")
-    )
-    return text
+    return loop.write(msgs)
 
 
 def joint_answer(
@@ -246,10 +256,8 @@ def joint_answer(
         log = JointSearchLog()
         protocol = choose_protocol(ctx)
         try:
-            if protocol == "tools":
-                text = _tools_answer(ctx, messages, config, log, iteration)
-            else:
-                text = _structured_answer(ctx, messages, config, log, iteration)
+            loop = _SearchLoop(ctx, config, log, iteration)
+            text = (_tools_answer if protocol == "tools" else _structured_answer)(loop, messages)
         finally:
             record_searches(ctx, log, iteration, index, parent_id, protocol)
         return text

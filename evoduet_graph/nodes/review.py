@@ -84,9 +84,7 @@ def _ask(
     proposal: P | None = _pending(ctx, kind, iteration, round_)  # a replay's proposal
     if proposal is None:
         proposal = propose()
-        ctx.events.emit(
-            "review_pending", kind=kind, iteration=iteration, round=round_, proposal=proposal
-        )
+        _emit_at(ctx, "review_pending", kind, iteration, round_, proposal=proposal)
     error: str | None = None
     attempt = 0
     while True:
@@ -104,13 +102,8 @@ def _ask(
                 == (kind, iteration, round_, attempt)
                 for ev in _events(ctx)
             ):
-                ctx.events.emit(
-                    "review_refused",
-                    kind=kind,
-                    iteration=iteration,
-                    round=round_,
-                    attempt=attempt,
-                    error=error,
+                _emit_at(
+                    ctx, "review_refused", kind, iteration, round_, attempt=attempt, error=error
                 )
 
 
@@ -244,12 +237,24 @@ def _emit_review(
         proposal: what the model proposed.
         answer: what the reviewer kept (``edited`` when it differs).
     """
-    ctx.events.emit(
+    _emit_at(
+        ctx,
         "review",
-        kind=kind,
-        iteration=iteration,
-        round=round_,
+        kind,
+        iteration,
+        round_,
         proposal=proposal,
         answer=answer,
         edited=answer != proposal,
     )
+
+
+def _emit_at(
+    ctx: Context, event: str, kind: str, iteration: int, round_: int | None, **fields: Any
+) -> None:
+    """Log a review event (``review_pending``, ``review_refused``, ``review``).
+
+    Every review event names the review it belongs to (``kind``, ``iteration``, ``round``),
+    which is how a replayed node finds its earlier proposal and refusals.
+    """
+    ctx.events.emit(event, kind=kind, iteration=iteration, round=round_, **fields)

@@ -27,12 +27,10 @@ from rapidfuzz.distance import Indel
 
 from evoduet_graph.config import PopulationConfig
 from evoduet_graph.population.base import (
-    EmptyPopulationError,
     GetCode,
     ProgramEntry,
     Sample,
     check_kind,
-    check_score,
     code_hash,
     score_summary,
 )
@@ -282,10 +280,7 @@ class IslandPopulation(EntryIndex):
             EmptyPopulationError: nothing has been added yet.
             ValueError: ``num_inspirations < 0`` or ``island`` out of range.
         """
-        if num_inspirations < 0:
-            raise ValueError(f"num_inspirations must be >= 0, got {num_inspirations}")
-        if not self._entries:
-            raise EmptyPopulationError("cannot sample from an empty population")
+        self._check_sample(num_inspirations)
         isl = self._current if island is None else self._check_island(island)
         members = list(self._islands[isl])
         if not members:
@@ -411,11 +406,8 @@ class IslandPopulation(EntryIndex):
                 dimension that is neither built-in nor among ``entry.metrics``. Nothing is
                 changed when it raises.
         """
-        if entry.id in self._entries:
+        if not self._is_new(entry):
             return False
-        check_score(entry)
-        if entry.migrant_of is not None:
-            raise ValueError(f"program {entry.id!r}: migrant_of is set by the population only")
         if island is not None:
             target = self._check_island(island)
         elif entry.parent_id is not None and entry.parent_id in self._entries:

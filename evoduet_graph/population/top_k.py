@@ -7,12 +7,10 @@ from typing import Any
 
 from evoduet_graph.config import PopulationConfig
 from evoduet_graph.population.base import (
-    EmptyPopulationError,
     GetCode,
     ProgramEntry,
     Sample,
     check_kind,
-    check_score,
     score_summary,
 )
 from evoduet_graph.population.index import EntryIndex
@@ -67,11 +65,8 @@ class TopKPopulation(EntryIndex):
         Raises:
             ValueError: NaN score or ``entry.migrant_of`` set.
         """
-        if entry.id in self._entries:
+        if not self._is_new(entry):
             return False
-        check_score(entry)
-        if entry.migrant_of is not None:
-            raise ValueError(f"program {entry.id!r}: migrant_of is set by the population only")
         if len(self._entries) >= self._cfg.top_k:
             worst = min(self._entries, key=self._score)
             if entry.score <= self._entries[worst].score:
@@ -93,10 +88,7 @@ class TopKPopulation(EntryIndex):
             EmptyPopulationError: nothing kept yet.
             ValueError: ``num_inspirations < 0``.
         """
-        if num_inspirations < 0:
-            raise ValueError(f"num_inspirations must be >= 0, got {num_inspirations}")
-        if not self._entries:
-            raise EmptyPopulationError("cannot sample from an empty population")
+        self._check_sample(num_inspirations)
         ranked = self.top(len(self._entries))
         if rng.random() < self._cfg.elite_selection_ratio:
             parent, mode = ranked[0], "best"

@@ -210,6 +210,22 @@ class DocumentScores(KnowledgeFields):
         return {s.doc_id: s.predicted_score for s in self.scores}
 
 
+def _keyed_by(doc_ids: list[str], value: Any) -> dict[str, Any]:
+    """`create_model` arguments for an object with one required key per document id.
+
+    The fields are ``d0``, ``d1``, ... aliased to the ids (ids need not be identifiers), each
+    holding a ``value``; every id is required in the JSON schema, unknown keys are ignored, and
+    a missing id validates to None.
+    """
+    required: list[JsonValue] = list(doc_ids)
+    return {
+        "__config__": ConfigDict(
+            populate_by_name=True, extra="ignore", json_schema_extra={"required": required}
+        ),
+        **{f"d{i}": (value, Field(None, alias=doc_id)) for i, doc_id in enumerate(doc_ids)},
+    }
+
+
 def scores_schema(doc_ids: list[str]) -> type[DocumentScores]:
     """A `DocumentScores` variant whose ``scores`` is an object keyed by exactly ``doc_ids``.
 
@@ -219,17 +235,7 @@ def scores_schema(doc_ids: list[str]) -> type[DocumentScores]:
     ``[{"doc_id", "predicted_score"}]`` is accepted, unknown ids are ignored and missing ids
     are None (the node gives them the neutral fallback).
     """
-    fields: dict[str, Any] = {
-        f"d{i}": (float, Field(None, alias=doc_id)) for i, doc_id in enumerate(doc_ids)
-    }
-    required: list[JsonValue] = list(doc_ids)
-    score_map = create_model(
-        "ScoreMap",
-        __config__=ConfigDict(
-            populate_by_name=True, extra="ignore", json_schema_extra={"required": required}
-        ),
-        **fields,
-    )
+    score_map = create_model("ScoreMap", **_keyed_by(doc_ids, float))
 
     class KeyedDocumentScores(DocumentScores):
         # pydantic builds ``score_map`` at run time (mypy cannot see it as a type); this schema
@@ -292,18 +298,7 @@ def ratings_schema(doc_ids: list[str]) -> type[DocumentRatings]:
     rates every document once and stops). A list form ``[{"doc_id", "relevance",
     "novelty"}]`` is accepted; unknown ids are ignored and missing ones are None.
     """
-    fields: dict[str, Any] = {
-        f"d{i}": (DocumentRating | None, Field(None, alias=doc_id))
-        for i, doc_id in enumerate(doc_ids)
-    }
-    required: list[JsonValue] = list(doc_ids)
-    rating_map = create_model(
-        "RatingMap",
-        __config__=ConfigDict(
-            populate_by_name=True, extra="ignore", json_schema_extra={"required": required}
-        ),
-        **fields,
-    )
+    rating_map = create_model("RatingMap", **_keyed_by(doc_ids, DocumentRating | None))
 
     class KeyedDocumentRatings(DocumentRatings):
         ratings: rating_map

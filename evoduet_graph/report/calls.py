@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from evoduet_graph.report.summary_types import CallFigures, CallRow
+
 __all__ = ["call_figures", "call_table"]
 
 _SUMS = (
@@ -35,8 +37,8 @@ def _row() -> dict[str, Any]:
     return {"calls": 0, **dict.fromkeys(_SUMS, 0.0), "finish_reasons": Counter()}
 
 
-def _finish(row: dict[str, Any]) -> dict[str, Any]:
-    out = {
+def _finish(row: dict[str, Any]) -> CallRow:
+    out: dict[str, Any] = {
         k: (int(v) if k.endswith("tokens") else round(v, 3)) for k, v in row.items() if k in _SUMS
     }
     out["calls"] = row["calls"]
@@ -44,18 +46,18 @@ def _finish(row: dict[str, Any]) -> dict[str, Any]:
         round(row["cached_input_tokens"] / row["input_tokens"], 4) if row["input_tokens"] else None
     )
     out["finish_reasons"] = dict(sorted(row["finish_reasons"].items()))
-    return out
+    return CallRow(**out)
 
 
-def call_figures(events: list[dict[str, Any]]) -> dict[str, Any]:
+def call_figures(events: list[dict[str, Any]]) -> CallFigures:
     """Per-node and total model-call figures from the ``llm_call`` events.
 
     Returns:
-        ``{"by_node": {node: figures}, "total": figures}``, figures being ``calls``,
+        `CallFigures`: ``by_node`` (node → `CallRow`) and ``total``, a row being ``calls``,
         ``input_tokens``, ``cached_input_tokens``, ``cache_share`` (cached / input, None
         without input tokens), ``output_tokens``, ``prompt_eval_s``, ``decode_s``,
-        ``lock_wait_s``, ``latency_s`` and ``finish_reasons`` (reason → calls);
-        ``{"by_node": {}, "total": ...}`` with zero calls for a run without such events.
+        ``lock_wait_s``, ``latency_s`` and ``finish_reasons`` (reason → calls); an empty
+        ``by_node`` and a zero-call total for a run without such events.
     """
     rows: dict[str, dict[str, Any]] = {}
     total = _row()
@@ -69,17 +71,17 @@ def call_figures(events: list[dict[str, Any]]) -> dict[str, Any]:
                 row[key] += _num(ev.get(key))
             if isinstance(ev.get("finish_reason"), str):
                 row["finish_reasons"][ev["finish_reason"]] += 1
-    return {
-        "by_node": {node: _finish(row) for node, row in sorted(rows.items())},
-        "total": _finish(total),
-    }
+    return CallFigures(
+        by_node={node: _finish(row) for node, row in sorted(rows.items())},
+        total=_finish(total),
+    )
 
 
 def _share(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.1f}%"
 
 
-def call_table(figures: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+def call_table(figures: CallFigures) -> tuple[list[str], list[list[Any]]]:
     """Headers and rows (one per node, then the total) of the report's model-call table."""
     headers = [
         "node",
@@ -94,21 +96,21 @@ def call_table(figures: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
         "finish reasons",
     ]
 
-    def cells(name: str, f: dict[str, Any]) -> list[Any]:
-        reasons = ", ".join(f"{k} {v}" for k, v in f["finish_reasons"].items()) or "-"
+    def cells(name: str, f: CallRow) -> list[Any]:
+        reasons = ", ".join(f"{k} {v}" for k, v in f.finish_reasons.items()) or "-"
         return [
             name,
-            f["calls"],
-            f["input_tokens"],
-            f["cached_input_tokens"],
-            _share(f["cache_share"]),
-            f["output_tokens"],
-            f["prompt_eval_s"],
-            f["decode_s"],
-            f["lock_wait_s"],
+            f.calls,
+            f.input_tokens,
+            f.cached_input_tokens,
+            _share(f.cache_share),
+            f.output_tokens,
+            f.prompt_eval_s,
+            f.decode_s,
+            f.lock_wait_s,
             reasons,
         ]
 
-    rows = [cells(node, f) for node, f in figures["by_node"].items()]
-    rows.append(cells("**total**", figures["total"]))
+    rows = [cells(node, f) for node, f in figures.by_node.items()]
+    rows.append(cells("**total**", figures.total))
     return headers, rows

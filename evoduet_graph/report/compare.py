@@ -62,23 +62,23 @@ def compare_runs(
         summary = run_summary(rdir)
         series = run_series(rdir, summary=summary)
         label = _run_label(rdir, used)
-        best = summary["best"] or {}
-        total = summary["llm"]["total"]
+        best = summary.best
+        total = summary.llm.total
         rows.append(
             {
                 "run": label,
                 "run_dir": str(rdir),
-                "task": summary["task"],
-                "model": summary["model"],
+                "task": summary.task,
+                "model": summary.model,
                 "gate": _gate_mode(rdir),
-                "iterations": summary["iterations"],
-                "best_score": best.get("score"),
-                "metric_value": best.get("metric_value"),
-                "ndg": best.get("ndg"),
-                "improvements": summary["improvements"],
-                "llm_calls": int(total["calls"]),
-                "tokens": int(total["input_tokens"] + total["output_tokens"]),
-                "wall_s": round(summary["wall_s"], 1),
+                "iterations": summary.iterations,
+                "best_score": best.score if best else None,
+                "metric_value": best.metric_value if best else None,
+                "ndg": best.ndg if best else None,
+                "improvements": summary.improvements,
+                "llm_calls": int(total.calls),
+                "tokens": int(total.input_tokens + total.output_tokens),
+                "wall_s": round(summary.wall_s, 1),
                 **paper_metrics(summary),
             }
         )

@@ -7,6 +7,7 @@ writes the Markdown, the PNGs and (optionally) the self-contained HTML page.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,14 @@ from evoduet_graph.report.calls import call_table
 from evoduet_graph.report.html import markdown_to_html
 from evoduet_graph.report.series import run_series
 from evoduet_graph.report.summary import MAX_HISTORY_ROWS, run_summary
+from evoduet_graph.report.summary_types import (
+    CallFigures,
+    CostFigures,
+    ImprovementFigures,
+    ModelUsage,
+    NodeUsage,
+    NoveltyFigures,
+)
 from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.usage import INCLUSIVE_NODES
 
@@ -48,7 +57,7 @@ def _cell(value: Any) -> str:
     return _fmt(value).replace("|", "\\|").replace("\n", " ")
 
 
-def md_table(headers: list[str], rows: list[list[Any]]) -> str:
+def md_table(headers: list[str], rows: Sequence[Sequence[Any]]) -> str:
     """A Markdown table of ``rows`` under ``headers`` (cells formatted, pipes escaped)."""
     lines = [
         "| " + " | ".join(headers) + " |",
@@ -73,13 +82,13 @@ def _images(plots: dict[str, str] | None, *names: str) -> list[str]:
     return out
 
 
-def _calls_section(figures: dict[str, Any] | None) -> list[str]:
+def _calls_section(figures: CallFigures | None) -> list[str]:
     """The ``## Model calls per node`` section.
 
     ``## Model calls per node`` (`evoduet_graph.report.calls`), when the run has
     ``llm_call`` events.
     """
-    if not figures or not figures["by_node"]:
+    if figures is None or not figures.by_node:
         return []
     headers, rows = call_table(figures)
     return [
@@ -95,17 +104,17 @@ def _calls_section(figures: dict[str, Any] | None) -> list[str]:
     ]
 
 
-def _model_section(models: dict[str, dict[str, float]]) -> list[str]:
+def _model_section(models: Mapping[str, ModelUsage]) -> list[str]:
     """``## LLM usage per model`` (calls, tokens, estimated USD), when the events have it."""
     if not models:
         return []
     rows = [
         [
             m,
-            int(u["calls"]),
-            int(u["input_tokens"]),
-            int(u["output_tokens"]),
-            "n/a" if u["usd"] is None else round(u["usd"], 6),
+            int(u.calls),
+            int(u.input_tokens),
+            int(u.output_tokens),
+            "n/a" if u.usd is None else round(u.usd, 6),
         ]
         for m, u in models.items()
     ]
@@ -162,48 +171,42 @@ def report_markdown(
     """
     s = run_summary(run_dir)
     series = series if series is not None else run_series(run_dir, summary=s)
-    out: list[str] = [f"# EvoDuet run report: {s['task'] or Path(s['run_dir']).name}", ""]
-    missing = [name for name, ok in s["files"].items() if not ok]
-    if not _gate_can_retrieve(Path(s["run_dir"])):
+    out: list[str] = [f"# EvoDuet run report: {s.task or Path(s.run_dir).name}", ""]
+    missing = [name for name, ok in s.files.items() if not ok]
+    if not _gate_can_retrieve(Path(s.run_dir)):
         missing = [m for m in missing if m != layout.SEARCH_DB]  # never written then
     notes = []
     if missing:
         notes.append("missing files: " + ", ".join(f"`{m}`" for m in missing))
-    if s["events"]["unreadable_lines"]:
-        notes.append(f"{s['events']['unreadable_lines']} unreadable line(s) in `events.jsonl`")
-    if s["search"]["dropped_lines"]:
-        notes.append(
-            f"{s['search']['dropped_lines']} unreadable line(s) in `search_database.jsonl`"
-        )
+    if s.events.unreadable_lines:
+        notes.append(f"{s.events.unreadable_lines} unreadable line(s) in `events.jsonl`")
+    if s.search.dropped_lines:
+        notes.append(f"{s.search.dropped_lines} unreadable line(s) in `search_database.jsonl`")
     if notes:
         out += ["> " + "; ".join(notes) + " (figures use what could be read).", ""]
 
-    best = s["best"] or {}
-    best_iteration = best.get("iteration", "n/a")
-    by_decision = s["improvement"]["by_decision"]
-    metric, direction = best.get("metric") or "n/a", best.get("direction") or "n/a"
+    best = s.best
+    best_iteration = best.iteration if best else "n/a"
+    by_decision = s.improvement.by_decision
+    metric = (best.metric if best else None) or "n/a"
+    direction = (best.direction if best else None) or "n/a"
+    overview = [
+        ["run directory", s.run_dir],
+        ["model", s.model],
+        ["iterations completed", s.iterations],
+        ["iterations planned", s.iterations_planned],
+        ["stop reason", s.stop_reason or ("finished" if s.finished else "-")],
+        ["sessions (resumed)", f"{s.sessions} ({s.resumed})"],
+        ["wall time (s)", round(s.wall_s, 3)],
+        ["initial score", s.initial_score],
+        ["best score", best.score if best else None],
+        ["best program", f"{best.id if best else 'n/a'} (iteration {best_iteration})"],
+        [f"metric ({metric}, {direction})", best.metric_value if best else None],
+        ["NDG (%)", best.ndg if best else None],
+        ["improvements", s.improvements],
+    ]
     out += [
-        "## Overview",
-        "",
-        md_table(
-            ["figure", "value"],
-            [
-                ["run directory", s["run_dir"]],
-                ["model", s["model"]],
-                ["iterations completed", s["iterations"]],
-                ["iterations planned", s["iterations_planned"]],
-                ["stop reason", s["stop_reason"] or ("finished" if s["finished"] else "-")],
-                ["sessions (resumed)", f"{s['sessions']} ({s['resumed']})"],
-                ["wall time (s)", round(s["wall_s"], 3)],
-                ["initial score", s["initial_score"]],
-                ["best score", best.get("score")],
-                ["best program", f"{best.get('id', 'n/a')} (iteration {best_iteration})"],
-                [f"metric ({metric}, {direction})", best.get("metric_value")],
-                ["NDG (%)", best.get("ndg")],
-                ["improvements", s["improvements"]],
-            ],
-        ),
-        "",
+        *_figures_section("Overview", overview),
         *_images(plots, "scores", "ndg"),
         "## Gate decisions",
         "",
@@ -215,67 +218,59 @@ def report_markdown(
                 [
                     d,
                     n,
-                    by_decision.get(d, {}).get("improved", 0),
-                    md_pct(by_decision.get(d, {}).get("rate")),
+                    rate.improved if (rate := by_decision.get(d)) is not None else 0,
+                    md_pct(rate.rate if rate is not None else None),
                 ]
-                for d, n in s["gate_decisions"].items()
+                for d, n in s.gate_decisions.items()
             ],
         ),
         "",
     ]
-    search = s["search"]
-    seen_share = md_pct(search["seen_before_share"])
-    out += [
-        "## Search",
-        "",
-        md_table(
-            ["figure", "value"],
-            [
-                ["queries issued", search["queries"]],
-                ["distinct queries", search["distinct_queries"]],
-                ["results returned by the backend", search["results_returned"]],
-                ["D_search records", search["records"]],
-                *[
-                    [f"records: {decision}", n]
-                    for decision, n in sorted(search["records_by_decision"].items())
-                ],
-                ["documents stored", search["documents_stored"]],
-                ["URLs returned (D_search rounds)", search["returned_urls"]],
-                ["distinct URLs", search["distinct_urls"]],
-                ["returned URLs seen before", search["seen_before"]],
-                ["repeated-URL share", seen_share],
-            ],
-        ),
-        "",
-        *_images(plots, "urls"),
+    search = s.search
+    seen_share = md_pct(search.seen_before_share)
+    search_rows: list[list[Any]] = [
+        ["queries issued", search.queries],
+        ["distinct queries", search.distinct_queries],
+        ["results returned by the backend", search.results_returned],
+        ["D_search records", search.records],
+        *[
+            [f"records: {decision}", n]
+            for decision, n in sorted(search.records_by_decision.items())
+        ],
+        ["documents stored", search.documents_stored],
+        ["URLs returned (D_search rounds)", search.returned_urls],
+        ["distinct URLs", search.distinct_urls],
+        ["returned URLs seen before", search.seen_before],
+        ["repeated-URL share", seen_share],
     ]
-    pred = s["prediction"]
+    out += [*_figures_section("Search", search_rows), *_images(plots, "urls")]
+    pred = s.prediction
     out += [
         "## Predicted vs realised child score",
         "",
         (
-            f"Over {pred['records']} D_search record(s) with a realised outcome: the mean "
+            f"Over {pred.records} D_search record(s) with a realised outcome: the mean "
             "score predicted for a record's final documents, for the parent that was mutated, "
             "against the mean score of the best valid child they fed "
-            f"({pred['predictions']} prediction(s) stored in all)."
+            f"({pred.predictions} prediction(s) stored in all)."
         ),
         "",
         md_table(
             ["mean predicted", "mean realised", "mean absolute error"],
-            [[pred["mean_predicted"], pred["mean_realised"], pred["mean_abs_error"]]],
+            [[pred.mean_predicted, pred.mean_realised, pred.mean_abs_error]],
         ),
         "",
     ]
-    if pred["outcomes"]:
+    if pred.outcomes:
         out += [
-            md_table(["outcome", "impacts"], [[k, v] for k, v in sorted(pred["outcomes"].items())]),
+            md_table(["outcome", "impacts"], [[k, v] for k, v in sorted(pred.outcomes.items())]),
             "",
         ]
     out += _images(plots, "predictions")
-    out += _improvement_section(s["improvement"], pred["predictions"])
+    out += _improvement_section(s.improvement, pred.predictions)
     out += _query_delta_section(series["query_deltas"])
-    llm, wall = s["llm"], s["wall_time"]
-    nodes = sorted(set(llm["by_node"]) | set(wall["by_node"]))
+    llm, wall = s.llm, s.wall_time
+    nodes = sorted(set(llm.by_node) | set(wall.by_node))
     inclusive = sorted(INCLUSIVE_NODES & set(nodes))
     note = (
         f" `{'`, `'.join(inclusive)}` includes the inner loop's nodes and is left out of the "
@@ -289,38 +284,38 @@ def report_markdown(
         md_table(
             ["node", "calls", "input tokens", "output tokens", "latency (s)"],
             [
-                [n, u["calls"], u["input_tokens"], u["output_tokens"], round(u["latency_s"], 3)]
-                for n, u in llm["by_node"].items()
+                [n, u.calls, u.input_tokens, u.output_tokens, round(u.latency_s, 3)]
+                for n, u in llm.by_node.items()
             ]
             + [
                 [
                     "**total**",
-                    llm["total"]["calls"],
-                    llm["total"]["input_tokens"],
-                    llm["total"]["output_tokens"],
-                    round(llm["total"]["latency_s"], 3),
+                    llm.total.calls,
+                    llm.total.input_tokens,
+                    llm.total.output_tokens,
+                    round(llm.total.latency_s, 3),
                 ]
             ],
         ),
         "",
-        *_calls_section(s.get("llm_calls")),
+        *_calls_section(s.llm_calls),
         *_images(plots, "llm"),
-        *_model_section(s.get("llm_models") or {}),
-        *_cost_section(s["cost"], llm["total"]),
+        *_model_section(s.llm_models),
+        *_cost_section(s.cost, llm.total),
         "## Wall time per node",
         "",
         (note.strip() + "\n") if note else "",
         md_table(
             ["node", "executions", "errors", "total (s)", "mean (s)"],
             [
-                [n, w["executions"], w["errors"], round(w["total_s"], 3), round(w["mean_s"], 4)]
-                for n, w in wall["by_node"].items()
+                [n, w.executions, w.errors, round(w.total_s, 3), round(w.mean_s, 4)]
+                for n, w in wall.by_node.items()
             ]
-            + [["**total**", "", "", round(wall["total_s"], 3), ""]],
+            + [["**total**", "", "", round(wall.total_s, 3), ""]],
         ),
         "",
     ]
-    fail = s["failures"]
+    fail = s.failures
     out += [
         "## Candidates and failures",
         "",
@@ -335,23 +330,27 @@ def report_markdown(
             ],
             [
                 [
-                    fail[k]
-                    for k in ("candidates", "valid", "invalid", "failed", "rejected", "duplicate")
+                    fail.candidates,
+                    fail.valid,
+                    fail.invalid,
+                    fail.failed,
+                    fail.rejected,
+                    fail.duplicate,
                 ]
             ],
         ),
         "",
     ]
-    if fail["top_errors"]:
-        out += ["Top error reasons:", "", md_table(["reason", "count"], fail["top_errors"]), ""]
-    out += _novelty_section(s["novelty"])
+    if fail.top_errors:
+        out += ["Top error reasons:", "", md_table(["reason", "count"], fail.top_errors), ""]
+    out += _novelty_section(s.novelty)
     out += [
         "## Fallbacks",
         "",
-        md_table(["event", "count"], [[k, v] for k, v in s["fallbacks"].items()]),
+        md_table(["event", "count"], [[k, v] for k, v in s.fallbacks.items()]),
         "",
     ]
-    history = s["history"]
+    history = s.history
     if history:
         shown = history[-MAX_HISTORY_ROWS:]
         out += ["## Per iteration", ""]
@@ -362,13 +361,13 @@ def report_markdown(
                 ["iteration", "gate", "candidates", "valid", "best child", "new best", "best"],
                 [
                     [
-                        h["iteration"],
-                        h["gate_decision"],
-                        h["candidates"],
-                        h["valid"],
-                        h["best_child"],
-                        "yes" if h["improved"] else "",
-                        h["best_score"],
+                        h.iteration,
+                        h.gate_decision,
+                        h.candidates,
+                        h.valid,
+                        h.best_child,
+                        "yes" if h.improved else "",
+                        h.best_score,
                     ]
                     for h in shown
                 ],
@@ -379,20 +378,17 @@ def report_markdown(
     return "\n".join(out).rstrip() + "\n"
 
 
-def _improvement_section(imp: dict[str, Any], predictions: int) -> list[str]:
+def _improvement_section(imp: ImprovementFigures, predictions: int) -> list[str]:
     """The "Improvement rate by evidence" section.
 
     The paper's comparison of iterations whose evidence held a document predicted to beat the parent
     with iterations without documents.
     """
     rows = [
-        [group, r["iterations"], r["improved"], md_pct(r["rate"])]
-        for group, r in imp["by_evidence"].items()
+        [group, r.iterations, r.improved, md_pct(r.rate)] for group, r in imp.by_evidence.items()
     ]
-    total = imp["all"]
-    rows.append(
-        ["**all iterations**", total["iterations"], total["improved"], md_pct(total["rate"])]
-    )
+    total = imp.all
+    rows.append(["**all iterations**", total.iterations, total.improved, md_pct(total.rate)])
     return [
         "## Improvement rate by evidence",
         "",
@@ -418,64 +414,64 @@ def md_usd(value: float | None) -> str:
     return "n/a (unpriced model)" if value is None else f"${value:.6f}"
 
 
-def _cost_section(cost: dict[str, Any], total: dict[str, Any]) -> list[str]:
+def _cost_section(cost: CostFigures, total: NodeUsage) -> list[str]:
     """The "Cost" section: USD of the LLM tokens and the search calls, with or without a budget."""
     source = {
         "local": "the embedded model is free",
         "config": "`budget.prices` of the run's config",
         "genai-prices": "the genai-prices catalogue",
         None: "no price known: set `budget.prices`",
-    }[cost["price_source"]]
+    }[cost.price_source]
     rows = [
-        ["model", cost["model"]],
+        ["model", cost.model],
         ["price source", source],
         [
             "USD per 1M input / output tokens",
             "n/a"
-            if cost["usd_per_mtok_input"] is None
-            else f"{cost['usd_per_mtok_input']:.4g} / {cost['usd_per_mtok_output']:.4g}",
+            if cost.usd_per_mtok_input is None
+            else f"{cost.usd_per_mtok_input:.4g} / {cost.usd_per_mtok_output:.4g}",
         ],
         [
             "LLM tokens (input / output)",
-            f"{int(total['input_tokens']):,} / {int(total['output_tokens']):,}",
+            f"{int(total.input_tokens):,} / {int(total.output_tokens):,}",
         ],
-        ["LLM cost (USD)", md_usd(cost["llm_usd"])],
-        ["search backend", cost["search_backend"] or "n/a"],
-        ["search calls (failed)", f"{cost['search_calls']} ({cost['search_failed']})"],
+        ["LLM cost (USD)", md_usd(cost.llm_usd)],
+        ["search backend", cost.search_backend or "n/a"],
+        ["search calls (failed)", f"{cost.search_calls} ({cost.search_failed})"],
         [
             "Tavily credits",
-            "n/a (not Tavily)" if cost["search_credits"] is None else cost["search_credits"],
+            "n/a (not Tavily)" if cost.search_credits is None else cost.search_credits,
         ],
     ]
-    return ["## Cost", "", md_table(["figure", "value"], rows), ""]
+    return _figures_section("Cost", rows)
+
+
+def _figures_section(title: str, rows: list[list[Any]]) -> list[str]:
+    """A ``## title`` section holding one figure/value table."""
+    return [f"## {title}", "", md_table(["figure", "value"], rows), ""]
 
 
 _TOP_QUERIES = 5
 
 
-def _novelty_section(nov: dict[str, Any]) -> list[str]:
+def _novelty_section(nov: NoveltyFigures) -> list[str]:
     """The "Novelty rejections" section: near-duplicate drafts rejected before evaluation."""
     out = ["## Novelty rejections", ""]
-    if not nov["rejections"]:
+    if not nov.rejections:
         return [*out, "No candidate was rejected as a near-duplicate before evaluation.", ""]
-    out += [
-        md_table(
-            ["figure", "value"],
-            [
-                ["drafts rejected (never evaluated)", nov["rejections"]],
-                *[[f"by {kind} check", n] for kind, n in nov["by_kind"].items()],
-                ["resampled (model asked again)", nov["resampled"]],
-                ["accepted after the resample", nov["accepted_after_resample"]],
-                ["candidates recorded as duplicate", nov["duplicates"]],
-            ],
-        ),
-        "",
+    rows = [
+        ["drafts rejected (never evaluated)", nov.rejections],
+        *[[f"by {kind} check", n] for kind, n in nov.by_kind.items()],
+        ["resampled (model asked again)", nov.resampled],
+        ["accepted after the resample", nov.accepted_after_resample],
+        ["candidates recorded as duplicate", nov.duplicates],
     ]
-    if nov["similar_to"]:
+    out += [md_table(["figure", "value"], rows), ""]
+    if nov.similar_to:
         out += [
             "Programs most often matched:",
             "",
-            md_table(["program", "rejections"], nov["similar_to"]),
+            md_table(["program", "rejections"], nov.similar_to),
             "",
         ]
     return out
@@ -601,7 +597,7 @@ def write_report(
     html_path = None
     if html:
         html_path = out / "report.html"
-        title = f"EvoDuet run report: {summary['task'] or rdir.name}"
+        title = f"EvoDuet run report: {summary.task or rdir.name}"
         html_path.write_text(markdown_to_html(text, base=out, title=title), encoding="utf-8")
     return {
         "markdown": text,

@@ -41,6 +41,12 @@ def _pyplot() -> Any:
     return plt
 
 
+def _subplots(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
+    """A new figure and its axes (matplotlib's ``subplots``, Agg backend)."""
+    fig, axes = _pyplot().subplots(*args, **kwargs)
+    return fig, axes
+
+
 def _save(fig: Any, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
@@ -89,10 +95,9 @@ def plot_scores(series: dict[str, Any], path: Path) -> Path | None:
     cands = series["candidates"]
     if not best and not cands:
         return None
-    plt = _pyplot()
     from matplotlib import transforms
 
-    fig, ax = plt.subplots(figsize=(8, 4.6))
+    fig, ax = _subplots(figsize=(8, 4.6))
     if best:
         ax.plot(
             [p[0] for p in best],
@@ -143,8 +148,7 @@ def plot_ndg(series: dict[str, Any], path: Path) -> Path | None:
     points = series["ndg"]
     if not points:
         return None
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig, ax = _subplots(figsize=(8, 4))
     ax.plot([p[0] for p in points], [p[1] for p in points], drawstyle="steps-post", lw=2)
     ax.axhline(0, color="grey", ls=":", lw=1, label="initial program (0%)")
     ax.axhline(100, color="black", ls="--", lw=1, label="reference (100%)")
@@ -166,8 +170,7 @@ def plot_predictions(series: dict[str, Any], path: Path) -> Path | None:
     points = series["predictions"]
     if not points:
         return None
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5.6, 5))
+    fig, ax = _subplots(figsize=(5.6, 5))
     for decision in ("retrieve", "look-up"):
         mine = [p for p in points if p["decision"] == decision]
         if mine:
@@ -205,8 +208,7 @@ def plot_urls(series: dict[str, Any], path: Path) -> Path | None:
     rows = series["urls"]
     if not rows:
         return None
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig, ax = _subplots(figsize=(8, 4))
     xs = [r["iteration"] for r in rows]
     ax.plot(xs, [r["distinct_total"] for r in rows], marker="o", label="distinct URLs")
     ax.plot(xs, [r["repeated_total"] for r in rows], marker="s", label="repeated URLs")
@@ -224,9 +226,8 @@ def plot_llm_usage(series: dict[str, Any], path: Path) -> Path | None:
     by_node = {n: u for n, u in series["llm"]["by_node"].items() if u["calls"]}
     if not by_node:
         return None
-    plt = _pyplot()
     nodes = sorted(by_node)
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.8))
+    fig, axes = _subplots(1, 3, figsize=(11, 3.8))
     panels = [
         ("calls", [by_node[n]["calls"] for n in nodes], None),
         ("tokens", [by_node[n]["input_tokens"] for n in nodes], "input"),
@@ -260,8 +261,7 @@ def plot_compare(
     curves = [(label, pts) for label, pts in curves if pts]
     if not curves:
         return None
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(8, 4.6))
+    fig, ax = _subplots(figsize=(8, 4.6))
     for label, pts in curves:
         ax.plot([p[0] for p in pts], [p[1] for p in pts], drawstyle="steps-post", lw=2, label=label)
     if key == "ndg":

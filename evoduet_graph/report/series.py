@@ -15,6 +15,7 @@ from evoduet_graph.report.summary import (
     record_predictions,
     run_summary,
 )
+from evoduet_graph.report.summary_types import RunSummary
 from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.read import load_programs, load_search_db, read_json, read_jsonl
 from evoduet_graph.search.database import SearchDatabase
@@ -169,7 +170,7 @@ def lineage_steps(
     return steps
 
 
-def run_series(run_dir: str | Path, *, summary: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_series(run_dir: str | Path, *, summary: RunSummary | None = None) -> dict[str, Any]:
     """What the report's plots draw, per iteration, as a JSON-ready dict.
 
     Returns:
@@ -194,9 +195,9 @@ def run_series(run_dir: str | Path, *, summary: dict[str, Any] | None = None) ->
     gates = {it: ev.get("gate_decision") for it, ev in gate_by_iteration(events).items()}
 
     best_series: list[list[Any]] = []
-    if summary["initial_score"] is not None:
-        best_series.append([0, summary["initial_score"]])
-    best_series += [[h["iteration"], h["best_score"]] for h in summary["history"]]
+    if summary.initial_score is not None:
+        best_series.append([0, summary.initial_score])
+    best_series += [[h.iteration, h.best_score] for h in summary.history]
 
     candidates = []
     for it, cands in sorted(candidates_by_iteration(events).items()):
@@ -229,15 +230,18 @@ def run_series(run_dir: str | Path, *, summary: dict[str, Any] | None = None) ->
             if gain is not None:
                 ndg.append([it, gain])
 
-    best_id_final = (summary["best"] or {}).get("id")
+    best_id_final = summary.best.id if summary.best is not None else None
     if best_id_final is None and rows:
         valid = [p for p in rows.values() if p.valid and p.score is not None]
         best_id_final = max(valid, key=lambda p: p.score or 0.0).id if valid else None
+    about_task = (
+        {"metric": task.metric, "direction": task.direction, "reference": task.sota_score}
+        if task is not None
+        else dict.fromkeys(("metric", "direction", "reference"))
+    )
     return {
-        "task": summary["task"],
-        "metric": task.metric if task is not None else None,
-        "direction": task.direction if task is not None else None,
-        "reference": task.sota_score if task is not None else None,
+        "task": summary.task,
+        **about_task,
         "best": best_series,
         "candidates": candidates,
         "ndg": ndg,
@@ -246,5 +250,5 @@ def run_series(run_dir: str | Path, *, summary: dict[str, Any] | None = None) ->
         "urls": _url_series(events),
         "query_deltas": query_deltas(db),
         "lineage": lineage_steps(programs, best_id_final, task),
-        "llm": summary["llm"],
+        "llm": summary.llm.to_dict(),
     }

@@ -1,4 +1,4 @@
-"""Run summary: the figures of one run directory as a dict (DESIGN.md §6).
+"""Run summary: the figures of one run directory as a typed `RunSummary` (DESIGN.md §6).
 
 Reads, never writes, the run directory (through `evoduet_graph.rundir.read`):
 
@@ -10,7 +10,8 @@ Reads, never writes, the run directory (through `evoduet_graph.rundir.read`):
 * ``best_program.json`` — the best program's score, metric value and NDG.
 
 Every file may be missing (a run killed early) and torn or unreadable lines are skipped and
-counted, so a summary is always produced. The Markdown report of it is
+counted, so a summary is always produced. The summary's types and its JSON form
+(``RunSummary.to_dict()``) are in `evoduet_graph.report.summary_types`. The Markdown report of it is
 `evoduet_graph.report.markdown.report_markdown` (``evoduet report RUN_DIR``), the comparison
 of several runs `evoduet_graph.report.compare.compare_runs`.
 """
@@ -23,6 +24,24 @@ from pathlib import Path
 from typing import Any
 
 from evoduet_graph.report.calls import call_figures
+from evoduet_graph.report.summary_types import (
+    BestProgram,
+    CostFigures,
+    EventCounts,
+    FailureFigures,
+    HistoryRow,
+    ImprovementFigures,
+    LlmFigures,
+    ModelUsage,
+    NodeUsage,
+    NodeWall,
+    NoveltyFigures,
+    PredictionFigures,
+    Rate,
+    RunSummary,
+    SearchFigures,
+    WallFigures,
+)
 from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.read import load_programs, load_search_db, read_json, read_jsonl
 from evoduet_graph.rundir.usage import INCLUSIVE_NODES, finite_number, session_figures
@@ -32,6 +51,7 @@ __all__ = [
     "FALLBACK_EVENTS",
     "GATE_DECISIONS",
     "GATE_FALLBACK",
+    "RunSummary",
     "paper_metrics",
     "run_summary",
 ]
@@ -103,7 +123,7 @@ def gate_by_iteration(events: list[dict[str, Any]]) -> dict[int, dict[str, Any]]
     return out
 
 
-def _node_figures(events: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _node_figures(events: list[dict[str, Any]]) -> tuple[LlmFigures, WallFigures]:
     """Per-node LLM usage and wall time (sums over every execution)."""
     llm: dict[str, dict[str, float]] = defaultdict(
         lambda: {"calls": 0, "input_tokens": 0, "output_tokens": 0, "latency_s": 0.0}
@@ -130,14 +150,20 @@ def _node_figures(events: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[st
     llm_total = {k: sum(u[k] for n, u in llm.items() if n not in INCLUSIVE_NODES) for k in keys}
     wall_total = sum(w["total_s"] for n, w in wall.items() if n not in INCLUSIVE_NODES)
     return (
-        {"by_node": {n: dict(u) for n, u in sorted(llm.items())}, "total": llm_total},
-        {"by_node": {n: dict(w) for n, w in sorted(wall.items())}, "total_s": wall_total},
+        LlmFigures(
+            by_node={n: NodeUsage(**u) for n, u in sorted(llm.items())},  # type: ignore[arg-type]
+            total=NodeUsage(**llm_total),  # type: ignore[arg-type]
+        ),
+        WallFigures(
+            by_node={n: NodeWall(**w) for n, w in sorted(wall.items())},  # type: ignore[arg-type]
+            total_s=wall_total,
+        ),
     )
 
 
 def _model_figures(
     events: list[dict[str, Any]], rdir: Path, model: str | None
-) -> dict[str, dict[str, float | None]]:
+) -> dict[str, ModelUsage]:
     """Calls, tokens and estimated USD per model.
 
     Calls, tokens and estimated USD per model (``llm_by_model`` of the node events; with
@@ -151,7 +177,7 @@ def _model_figures(
     totals = usage_from_events(events)
     _, usd = _llm_cost(rdir, totals, model)
     return {
-        m: {**{k: float(v) for k, v in c.items()}, "usd": usd.get(m)}
+        m: ModelUsage(**{k: float(v) for k, v in c.items()}, usd=usd.get(m))
         for m, c in sorted(totals.by_model.items())
     }
 
@@ -181,7 +207,7 @@ def _llm_cost(rdir: Path, totals: Any, model: str | None) -> tuple[float, dict[s
     )
 
 
-def _search_figures(events: list[dict[str, Any]], db: SearchDatabase | None) -> dict[str, Any]:
+def _search_figures(events: list[dict[str, Any]], db: SearchDatabase | None) -> SearchFigures:
     searches = [e for e in events if e.get("event") == "search"]
     queries = [str(e.get("query", "")) for e in searches]
     out: dict[str, Any] = {
@@ -199,7 +225,7 @@ def _search_figures(events: list[dict[str, Any]], db: SearchDatabase | None) -> 
         "dropped_lines": 0,
     }
     if db is None:
-        return out
+        return SearchFigures(**out)
     records = db.records()
     stats = db.url_stats()
     out.update(
@@ -213,7 +239,7 @@ def _search_figures(events: list[dict[str, Any]], db: SearchDatabase | None) -> 
         seen_before_share=float(stats["seen_before_share"]) if stats["returned"] else None,
         dropped_lines=db.dropped_lines,
     )
-    return out
+    return SearchFigures(**out)
 
 
 def record_predictions(db: SearchDatabase, record: Any) -> list[float]:
@@ -231,7 +257,7 @@ def record_predictions(db: SearchDatabase, record: Any) -> list[float]:
     return out
 
 
-def _prediction_figures(db: SearchDatabase | None) -> dict[str, Any]:
+def _prediction_figures(db: SearchDatabase | None) -> PredictionFigures:
     """Mean predicted vs realised child score over the records.
 
     Mean predicted child score of a record's final documents (predictions made for the
@@ -256,14 +282,14 @@ def _prediction_figures(db: SearchDatabase | None) -> dict[str, Any]:
             predicted.append(p)
             realised.append(r)
             errors.append(abs(p - r))
-    return {
-        "records": len(predicted),
-        "predictions": predictions,
-        "mean_predicted": _mean(predicted),
-        "mean_realised": _mean(realised),
-        "mean_abs_error": _mean(errors),
-        "outcomes": dict(outcomes),
-    }
+    return PredictionFigures(
+        records=len(predicted),
+        predictions=predictions,
+        mean_predicted=_mean(predicted),
+        mean_realised=_mean(realised),
+        mean_abs_error=_mean(errors),
+        outcomes=dict(outcomes),
+    )
 
 
 EVIDENCE_GROUPS = (
@@ -384,16 +410,14 @@ def _beats(predicted: float | None, parent: float | None) -> bool:
     )
 
 
-def _rate(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _rate(rows: list[dict[str, Any]]) -> Rate:
     improved = sum(1 for r in rows if r["improved"])
-    return {
-        "iterations": len(rows),
-        "improved": improved,
-        "rate": improved / len(rows) if rows else None,
-    }
+    return Rate(
+        iterations=len(rows), improved=improved, rate=improved / len(rows) if rows else None
+    )
 
 
-def _improvement_figures(outcomes: list[dict[str, Any]]) -> dict[str, Any]:
+def _improvement_figures(outcomes: list[dict[str, Any]]) -> ImprovementFigures:
     """Improvement rates (child beats its parent) by evidence group and by gate decision.
 
     Every completed iteration counts; one without a valid child did not improve.
@@ -405,12 +429,12 @@ def _improvement_figures(outcomes: list[dict[str, Any]]) -> dict[str, Any]:
     by_decision = {
         d: _rate([r for r in outcomes if str(r["gate_decision"]) == d]) for d in decisions
     }
-    return {"all": _rate(outcomes), "by_evidence": by_group, "by_decision": by_decision}
+    return ImprovementFigures(all=_rate(outcomes), by_evidence=by_group, by_decision=by_decision)
 
 
 def _cost_figures(
-    rdir: Path, events: list[dict[str, Any]], model: str | None, llm_total: dict[str, Any]
-) -> dict[str, Any]:
+    rdir: Path, events: list[dict[str, Any]], model: str | None, llm_total: NodeUsage
+) -> CostFigures:
     """USD of the run's LLM tokens and its search calls.
 
     USD of the run's LLM tokens (`evoduet_graph.rundir.pricing`: catalogue, ``budget.prices``,
@@ -432,7 +456,7 @@ def _cost_figures(
         if isinstance(v, list | tuple) and len(v) == 2
     }
     price = price_for(str(model), prices, llm_cfg.get("base_url")) if model else None
-    inp, out = int(llm_total.get("input_tokens", 0)), int(llm_total.get("output_tokens", 0))
+    inp, out = int(llm_total.input_tokens), int(llm_total.output_tokens)
     llm_usd = price.cost(inp, out) if price is not None else None
     from evoduet_graph.rundir.usage import usage_from_events
 
@@ -444,41 +468,42 @@ def _cost_figures(
     failed = sum(1 for e in events if e.get("event") == "search_error" and e.get("query"))
     backend = retrieval.get("backend")
     calls = len(searches)
-    return {
-        "model": model,
-        "price_source": price.source if price is not None else None,
-        "usd_per_mtok_input": price.input_per_mtok if price is not None else None,
-        "usd_per_mtok_output": price.output_per_mtok if price is not None else None,
-        "llm_usd": llm_usd,
-        "search_backend": backend,
-        "search_calls": calls,
-        "search_failed": failed,
-        "search_credits": search_credits(
+    return CostFigures(
+        model=model,
+        price_source=price.source if price is not None else None,
+        usd_per_mtok_input=price.input_per_mtok if price is not None else None,
+        usd_per_mtok_output=price.output_per_mtok if price is not None else None,
+        llm_usd=llm_usd,
+        search_backend=backend,
+        search_calls=calls,
+        search_failed=failed,
+        search_credits=search_credits(
             backend, max(0, calls - failed), retrieval.get("tavily_search_depth")
         ),
-    }
+    )
 
 
-def paper_metrics(summary: dict[str, Any]) -> dict[str, Any]:
+def paper_metrics(summary: RunSummary) -> dict[str, Any]:
     """The paper's headline knowledge figures of one `run_summary`, flat.
 
     The paper's headline knowledge figures of one `run_summary`, flat (for ``compare``
     and the bench summary): improvement rates with documents predicted to beat the parent
     and without documents, the repeated-URL share, USD and search calls.
     """
-    imp = summary["improvement"]["by_evidence"]
-    cost = summary["cost"]
+    better = summary.improvement.by_evidence[EVIDENCE_GROUPS[0]]
+    no_docs = summary.improvement.by_evidence[EVIDENCE_GROUPS[2]]
+    cost = summary.cost
     return {
-        "rate_predicted_better": imp[EVIDENCE_GROUPS[0]]["rate"],
-        "n_predicted_better": imp[EVIDENCE_GROUPS[0]]["iterations"],
-        "improved_predicted_better": imp[EVIDENCE_GROUPS[0]]["improved"],
-        "rate_no_documents": imp[EVIDENCE_GROUPS[2]]["rate"],
-        "n_no_documents": imp[EVIDENCE_GROUPS[2]]["iterations"],
-        "improved_no_documents": imp[EVIDENCE_GROUPS[2]]["improved"],
-        "repeated_url_share": summary["search"]["seen_before_share"],
-        "llm_usd": cost["llm_usd"],
-        "search_calls": cost["search_calls"],
-        "search_credits": cost["search_credits"],
+        "rate_predicted_better": better.rate,
+        "n_predicted_better": better.iterations,
+        "improved_predicted_better": better.improved,
+        "rate_no_documents": no_docs.rate,
+        "n_no_documents": no_docs.iterations,
+        "improved_no_documents": no_docs.improved,
+        "repeated_url_share": summary.search.seen_before_share,
+        "llm_usd": cost.llm_usd,
+        "search_calls": cost.search_calls,
+        "search_credits": cost.search_credits,
     }
 
 
@@ -488,7 +513,7 @@ def _error_reason(error: str | None, status: str) -> str:
     return reason if len(reason) <= 100 else reason[:97] + "..."
 
 
-def _failure_figures(programs: list[Any] | None, events: list[dict[str, Any]]) -> dict[str, Any]:
+def _failure_figures(programs: list[Any] | None, events: list[dict[str, Any]]) -> FailureFigures:
     """Candidates by outcome and the most common reasons for invalid / failed ones.
 
     Uses the program store; without it, the candidates logged by ``evaluate`` / ``generate``.
@@ -518,22 +543,20 @@ def _failure_figures(programs: list[Any] | None, events: list[dict[str, Any]]) -
         kind = "rejected" if status == "evaluated" else status
         counts[kind] += 1
         reasons[_error_reason(error, kind)] += 1
-    return {
-        "source": source if rows or programs is not None else None,
-        "candidates": len(rows),
-        "valid": counts["valid"],
-        "invalid": counts["invalid"],
-        "failed": counts["failed"],
-        "rejected": counts["rejected"],
-        "duplicate": counts["duplicate"],
-        "other": sum(v for k, v in counts.items() if k not in known),
-        "top_errors": [[r, n] for r, n in sorted(reasons.items(), key=lambda x: (-x[1], x[0]))][
-            :_TOP_ERRORS
-        ],
-    }
+    return FailureFigures(
+        source=source if rows or programs is not None else None,
+        candidates=len(rows),
+        valid=counts["valid"],
+        invalid=counts["invalid"],
+        failed=counts["failed"],
+        rejected=counts["rejected"],
+        duplicate=counts["duplicate"],
+        other=sum(v for k, v in counts.items() if k not in known),
+        top_errors=tuple(sorted(reasons.items(), key=lambda x: (-x[1], x[0]))[:_TOP_ERRORS]),
+    )
 
 
-def _novelty_figures(events: list[dict[str, Any]], programs: list[Any] | None) -> dict[str, Any]:
+def _novelty_figures(events: list[dict[str, Any]], programs: list[Any] | None) -> NoveltyFigures:
     """Candidates rejected before evaluation as near-duplicates.
 
     Candidates rejected before evaluation as near-duplicates
@@ -561,17 +584,15 @@ def _novelty_figures(events: list[dict[str, Any]], programs: list[Any] | None) -
         duplicates = {cid for (cid, _), ev in latest.items() if not ev.get("resampled")}
         passed = resampled - duplicates
     targets = Counter(str(ev.get("similar_to")) for ev in latest.values())
-    return {
-        "rejections": len(latest),
-        "by_kind": {k: kinds.get(k, 0) for k in ("exact", "token", "embedding")}
+    return NoveltyFigures(
+        rejections=len(latest),
+        by_kind={k: kinds.get(k, 0) for k in ("exact", "token", "embedding")}
         | {k: n for k, n in kinds.items() if k not in ("exact", "token", "embedding")},
-        "resampled": len(resampled),
-        "duplicates": len(duplicates),
-        "accepted_after_resample": len(resampled & passed),
-        "similar_to": [[k, n] for k, n in sorted(targets.items(), key=lambda x: (-x[1], x[0]))][
-            :_TOP_ERRORS
-        ],
-    }
+        resampled=len(resampled),
+        duplicates=len(duplicates),
+        accepted_after_resample=len(resampled & passed),
+        similar_to=tuple(sorted(targets.items(), key=lambda x: (-x[1], x[0]))[:_TOP_ERRORS]),
+    )
 
 
 def candidates_by_iteration(events: list[dict[str, Any]]) -> dict[int, dict[str, dict[str, Any]]]:
@@ -589,7 +610,7 @@ def candidates_by_iteration(events: list[dict[str, Any]]) -> dict[int, dict[str,
     return out
 
 
-def _history(events: list[dict[str, Any]], initial: float | None) -> list[dict[str, Any]]:
+def _history(events: list[dict[str, Any]], initial: float | None) -> tuple[HistoryRow, ...]:
     gates = gate_by_iteration(events)
     evaluated = latest_by_iteration(events, "evaluate")
     generated: dict[int, list[dict[str, Any]]] = defaultdict(list)
@@ -613,12 +634,12 @@ def _history(events: list[dict[str, Any]], initial: float | None) -> list[dict[s
             if isinstance(c, dict):
                 cands[str(c.get("id"))] = c
         history.append(
-            {
-                "iteration": it,
-                "gate_decision": gates.get(it, {}).get("gate_decision"),
-                "candidates": len(cands),
-                "valid": sum(1 for c in cands.values() if c.get("valid")),
-                "best_child": max(
+            HistoryRow(
+                iteration=it,
+                gate_decision=gates.get(it, {}).get("gate_decision"),
+                candidates=len(cands),
+                valid=sum(1 for c in cands.values() if c.get("valid")),
+                best_child=max(
                     (
                         c["score"]
                         for c in cands.values()
@@ -626,36 +647,29 @@ def _history(events: list[dict[str, Any]], initial: float | None) -> list[dict[s
                     ),
                     default=None,
                 ),
-                "improved": improved,
-                "best_score": best,
-            }
+                improved=improved,
+                best_score=best,
+            )
         )
-    return history
+    return tuple(history)
 
 
-def run_summary(run_dir: str | Path) -> dict[str, Any]:
-    """The figures of a run directory (DESIGN.md §6) as a JSON-ready dict.
+def run_summary(run_dir: str | Path) -> RunSummary:
+    """The figures of a run directory (DESIGN.md §6) as a typed, frozen `RunSummary`.
 
     Args:
         run_dir: an ``evoduet`` run directory; any of its files may be missing.
 
     Returns:
-        A dict with ``run_dir``, ``task``, ``files`` (which inputs exist), ``events``
-        (count, unreadable lines), ``sessions`` / ``resumed`` / ``wall_s`` (run sessions and
-        their wall seconds), ``iterations`` (completed), ``stop_reason``, ``best`` (id,
-        iteration, score, metric, metric_value, ndg, direction; None without
-        ``best_program.json``), ``initial_score``, ``improvements``, ``gate_decisions``
-        (count per decision), ``search`` (queries issued and distinct, results returned,
-        D_search records, documents, distinct URLs and share of returned URLs seen before),
-        ``prediction`` (mean predicted vs mean realised child score over records with
-        impacts, predictions made for the parent that was mutated), ``improvement``
-        (improvement rates by evidence group and by gate decision: `_improvement_figures`),
-        ``cost`` (USD of the LLM tokens and search calls / Tavily credits: `_cost_figures`),
-        ``llm`` and ``wall_time`` (per node; totals leave out `INCLUSIVE_NODES`),
-        ``failures`` (candidates by outcome, top error reasons), ``novelty`` (near-duplicate
-        rejections before evaluation, by check; `_novelty_figures`), ``fallbacks`` (count per
-        event of `FALLBACK_EVENTS`) and ``history`` (one row per completed iteration).
-        Scores are on the internal higher-is-better scale; the metric value on the task's.
+        The `RunSummary` (its attributes are documented there): run, sessions and stop,
+        best program, gate decisions, search (queries issued and distinct, D_search records,
+        documents, distinct URLs, share of returned URLs seen before), prediction (mean
+        predicted vs realised child score for the parent that was mutated), improvement rates
+        by evidence group and gate decision (`_improvement_figures`), cost (`_cost_figures`),
+        LLM usage and wall time per node (totals leave out `INCLUSIVE_NODES`), failures,
+        novelty rejections (`_novelty_figures`), fallbacks (`FALLBACK_EVENTS`) and one history
+        row per completed iteration. ``to_dict()`` is its JSON form, unchanged from the dict
+        this function returned before it was typed.
 
     Raises:
         FileNotFoundError: ``run_dir`` is not a directory.
@@ -688,47 +702,40 @@ def run_summary(run_dir: str | Path) -> dict[str, Any]:
     task = starts[-1].get("task") if starts else None
     if task is None and meta.get("task_dir"):
         task = Path(str(meta["task_dir"])).name
-    return {
-        "run_dir": str(rdir),
-        "task": task,
-        "model": starts[-1].get("model") if starts else None,
-        "files": files,
-        "events": {"count": len(events), "unreadable_lines": bad_events},
-        "sessions": sessions,
-        "resumed": resumed,
-        "wall_s": wall,
-        "iterations": max((it for it in records if it > 0), default=0),
-        "iterations_planned": starts[-1].get("iterations") if starts else None,
-        "stop_reason": ends[-1].get("stop_reason") if ends else None,
-        "finished": bool(ends) and (not starts or ends[-1]["time"] >= starts[-1].get("time", 0)),
-        "best": (
-            {
-                k: best.get(k)
-                for k in ("id", "iteration", "score", "metric", "metric_value", "ndg", "direction")
-            }
-            if best
-            else None
-        ),
-        "initial_score": initial,
-        "improvements": sum(1 for it, e in records.items() if it > 0 and "best_score" in e),
-        "gate_decisions": {
+    model = starts[-1].get("model") if starts else None
+    best_fields = ("id", "iteration", "score", "metric", "metric_value", "ndg", "direction")
+    return RunSummary(
+        run_dir=str(rdir),
+        task=task,
+        model=model,
+        files=files,
+        events=EventCounts(count=len(events), unreadable_lines=bad_events),
+        sessions=sessions,
+        resumed=resumed,
+        wall_s=wall,
+        iterations=max((it for it in records if it > 0), default=0),
+        iterations_planned=starts[-1].get("iterations") if starts else None,
+        stop_reason=ends[-1].get("stop_reason") if ends else None,
+        finished=bool(ends) and (not starts or ends[-1]["time"] >= starts[-1].get("time", 0)),
+        best=BestProgram(**{k: best.get(k) for k in best_fields}) if best else None,
+        initial_score=initial,
+        improvements=sum(1 for it, e in records.items() if it > 0 and "best_score" in e),
+        gate_decisions={
             **{d: decisions.get(d, 0) for d in GATE_DECISIONS},
             **{d: n for d, n in decisions.items() if d not in GATE_DECISIONS},
         },
-        "search": _search_figures(events, db),
-        "prediction": _prediction_figures(db),
-        "improvement": _improvement_figures(_iteration_outcomes(events, db, programs)),
-        "cost": _cost_figures(
-            rdir, events, starts[-1].get("model") if starts else None, llm["total"]
-        ),
-        "llm": llm,
-        "llm_calls": call_figures(events),
-        "llm_models": _model_figures(events, rdir, starts[-1].get("model") if starts else None),
-        "wall_time": wall_time,
-        "failures": _failure_figures(programs, events),
-        "novelty": _novelty_figures(events, programs),
-        "fallbacks": {
+        search=_search_figures(events, db),
+        prediction=_prediction_figures(db),
+        improvement=_improvement_figures(_iteration_outcomes(events, db, programs)),
+        cost=_cost_figures(rdir, events, model, llm.total),
+        llm=llm,
+        llm_calls=call_figures(events),
+        llm_models=_model_figures(events, rdir, model),
+        wall_time=wall_time,
+        failures=_failure_figures(programs, events),
+        novelty=_novelty_figures(events, programs),
+        fallbacks={
             name: sum(1 for e in events if e.get("event") == name) for name in FALLBACK_EVENTS
         },
-        "history": _history(events, initial),
-    }
+        history=_history(events, initial),
+    )

@@ -13,8 +13,8 @@ so a running total (the budget's) costs O(1) per event.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,9 @@ from evoduet_graph.rundir.read import iter_jsonl
 __all__ = [
     "INCLUSIVE_NODES",
     "SessionClock",
+    "TokenCounts",
     "UsageTotals",
+    "add_model_counts",
     "completed_iterations",
     "finite_number",
     "history_from_events",
@@ -57,32 +59,73 @@ def _int(value: Any) -> int:
         return 0
 
 
+MODEL_COUNT_KEYS = ("calls", "input_tokens", "output_tokens")
+"""The per-model counts of a ``by_model`` table (`add_model_counts`)."""
+
+
+def add_model_counts(
+    by_model: dict[str, dict[str, int]], model: str, counts: Mapping[str, Any]
+) -> None:
+    """Add one model's counts to a ``by_model`` table (missing or malformed counts are 0).
+
+    The one shape of the per-model usage: the live `evoduet_graph.llm.usage.NodeUsage`, the
+    node events' ``llm_by_model`` written from it, and `UsageTotals` read back from them.
+
+    Args:
+        by_model: model name → ``{"calls", "input_tokens", "output_tokens"}``, updated in place.
+        model: the model name the answer reported.
+        counts: what to add, by the keys of `MODEL_COUNT_KEYS`.
+    """
+    agg = by_model.setdefault(str(model), dict.fromkeys(MODEL_COUNT_KEYS, 0))
+    for key in MODEL_COUNT_KEYS:
+        agg[key] += _int(counts.get(key))
+
+
+@dataclass
+class TokenCounts:
+    """Chat-model tokens, in total and per model.
+
+    What the live accounting (`evoduet_graph.llm.usage.NodeUsage`, per node while the run goes)
+    and the persisted one (`UsageTotals`, folded from the node events the live one wrote) both
+    count.
+
+    Attributes:
+        input_tokens: input tokens over all calls.
+        output_tokens: output tokens over all calls.
+        by_model: per model name the answer reported: ``{"calls", "input_tokens",
+            "output_tokens"}`` (for pricing; `add_model_counts`).
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    by_model: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def add_model(self, model: str, counts: Mapping[str, Any]) -> None:
+        """Add one model's counts to ``by_model`` (`add_model_counts`)."""
+        add_model_counts(self.by_model, model, counts)
+
+
 def counts_usage(event: dict[str, Any]) -> bool:
     """Whether ``event`` is a node event whose LLM usage counts in the run's totals."""
     return event.get("event") == "node" and event.get("node") not in INCLUSIVE_NODES
 
 
 @dataclass
-class UsageTotals:
-    """Usage of a run so far.
+class UsageTotals(TokenCounts):
+    """Usage of a run so far: the `TokenCounts` of its node events, calls, time and spend.
+
+    ``by_model`` is the node events' ``llm_by_model``; usage of events without it (older runs)
+    is priced as the configured model.
 
     Attributes:
         llm_calls: chat-model calls.
-        input_tokens: input tokens over all calls.
-        output_tokens: output tokens over all calls.
         wall_s: wall-clock seconds over all sessions.
         cost_usd: estimated spend (unpriced models count 0).
-        by_model: per model name the answer reported (``llm_by_model`` of the node events):
-            ``{"calls", "input_tokens", "output_tokens"}``; usage of events without it (older
-            runs) is priced as the configured model.
     """
 
     llm_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
     wall_s: float = 0.0
     cost_usd: float = 0.0
-    by_model: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def tokens(self) -> int:
@@ -99,24 +142,12 @@ class UsageTotals:
         by_model = event.get("llm_by_model")
         if isinstance(by_model, dict):
             for model, counts in by_model.items():
-                if not isinstance(counts, dict):
-                    continue
-                agg = self.by_model.setdefault(
-                    str(model), {"calls": 0, "input_tokens": 0, "output_tokens": 0}
-                )
-                for key in agg:
-                    agg[key] += _int(counts.get(key))
+                if isinstance(counts, dict):
+                    self.add_model(model, counts)
 
     def copy(self) -> UsageTotals:
         """An independent copy (``by_model`` included)."""
-        return UsageTotals(
-            llm_calls=self.llm_calls,
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            wall_s=self.wall_s,
-            cost_usd=self.cost_usd,
-            by_model={k: dict(v) for k, v in self.by_model.items()},
-        )
+        return replace(self, by_model={k: dict(v) for k, v in self.by_model.items()})
 
     def as_dict(self) -> dict[str, Any]:
         """The totals as JSON-ready numbers (``by_model`` left out)."""

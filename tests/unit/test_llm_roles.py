@@ -71,13 +71,13 @@ def test_bad_roles_are_config_errors(roles: dict[str, Any], message: str) -> Non
 
 
 def test_a_hosted_role_pins_the_endpoint_into_the_run_config(monkeypatch) -> None:
-    from evoduet_graph.api import _pin_base_url
+    from evoduet_graph.driver import pin_base_url
 
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1")
     local = EvoDuetConfig()
-    assert _pin_base_url(local).llm.base_url is None
+    assert pin_base_url(local).llm.base_url is None
     mixed = local.with_overrides({"llm.roles": {"gate": "openai:cheap"}})
-    pinned = _pin_base_url(mixed)
+    pinned = pin_base_url(mixed)
     assert pinned.llm.base_url == "http://127.0.0.1:8000/v1"
     assert role_config(pinned.llm, "gate").base_url == "http://127.0.0.1:8000/v1"
     assert role_config(pinned.llm, "generate").model == "local"

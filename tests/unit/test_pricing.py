@@ -81,42 +81,42 @@ def _run(tmp_path: Path, model: str, **extra) -> Path:
 def test_report_computes_usd_for_a_priced_fake_model_without_a_budget(tmp_path: Path) -> None:
     rdir = _run(tmp_path, "openai:gpt-4o-mini")
     s = run_summary(rdir)
-    total = s["llm"]["total"]
-    assert total["input_tokens"] > 0 and total["output_tokens"] > 0
+    total = s.llm.total
+    assert total.input_tokens > 0 and total.output_tokens > 0
     expected = calc_price(
-        Usage(input_tokens=int(total["input_tokens"]), output_tokens=int(total["output_tokens"])),
+        Usage(input_tokens=int(total.input_tokens), output_tokens=int(total.output_tokens)),
         "gpt-4o-mini",
     )
-    cost = s["cost"]
-    assert cost["price_source"] == "genai-prices"
-    assert cost["llm_usd"] == pytest.approx(float(expected.total_price))
-    assert cost["search_calls"] == 2 and cost["search_backend"] == "offline"
-    assert cost["search_credits"] is None
+    cost = s.cost
+    assert cost.price_source == "genai-prices"
+    assert cost.llm_usd == pytest.approx(float(expected.total_price))
+    assert cost.search_calls == 2 and cost.search_backend == "offline"
+    assert cost.search_credits is None
     text = report_markdown(rdir)
-    assert f"| LLM cost (USD) | ${cost['llm_usd']:.6f} |" in text
+    assert f"| LLM cost (USD) | ${cost.llm_usd:.6f} |" in text
     assert "| search calls (failed) | 2 (0) |" in text
 
 
 def test_report_uses_the_config_price_override(tmp_path: Path) -> None:
     rdir = _run(tmp_path, "openai:my-fake-model", budget={"prices": {"my-fake": [3.0, 6.0]}})
     s = run_summary(rdir)
-    total = s["llm"]["total"]
-    assert s["cost"]["price_source"] == "config"
-    assert s["cost"]["llm_usd"] == pytest.approx(
-        (total["input_tokens"] * 3.0 + total["output_tokens"] * 6.0) / 1e6
+    total = s.llm.total
+    assert s.cost.price_source == "config"
+    assert s.cost.llm_usd == pytest.approx(
+        (total.input_tokens * 3.0 + total.output_tokens * 6.0) / 1e6
     )
 
 
 def test_report_of_the_local_model_costs_zero(tmp_path: Path) -> None:
     rdir = _run(tmp_path, "local")
     s = run_summary(rdir)
-    assert s["cost"]["llm_usd"] == 0.0 and s["cost"]["price_source"] == "local"
+    assert s.cost.llm_usd == 0.0 and s.cost.price_source == "local"
     assert "| LLM cost (USD) | $0.000000 |" in report_markdown(rdir)
 
 
 def test_report_of_an_unpriced_model_says_so(tmp_path: Path) -> None:
     rdir = _run(tmp_path, "openai:my-fake-model")
-    assert run_summary(rdir)["cost"]["llm_usd"] is None
+    assert run_summary(rdir).cost.llm_usd is None
     assert "n/a (unpriced model)" in report_markdown(rdir)
 
 

@@ -78,57 +78,57 @@ def test_summary_matches_the_raw_files(fake_run):
     s = run_summary(rdir)
     assert _snapshot(rdir) == before  # the report reads, never writes
 
-    assert s["task"] == "smoke_polygon_area" and s["iterations"] == 5
-    assert s["finished"] and s["sessions"] == 1 and s["resumed"] == 0 and s["wall_s"] > 0
-    assert s["events"]["unreadable_lines"] == 0 and all(s["files"].values())
+    assert s.task == "smoke_polygon_area" and s.iterations == 5
+    assert s.finished and s.sessions == 1 and s.resumed == 0 and s.wall_s > 0
+    assert s.events.unreadable_lines == 0 and all(s.files.values())
 
     best = json.loads((rdir / "best_program.json").read_text())
-    assert s["best"]["id"] == best["id"] == fake_run["result"].best_id
-    assert s["best"]["ndg"] == best["ndg"] and s["best"]["metric_value"] == best["metric_value"]
-    assert s["best"]["score"] == fake_run["result"].best_score
+    assert s.best.id == best["id"] == fake_run["result"].best_id
+    assert s.best.ndg == best["ndg"] and s.best.metric_value == best["metric_value"]
+    assert s.best.score == fake_run["result"].best_score
 
     store = ProgramStore(rdir / "programs.sqlite")
     programs = store.all_programs()
     store.close()
     initial = next(p.score for p in programs if p.id == "initial")
-    assert s["initial_score"] == initial
+    assert s.initial_score == initial
     best_so_far, improvements = initial, 0
     for it in range(1, 6):
         scores = [p.score for p in programs if p.iteration == it and p.valid]
         if scores and max(scores) > best_so_far:
             best_so_far, improvements = max(scores), improvements + 1
-    assert s["improvements"] == improvements >= 1
-    assert [h["best_score"] for h in s["history"]][-1] == best_so_far
+    assert s.improvements == improvements >= 1
+    assert [h.best_score for h in s.history][-1] == best_so_far
 
     # the garbage reply of iteration 3 is a fallback, not the model's no-op
-    assert s["gate_decisions"] == {"no-op": 1, "look-up": 1, "retrieve": 2, "fallback": 1}
-    assert [h["gate_decision"] for h in s["history"]] == [
+    assert s.gate_decisions == {"no-op": 1, "look-up": 1, "retrieve": 2, "fallback": 1}
+    assert [h.gate_decision for h in s.history] == [
         "retrieve",
         "look-up",
         "fallback",
         "no-op",
         "retrieve",
     ]
-    assert s["improvement"]["by_decision"]["fallback"]["iterations"] == 1
-    assert s["improvement"]["by_decision"]["no-op"]["iterations"] == 1
-    assert [h["candidates"] for h in s["history"]] == [2, 2, 1, 1, 2]
-    assert s["fallbacks"]["gate_fallback"] == 1 and s["fallbacks"]["gate_invalid_ids"] == 1
-    assert s["fallbacks"]["search_error"] == 0
+    assert s.improvement.by_decision["fallback"].iterations == 1
+    assert s.improvement.by_decision["no-op"].iterations == 1
+    assert [h.candidates for h in s.history] == [2, 2, 1, 1, 2]
+    assert s.fallbacks["gate_fallback"] == 1 and s.fallbacks["gate_invalid_ids"] == 1
+    assert s.fallbacks["search_error"] == 0
 
     searcher = fake_run["searcher"]
-    search = s["search"]
-    assert search["queries"] == searcher.calls == 4
-    assert search["distinct_queries"] == len({q.lower() for q in searcher.queries})
-    assert search["results_returned"] == 20
+    search = s.search
+    assert search.queries == searcher.calls == 4
+    assert search.distinct_queries == len({q.lower() for q in searcher.queries})
+    assert search.results_returned == 20
     db = SearchDatabase(rdir / "search_database.jsonl")
     stats = db.url_stats()
-    assert search["documents_stored"] == stats["documents"] == 20
-    assert search["returned_urls"] == stats["returned"] == 20
-    assert search["distinct_urls"] == stats["distinct"]
-    assert search["seen_before"] == stats["seen_before"] == 0
-    assert search["seen_before_share"] == 0.0
-    assert search["records"] == 3
-    assert search["records_by_decision"] == {"retrieve": 2, "look-up": 1}
+    assert search.documents_stored == stats["documents"] == 20
+    assert search.returned_urls == stats["returned"] == 20
+    assert search.distinct_urls == stats["distinct"]
+    assert search.seen_before == stats["seen_before"] == 0
+    assert search.seen_before_share == 0.0
+    assert search.records == 3
+    assert search.records_by_decision == {"retrieve": 2, "look-up": 1}
 
     pairs = []
     for record in db.records():
@@ -140,51 +140,51 @@ def test_summary_matches_the_raw_files(fake_run):
         preds = [f.predicted_score for f in found if f is not None]
         if children and preds:
             pairs.append((sum(preds) / len(preds), sum(children) / len(children)))
-    pred = s["prediction"]
-    assert pred["records"] == len(pairs) >= 1
-    assert pred["mean_predicted"] == pytest.approx(sum(p for p, _ in pairs) / len(pairs))
-    assert pred["mean_realised"] == pytest.approx(sum(r for _, r in pairs) / len(pairs))
-    assert sum(pred["outcomes"].values()) == 3
+    pred = s.prediction
+    assert pred.records == len(pairs) >= 1
+    assert pred.mean_predicted == pytest.approx(sum(p for p, _ in pairs) / len(pairs))
+    assert pred.mean_realised == pytest.approx(sum(r for _, r in pairs) / len(pairs))
+    assert sum(pred.outcomes.values()) == 3
 
     # LLM usage: per node from the events; the total counts every model call once
     llm = fake_run["llm"]
-    by_node = s["llm"]["by_node"]
+    by_node = s.llm.by_node
     kinds = Counter(k for k, _ in fake_run["llm"].default.log)
-    assert by_node["gate"]["calls"] == 6  # 5 gate calls + 1 repair re-prompt
-    assert by_node["construct_query"]["calls"] == kinds["construct_query"] == 4
-    assert by_node["hypothetical_score"]["calls"] == 4
-    assert by_node["generate"]["calls"] == 8
-    assert by_node["retrieve"]["calls"] == 8  # includes the inner loop's calls
-    assert s["llm"]["total"]["calls"] == llm.calls
+    assert by_node["gate"].calls == 6  # 5 gate calls + 1 repair re-prompt
+    assert by_node["construct_query"].calls == kinds["construct_query"] == 4
+    assert by_node["hypothetical_score"].calls == 4
+    assert by_node["generate"].calls == 8
+    assert by_node["retrieve"].calls == 8  # includes the inner loop's calls
+    assert s.llm.total.calls == llm.calls
     events = list(read_events(rdir / "events.jsonl"))
     tokens = sum(
         e.get("input_tokens", 0)
         for e in events
         if e["event"] == "node" and e["node"] not in INCLUSIVE_NODES
     )
-    assert s["llm"]["total"]["input_tokens"] == tokens > 0
+    assert s.llm.total.input_tokens == tokens > 0
     # one llm_call event per model call, under the node that made it (the inner loop's calls
     # are construct_query's and hypothetical_score's, never retrieve's too)
-    calls = s["llm_calls"]
-    assert {n: f["calls"] for n, f in calls["by_node"].items()} == {
-        n: u["calls"] for n, u in by_node.items() if n not in INCLUSIVE_NODES and u["calls"]
+    calls = s.llm_calls
+    assert {n: f.calls for n, f in calls.by_node.items()} == {
+        n: u.calls for n, u in by_node.items() if n not in INCLUSIVE_NODES and u.calls
     }
-    assert calls["total"]["calls"] == llm.calls
-    assert calls["total"]["input_tokens"] == tokens
+    assert calls.total.calls == llm.calls
+    assert calls.total.input_tokens == tokens
 
-    wall = s["wall_time"]["by_node"]
-    assert wall["select"]["executions"] == 5 and wall["initialize"]["executions"] == 1
-    assert wall["construct_query"]["executions"] == 4
-    assert s["wall_time"]["total_s"] == pytest.approx(
-        sum(w["total_s"] for n, w in wall.items() if n != "retrieve")
+    wall = s.wall_time.by_node
+    assert wall["select"].executions == 5 and wall["initialize"].executions == 1
+    assert wall["construct_query"].executions == 4
+    assert s.wall_time.total_s == pytest.approx(
+        sum(w.total_s for n, w in wall.items() if n != "retrieve")
     )
 
-    fail = s["failures"]
+    fail = s.failures
     statuses = Counter("valid" if p.valid else p.status for p in programs if p.kind != "initial")
-    assert fail["candidates"] == 8 == sum(statuses.values())
-    assert fail["valid"] == statuses["valid"] and fail["invalid"] == statuses["invalid"] >= 2
-    reasons = {r: n for r, n in fail["top_errors"]}
-    assert sum(reasons.values()) == 8 - fail["valid"]
+    assert fail.candidates == 8 == sum(statuses.values())
+    assert fail.valid == statuses["valid"] and fail.invalid == statuses["invalid"] >= 2
+    reasons = {r: n for r, n in fail.top_errors}
+    assert sum(reasons.values()) == 8 - fail.valid
     assert any("SEARCH" in r for r in reasons)
 
 
@@ -237,20 +237,20 @@ def test_improvement_rates_by_evidence_and_decision_match_the_raw_files(fake_run
         )
         groups.setdefault(group, []).append(improved)
         decisions.setdefault(gates[it], []).append(improved)
-    for group, row in s["improvement"]["by_evidence"].items():
+    for group, row in s.improvement.by_evidence.items():
         outcomes = groups.get(group, [])
-        assert (row["iterations"], row["improved"]) == (len(outcomes), sum(outcomes))
-    assert s["improvement"]["by_evidence"]["no documents"]["iterations"] == 2  # the no-ops
-    for decision, row in s["improvement"]["by_decision"].items():
+        assert (row.iterations, row.improved) == (len(outcomes), sum(outcomes))
+    assert s.improvement.by_evidence["no documents"].iterations == 2  # the no-ops
+    for decision, row in s.improvement.by_decision.items():
         outcomes = decisions.get(decision, [])
-        assert (row["iterations"], row["improved"]) == (len(outcomes), sum(outcomes))
-    assert s["improvement"]["all"]["iterations"] == 5
+        assert (row.iterations, row.improved) == (len(outcomes), sum(outcomes))
+    assert s.improvement.all.iterations == 5
     text = report_markdown(rdir)
-    no_docs = s["improvement"]["by_evidence"]["no documents"]
-    rate = f"{100 * no_docs['rate']:.1f}%"
-    assert f"| no documents | 2 | {no_docs['improved']} | {rate} |" in text
+    no_docs = s.improvement.by_evidence["no documents"]
+    rate = f"{100 * no_docs.rate:.1f}%"
+    assert f"| no documents | 2 | {no_docs.improved} | {rate} |" in text
     # the fake run's model is the default embedded one: USD 0
-    assert s["cost"]["llm_usd"] == 0.0
+    assert s.cost.llm_usd == 0.0
 
 
 def test_markdown_tables(fake_run):
@@ -292,8 +292,8 @@ def test_torn_lines_are_counted_and_left_alone(fake_run, tmp_path):
         fh.write('{"type": "record", "record_id": "ret_0000')
     before = _snapshot(rdir)
     s = run_summary(rdir)
-    assert s["events"]["unreadable_lines"] == 1 and s["search"]["dropped_lines"] == 1
-    assert s["search"]["records"] == 3 and s["iterations"] == 5
+    assert s.events.unreadable_lines == 1 and s.search.dropped_lines == 1
+    assert s.search.records == 3 and s.iterations == 5
     text = report_markdown(rdir)
     assert "1 unreadable line(s) in `events.jsonl`" in text
     assert "1 unreadable line(s) in `search_database.jsonl`" in text
@@ -318,12 +318,12 @@ def test_missing_files_of_a_run_killed_early(fake_run, tmp_path):
     (rdir / "events.jsonl").write_text("\n".join(lines[:cut]) + "\n")
 
     s = run_summary(rdir)
-    assert s["iterations"] == 2 and not s["finished"] and s["stop_reason"] is None
-    assert s["best"] is None and s["initial_score"] is not None
-    assert s["search"]["records"] == 0 and s["search"]["queries"] == 2
-    assert s["prediction"]["records"] == 0 and s["prediction"]["mean_predicted"] is None
-    assert s["failures"]["source"] == "events.jsonl" and s["failures"]["candidates"] == 4
-    assert s["gate_decisions"]["retrieve"] == 1 and s["gate_decisions"]["look-up"] == 1
+    assert s.iterations == 2 and not s.finished and s.stop_reason is None
+    assert s.best is None and s.initial_score is not None
+    assert s.search.records == 0 and s.search.queries == 2
+    assert s.prediction.records == 0 and s.prediction.mean_predicted is None
+    assert s.failures.source == "events.jsonl" and s.failures.candidates == 4
+    assert s.gate_decisions["retrieve"] == 1 and s.gate_decisions["look-up"] == 1
     text = report_markdown(rdir)
     assert "missing files: `search_database.jsonl`, `programs.sqlite`, `best_program.json`" in text
     assert "| best score | n/a |" in text
@@ -332,9 +332,9 @@ def test_missing_files_of_a_run_killed_early(fake_run, tmp_path):
 
 def test_empty_and_missing_run_dir(tmp_path):
     s = run_summary(tmp_path)
-    assert s["iterations"] == 0 and s["events"]["count"] == 0 and s["best"] is None
-    assert s["gate_decisions"] == {"no-op": 0, "look-up": 0, "retrieve": 0}
-    assert s["history"] == [] and s["llm"]["total"]["calls"] == 0
+    assert s.iterations == 0 and s.events.count == 0 and s.best is None
+    assert s.gate_decisions == {"no-op": 0, "look-up": 0, "retrieve": 0}
+    assert s.history == () and s.llm.total.calls == 0
     text = report_markdown(tmp_path)
     assert "## Overview" in text and "## Per iteration" not in text
     with pytest.raises(FileNotFoundError, match="run directory not found"):
@@ -381,9 +381,9 @@ def test_a_prediction_equal_to_the_shown_parent_score_does_not_beat_it(tmp_path)
         events.emit("node", node="gate", iteration=it, gate_decision="retrieve")
         events.emit("node", node="record", iteration=it)
     events.close()
-    groups = run_summary(tmp_path)["improvement"]["by_evidence"]
-    assert groups["evidence predicted to beat the parent"]["iterations"] == 1  # iteration 2
-    assert groups["documents, none predicted to beat the parent"]["iterations"] == 1
+    groups = run_summary(tmp_path).improvement.by_evidence
+    assert groups["evidence predicted to beat the parent"].iterations == 1  # iteration 2
+    assert groups["documents, none predicted to beat the parent"].iterations == 1
 
 
 def test_a_failed_gate_call_is_a_fallback_row_not_the_models_no_op():
@@ -429,11 +429,11 @@ def test_call_figures_sum_cache_reuse_and_model_time_per_node():
         call("generate", 800, None, "length", decode_s=10.0),
     ]
     f = call_figures(events)
-    gen = f["by_node"]["generate"]
-    assert gen["calls"] == 2 and gen["input_tokens"] == 2000 and gen["cached_input_tokens"] == 900
-    assert gen["cache_share"] == 0.45 and gen["finish_reasons"] == {"length": 1, "stop": 1}
-    assert f["total"]["cache_share"] == round(1000 / 3000, 4)
-    assert f["total"]["prompt_eval_s"] == 12.0 and f["total"]["lock_wait_s"] == 0.5
+    gen = f.by_node["generate"]
+    assert gen.calls == 2 and gen.input_tokens == 2000 and gen.cached_input_tokens == 900
+    assert gen.cache_share == 0.45 and gen.finish_reasons == {"length": 1, "stop": 1}
+    assert f.total.cache_share == round(1000 / 3000, 4)
+    assert f.total.prompt_eval_s == 12.0 and f.total.lock_wait_s == 0.5
     headers, rows = call_table(f)
     assert rows[-1][0] == "**total**" and rows[-1][headers.index("cached share")] == "33.3%"
-    assert call_figures([])["by_node"] == {} and call_figures([])["total"]["cache_share"] is None
+    assert call_figures([]).by_node == {} and call_figures([]).total.cache_share is None

@@ -77,10 +77,10 @@ def test_series_agree_with_the_raw_files(fake_run):  # noqa: F811
     summary = run_summary(rdir)
     best = json.loads((rdir / "best_program.json").read_text())
 
-    assert series["best"][0] == [0, summary["initial_score"]]
-    assert [p[1] for p in series["best"][1:]] == [h["best_score"] for h in summary["history"]]
-    assert len(series["candidates"]) == summary["failures"]["candidates"] == 8
-    gates = {h["iteration"]: h["gate_decision"] for h in summary["history"]}
+    assert series["best"][0] == [0, summary.initial_score]
+    assert [p[1] for p in series["best"][1:]] == [h.best_score for h in summary.history]
+    assert len(series["candidates"]) == summary.failures.candidates == 8
+    gates = {h.iteration: h.gate_decision for h in summary.history}
     assert all(c["gate"] == gates[c["iteration"]] for c in series["candidates"])
     assert series["ndg"][-1][1] == pytest.approx(best["ndg"])
     assert series["metric_values"][-1][1] == pytest.approx(best["metric_value"])

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from evoduet_graph.search.backends.langchain import LangChainSearcher
-from evoduet_graph.search.preflight import backend_checks
+from evoduet_graph.search.backends.langchain import LangChainSearcher, community_retriever
 
 if TYPE_CHECKING:
     from evoduet_graph.config import RetrievalConfig
@@ -19,18 +18,10 @@ PROBE_URL = "https://export.arxiv.org/api/query"
 
 def make_arxiv(cfg: RetrievalConfig, *, client: Any | None = None) -> LangChainSearcher:
     """The ``arxiv`` backend; ``client`` replaces the retriever (tests)."""
-
-    def build(n: int) -> Any:
-        from langchain_community.retrievers import ArxivRetriever
-
-        # arxiv_search / arxiv_exceptions are filled in by the retriever's own validator
-        return ArxivRetriever(  # type: ignore[call-arg]
-            top_k_results=n, load_max_docs=n, get_full_documents=False
-        )
-
-    return LangChainSearcher(
+    return community_retriever(
         "arxiv",
+        "ArxivRetriever",
+        lambda n: {"top_k_results": n, "load_max_docs": n, "get_full_documents": False},
         client=client,
-        build=build,
-        checks=backend_checks("arxiv", package="arxiv", url=PROBE_URL),
+        url=PROBE_URL,
     )

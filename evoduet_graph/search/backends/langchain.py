@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from evoduet_graph.search.base import Document, SearchUnavailableError
+from evoduet_graph.search.preflight import backend_checks
 
 _URL_KEYS = ("url", "link", "source", "Entry ID", "entry_id", "href", "id")
 _TITLE_KEYS = ("title", "Title", "name")
@@ -169,6 +170,45 @@ class LangChainSearcher:
         client = self._client_for(max_results)
         raw = client.invoke(query) if hasattr(client, "invoke") else client(query, max_results)
         return to_documents(raw, self.name)[: max(0, max_results)]
+
+
+def community_retriever(
+    name: str,
+    retriever: str,
+    settings: Callable[[int], dict[str, Any]],
+    *,
+    client: Any | None,
+    url: str,
+    options: Mapping[str, Any] | None = None,
+) -> LangChainSearcher:
+    """A keyless backend over one of langchain-community's retrievers.
+
+    Args:
+        name: the backend name; its extra and the package it imports have the same name.
+        retriever: the class in ``langchain_community.retrievers`` (``ArxivRetriever``, ...);
+            its client fields (``arxiv_search``, ``wiki_client``) are filled in by its own
+            validator.
+        settings: the retriever's keyword arguments for a result count.
+        client: replaces the retriever (tests).
+        url: what the preflight's reachability probe asks.
+        options: backend settings that change results (part of the cache key).
+
+    Returns:
+        The searcher, built per result count on first use.
+    """
+
+    def build(n: int) -> Any:
+        from langchain_community import retrievers
+
+        return getattr(retrievers, retriever)(**settings(n))
+
+    return LangChainSearcher(
+        name,
+        client=client,
+        build=build,
+        checks=backend_checks(name, package=name, url=url),
+        options=options,
+    )
 
 
 def load_user_searcher(spec: str) -> LangChainSearcher:

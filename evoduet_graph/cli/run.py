@@ -1,4 +1,8 @@
-"""The ``evoduet`` command: ``run``, ``resume``, ``eval`` and ``report`` (typer + rich)."""
+"""``evoduet run`` and ``evoduet resume``: start or continue a run and show it.
+
+The live display, ``--quiet`` or ``--json`` while the run goes, review pauses answered on the
+terminal, the end-of-run summary, and the exit code of a run that stopped on failures.
+"""
 
 from __future__ import annotations
 
@@ -7,36 +11,27 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
-from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.text import Text
 
 from evoduet_graph.api import RunResult, can_retrieve
+from evoduet_graph.cli.common import (
+    _USER_ERRORS,
+    _check_run_dir,
+    _CliError,
+    _fail,
+    _user_errors,
+    app,
+    console,
+)
 from evoduet_graph.config import ConfigError, load_config
-from evoduet_graph.errors import UserError
 from evoduet_graph.rundir import layout
-from evoduet_graph.rundir.rundir import RunDir, RunDirError
 from evoduet_graph.search.registry import backend_choices
 from evoduet_graph.task import Task, TaskError, load_task
 from evoduet_graph.tasks.languages import ToolchainError
-
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    help="EvoDuet: evolutionary program search with co-evolving search queries.",
-)
-console = Console(stderr=True)
-
-_USER_ERRORS: tuple[type[Exception], ...] = (UserError,)
-"""What the user can fix: one line on stderr and exit code 2 (`evoduet_graph.errors`)."""
-
-
-def _user_errors() -> tuple[type[Exception], ...]:
-    return _USER_ERRORS
 
 
 def _failed_stop(result: RunResult) -> bool:
@@ -63,7 +58,7 @@ def _summary(result: RunResult, elapsed: float, *, write_report: bool = False) -
     from evoduet_graph.rundir.budget import STOP_PREFIX
 
     rdir = result.run_dir
-    figures = run_summary(rdir) if rdir is not None else {}
+    figures = run_summary(rdir) if rdir is not None else None
     # soft_wrap: paths are printed whole, never broken at the terminal's width
     say = functools.partial(console.print, highlight=False, soft_wrap=True)
     # a failed stop gets no green "done": the error line `_exit_for_stop` prints follows
@@ -71,24 +66,25 @@ def _summary(result: RunResult, elapsed: float, *, write_report: bool = False) -
     say(f"{head} in {elapsed:.1f} s — run directory: {rdir}")
     say(f"  iterations:      {result.iterations}")
     best = _num(result.best_score)
-    if figures.get("initial_score") is not None:
-        best += f" (initial {_num(figures['initial_score'])})"
+    if figures is not None and figures.initial_score is not None:
+        best += f" (initial {_num(figures.initial_score)})"
     say(f"  best score:      {best}")
     if result.metric_value is not None:
         say(f"  metric value:    {_num(result.metric_value)}")
     if result.ndg is not None:
         say(f"  NDG:             {result.ndg:.2f}%")
-    decisions = figures.get("gate_decisions") or {}
+    decisions = figures.gate_decisions if figures is not None else {}
     if decisions:
         shown = "  ".join(f"{d} {decisions.get(d, 0)}" for d in GATE_DECISIONS)
         if decisions.get(GATE_FALLBACK):  # the gate call failed / its reply was unusable
             shown += f"  {GATE_FALLBACK} (no decision) {decisions[GATE_FALLBACK]}"
         say(f"  gate decisions:  {shown}")
-    search = figures.get("search") or {}
+    queries = figures.search.queries if figures is not None else 0
+    distinct_urls = figures.search.distinct_urls if figures is not None else 0
     task_docs = _task_documents(rdir) if rdir is not None else 0
     say(
-        f"  search:          {search.get('queries', 0)} queries issued, "
-        f"{search.get('distinct_urls', 0)} distinct documents returned "
+        f"  search:          {queries} queries issued, "
+        f"{distinct_urls} distinct documents returned "
         f"({task_docs} from the task's docs/)"
     )
     if rdir is not None:
@@ -485,25 +481,6 @@ def resume_cmd(
     )
 
 
-class _CliError(UserError):
-    """A user-facing error: one line saying what is wrong, where, and what to do."""
-
-
-def _fail(message: str, code: int = 2) -> NoReturn:
-    """Print ``error: <message>`` (one line, no markup) on stderr and exit with ``code``."""
-    console.print("[bold red]error:[/] ", end="")
-    console.print(" ".join(str(message).split()), markup=False, highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
-
-
-def _check_run_dir(run_dir: Path, *, resumable: bool = False) -> RunDir:
-    """`RunDir.open`, its refusal raised as `_CliError`."""
-    try:
-        return RunDir.open(run_dir, resumable=resumable)
-    except RunDirError as exc:
-        raise _CliError(str(exc)) from None
-
-
 def _resume_target(run_dir: Path, iterations: int | None) -> tuple[Task, int, int]:
     """``(task, total iterations, iterations already completed)`` of a run to resume.
 
@@ -537,287 +514,3 @@ def _resume_target(run_dir: Path, iterations: int | None) -> tuple[Task, int, in
             f"completed; pass a total of at least {done} (--iterations)"
         )
     return task, total, done
-
-
-@app.command("eval")
-def eval_cmd(
-    task_dir: Annotated[
-        Path, typer.Argument(help="Task folder (OpenEvolve or SkyDiscover layout).")
-    ],
-    program: Annotated[
-        Path | None, typer.Argument(help="Program to evaluate (default: initial program).")
-    ] = None,
-    timeout: Annotated[float | None, typer.Option(help="Timeout in seconds.")] = None,
-) -> None:
-    """Evaluate PROGRAM through the sandbox; print its metrics as one JSON object on stdout."""
-    from evoduet_graph.evaluation import SandboxEvaluator
-    from evoduet_graph.tasks.environment import check_toolchain, requirements_warning
-
-    try:
-        task = (
-            load_task(task_dir, program) if program and program.is_file() else load_task(task_dir)
-        )
-        check_toolchain(task)
-    except (TaskError, ToolchainError) as exc:
-        _fail(str(exc))
-    if program is None and not task.has_initial_program:
-        _fail(
-            f"task folder {task.path} has no initial program to evaluate; pass one: "
-            f"evoduet eval {task_dir} PROGRAM"
-        )
-    requirements = requirements_warning(task)
-    if requirements:
-        console.print("[yellow]warning:[/] ", end="")
-        console.print(requirements, markup=False, highlight=False)
-    try:
-        code = program.read_text(encoding="utf-8") if program else task.initial_program
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        _fail(f"cannot read the program {program}: {reason}; pass a program file to evaluate")
-    outcome = SandboxEvaluator(task, timeout_s=timeout, workers=1).evaluate(code, "eval")
-    sys.stdout.write(outcome.model_dump_json() + "\n")
-    raise typer.Exit(0 if outcome.valid else 1)
-
-
-@app.command("report")
-def report_cmd(
-    run_dir: Annotated[Path, typer.Argument(help="Run directory.")],
-    out: Annotated[
-        Path | None, typer.Option(help="Write the markdown here too (plot links adjusted).")
-    ] = None,
-    html: Annotated[
-        bool,
-        typer.Option("--html", help="Also write RUN_DIR/report/report.html (images inlined)."),
-    ] = False,
-    plots: Annotated[
-        bool, typer.Option("--plots/--no-plots", help="Write PNG plots into RUN_DIR/report/.")
-    ] = True,
-) -> None:
-    """Report a run: PNG plots, report.md (and report.html) in RUN_DIR/report/.
-
-    Print the markdown (scores, gate decisions, queries by Δ, URLs, lineage of the best, LLM usage).
-    """
-    from evoduet_graph.report.markdown import report_markdown, write_report
-
-    try:
-        _check_run_dir(run_dir)
-    except _CliError as exc:
-        _fail(f"cannot report on {run_dir}: {exc}")
-    written: dict[str, Any] = {}
-    try:
-        if plots or html:
-            written = write_report(run_dir, html=html)
-            text = written["markdown"]
-        else:
-            text = report_markdown(run_dir)
-    except ImportError as exc:
-        _fail(
-            f"the report plots need matplotlib ({exc}); pip install matplotlib, or run "
-            "`evoduet report --no-plots`"
-        )
-    except OSError as exc:
-        _fail(
-            f"cannot write the report into {run_dir / 'report'}: {exc.strerror or exc}; make the "
-            "run directory writable, or use --no-plots to print the markdown only"
-        )
-    if out is not None:
-        if written:
-            from evoduet_graph.report.markdown import relink
-
-            text_out = relink(text, written["plots"], out.parent)
-        else:
-            text_out = text
-        try:
-            out.write_text(text_out, encoding="utf-8")
-        except OSError as exc:
-            _fail(f"cannot write {out}: {exc.strerror or exc}; choose a writable --out path")
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
-    if written:
-        console.print(f"report written to {written['markdown_path'].parent}", highlight=False)
-        for path in (written["markdown_path"], written["html_path"], *written["plots"].values()):
-            if path is not None:
-                console.print(f"  {path}", highlight=False, markup=False)
-
-
-@app.command("compare")
-def compare_cmd(
-    run_dirs: Annotated[list[Path], typer.Argument(help="Two or more run directories.")],
-    out: Annotated[
-        Path | None,
-        typer.Option(help="Folder for best.png, ndg.png, compare.md (default runs/compare-*)."),
-    ] = None,
-) -> None:
-    """Compare runs in a table and in overlaid plots.
-
-    Compare runs: print a table (task, gate, best score, NDG, LLM usage) and write overlaid
-    best-so-far / NDG vs iteration plots.
-    """
-    from evoduet_graph.report.compare import compare_runs
-
-    for run_dir in run_dirs:
-        try:
-            _check_run_dir(run_dir)
-        except _CliError as exc:
-            _fail(f"cannot compare {run_dir}: {exc}")
-    folder = out or Path("runs") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
-    try:
-        result = compare_runs(list(run_dirs), out_dir=folder)
-    except ImportError as exc:
-        _fail(f"the comparison plots need matplotlib ({exc}); pip install matplotlib")
-    except OSError as exc:
-        _fail(f"cannot write the comparison into {folder}: {exc.strerror or exc}; pass --out DIR")
-    sys.stdout.write(result["markdown"])
-    console.print(f"comparison written to {folder}", highlight=False, markup=False)
-    for path in (result["markdown_path"], *result["plots"].values()):
-        console.print(f"  {path}", highlight=False, markup=False)
-
-
-class GraphFormat(StrEnum):
-    """The ``--format`` of ``evoduet graph``."""
-
-    mermaid = "mermaid"
-    png = "png"
-
-
-class GraphLoop(StrEnum):
-    """The ``--loop`` that ``evoduet graph`` draws."""
-
-    outer = "outer"
-    inner = "inner"
-
-
-@app.command("graph")
-def graph_cmd(
-    xray: Annotated[
-        bool, typer.Option("--xray", help="Draw the inner query loop inside `retrieve`.")
-    ] = False,
-    fmt: Annotated[
-        GraphFormat, typer.Option("--format", help="mermaid (text) or png (Graphviz).")
-    ] = GraphFormat.mermaid,
-    loop: Annotated[GraphLoop, typer.Option(help="Which loop to draw.")] = GraphLoop.outer,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            help="Output file (mermaid default: stdout; png default: evoduet_<loop>.png)."
-        ),
-    ] = None,
-) -> None:
-    """Draw the LangGraph graphs: Mermaid text, or a PNG rendered locally with Graphviz."""
-    from evoduet_graph.graphs.render import GraphRenderError, mermaid, png
-
-    if fmt is GraphFormat.mermaid:
-        text = mermaid(loop.value, xray=xray)
-        if out is None:
-            sys.stdout.write(text if text.endswith("\n") else text + "\n")
-            return
-        try:
-            out.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            _fail(f"cannot write {out}: {exc.strerror or exc}; choose a writable --out path")
-    else:
-        target = out or Path(f"evoduet_{loop.value}{'_xray' if xray else ''}.png")
-        try:
-            png(target, loop.value, xray=xray)
-        except GraphRenderError as exc:
-            _fail(str(exc))
-        out = target
-    console.print(f"wrote {out}", highlight=False, markup=False)
-
-
-@app.command("bench")
-def bench_cmd(
-    out: Annotated[Path, typer.Option(help="Output folder (reused to resume).")],
-    tasks: Annotated[
-        str | None,
-        typer.Option(help="Comma-separated task names (in ./tasks) or folders; default: all."),
-    ] = None,
-    iterations: Annotated[int, typer.Option(help="Iterations per run.")] = 10,
-    seeds: Annotated[str, typer.Option(help="Comma-separated seeds.")] = "0,1,2",
-    model: Annotated[
-        str, typer.Option(help="`local` (served by llama.cpp on 127.0.0.1) or `openai:<model>`.")
-    ] = "local",
-    methods: Annotated[
-        str,
-        typer.Option(
-            help="Comma-separated: evoduet, openevolve-mode, openevolve, evoduet-topk, "
-            "evoduet-bestofn, evoduet-evox; a row of the ablation ladder (oracle, "
-            "joint-search, stagnation, always, heuristic, rerank, no-query-evolution, "
-            "no-search-database, select-relevance-novelty, grounding-offline, "
-            "grounding-online, parallel-8); or a config: a YAML path or a file stem in "
-            "configs/ (e.g. always_retrieve, scaffold_evox)."
-        ),
-    ] = "evoduet,openevolve-mode,openevolve",
-    config: Annotated[
-        Path | None, typer.Option(help="Base YAML config of our methods (and llm settings).")
-    ] = None,
-    openevolve_version: Annotated[
-        str | None, typer.Option(help="OpenEvolve release to install (default: pinned).")
-    ] = None,
-    openevolve_venv: Annotated[
-        Path | None, typer.Option(help="OpenEvolve's virtual environment (default: cache).")
-    ] = None,
-    openevolve_timeout: Annotated[
-        float | None, typer.Option(help="Wall limit (s) of one OpenEvolve process.")
-    ] = None,
-) -> None:
-    """Run every (task, method, seed), resumably; write results.csv, summary.md and plots."""
-    import signal
-
-    from evoduet_graph.bench import BenchError, BenchSettings, resolve_tasks, run_bench
-    from evoduet_graph.bench.runner import parse_list
-
-    def _terminate(_signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt  # SIGTERM stops the bench like Ctrl-C: children are killed
-
-    try:
-        previous = signal.signal(signal.SIGTERM, _terminate)
-    except ValueError:  # not the main thread
-        previous = None
-    try:
-        try:
-            seed_list = [int(s) for s in parse_list(seeds)]
-        except ValueError:
-            raise BenchError(
-                f"--seeds {seeds!r}: expected comma-separated integers, e.g. --seeds 0,1,2"
-            ) from None
-        settings = BenchSettings(
-            tasks=resolve_tasks(parse_list(tasks) or None),
-            out=out,
-            methods=parse_list(methods),
-            seeds=seed_list,
-            iterations=iterations,
-            model=model,
-            config=load_config(config),
-            openevolve_version=openevolve_version,
-            openevolve_venv=openevolve_venv,
-            openevolve_timeout_s=openevolve_timeout,
-        )
-        start = time.perf_counter()
-        result = run_bench(settings, log=lambda msg: console.print(msg, markup=False))
-    except (ValueError, UserError) as exc:
-        _fail(str(exc))
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/]: run the same command again to resume")
-        raise typer.Exit(130) from None
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-    console.print(
-        f"[bold green]bench done[/] in {time.perf_counter() - start:.1f} s: "
-        f"{len(result.ran)} run, {len(result.skipped)} skipped, {len(result.failed)} failed"
-    )
-    for path in (result.results_csv, result.runs_csv, result.summary_md, *result.plots):
-        console.print(f"  {path}")
-    if result.summary_md is not None:
-        sys.stdout.write(result.summary_md.read_text(encoding="utf-8"))
-    if result.failed:
-        raise typer.Exit(1)
-
-
-def main() -> None:
-    """Entry point of the ``evoduet`` console script."""
-    app()
-
-
-if __name__ == "__main__":
-    main()
