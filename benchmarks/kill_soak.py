@@ -51,6 +51,7 @@ def soak(points: int, jobs: int, salts: list[str], double_every: int, workdir: P
         "double_kills": 0,
         "reevaluated_in_flight": 0,
         "lost_programs": 0,
+        "skipped_by_policy": 0,
     }
     start = time.monotonic()
     for salt, count in zip(salts, per_salt, strict=True):
@@ -73,6 +74,7 @@ def soak(points: int, jobs: int, salts: list[str], double_every: int, workdir: P
             "double_kills",
             "reevaluated_in_flight",
             "lost_programs",
+            "skipped_by_policy",
         ):
             merged[key] += summary[key]
     merged["seconds"] = round(time.monotonic() - start, 1)
@@ -101,6 +103,11 @@ def markdown(summary: dict) -> str:
         (
             f"- evaluations in flight at a kill and redone: {summary['reevaluated_in_flight']}; "
             f"programs lost: **{summary['lost_programs']}**"
+        ),
+        (
+            "- programs skipped because their evaluation was in flight at both kills of a "
+            "double kill (the product's rule; compared with the uninterrupted run that skips "
+            f"them): {summary['skipped_by_policy']}"
         ),
         f"- wall time: {summary['seconds']} s",
         "",

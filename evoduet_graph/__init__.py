@@ -12,33 +12,72 @@ Public API::
     result = run("tasks/circle_packing_26", EvoDuetConfig(iterations=5))
     print(result.best_score, result.ndg)
 
+Beside running: the configuration (`EvoDuetConfig`, its `LLMConfig`, `load_config`,
+`merge_config`), the task (`load_task`, `Task`), the seams a user plugs into (`Evaluator`,
+`make_evaluator`, `score_from_metrics`, `Searcher`, `make_checked_searcher`,
+`make_chat_model`, `parse_model_string`), what a finished run says (`RunResult`, its
+stop-reason prefixes `MODEL_DOWN_PREFIX` / `TARGET_PREFIX`, `run_summary` → `RunSummary`,
+`paper_metrics`) and the errors (`EvoDuetError`, its `UserError` branch, `ConfigError`,
+`TaskError`, `RunError`). The bench (`evoduet_graph.bench`) is built on this API and
+`evoduet_graph.rundir` (the few exceptions are named, with their reasons, in its import test).
+
 ``graph`` is the default compiled graph (`evoduet_graph.graphs.studio.graph`, the one
 ``langgraph.json`` serves), built on first access.
 """
 
 from typing import Any
 
-from evoduet_graph.api import RunResult, build_context, build_graph, resume, run
-from evoduet_graph.config import ConfigError, EvoDuetConfig, load_config
+from evoduet_graph.api import (
+    RunResult,
+    build_context,
+    build_graph,
+    can_retrieve,
+    make_checked_searcher,
+    resume,
+    run,
+)
+from evoduet_graph.config import ConfigError, EvoDuetConfig, LLMConfig, load_config, merge_config
 from evoduet_graph.context import Context
-from evoduet_graph.errors import RunError
+from evoduet_graph.errors import EvoDuetError, RunError, UserError
+from evoduet_graph.evaluation import Evaluator, make_evaluator, score_from_metrics
+from evoduet_graph.llm import make_chat_model, parse_model_string
+from evoduet_graph.nodes.stop_rules import MODEL_DOWN_PREFIX, TARGET_PREFIX
+from evoduet_graph.report.summary import RunSummary, paper_metrics, run_summary
+from evoduet_graph.search import Searcher
 from evoduet_graph.task import Task, TaskError, load_task
 
 __all__ = [
+    "MODEL_DOWN_PREFIX",
+    "TARGET_PREFIX",
     "ConfigError",
     "Context",
     "EvoDuetConfig",
+    "EvoDuetError",
+    "Evaluator",
+    "LLMConfig",
     "RunError",
     "RunResult",
+    "RunSummary",
+    "Searcher",
     "Task",
     "TaskError",
+    "UserError",
     "build_context",
     "build_graph",
+    "can_retrieve",
     "graph",
     "load_config",
     "load_task",
+    "make_chat_model",
+    "make_checked_searcher",
+    "make_evaluator",
+    "merge_config",
+    "paper_metrics",
+    "parse_model_string",
     "resume",
     "run",
+    "run_summary",
+    "score_from_metrics",
 ]
 
 __version__ = "0.1.0"

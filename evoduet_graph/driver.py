@@ -19,7 +19,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from langgraph.types import Command
 
@@ -44,6 +44,15 @@ ReviewFn = Callable[[dict[str, Any]], Any]
 
 REVIEW_PREFIX = "waiting for review"
 """``stop_reason`` of a run that paused for a review nobody answered in this call."""
+
+DURABILITY: Literal["sync"] = "sync"
+"""LangGraph checkpoint durability of a run: each step's checkpoint is saved before the next
+step starts. LangGraph's default (``async``) saves it in the background while the next step
+runs, so a kill could lose a finished step's checkpoint *after* a later step had written the
+run directory (programs, D_search records): the resume ran the finished step again against
+those later writes (a gate re-run of iteration i saw iteration i's own look-up record, took
+another decision and produced other candidates). With ``sync`` a kill loses only the step in
+flight (DESIGN.md §3), at the cost of one SQLite write per step on the graph's thread."""
 
 ProgressFn = Callable[[str, dict[str, Any]], None]
 """Called after every node of the outer graph with ``(node_name, update)``."""
@@ -272,6 +281,7 @@ def _stream(
         context=ctx,
         stream_mode=["updates", "custom"],
         subgraphs=on_event is not None,  # the inner loop's progress events
+        durability=DURABILITY,
     )
     for part in stream:
         namespace, mode, chunk = part if len(part) == 3 else ((), *part)

@@ -283,22 +283,27 @@ class InnerState(TypedDict, total=False):
         retained: the top-K documents by predicted child score.
         round_logs: per-round log for the search database.
         errors: search errors seen (the retrieval goes on without those results).
+
+    The keys marked ``Required`` are in the input ``retrieve`` builds (`make_retrieve`), so
+    they exist from the loop's first node on and the nodes read them as ``state[key]``;
+    ``record_id`` (derived from ``iteration`` when absent) and ``returned`` (set by
+    ``search``) may be missing.
     """
 
-    iteration: int
+    iteration: Required[int]
     record_id: str
-    parent_id: str
-    parent_score: float
-    best_score: float | None
-    last_improvement_iteration: int
-    rounds: int
-    round: int
-    knowledge_state: KnowledgeState | None
-    pending_knowledge: KnowledgeState | None
-    queries: list[str]
-    query_history: list[str]
-    pool: list[DocumentRef]
+    parent_id: Required[str]
+    parent_score: Required[float]
+    best_score: Required[float | None]
+    last_improvement_iteration: Required[int]
+    rounds: Required[int]
+    round: Required[int]
+    knowledge_state: Required[KnowledgeState | None]
+    pending_knowledge: Required[KnowledgeState | None]
+    queries: Required[list[str]]
+    query_history: Required[list[str]]
+    pool: Required[list[DocumentRef]]
     returned: list[str] | None
-    retained: list[DocumentRef]
-    round_logs: list[InnerRoundLog]
-    errors: list[str]
+    retained: Required[list[DocumentRef]]
+    round_logs: Required[list[InnerRoundLog]]
+    errors: Required[list[str]]

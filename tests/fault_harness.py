@@ -7,7 +7,10 @@ resumes it in a second child until it finishes, and checks the result against an
 reference run with the same seed:
 
 * the final population snapshot, the program table (ids, code hashes, status, scores), the best
-  program and the search database (documents, records, impacts) equal the reference's;
+  program and the search database (documents, records, impacts) equal the reference's (when
+  the product skipped a program because its evaluation was in flight at both kills of a double
+  kill, as its rule requires, the reference is the uninterrupted run that skips it:
+  `_skipped_by_policy`);
 * no evaluation that was persisted before the kill is run again (evaluations in flight at the
   kill may be redone: that is "the work in flight"), counted with `tests.fakes.CountingEvaluator`;
 * ``search_database.jsonl`` has no torn line and no duplicate document, record or impact;
@@ -28,6 +31,15 @@ Forking from one parent that imported everything once makes each run cost a frac
 second instead of a 3 s interpreter start. Usage (``python -m tests.fault_harness --help``)::
 
     python -m tests.fault_harness --points 24 --jobs 2 --out /tmp/kill   # prints a JSON summary
+
+The scenarios an invocation runs are fixed by ``--points``, ``--salt`` and ``--double-every``
+(chosen on `canonical_trace`); each kill is recorded as ``LABEL@K`` (the K-th fault point with
+that label) and every failed scenario carries a ``replay`` command that runs it alone, e.g.::
+
+    python -m tests.fault_harness --kill 'store:put_evaluation@3' --then 'eval:end@1' --repeat 20
+
+(``--repeat`` runs it again and again: what the other threads of the killed process had done
+at the kill still varies, and a fault that depends on it shows up as a share of the runs.)
 """
 
 from __future__ import annotations
@@ -103,10 +115,18 @@ class FaultPoints:
         self.torn = False
         self.trace: list[str] = []
         self.marker: Path | None = None
+        self.hit_at: tuple[int, int] = (0, 0)  # (index, occurrence of its label) of the kill
+        #: seconds each checkpoint write takes longer (a slow disk; a writer thread that
+        #: gets no CPU): how far the saved checkpoint may lag behind the run
+        self.checkpoint_delay = 0.0
+        #: code hashes whose evaluation counts as started twice already in processes that
+        #: died (a reference run for a scenario that made the product skip them)
+        self.presumed_dead: frozenset[str] = frozenset()
 
     def reset(self, kill_at: int | tuple[str, int] | None, torn: bool, marker: Path | None) -> None:
         self.count, self.kill_at, self.torn, self.trace, self.marker = 0, kill_at, torn, [], marker
         self.seen = Counter()
+        self.hit_at = (0, 0)
 
     def check(self, label: str, tearable: bool = False) -> str | None:
         """``None``, ``"kill"`` (die after the work) or ``"tear"`` (write half, then die)."""
@@ -120,11 +140,15 @@ class FaultPoints:
                 hit = self.kill_at is not None and self.count == self.kill_at
             if not hit:
                 return None
+            self.hit_at = (self.count, self.seen[label])
         return "tear" if (tearable and self.torn) else "kill"
 
     def die(self, label: str, mode: str) -> None:
         if self.marker is not None:
-            self.marker.write_text(json.dumps({"point": self.count, "label": label, "mode": mode}))
+            point, occurrence = self.hit_at
+            self.marker.write_text(
+                json.dumps({"point": point, "label": label, "occurrence": occurrence, "mode": mode})
+            )
         os.kill(os.getpid(), signal.SIGKILL)
         time.sleep(60)  # never reached
 
@@ -144,12 +168,10 @@ def install_hooks() -> None:
     if _INSTALLED:
         return
     _INSTALLED = True
-    from langgraph.checkpoint.sqlite import SqliteSaver
 
     import evoduet_graph.graphs.inner as inner_mod
     import evoduet_graph.graphs.outer as outer_mod
     from evoduet_graph.rundir.events import EventLog
-    from evoduet_graph.rundir.store import ProgramStore
     from evoduet_graph.search.database import SearchDatabase
 
     original_instrument = outer_mod.instrument
@@ -206,6 +228,16 @@ def install_hooks() -> None:
 
     SearchDatabase._append = append  # type: ignore[method-assign]
 
+    _install_store_hooks()
+
+
+def _install_store_hooks() -> None:
+    """Fault points on the program store's writes and the checkpoint writes (`install_hooks`)."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from evoduet_graph.nodes.evaluate import MAX_EVALUATION_ATTEMPTS
+    from evoduet_graph.rundir.store import ProgramStore, code_sha
+
     for method in ("put_program", "put_evaluation", "log_population_op", "save_population"):
         original = getattr(ProgramStore, method)
 
@@ -216,9 +248,25 @@ def install_hooks() -> None:
 
         setattr(ProgramStore, method, store_write)
 
+    original_start = ProgramStore.start_evaluation
+
+    def start_evaluation(self: ProgramStore, code: str) -> int:
+        sha = code_sha(code)
+        if sha in POINTS.presumed_dead:  # as if two processes had died evaluating it
+            with self._lock:
+                self._conn.execute(
+                    "INSERT OR IGNORE INTO eval_attempts (code_sha, attempts) VALUES (?, ?)",
+                    (sha, MAX_EVALUATION_ATTEMPTS),
+                )
+        return original_start(self, code)
+
+    ProgramStore.start_evaluation = start_evaluation  # type: ignore[method-assign]
+
     original_put = SqliteSaver.put
 
     def put(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if POINTS.checkpoint_delay:
+            time.sleep(POINTS.checkpoint_delay)
         out = original_put(self, *args, **kwargs)
         POINTS.hit("ckpt")
         return out
@@ -487,13 +535,21 @@ def run_child(
     result_out: Path | None = None,
     config: dict[str, Any] | None = None,
     salt: str = "evoduet",
+    checkpoint_delay: float = 0.0,
+    presumed_dead: frozenset[str] = frozenset(),
 ) -> None:
-    """Body of a forked child: run or resume, possibly dying at ``kill_at``."""
+    """Body of a forked child: run or resume, possibly dying at ``kill_at``.
+
+    ``checkpoint_delay`` slows every checkpoint write by that many seconds;
+    ``presumed_dead`` code hashes count as evaluations two earlier processes died in.
+    """
     from evoduet_graph.api import run
     from evoduet_graph.config import load_config
 
     install_hooks()
     POINTS.reset(kill_at, torn, marker)
+    POINTS.checkpoint_delay = checkpoint_delay
+    POINTS.presumed_dead = frozenset(presumed_dead)
     task = load_task(SMOKE_TASK)
     llm = HarnessModel(salt=salt)
     evaluator = HookedCountingEvaluator(harness_evaluator(), run_dir.parent / EVAL_LOG)
@@ -676,9 +732,36 @@ def evaluation_counts(scenario_dir: Path) -> Counter:
 # ------------------------------------------------------------------------------------------
 
 
+KillAt = int | tuple[str, int]
+"""A kill point: the n-th fault point of the process (1-based), or ``(label, k)``, the k-th
+point with that label (stable under the thread interleaving of parallel branches)."""
+
+
+def format_kill(kill: tuple[str, int]) -> str:
+    """``LABEL@K``, the form ``--kill`` / ``--then`` read."""
+    return f"{kill[0]}@{kill[1]}"
+
+
+def parse_kill(text: str) -> tuple[str, int]:
+    """Read ``LABEL@K`` (``store:put_evaluation@3``; ``@K`` omitted: the first).
+
+    Raises:
+        argparse.ArgumentTypeError: ``K`` is not a positive integer or the label is empty.
+    """
+    label, _, k = text.rpartition("@") if "@" in text else (text, "@", "1")
+    if not label or not k.isdigit() or int(k) < 1:
+        raise argparse.ArgumentTypeError(f"expected LABEL@K with K >= 1, got {text!r}")
+    return label, int(k)
+
+
 @dataclass
 class Scenario:
-    """One kill point: where the run died and what was checked after resuming it."""
+    """One kill point: where the run died and what was checked after resuming it.
+
+    ``label`` / ``occurrence`` name the point the run died at (the ``occurrence``-th point
+    with that label), ``second_label`` / ``second_occurrence`` the point its first resume
+    died at (double kills); ``replay`` is the command that runs exactly this scenario alone.
+    """
 
     point: int
     torn: bool
@@ -692,15 +775,45 @@ class Scenario:
     reevaluated_in_flight: int = 0
     lost_programs: int = 0
     seconds: float = 0.0
+    skipped_by_policy: int = 0
+    occurrence: int = 0
+    second_occurrence: int = 0
+    salt: str = "evoduet"
+    replay: str = ""
 
     @property
     def ok(self) -> bool:
         return self.killed and self.resumed and not self.problems
 
+    def replay_command(self) -> str:
+        """The command line that runs this scenario alone (same kill points, salt, evaluator)."""
+        if not self.label:
+            return ""
+        env = os.environ.get(HARNESS_EVALUATOR_ENV)
+        parts = [f"{HARNESS_EVALUATOR_ENV}={env}"] if env else []
+        parts += ["python -m tests.fault_harness", f"--salt {self.salt}"]
+        parts.append(f"--kill '{format_kill((self.label, self.occurrence))}'")
+        if self.torn:
+            parts.append("--torn")
+        if self.second_label:
+            parts.append(f"--then '{format_kill((self.second_label, self.second_occurrence))}'")
+        return " ".join(parts)
 
-def reference_run(workdir: Path, salt: str = "evoduet") -> tuple[dict[str, Any], list[str]]:
-    """The uninterrupted run: its snapshot and the trace of fault-point labels."""
-    ref = workdir / "reference"
+
+def reference_run(
+    workdir: Path, salt: str = "evoduet", presumed_dead: frozenset[str] = frozenset()
+) -> tuple[dict[str, Any], list[str]]:
+    """The uninterrupted run: its snapshot and the trace of fault-point labels.
+
+    With ``presumed_dead``: the uninterrupted run in which those programs count as having
+    been in flight at two deaths already (the product skips them, `_skipped_by_policy`).
+    """
+    name = "reference"
+    if presumed_dead:
+        name += (
+            "-skipping-" + hashlib.sha256("".join(sorted(presumed_dead)).encode()).hexdigest()[:8]
+        )
+    ref = workdir / name
     shutil.rmtree(ref, ignore_errors=True)
     ref.mkdir(parents=True)
     status = fork_run(
@@ -709,6 +822,7 @@ def reference_run(workdir: Path, salt: str = "evoduet") -> tuple[dict[str, Any],
         trace_out=ref / "trace.json",
         result_out=ref / "result.json",
         salt=salt,
+        presumed_dead=presumed_dead,
     )
     if status != 0:
         raise RuntimeError(f"the reference run failed (status {status})")
@@ -749,6 +863,48 @@ def _spread_order(k: int) -> list[int]:
     return order
 
 
+def canonical_trace(trace: list[str]) -> list[str]:
+    """The trace in one order for every run of a salt: each graph step's labels sorted.
+
+    The raw order of a run's fault points depends on how the threads of a step (parallel
+    ``generate`` branches, evaluation workers) interleave, so an index into it names another
+    point in another run. Steps end with their checkpoint write (``ckpt``; a run saves each
+    step's checkpoint before the next step starts), and what a step does is deterministic,
+    so sorting the labels between two ``ckpt`` points gives one order for every run. A task's
+    saved writes (``ckpt:writes``) are written in the background and land before or after the
+    next steps' points, so they are not placed by time: the k-th follows the k-th ``ckpt``
+    (their number is fixed; a kill at one is named by its ``k`` anyway).
+    """
+    writes = trace.count("ckpt:writes")
+    out: list[str] = []
+    step: list[str] = []
+    for label in trace:
+        if label == "ckpt:writes":
+            continue
+        if label == "ckpt":
+            out += [*sorted(step), "ckpt"]
+            step = []
+            if writes:
+                out.append("ckpt:writes")
+                writes -= 1
+        else:
+            step.append(label)
+    return out + sorted(step) + ["ckpt:writes"] * writes
+
+
+def second_kill(trace: list[str], point: int) -> tuple[str, int]:
+    """Where a double-kill scenario kills its first resume: ``(label, k)``.
+
+    A later point of the (canonical) ``trace`` than ``point``, spread by a fixed stride; ``k``
+    counts that label from ``point`` on (the resume redoes the killed step, so it meets the
+    label at least that often before it gets there).
+    """
+    later = (point * 7) % max(1, len(trace) - point) + 1
+    index = min(len(trace), point + later)
+    label = trace[index - 1]
+    return label, max(1, trace[point:index].count(label))
+
+
 def choose_points(trace: list[str], count: int) -> list[tuple[int, bool]]:
     """``count`` kill points ``(1-based index, torn)`` covering every category of point.
 
@@ -772,6 +928,51 @@ def choose_points(trace: list[str], count: int) -> list[tuple[int, bool]]:
     return sorted(set(chosen))
 
 
+def started_evaluations(run_dir: Path) -> set[str]:
+    """Code hashes whose evaluation some process has started (``eval_attempts``)."""
+    path = run_dir / "programs.sqlite"
+    if not path.exists():
+        return set()
+    try:
+        return {r[0] for r in _sqlite_rows(path, "SELECT code_sha FROM eval_attempts")}
+    except sqlite3.Error:
+        return set()
+
+
+def skipped_evaluations(run_dir: Path) -> set[str]:
+    """Code hashes the product recorded as skipped (its evaluation killed the run too often)."""
+    rows = _sqlite_rows(run_dir / "programs.sqlite", "SELECT code_sha, outcome FROM evaluations")
+    return {
+        sha
+        for sha, outcome in rows
+        if (json.loads(outcome).get("error") or "").startswith("skipped:")
+    }
+
+
+def _skipped_by_policy(
+    result: Scenario, run_dir: Path, in_flight_at_kill: list[set[str]]
+) -> frozenset[str]:
+    """The programs the resumed run skipped as its policy requires, checked.
+
+    The product skips a program whose evaluation was in flight when `MAX_EVALUATION_ATTEMPTS`
+    processes died (it cannot tell a kill from outside from a candidate that kills the run:
+    `evoduet_graph.nodes.evaluate`). A double kill whose two kills both land while the same
+    program is evaluated therefore *must* end with that program skipped, and its result is
+    the uninterrupted run's in which that program is skipped, not the plain reference. A skip
+    without that cause is a problem.
+    """
+    from evoduet_graph.nodes.evaluate import MAX_EVALUATION_ATTEMPTS
+
+    skipped = skipped_evaluations(run_dir)
+    for sha in sorted(skipped):
+        deaths = sum(sha in flight for flight in in_flight_at_kill)
+        if deaths < MAX_EVALUATION_ATTEMPTS:
+            result.problems.append(
+                f"program {sha[:12]} skipped but in flight at only {deaths} of the kills"
+            )
+    return frozenset(skipped)
+
+
 def _check_resumed(
     result: Scenario,
     sdir: Path,
@@ -779,12 +980,16 @@ def _check_resumed(
     counts_at_kill: list[Counter],
     persisted_at_kill: list[set[str]],
     reference: dict[str, Any],
+    in_flight_at_kill: list[set[str]] | None = None,
+    reference_for: Callable[[frozenset[str]], dict[str, Any]] | None = None,
 ) -> None:
     """Compare a finished resumed run with the kills it survived and the reference run.
 
     Adds to ``result.problems`` (a persisted evaluation run again, a program evaluated more
     often than the kills explain, broken files, a difference from ``reference``) and counts
-    the evaluations of work in flight that ran again and the programs lost.
+    the evaluations of work in flight that ran again and the programs lost. Programs the
+    product skipped by its policy (`_skipped_by_policy`, with the evaluations in flight at
+    each kill) are compared with ``reference_for(skipped)`` instead.
     """
     final = evaluation_counts(sdir)
     kills = len(counts_at_kill)
@@ -799,14 +1004,23 @@ def _check_resumed(
     result.problems += file_problems(run_dir)
     try:
         got = snapshot(run_dir)
+        skipped = _skipped_by_policy(result, run_dir, in_flight_at_kill or [])
     except (OSError, ValueError, sqlite3.Error) as exc:
         result.problems.append(f"cannot read the resumed run: {exc}")
-    else:
-        missing = set(reference["programs"]) - set(got["programs"])
-        result.lost_programs = len(missing)
-        for key, expected in reference.items():
-            if got[key] != expected:
-                result.problems.append(f"{key} differs from the uninterrupted run")
+        return
+    result.skipped_by_policy = len(skipped)
+    if skipped and reference_for is not None:
+        reference = reference_for(skipped)
+    missing = set(reference["programs"]) - set(got["programs"])
+    result.lost_programs = len(missing)
+    for key, expected in reference.items():
+        if got[key] != expected:
+            result.problems.append(f"{key} differs from the uninterrupted run")
+
+
+def _slug(kill: KillAt) -> str:
+    """A folder-name form of a kill point."""
+    return f"{kill:05d}" if isinstance(kill, int) else re.sub(r"\W+", "_", format_kill(kill))
 
 
 def run_scenario(
@@ -815,46 +1029,63 @@ def run_scenario(
     torn: bool,
     reference: dict[str, Any],
     salt: str = "evoduet",
-    second: int | None = None,
+    second: KillAt | None = None,
     trace: list[str] | None = None,
+    kill_at: tuple[str, int] | None = None,
+    keep: bool = False,
+    checkpoint_delay: float = 0.0,
 ) -> Scenario:
     """Kill a fresh run at ``point``, resume until done, compare with ``reference``.
 
     Kill a fresh run at ``point`` (with the reference ``trace``: at the same occurrence of
-    the same label as the reference's ``point``-th point); with ``second``, kill the first
-    resume too at its ``second``-th point; resume until done; compare with ``reference``.
+    the same label as the reference's ``point``-th point; ``kill_at``: at that
+    ``(label, k)`` instead); with ``second``, kill the first resume too at that point; resume
+    until done; compare with ``reference``. A passed scenario's folder is removed unless
+    ``keep``. ``checkpoint_delay`` slows the killed run's checkpoint writes (`FaultPoints`).
     """
     start = time.monotonic()
-    sdir = (
-        workdir / f"kill-{point:05d}{'-torn' if torn else ''}{f'-then-{second}' if second else ''}"
-    )
+    target: KillAt = point
+    if kill_at is not None:
+        target = kill_at
+    elif trace is not None:
+        target = (trace[point - 1], trace[:point].count(trace[point - 1]))
+    then = "" if second is None else f"-then-{_slug(second)}"
+    sdir = workdir / f"kill-{_slug(target)}{'-torn' if torn else ''}{then}"
     shutil.rmtree(sdir, ignore_errors=True)
     sdir.mkdir(parents=True)
-    result = Scenario(point=point, torn=torn, second=second)
+    result = Scenario(
+        point=point, torn=torn, second=second if isinstance(second, int) else None, salt=salt
+    )
     run_dir = sdir / "run"
 
     def finish() -> Scenario:
         result.seconds = time.monotonic() - start
+        result.replay = result.replay_command()
         return result
 
     marker = sdir / "killed.json"
-    target: int | tuple[str, int] = point
-    if trace is not None:
-        target = (trace[point - 1], trace[:point].count(trace[point - 1]))
     status = fork_run(
-        run_dir=run_dir, resume=False, kill_at=target, torn=torn, marker=marker, salt=salt
+        run_dir=run_dir,
+        resume=False,
+        kill_at=target,
+        torn=torn,
+        marker=marker,
+        salt=salt,
+        checkpoint_delay=checkpoint_delay,
     )
     result.killed = status == -signal.SIGKILL and marker.exists()
     if marker.exists():
         info = json.loads(marker.read_text())
         result.label, result.mode = info["label"], info["mode"]
+        result.occurrence = info["occurrence"]
     if not result.killed:
-        result.problems.append(f"the run was not killed at point {point} (status {status})")
+        result.problems.append(f"the run was not killed at {target} (status {status})")
         return finish()
     # evaluations persisted at each kill must never run again; others may (work in flight)
     persisted = persisted_evaluations(run_dir)
     counts_at_kill = [evaluation_counts(sdir)]
     persisted_at_kill = [persisted]
+    in_flight_at_kill = [started_evaluations(run_dir) - persisted]
     finished = False
     if second is not None:
         marker2 = sdir / "killed2.json"
@@ -862,9 +1093,11 @@ def run_scenario(
         if status == 0:
             finished = True  # the resumed run finished before its kill point
         elif status == -signal.SIGKILL and marker2.exists():
-            result.second_label = json.loads(marker2.read_text())["label"]
+            info = json.loads(marker2.read_text())
+            result.second_label, result.second_occurrence = info["label"], info["occurrence"]
             counts_at_kill.append(evaluation_counts(sdir))
             persisted_at_kill.append(persisted_evaluations(run_dir))
+            in_flight_at_kill.append(started_evaluations(run_dir) - persisted_at_kill[-1])
         else:
             result.problems.append(f"the first resume failed (status {status})")
             return finish()
@@ -874,9 +1107,22 @@ def run_scenario(
             result.problems.append(f"the resumed run failed (status {status})")
             return finish()
     result.resumed = True
-    _check_resumed(result, sdir, run_dir, counts_at_kill, persisted_at_kill, reference)
+
+    def reference_for(skipped: frozenset[str]) -> dict[str, Any]:
+        return reference_run(sdir, salt, presumed_dead=skipped)[0]
+
+    _check_resumed(
+        result,
+        sdir,
+        run_dir,
+        counts_at_kill,
+        persisted_at_kill,
+        reference,
+        in_flight_at_kill,
+        reference_for,
+    )
     finish()
-    if result.ok:
+    if result.ok and not keep:
         shutil.rmtree(sdir, ignore_errors=True)
     return result
 
@@ -888,11 +1134,14 @@ def run_kill_points(
 
     Reference run, then ``count`` kill scenarios (``jobs`` at a time, each in its own
     forked worker); with ``double_every=k``, every k-th scenario also kills its first resume.
-    Returns a JSON-ready summary.
+    The scenarios are chosen on the `canonical_trace` as ``(label, k)`` kill points (both
+    kills), so one ``count`` / ``salt`` / ``double_every`` always runs the same scenarios.
+    Returns a JSON-ready summary; each failed scenario carries its ``replay`` command.
     """
     workdir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    reference, trace = reference_run(workdir, salt)
+    reference, raw_trace = reference_run(workdir, salt)
+    trace = canonical_trace(raw_trace)  # the same scenarios in every invocation
     points = choose_points(trace, count)
     results: list[Scenario] = []
     running: dict[int, Path] = {}
@@ -900,7 +1149,7 @@ def run_kill_points(
         (
             point,
             torn,
-            (point * 7) % max(1, len(trace) - point) + 1
+            second_kill(trace, point)
             if double_every and n % double_every == double_every - 1
             else None,
         )
@@ -944,17 +1193,71 @@ def run_kill_points(
         "failed": [asdict(r) for r in results if not r.ok],
         "reevaluated_in_flight": sum(r.reevaluated_in_flight for r in results),
         "lost_programs": sum(r.lost_programs for r in results),
+        "skipped_by_policy": sum(r.skipped_by_policy for r in results),
         "seconds": round(time.monotonic() - t0, 1),
         "scenarios": [
             {
                 "point": r.point,
                 "label": r.label,
+                "occurrence": r.occurrence,
                 "mode": r.mode,
                 "ok": r.ok,
                 "seconds": round(r.seconds, 2),
             }
             for r in sorted(results, key=lambda r: (r.point, r.torn))
         ],
+    }
+
+
+def replay_scenario(
+    workdir: Path,
+    kill: tuple[str, int],
+    torn: bool = False,
+    then: tuple[str, int] | None = None,
+    salt: str = "evoduet",
+    repeat: int = 1,
+    keep: bool = False,
+    checkpoint_delay: float = 0.0,
+) -> dict[str, Any]:
+    """Run one named scenario ``repeat`` times against one reference run.
+
+    Kill at ``kill`` (``(label, k)``), tearing the line when ``torn``, kill the first resume
+    at ``then`` too; what a failed scenario's ``replay`` command runs. The scenario runs one
+    at a time (a kill depends on timing only through what the other threads of the killed
+    process had done, so repeating it samples those interleavings). Returns a JSON-ready
+    summary: runs, passed, the distinct problems with their counts, the failed runs.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    reference, _trace = reference_run(workdir, salt)
+    results: list[Scenario] = []
+    for n in range(repeat):
+        rdir = workdir / f"replay-{n:04d}"
+        res = run_scenario(
+            rdir,
+            0,
+            torn,
+            reference,
+            salt,
+            then,
+            kill_at=kill,
+            keep=keep,
+            checkpoint_delay=checkpoint_delay,
+        )
+        results.append(res)
+        if res.ok and not keep:
+            shutil.rmtree(rdir, ignore_errors=True)
+    problems = Counter(p for r in results for p in r.problems)
+    return {
+        "scenario": results[0].replay if results and results[0].replay else format_kill(kill),
+        "runs": len(results),
+        "passed": sum(r.ok for r in results),
+        "double_kills": sum(bool(r.second_label) for r in results),
+        "problems": dict(problems.most_common()),
+        "lost_programs": sum(r.lost_programs for r in results),
+        "skipped_by_policy": sum(r.skipped_by_policy for r in results),
+        "failed": [{"run": n, **asdict(r)} for n, r in enumerate(results) if not r.ok],
+        "seconds": round(time.monotonic() - t0, 1),
     }
 
 
@@ -967,9 +1270,50 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--double-every", type=int, default=0, help="every k-th scenario kills its resume too"
     )
+    one = parser.add_argument_group(
+        "one scenario (what a failed scenario's 'replay' field prints)",
+        "Run only the scenario killed at --kill, instead of --points chosen ones.",
+    )
+    one.add_argument(
+        "--kill",
+        type=parse_kill,
+        metavar="LABEL@K",
+        help="die at the K-th fault point labelled LABEL (e.g. store:put_evaluation@3)",
+    )
+    one.add_argument("--torn", action="store_true", help="tear the line written at --kill")
+    one.add_argument(
+        "--then", type=parse_kill, metavar="LABEL@K", help="kill the first resume there too"
+    )
+    one.add_argument("--repeat", type=int, default=1, help="run the scenario this many times")
+    one.add_argument("--keep", action="store_true", help="keep passed scenarios' run folders")
+    one.add_argument(
+        "--checkpoint-delay",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="slow each checkpoint write of the killed run by S seconds (a lagging writer)",
+    )
     args = parser.parse_args(argv)
+    if args.kill is None and (
+        args.torn or args.then or args.repeat != 1 or args.keep or args.checkpoint_delay
+    ):
+        parser.error("--torn, --then, --repeat, --keep and --checkpoint-delay need --kill")
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     workdir = args.out or Path(tempfile.mkdtemp(prefix="evoduet_kill_"))
-    summary = run_kill_points(workdir, args.points, args.jobs, args.salt, args.double_every)
+    if args.kill is not None:
+        summary = replay_scenario(
+            workdir,
+            args.kill,
+            args.torn,
+            args.then,
+            args.salt,
+            args.repeat,
+            args.keep,
+            args.checkpoint_delay,
+        )
+    else:
+        summary = run_kill_points(workdir, args.points, args.jobs, args.salt, args.double_every)
     summary["workdir"] = str(workdir)
     print(json.dumps(summary))
     return 0 if not summary["failed"] else 1

@@ -13,8 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from evoduet_graph.errors import UserError
-from evoduet_graph.task import Task
+from evoduet_graph import Task, UserError
 
 __all__ = [
     "Endpoint",

@@ -12,11 +12,11 @@ from langchain_core.language_models import BaseChatModel
 from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 
+from evoduet_graph import LLMConfig
 from evoduet_graph.bench.common import (
     BenchError,
     LogFn,
 )
-from evoduet_graph.config import LLMConfig
 
 
 class LlamaCppChatOpenAI(ChatOpenAI):
@@ -76,7 +76,7 @@ def endpoint_chat_model(cfg: LLMConfig, *, llama_cpp_server: bool = False) -> Ba
         llama_cpp_server: the endpoint is the bench's own llama.cpp server: use
             `LlamaCppChatOpenAI`.
     """
-    from evoduet_graph.llm import make_chat_model
+    from evoduet_graph import make_chat_model
 
     model = make_chat_model(cfg)
     if isinstance(model, ChatOpenAI) and cfg.base_url:

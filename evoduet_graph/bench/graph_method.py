@@ -14,6 +14,14 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 import evoduet_graph
+from evoduet_graph import (
+    MODEL_DOWN_PREFIX,
+    EvoDuetConfig,
+    Task,
+    merge_config,
+    paper_metrics,
+    run_summary,
+)
 from evoduet_graph.bench.common import (
     BenchError,
     IterationSeries,
@@ -23,14 +31,10 @@ from evoduet_graph.bench.common import (
     running_best,
 )
 from evoduet_graph.bench.endpoint import endpoint_chat_model
-from evoduet_graph.config import EvoDuetConfig, merge_config
-from evoduet_graph.nodes.stop_rules import MODEL_DOWN_PREFIX
-from evoduet_graph.report.summary import paper_metrics, run_summary
 from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.events import read_events
 from evoduet_graph.rundir.store import ProgramStore
 from evoduet_graph.rundir.usage import usage_by_iteration
-from evoduet_graph.task import Task
 
 if TYPE_CHECKING:
     from evoduet_graph.bench.runner import JobContext, MethodRunner
@@ -104,7 +108,7 @@ def _graph_runner(name: str, overlay: dict[str, Any], source: str | None = None)
     """The runner of one of our graph's methods: ``overlay`` over the base configuration."""
 
     def run_method(ctx: JobContext) -> MethodOutcome:
-        from evoduet_graph.api import can_retrieve, run
+        from evoduet_graph import can_retrieve, run
 
         job = ctx.job
         cfg = _graph_config(ctx, overlay, source or f"method {name!r}")
@@ -120,7 +124,7 @@ def _graph_runner(name: str, overlay: dict[str, Any], source: str | None = None)
             if ctx.searcher_factory is not None:
                 searcher = ctx.searcher_factory(job)
             else:  # build / load the offline index here, outside the timed session
-                from evoduet_graph.api import make_checked_searcher
+                from evoduet_graph import make_checked_searcher
 
                 searcher = make_checked_searcher(job.task, cfg)
         run_dir = job.dir / "run"
@@ -224,7 +228,6 @@ def knowledge_figures(run_dir: Path, rows: list[Any], iterations: int) -> dict[s
         retrieve documents, or a joint-search call that returned results). USD comes from
         `evoduet_graph.report.summary.paper_metrics` (``llm_usd``), merged beside these.
     """
-    from evoduet_graph.report.summary import run_summary
     from evoduet_graph.search.base import normalize_url
 
     events = list(read_events(run_dir / layout.EVENTS))

@@ -47,6 +47,7 @@ from typing import Any
 
 import yaml
 
+from evoduet_graph import Evaluator, EvoDuetError, Task, score_from_metrics
 from evoduet_graph.bench.common import (
     Endpoint,
     IterationSeries,
@@ -56,12 +57,10 @@ from evoduet_graph.bench.common import (
     running_best,
 )
 from evoduet_graph.bench.server import die_with_parent, kill_process_group
-from evoduet_graph.errors import EvoDuetError
-from evoduet_graph.evaluation import Evaluator, score_from_metrics
 from evoduet_graph.llm.factory import PLACEHOLDER_API_KEY
 from evoduet_graph.rundir.lock import file_lock
 from evoduet_graph.rundir.read import iter_jsonl
-from evoduet_graph.task import EVALUATOR, INITIAL_PROGRAM, Task
+from evoduet_graph.task import EVALUATOR, INITIAL_PROGRAM
 from evoduet_graph.tasks.openevolve_config import unknown_keys
 
 __all__ = [

@@ -16,13 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evoduet_graph import EvoDuetConfig, Task, TaskError, load_task
 from evoduet_graph.bench.common import (
     MethodOutcome,
     floored_ndg,
 )
-from evoduet_graph.config import EvoDuetConfig
 from evoduet_graph.rundir.read import read_json
-from evoduet_graph.task import Task, TaskError, load_task
 
 if TYPE_CHECKING:
     from evoduet_graph.bench.runner import BenchResult, BenchSettings

@@ -67,6 +67,18 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 import evoduet_graph
+from evoduet_graph import (
+    ConfigError,
+    Evaluator,
+    EvoDuetConfig,
+    Searcher,
+    Task,
+    TaskError,
+    load_task,
+    make_evaluator,
+    merge_config,
+    parse_model_string,
+)
 from evoduet_graph.bench.common import (
     BenchError,
     Endpoint,
@@ -85,12 +97,7 @@ from evoduet_graph.bench.output import (
     _write_manifest,
     collect_runs,
 )
-from evoduet_graph.config import ConfigError, EvoDuetConfig, merge_config
-from evoduet_graph.evaluation import Evaluator, make_evaluator
-from evoduet_graph.llm.factory import parse_model_string
 from evoduet_graph.rundir.read import read_json
-from evoduet_graph.search import Searcher
-from evoduet_graph.task import Task, TaskError, load_task
 
 __all__ = [
     "DEFAULT_SEEDS",

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
-from evoduet_graph.errors import EvoDuetError
+from evoduet_graph import EvoDuetError
 
 __all__ = [
     "SERVER_MODULES",

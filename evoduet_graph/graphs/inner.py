@@ -53,7 +53,7 @@ def default_inner_nodes() -> dict[str, NodeFn]:
 
 def route_after_round(state: InnerState) -> Literal["construct_query", "__end__"]:
     """Another round while ``round < rounds``."""
-    return "construct_query" if state.get("round", 0) < state.get("rounds", 1) else END_NODE
+    return "construct_query" if state["round"] < state["rounds"] else END_NODE
 
 
 def route_after_search(

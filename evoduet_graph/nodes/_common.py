@@ -11,12 +11,10 @@ from evoduet_graph.context import Context, resolve_context
 from evoduet_graph.rundir.events import check_event
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from langchain_core.runnables import RunnableConfig
 
     from evoduet_graph.search.cache import SearchOutcome
-    from evoduet_graph.state import GateDecision
+    from evoduet_graph.state import GateDecision, InnerState
 
 
 def context_of(runtime: Runtime[Context]) -> Context:
@@ -181,7 +179,7 @@ def search_query(ctx: Context, query: str) -> SearchOutcome:
     )
 
 
-def inner_llm_config(ctx: Context, node: str, state: Mapping[str, Any]) -> RunnableConfig:
+def inner_llm_config(ctx: Context, node: str, state: InnerState) -> RunnableConfig:
     """`Context.llm_config` for the LLM call of an inner-loop node.
 
     Args:
@@ -194,7 +192,7 @@ def inner_llm_config(ctx: Context, node: str, state: Mapping[str, Any]) -> Runna
     """
     return ctx.llm_config(
         node,
-        iteration=state.get("iteration"),
-        round=state.get("round", 0),
+        iteration=state["iteration"],
+        round=state["round"],
         decision="retrieve",
     )

@@ -50,7 +50,7 @@ def clean_queries(raw: list[str], issued: list[str], limit: int, max_chars: int)
 
 def fallback_query(state: InnerState, ctx: Context) -> str:
     """A query from the unresolved gap, else from the task instruction's first line."""
-    knowledge = state.get("knowledge_state")
+    knowledge = state["knowledge_state"]
     gap = (knowledge.get("unresolved") if knowledge else None) or ""
     text = gap or next((ln for ln in ctx.task.instruction.splitlines() if ln.strip()), "")
     return " ".join(text.split())[: ctx.config.retrieval.max_query_chars] or ctx.task.name
@@ -60,17 +60,15 @@ def construct_query(state: InnerState, runtime: Runtime[Context]) -> dict[str, A
     """Returns ``{"queries": [...]}`` (1..Q distinct, non-empty strings)."""
     ctx = context_of(runtime)
     retrieval = ctx.config.retrieval
-    issued = list(state.get("query_history", []))
-    knowledge = state.get("knowledge_state")
+    issued = list(state["query_history"])
+    knowledge = state["knowledge_state"]
     prompt = render(
         "construct_query",
-        context=context_text(ctx, state["parent_id"], state.get("iteration", 0)),
+        context=context_text(ctx, state["parent_id"], state["iteration"]),
         knowledge=knowledge_text(knowledge),
         descriptor=population_descriptor(ctx, dict(state)),
         database=database_text(ctx, knowledge.get("unresolved") if knowledge else None),
-        retained=retained_text(state.get("retained", []))
-        if state.get("round", 0)
-        else "(none yet)",
+        retained=retained_text(state["retained"]) if state["round"] else "(none yet)",
         previous_queries="\n".join(f"- {q}" for q in issued) or "(none)",
         num_queries=retrieval.queries_per_round,
     )
@@ -89,30 +87,30 @@ def construct_query(state: InnerState, runtime: Runtime[Context]) -> dict[str, A
         raw = result.value.queries
         dropped = result.value.dropped
     except LLMCallError as exc:
-        ctx.events.emit("query_error", iteration=state.get("iteration"), error=str(exc)[:500])
+        ctx.events.emit("query_error", iteration=state["iteration"], error=str(exc)[:500])
     queries = clean_queries(raw, issued, retrieval.queries_per_round, retrieval.max_query_chars)
     if not queries:
         queries = clean_queries(
             [
                 fallback_query(state, ctx),
-                f"{fallback_query(state, ctx)} round {state.get('round', 0)}",
+                f"{fallback_query(state, ctx)} round {state['round']}",
             ],
             issued,
             1,
             retrieval.max_query_chars,
         )
         ctx.events.emit(
-            "query_fallback", iteration=state.get("iteration"), queries=queries, dropped=dropped
+            "query_fallback", iteration=state["iteration"], queries=queries, dropped=dropped
         )
     elif dropped:  # the usable queries are searched; the rest of the reply was no query
         ctx.events.emit(
-            "query_fallback", iteration=state.get("iteration"), queries=queries, dropped=dropped
+            "query_fallback", iteration=state["iteration"], queries=queries, dropped=dropped
         )
     emit_progress(
         runtime,
         "queries",
-        iteration=state.get("iteration"),
-        round=state.get("round", 0),
+        iteration=state["iteration"],
+        round=state["round"],
         queries=queries,
     )
     return {"queries": queries, "query_history": issued + queries}

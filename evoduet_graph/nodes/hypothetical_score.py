@@ -38,7 +38,7 @@ def loop_record_id(state: InnerState) -> str:
     """The D_search record id of the inner loop (``ret_<iteration>``) that owns its predictions."""
     from evoduet_graph.nodes.retrieve import record_id_for
 
-    return state.get("record_id") or record_id_for("ret", int(state.get("iteration", 0)))
+    return state.get("record_id") or record_id_for("ret", int(state["iteration"]))
 
 
 def _stored_knowledge(ctx: Context, record_id: str, round_: int) -> KnowledgeState | None:
@@ -60,25 +60,25 @@ def hypothetical_score(state: InnerState, runtime: Runtime[Context]) -> dict[str
     reply's knowledge state when it scored something, else None).
     """
     ctx = context_of(runtime)
-    iteration = int(state.get("iteration", 0))
-    round_ = int(state.get("round", 0))
+    iteration = int(state["iteration"])
+    round_ = int(state["round"])
     record_id = loop_record_id(state)
     stored = ctx.require_search_db().loop_scores(record_id)  # a resumed loop keeps what it scored
     pool = [
         DocumentRef(**{**d, "predicted_score": stored.get(d["id"], d.get("predicted_score"))})
-        for d in state.get("pool", [])
+        for d in state["pool"]
     ]
     unscored = [d for d in pool if d.get("predicted_score") is None]
     if not unscored:  # a re-run after a kill: this round's reply is already stored
         return {"pool": pool, "pending_knowledge": _stored_knowledge(ctx, record_id, round_)}
     parent = ctx.store.get_program(state["parent_id"])
-    parent_score = float(state.get("parent_score", parent.score or 0.0))
+    parent_score = float(state["parent_score"])
     prompt = render(
         "hypothetical_score",
         context=context_text(ctx, parent.id, iteration),
         parent_score=parent.score,
-        best_score=state.get("best_score"),
-        knowledge=knowledge_text(state.get("knowledge_state")),
+        best_score=state["best_score"],
+        knowledge=knowledge_text(state["knowledge_state"]),
         documents=documents_text(
             unscored,
             {d["id"]: ctx.require_search_db().document_text(d["id"]) for d in unscored},

@@ -42,7 +42,7 @@ def rerank(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
     document, and ``pending_knowledge``. No call when the pool is empty.
     """
     ctx = context_of(runtime)
-    pool = list(state.get("pool", []))
+    pool = list(state["pool"])
     if not pool:
         return {"pending_knowledge": None}
     parent = ctx.store.get_program(state["parent_id"])
@@ -52,7 +52,7 @@ def rerank(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
         instruction=ctx.task.instruction[:1500],
         parent_score=parent.score,
         parent_code=(parent.code or "")[: ctx.config.prompt.max_program_chars // 2],
-        knowledge=knowledge_text(state.get("knowledge_state")),
+        knowledge=knowledge_text(state["knowledge_state"]),
         documents=documents_text(
             pool,
             {d["id"]: ctx.require_search_db().document_text(d["id"]) for d in pool},
@@ -75,10 +75,10 @@ def rerank(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
         if not result.used_default:
             pending = result.value.as_state()
     except LLMCallError as exc:
-        ctx.events.emit("rerank_error", iteration=state.get("iteration"), error=str(exc)[:500])
+        ctx.events.emit("rerank_error", iteration=state["iteration"], error=str(exc)[:500])
     missing = [d["id"] for d in pool if d["id"] not in rated]
     if missing:
-        ctx.events.emit("rerank_fallback", iteration=state.get("iteration"), doc_ids=missing)
+        ctx.events.emit("rerank_fallback", iteration=state["iteration"], doc_ids=missing)
     out: list[DocumentRef] = []
     for doc in pool:
         rating = rated.get(doc["id"])
@@ -96,8 +96,8 @@ def rerank(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
         )
     ctx.events.emit(
         "rerank",
-        iteration=state.get("iteration"),
-        round=state.get("round", 0),
+        iteration=state["iteration"],
+        round=state["round"],
         ratings={d["id"]: {"relevance": d["relevance"], "novelty": d["novelty"]} for d in out},
     )
     return {"pool": out, "pending_knowledge": pending}

@@ -34,20 +34,20 @@ def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
     and accumulated ``errors``.
     """
     ctx = context_of(runtime)
-    pool = {d["id"]: d for d in state.get("pool", state.get("retained", []))}
-    errors = list(state.get("errors", []))
+    pool = {d["id"]: d for d in state["pool"]}
+    errors = list(state["errors"])
     if ctx.searcher is None:
         message = (
             "no search backend in the runtime context (the run was built for gate.mode=never); "
             "configure gate.mode and retrieval.backend so the backend is preflighted"
         )
-        ctx.events.emit("search_error", iteration=state.get("iteration"), error=message)
+        ctx.events.emit("search_error", iteration=state["iteration"], error=message)
         return {"pool": list(pool.values()), "errors": [*errors, message], "returned": []}
-    proposed = list(dict.fromkeys(state.get("queries", [])))
+    proposed = list(dict.fromkeys(state["queries"]))
     queries = review_queries(ctx, dict(state), proposed)
     reviewed: dict[str, Any] = {}
     if queries != proposed:  # the reviewer's queries replace the proposal in the chain
-        history = [q for q in state.get("query_history", []) if q not in proposed]
+        history = [q for q in state["query_history"] if q not in proposed]
         reviewed = {"queries": queries, "query_history": history + queries}
     returned: dict[str, None] = {}
     scored = ctx.require_search_db().loop_scores(loop_record_id(state))
@@ -57,15 +57,15 @@ def search(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
         if error:
             errors.append(f"{query!r}: {error}")
             ctx.events.emit(
-                "search_error", iteration=state.get("iteration"), query=query, error=error[:500]
+                "search_error", iteration=state["iteration"], query=query, error=error[:500]
             )
-        stored = ctx.require_search_db().add_documents(docs, state.get("iteration", 0))
+        stored = ctx.require_search_db().add_documents(docs, state["iteration"])
         emit(
             ctx,
             runtime,
             "search",
-            iteration=state.get("iteration"),
-            round=state.get("round", 0),
+            iteration=state["iteration"],
+            round=state["round"],
             query=query,
             results=len(stored),
             error=error[:300] if error else None,

@@ -41,25 +41,25 @@ def update_knowledge(state: InnerState, runtime: Runtime[Context]) -> dict[str, 
     appended ``round_logs``.
     """
     ctx = context_of(runtime)
-    pool = list(state.get("pool", []))
+    pool = list(state["pool"])
     retained = top_k_documents(pool, ctx.config.retrieval.top_k)
     returned = state.get("returned")
     by_id = {d["id"]: d for d in pool}
     results = pool if returned is None else [by_id[i] for i in returned if i in by_id]
     log = InnerRoundLog(
-        round=state.get("round", 0),
-        queries=list(state.get("queries", [])),
+        round=state["round"],
+        queries=list(state["queries"]),
         results=results,
         retained=[d["id"] for d in retained],
-        errors=list(state.get("errors", [])),
+        errors=list(state["errors"]),
     )
     return {
-        "knowledge_state": state.get("pending_knowledge") or state.get("knowledge_state"),
+        "knowledge_state": state["pending_knowledge"] or state["knowledge_state"],
         "pending_knowledge": None,
         "retained": retained,
         "pool": retained,
         "returned": None,
-        "round": state.get("round", 0) + 1,
-        "round_logs": [*state.get("round_logs", []), log],
+        "round": state["round"] + 1,
+        "round_logs": [*state["round_logs"], log],
         "errors": [],
     }

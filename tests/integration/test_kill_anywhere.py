@@ -99,3 +99,102 @@ print(json.dumps({{"ok": res.ok, "label": res.label, "problems": res.problems}})
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["label"] == "ckpt:writes"
     assert out["ok"], out["problems"]
+
+
+def _harness(code: str) -> dict:
+    """Run ``code`` (which prints one JSON line) in a fresh interpreter at the repo root."""
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_lagging_checkpoint_write_does_not_let_a_finished_step_run_again(
+    tmp_path: Path,
+) -> None:
+    """A kill after a later step wrote the run directory resumes to the same run.
+
+    Every checkpoint write of the killed run takes 0.1 s longer (a slow disk, a writer thread
+    that gets no CPU); the run dies at the first program stored after iteration 2's gate.
+    With LangGraph's default ``async`` durability the gate's step was still unsaved then, the
+    resume ran the gate again, it saw its own iteration's look-up record in D_search, took
+    another decision and the iteration lost a candidate (the soak's intermittent "lost 1
+    program" at ``store:put_program``). Runs save each step before the next one starts.
+    """
+    out = _harness(f"""
+import json
+from pathlib import Path
+from tests import fault_harness as fh
+w = Path({str(tmp_path)!r})
+ref, trace = fh.reference_run(w)
+gate2 = [i for i, lab in enumerate(trace) if lab == "enter:gate"][1]
+put = next(i for i in range(gate2, len(trace)) if trace[i] == "store:put_program")
+kill = ("store:put_program", trace[: put + 1].count("store:put_program"))
+res = fh.run_scenario(w, 0, False, ref, kill_at=kill, checkpoint_delay=0.1)
+print(json.dumps({{"ok": res.ok, "label": res.label, "lost": res.lost_programs,
+                  "problems": res.problems, "replay": res.replay}}))
+""")
+    assert out["label"] == "store:put_program", out
+    assert out["ok"] and out["lost"] == 0, out
+
+
+def test_a_double_kill_inside_one_evaluation_resumes_to_the_run_that_skips_it(
+    tmp_path: Path,
+) -> None:
+    """Both kills land while the same program is evaluated: the product must skip it.
+
+    The first kill stores iteration 1's second evaluation while the third is in flight; the
+    resume dies at the end of that evaluation. Its third start is refused (``evaluate``'s
+    ``MAX_EVALUATION_ATTEMPTS``: a program the run died evaluating twice may be what kills
+    it), so the result is the uninterrupted run's in which that program is skipped, not the
+    plain reference (the harness compared with the plain one and failed this double kill
+    whenever its second kill fell there). A skip the kills do not explain is still a failure.
+    """
+    out = _harness(f"""
+import json
+from pathlib import Path
+from tests import fault_harness as fh
+w = Path({str(tmp_path)!r})
+ref, _ = fh.reference_run(w)
+res = fh.run_scenario(w, 0, False, ref, second=("eval:end", 1),
+                      kill_at=("store:put_evaluation", 3), keep=True)
+run_dir = next(w.glob("kill-*/run"))
+unexplained = fh.Scenario(point=0, torn=False)
+fh._skipped_by_policy(unexplained, run_dir, [set(), set()])
+print(json.dumps({{"ok": res.ok, "second": res.second_label, "skipped": res.skipped_by_policy,
+                  "problems": res.problems, "unexplained": unexplained.problems}}))
+""")
+    assert out["second"] == "eval:end", out
+    assert out["ok"] and out["skipped"] == 1, out
+    assert len(out["unexplained"]) == 1 and "in flight at only 0" in out["unexplained"][0]
+
+
+def test_every_invocation_runs_the_same_scenarios(tmp_path: Path) -> None:
+    """Kill points (both kills of a double kill) are chosen as ``LABEL@K`` on the canonical trace.
+
+    Two reference runs interleave their threads differently (the raw traces differ), yet
+    give the same scenarios, so a failed scenario of the CI test is the one its ``replay``
+    command runs.
+    """
+    out = _harness(f"""
+import json
+from pathlib import Path
+from tests import fault_harness as fh
+specs, raws = [], []
+for n in range(3):
+    _, raw = fh.reference_run(Path({str(tmp_path)!r}) / str(n))
+    trace = fh.canonical_trace(raw)
+    points = fh.choose_points(trace, 36)
+    specs.append([(trace[p - 1], trace[:p].count(trace[p - 1]), torn, fh.second_kill(trace, p))
+                  for p, torn in points])
+    raws.append(raw)
+print(json.dumps({{"same": all(s == specs[0] for s in specs), "n": len(specs[0]),
+                  "raw_same": all(r == raws[0] for r in raws)}}))
+""")
+    assert out["same"] and out["n"] == 36, out
