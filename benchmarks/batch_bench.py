@@ -42,7 +42,8 @@ from evoduet_graph.candidates.diffs import candidate_from_response
 from evoduet_graph.config import LLMConfig, PromptConfig
 from evoduet_graph.llm import make_local_chat_model
 from evoduet_graph.nodes.generate import compile_error
-from evoduet_graph.prompts.generate import ProgramView, build_generation_messages
+from evoduet_graph.prompts.generate import ProgramView, build_generation_messages, fenced
+from evoduet_graph.prompts.render import render
 from evoduet_graph.task import load_task
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,12 +61,20 @@ def generation_prompt(task_dir: Path) -> tuple[list, object]:
         metrics={},
         iteration=0,
     )
+    context = render(
+        "context",
+        instruction=task.instruction[:2000],
+        parent_id=parent.id,
+        parent_score=str(parent.score),
+        parent_code=fenced(parent.code, task.lang.fence),
+        parent_metrics="(none)",
+        history="(no attempts yet)",
+    ).rstrip("\n")
     messages = build_generation_messages(
-        instruction=task.instruction,
+        context=context,
         parent=parent,
         top=[],
         inspirations=[],
-        attempts=[],
         evidence=[],
         cfg=PromptConfig(diff_based=False),
         metric_name=task.metric,

@@ -260,6 +260,10 @@ def run_case(
         }
     )
     meter.reset_context()
+    # every case starts the model's stream of sampling seeds at the run seed (what the run
+    # driver does for the model it builds; a tree from before that change gets it here), so
+    # different seeds sample differently and a case does not depend on the cases before it
+    meter.llama.set_seed(seed)
     marks: list[float] = []
 
     def progress(node: str, _update: dict[str, Any]) -> None:
@@ -291,6 +295,12 @@ def run_case(
         "candidates_total": len(cands),
         "valid_children": valid,
         "valid_child_rate": round(valid / len(cands), 3) if cands else None,
+        # why the others were not valid (status and the first line of the error), per candidate
+        "invalid_reasons": [
+            f"{c.get('status')}: {str(c.get('error') or '').strip().splitlines()[:1]}"[:200]
+            for c in cands
+            if not c.get("valid")
+        ],
         "gate_decisions": dict(
             collections.Counter(str(h.get("gate_decision")) for h in result.history)
         ),
@@ -495,7 +505,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--task", default="tasks/smoke_polygon_area", help="task folder")
     parser.add_argument("--iterations", type=int, default=3, help="iterations per case")
     parser.add_argument("--seed", type=int, default=42, help="run seed (every case)")
-    parser.add_argument("--only", choices=("gate", "n"), help="one comparison only")
+    parser.add_argument(
+        "--only",
+        choices=("gate", "n", "never"),
+        help="one comparison only (never: the gate-never N=1 case alone)",
+    )
     parser.add_argument("--n", type=int, default=4, help="N of the many-candidates case")
     parser.add_argument("--label", default="run", help="results file name prefix")
     parser.add_argument("--out", default=str(RESULTS), help="results folder")

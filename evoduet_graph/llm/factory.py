@@ -82,7 +82,8 @@ def make_chat_model(
         cfg: the ``llm`` section of the run configuration.
         callbacks: handlers attached to the model itself, e.g. a `UsageTracker` (they see
             every call, whatever config the call carries).
-        seed: seed of the ensemble's member choice (``llm.models``); the run's ``seed``.
+        seed: the run's ``seed``: it seeds the ensemble's member choice (``llm.models``) and
+            the embedded model's stream of sampling seeds (`LocalChatModel.seed_sampling`).
 
     Returns:
         ``ChatOpenAI`` for ``openai:<model>`` (``temperature``, ``max_tokens``,
@@ -112,7 +113,7 @@ def make_chat_model(
                     "max_tokens": member.max_tokens or cfg.max_tokens,
                 }
             )
-            members.append((member.model, make_chat_model(member_cfg), member.weight))
+            members.append((member.model, make_chat_model(member_cfg, seed=seed), member.weight))
         ensemble = EnsembleChatModel.from_members(members, seed=seed)
         if callbacks:
             ensemble.callbacks = list(callbacks)
@@ -126,7 +127,9 @@ def make_chat_model(
     if provider == "local":
         from evoduet_graph.llm.local import make_local_chat_model
 
-        return make_local_chat_model(cfg, callbacks=callbacks)
+        local = make_local_chat_model(cfg, callbacks=callbacks)
+        local.seed_sampling(seed)
+        return local
 
     base_url = cfg.base_url or os.environ.get("OPENAI_BASE_URL") or None
     api_key = os.environ.get(cfg.api_key_env) or None

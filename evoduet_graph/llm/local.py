@@ -368,6 +368,20 @@ class LocalChatModel(BaseChatModel):
             llm_output={"token_usage": dict(usage), "model_name": self.model_name},
         )
 
+    def seed_sampling(self, seed: int) -> None:
+        """Start the model's stream of per-call sampling seeds at ``seed``.
+
+        A call without its own ``seed`` draws one from the stream (as ``llama_cpp.Llama``
+        does), so after ``seed_sampling(s)`` the same calls in the same order sample the same
+        tokens (kernel rounding aside: see `evoduet_graph.llm.batching`). The run driver calls
+        it with the run's ``seed`` (``seed``: "parent selection and sampling"); before, every
+        run of a process started from llama.cpp's fixed default seed, so runs with different
+        seeds sampled alike.
+        """
+        assert self._loaded is not None
+        with self._loaded.lock:
+            self._loaded.llama.set_seed(int(seed) & 0xFFFFFFFF)
+
     def clear_cache(self) -> None:
         """Forget the evaluated prompt cache (benchmarks start every case cold)."""
         assert self._loaded is not None

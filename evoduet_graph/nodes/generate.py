@@ -2,8 +2,9 @@
 
 Runs once per ``Send("generate", GenerateInput)`` (N candidates in parallel). Builds the
 OpenEvolve-style mutation prompt (the iteration's context c_t first: task instruction, parent
-program and metrics, recent attempts; then top programs, inspirations, recent attempts with
-their errors, optional evidence block, the scaffold's optional strategy instruction), asks for
+program and metrics, the recent attempts with their outcomes, errors, changes and artifact tails;
+then top programs, inspirations, optional evidence block, the scaffold's optional strategy
+instruction), asks for
 SEARCH/REPLACE diffs or a full rewrite, applies the answer to the parent and stores the child in
 the program store. A model error, garbage text or a diff that does not apply yields an
 ``invalid``/``failed`` candidate whose reason the next prompt shows; it never stops the run.
@@ -33,7 +34,7 @@ from typing import Any, cast
 
 from langgraph.runtime import Runtime
 
-from evoduet_graph.candidates.diffs import candidate_from_response, code_diff_summary
+from evoduet_graph.candidates.diffs import candidate_from_response
 from evoduet_graph.candidates.novelty import NoveltyVerdict, population_references
 from evoduet_graph.context import Context
 from evoduet_graph.llm import LLMCallError, LocalChatModel, invoke_text
@@ -41,7 +42,6 @@ from evoduet_graph.nodes._common import context_of, emit
 from evoduet_graph.nodes.joint_search import joint_answer
 from evoduet_graph.prompts.descriptor import context_text
 from evoduet_graph.prompts.generate import (
-    AttemptView,
     DocumentView,
     ProgramView,
     build_generation_messages,
@@ -66,41 +66,6 @@ def program_view(store: ProgramStore, program_id: str) -> ProgramView:
         metrics=row.metrics,
         iteration=row.iteration,
     )
-
-
-def recent_attempt_views(ctx: Context, iteration: int) -> list[AttemptView]:
-    """The last ``prompt.history_programs`` attempts before ``iteration``, oldest first."""
-    rows = ctx.store.recent_attempts(ctx.config.prompt.history_programs, iteration)
-    views = []
-    for row in reversed(rows):
-        summary = ""
-        if row.code is not None and row.parent_id and ctx.store.has_program(row.parent_id):
-            summary = code_diff_summary(ctx.store.get_code(row.parent_id), row.code)
-        parent_score = (
-            ctx.store.get_program(row.parent_id).score
-            if row.parent_id and ctx.store.has_program(row.parent_id)
-            else None
-        )
-        if row.status == "duplicate":
-            outcome = f"rejected before evaluation: {row.error or 'duplicate'}"
-        elif not row.valid:
-            outcome = f"invalid: {row.error or row.status}"
-        elif parent_score is not None and row.score is not None and row.score > parent_score:
-            outcome = "improved"
-        else:
-            outcome = "no improvement"
-        views.append(
-            AttemptView(
-                iteration=row.iteration,
-                parent_id=row.parent_id or "",
-                outcome=outcome,
-                score=row.score,
-                error=row.error,
-                artifacts=row.artifacts,
-                diff_summary=summary,
-            )
-        )
-    return views
 
 
 def evidence_views(ctx: Context, payload: GenerateInput) -> list[DocumentView]:
@@ -282,7 +247,6 @@ def generation_messages(
         parent=program_view(ctx.store, parent.id),
         top=[program_view(ctx.store, pid) for pid in top_ids],
         inspirations=[program_view(ctx.store, pid) for pid in inspiration_ids],
-        attempts=recent_attempt_views(ctx, iteration),
         evidence=evidence_views(ctx, payload),
         cfg=ctx.config.prompt.model_copy(update={"diff_based": diff_based}),
         metric_name=ctx.task.metric,

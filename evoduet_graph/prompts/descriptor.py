@@ -9,11 +9,14 @@ stands and D_search with realised Δ).
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from evoduet_graph.context import Context
+
+if TYPE_CHECKING:
+    from evoduet_graph.prompts.generate import AttemptView
 
 
 def _fmt(value: float | None) -> str:
@@ -95,18 +98,60 @@ RECENT_DOCUMENTS_MAX_CHARS = 2000
 """Bound of the gate's whole recent-documents section."""
 
 
+def recent_attempt_views(ctx: Context, iteration: int) -> list[AttemptView]:
+    """The last ``prompt.history_programs`` attempts before ``iteration``, oldest first."""
+    from evoduet_graph.candidates.diffs import code_diff_summary
+    from evoduet_graph.prompts.generate import AttemptView
+
+    rows = ctx.store.recent_attempts(ctx.config.prompt.history_programs, iteration)
+    views = []
+    for row in reversed(rows):
+        summary = ""
+        if row.code is not None and row.parent_id and ctx.store.has_program(row.parent_id):
+            summary = code_diff_summary(ctx.store.get_code(row.parent_id), row.code)
+        parent_score = (
+            ctx.store.get_program(row.parent_id).score
+            if row.parent_id and ctx.store.has_program(row.parent_id)
+            else None
+        )
+        if row.status == "duplicate":
+            outcome = f"rejected before evaluation: {row.error or 'duplicate'}"
+        elif not row.valid:
+            outcome = f"invalid: {row.error or row.status}"
+        elif parent_score is not None and row.score is not None and row.score > parent_score:
+            outcome = "improved"
+        else:
+            outcome = "no improvement"
+        views.append(
+            AttemptView(
+                iteration=row.iteration,
+                parent_id=row.parent_id or "",
+                outcome=outcome,
+                score=row.score,
+                error=row.error,
+                artifacts=row.artifacts,
+                diff_summary=summary,
+            )
+        )
+    return views
+
+
 def context_text(ctx: Context, parent_id: str, iteration: int) -> str:
-    """The context c_t every knowledge-layer prompt starts with (paper §3.2-3.4).
+    """The context c_t every call of an iteration starts with (paper §3.2-3.4).
 
     A fixed preamble, the task, the parent program with its score and metrics, and the recent
-    attempts (``prompts/context.md``).
+    attempts (``prompts/context.md``): the last ``prompt.history_programs`` attempts, oldest
+    first, each with its outcome, error, change and artifact tails
+    (`evoduet_graph.prompts.generate.attempts_text`). The mutation prompt shows them here, not
+    in a section of its own, so the gate and the inner loop read the same recent attempts as
+    ``generate`` (c_t holds the recent attempts in paper §3.2).
 
     It is the stable prefix of the gate's, ``construct_query``'s, ``hypothetical_score``'s and
     ``generate``'s prompts (issue 17): equal within one iteration, so a model server that
     caches the evaluated prefix (llama.cpp, hosted prompt caches) only reads each node's own
     part. The code sits in a fence longer than any backtick run inside it.
     """
-    from evoduet_graph.prompts.generate import fenced
+    from evoduet_graph.prompts.generate import attempts_text, fenced
     from evoduet_graph.prompts.render import render
 
     parent = ctx.store.get_program(parent_id)
@@ -120,7 +165,8 @@ def context_text(ctx: Context, parent_id: str, iteration: int) -> str:
             (parent.code or "")[: ctx.config.prompt.max_program_chars], ctx.task.lang.fence
         ),
         parent_metrics=metrics or "(none)",
-        history=history_text(ctx, iteration, ctx.config.prompt.history_programs),
+        history=attempts_text(recent_attempt_views(ctx, iteration), ctx.config.prompt)
+        or "(no attempts yet)",
     ).rstrip("\n")
 
 

@@ -9,7 +9,7 @@ four changes that matter for a 1.5B model with a small context on a CPU:
 * **One stable prefix** (issue 17, a deliberate deviation from OpenEvolve's message order):
   the prompt is one user message that starts with the iteration's context c_t
   (`evoduet_graph.prompts.descriptor.context_text`: preamble, task instruction, parent program and
-  metrics, recent attempts), the same text the gate, ``construct_query`` and
+  metrics, recent attempts in detail), the same text the gate, ``construct_query`` and
   ``hypothetical_score`` prompts start with; the mutation-specific part comes after it. A model
   server that keeps the evaluated prefix (llama.cpp's context, a hosted provider's prompt cache)
   then reads each later call's own part only. OpenEvolve puts the task in a system message of
@@ -17,10 +17,11 @@ four changes that matter for a 1.5B model with a small context on a CPU:
 * Only the parent program is shown in full (in the context). Top programs and inspirations are
   shown as unified diffs against it (at most 30 diff lines each), which is both shorter and
   says exactly what they do differently.
-* Recent attempts show the outcome, the error, the change made and the *tails* of the
-  evaluator's artifacts (stderr and tracebacks end with the useful part).
-* Retrieved evidence sits after the recent attempts, inside ``<evidence>`` tags, with a note
-  that it is data; its text is neutralised so it cannot close the tags or a fence.
+* Recent attempts (`attempts_text`, part of the context c_t) show the outcome, the error, the
+  change made and the *tails* of the evaluator's artifacts (stderr and tracebacks end with the
+  useful part).
+* Retrieved evidence sits after the top programs and inspirations, inside ``<evidence>`` tags,
+  with a note that it is data; its text is neutralised so it cannot close the tags or a fence.
 
 A rewrite of a parent with exactly one EVOLVE-BLOCK asks for the block's new code only
 (``format_rewrite_block.md``; issue 17: the model writes no copy of the fixed code, and
@@ -257,6 +258,19 @@ def _other_programs(
     return "\n\n".join(parts), shown
 
 
+def attempts_text(attempts: list[AttemptView], cfg: PromptConfig) -> str:
+    """The last ``cfg.history_programs`` of ``attempts`` (oldest first), one block each.
+
+    Each block: iteration, parent and outcome (with the score), the error (600 chars), the
+    change as a diff summary and the artifact tails (``cfg.max_artifact_chars``, the change
+    capped at the same size, the artifacts sharing it). ``""`` when there is none to show.
+    This is the recent-attempts part of the context c_t
+    (`evoduet_graph.prompts.descriptor.context_text`).
+    """
+    recent = attempts[-cfg.history_programs :] if cfg.history_programs > 0 else []
+    return "\n\n".join(_attempt(a, cfg) for a in recent)
+
+
 def _attempt(attempt: AttemptView, cfg: PromptConfig) -> str:
     outcome = attempt.outcome.strip()
     error = (attempt.error or "").strip()
@@ -311,7 +325,6 @@ def build_generation_messages(
     parent: ProgramView,
     top: list[ProgramView],
     inspirations: list[ProgramView],
-    attempts: list[AttemptView],
     evidence: list[DocumentView],
     cfg: PromptConfig,
     metric_name: str,
@@ -322,13 +335,11 @@ def build_generation_messages(
     """The message that asks the model for one improved child program.
 
     One user message: ``context`` (the stable prefix every call of the iteration starts with:
-    task instruction, parent program with its score and metrics, recent attempts), then
-    ``prompts/generate_user.md``: the role and how to work; top programs (the first
-    ``cfg.num_top_programs`` of ``top`` that are not the parent and differ from it) and
-    inspirations (the first ``cfg.num_inspirations`` not shown yet), each as a diff against the
-    parent; the last ``cfg.history_programs`` of ``attempts`` (oldest first) with outcome, error
-    (600 chars), change and artifact tails (``cfg.max_artifact_chars`` shared by an attempt's
-    artifacts; the change is capped at the same size); the evidence documents
+    task instruction, parent program with its score and metrics, recent attempts in detail as
+    `attempts_text` writes them), then ``prompts/generate_user.md``: the role and how to work;
+    top programs (the first ``cfg.num_top_programs`` of ``top`` that are not the parent and
+    differ from it) and inspirations (the first ``cfg.num_inspirations`` not shown yet), each as
+    a diff against the parent; the evidence documents
     (``cfg.max_document_chars`` each, neutralised, inside ``<evidence>``); the task (score is
     higher-is-better; ``metric_name`` and ``direction`` as the task reports them; the
     EVOLVE-BLOCK rule when the parent has markers; the scaffold's strategy instruction, when
@@ -344,7 +355,6 @@ def build_generation_messages(
         parent: The program to improve.
         top: Best programs, best first.
         inspirations: Diverse programs from the population.
-        attempts: Recent attempts, oldest first.
         evidence: Retrieved documents, in the order to show them.
         cfg: Prompt settings.
         metric_name: The task's reported metric, e.g. ``sum_radii``.
@@ -366,7 +376,6 @@ def build_generation_messages(
     inspiration_text, _ = _other_programs(
         inspirations, parent, shown, cfg.num_inspirations, cfg.max_program_chars
     )
-    recent = attempts[-cfg.history_programs :] if cfg.history_programs > 0 else []
     evidence_text = ""
     if evidence:
         evidence_text = render(
@@ -380,7 +389,6 @@ def build_generation_messages(
         language_name=lang.display,
         top_programs=top_text,
         inspirations=inspiration_text,
-        attempts="\n\n".join(_attempt(a, cfg) for a in recent),
         evidence=evidence_text,
         metric_name=_one_line(metric_name, 80) or "score",
         metric_direction=_direction_phrase(direction),

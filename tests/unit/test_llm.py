@@ -375,12 +375,19 @@ def test_factory_unknown_forms(no_openai_env, model):
 def test_factory_local_delegates(no_openai_env, monkeypatch):
     seen = {}
 
+    class FakeLocal:
+        def seed_sampling(self, seed):
+            seen["seed"] = seed
+
+    model = FakeLocal()
+
     def fake_local(cfg, callbacks=None):
         seen["cfg"] = cfg
-        return "local-model"
+        return model
 
     monkeypatch.setattr(local, "make_local_chat_model", fake_local)
-    assert make_chat_model(LLMConfig(model="local")) == "local-model"
+    assert make_chat_model(LLMConfig(model="local")) is model
+    assert seen["seed"] == 0  # the run's seed (default 0 outside a run)
 
 
 def test_factory_real_chat_openai_constructs_offline(monkeypatch):

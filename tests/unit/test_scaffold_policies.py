@@ -302,7 +302,6 @@ def _messages(**kw):
         parent=parent,
         top=[],
         inspirations=[],
-        attempts=[],
         evidence=[],
         cfg=PromptConfigForTest,
         metric_name="x",

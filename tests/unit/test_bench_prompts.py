@@ -1,0 +1,43 @@
+"""The embedded-model benches build their prompts with the product's own builders.
+
+``benchmarks/batch_bench.py`` times ``generate``'s prompt on the embedded model; a bench whose
+prompt builder fell out of step with the package would only fail minutes into a real run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+from tests.conftest import ROOT
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_batch_bench_prompt_is_the_generate_prompt_of_the_initial_program() -> None:
+    bench = _load("batch_bench")
+    messages, task = bench.generation_prompt(ROOT / "tasks" / "smoke_polygon_area")
+    [message] = messages
+    text = str(message.content)
+    assert text.startswith("You assist an evolutionary program search")  # the shared context c_t
+    assert task.initial_program.strip().splitlines()[0] in text
+    assert "## Your job now: the next child program" in text
+    assert "(no attempts yet)" in text
+
+
+def test_batch_bench_counts_a_reply_with_the_program_as_a_valid_child() -> None:
+    bench = _load("batch_bench")
+    _, task = bench.generation_prompt(ROOT / "tasks" / "smoke_polygon_area")
+    fence = task.lang.fence
+    child = task.initial_program.replace("radius = 0.6", "radius = 1.0")
+    assert child != task.initial_program
+    assert bench.valid_child(task, f"```{fence}\n{child}```")
+    assert not bench.valid_child(task, f"```{fence}\n{task.initial_program}```")  # no change
+    assert not bench.valid_child(task, "no code here")
