@@ -46,6 +46,7 @@ All line numbers in messages for the model are 1-based; all line ranges returned
 
 from __future__ import annotations
 
+import ast
 import difflib
 import functools
 import re
@@ -844,6 +845,90 @@ def _hoist_imports(imports: list[str], content: list[str]) -> list[str]:
     return [indent + line for line in new] + content
 
 
+def _bound_names(node: ast.stmt) -> set[str]:
+    """Names a module-level ``def``, ``class`` or plain assignment binds (else empty)."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return {node.name}
+    targets: list[ast.expr] = []
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, ast.AnnAssign):
+        targets = [node.target]
+    if targets and all(isinstance(t, ast.Name) for t in targets):
+        return {t.id for t in targets if isinstance(t, ast.Name)}
+    return set()
+
+
+def _module_names(lines: list[str]) -> set[str] | None:
+    """Names the module-level statements of ``lines`` bind; None when they do not parse."""
+    try:
+        tree = ast.parse("\n".join(lines))
+    except SyntaxError:
+        return None
+    return {name for node in tree.body for name in _bound_names(node)}
+
+
+def _added_definitions(outside: list[str], fixed: list[str], content: list[str]) -> list[str]:
+    """New module-level definitions a Python rewrite wrote outside its EVOLVE-BLOCK.
+
+    A full rewrite often defines the constant or helper function its new block code uses next
+    to the parent's own constants, outside the editable region; only the region is taken
+    (rule 1 of `extract_rewrite`), so without this the child fails with a ``NameError`` (seen
+    on the embedded model, issue 17). Returned (source lines, in order): each module-level
+    ``def``, ``class`` or plain assignment of ``outside`` (the rewrite's lines outside the
+    region) that binds only names neither the parent's fixed code (``fixed``) nor the new
+    region (``content``) binds. A definition that would rebind a fixed name is not moved: the
+    fixed code stays what the parent says. ``[]`` when either side does not parse.
+    """
+    taken = _module_names(fixed)
+    inside = _module_names(content)
+    if taken is None or inside is None:
+        return []
+    try:
+        tree = ast.parse("\n".join(outside))
+    except SyntaxError:
+        return []
+    out: list[str] = []
+    for node in tree.body:
+        names = _bound_names(node)
+        if not names or names & (taken | inside):
+            continue
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+        out.extend([*outside[first - 1 : node.end_lineno], ""])
+    return out
+
+
+def _adopt_definitions(
+    code_lines: list[str],
+    new_region: tuple[int, int],
+    parent_lines: list[str],
+    region: tuple[int, int],
+    content: list[str],
+) -> list[str]:
+    """The one module-level region ``content`` with the rewrite's new outside definitions.
+
+    `_added_definitions` of the rewrite's lines above the region go after the region's leading
+    imports, those below it at its end, so each keeps its order relative to the region's code.
+    A region inside a function or class (indented) is returned as it is.
+    """
+    first_code = next((line for line in content if line.strip()), "")
+    if first_code[:1].isspace():
+        return content
+    fixed = [line for i, line in enumerate(parent_lines) if not region[0] <= i < region[1]]
+    above = _added_definitions(code_lines[: new_region[0] - 1], fixed, content)
+    below = _added_definitions(code_lines[new_region[1] + 1 :], fixed, content + above)
+    if not above and not below:
+        return content
+    at = 0
+    while at < len(content) and (not content[at].strip() or _TOP_LEVEL_IMPORT.match(content[at])):
+        at += 1
+    body = content[at:]
+    while body and not body[-1].strip():
+        body.pop()
+    tail = content[at + len(body) :]
+    return [*content[:at], *above, *body, *([""] if below else []), *below, *tail]
+
+
 class _RewriteRejected(Exception):
     """A code block was found but cannot become a candidate; the message says why."""
 
@@ -910,6 +995,10 @@ def _extract_rewrite(
         ]
         if python:
             contents[0] = _hoist_imports(_added_imports(outside, outside_parent), contents[0])
+            if len(regions) == 1:
+                contents[0] = _adopt_definitions(
+                    code_lines, new_regions[0], parent_lines, regions[0], contents[0]
+                )
         return "\n".join(_splice(parent_lines, regions, contents))
     if any(_evolve_marker(line) for line in code_lines):
         content = _content_after_lone_start(code_lines, parent_lines, regions)
@@ -1012,7 +1101,11 @@ def extract_rewrite(
 
     1. The rewrite has markers: it must have as many regions as the parent; the content of each
        region replaces the parent's corresponding region. Any edit outside the regions is
-       discarded (the parent's fixed code is kept verbatim).
+       discarded (the parent's fixed code is kept verbatim). Python: imports the rewrite adds
+       outside are moved to the top of the (first) region, and with one module-level region
+       so are new ``def``/``class``/assignment statements of names the fixed code and the
+       region do not bind (`_added_definitions`: above the region to its top, below it to its
+       end), since the region's new code uses them.
     2. No markers, parent has exactly one region, and the rewrite starts with the parent's code
        before the START marker and ends with its code after the END marker (non-blank lines,
        trailing whitespace ignored): the lines in between become the region's content.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from evoduet_graph.candidates.diffs import (
@@ -558,3 +559,95 @@ def test_an_ambiguous_tab_width_is_refused_with_the_reason() -> None:
     text = "<<<<<<< SEARCH\n\ta = 1\n=======\n\ta = 5\n>>>>>>> REPLACE\n"
     result = apply_diff(program, text, restrict_to_evolve_blocks=False)
     assert len(result.failed) == 1 and "tab width is ambiguous" in result.failed[0]
+
+
+SMOKE_LIKE = """import numpy as np
+
+N = 12
+
+
+# EVOLVE-BLOCK-START
+def make_points():
+    return np.zeros((N, 2))
+
+
+# EVOLVE-BLOCK-END
+
+
+def run():
+    return make_points()
+"""
+
+
+def _rewrite(program: str) -> str:
+    return f"```python\n{program}```"
+
+
+def _run(code: str) -> object:
+    namespace: dict[str, object] = {}
+    exec(compile(code, "child.py", "exec"), namespace)  # noqa: S102 - our own test program
+    return namespace["run"]()  # type: ignore[operator]
+
+
+def test_new_constants_and_helpers_written_outside_the_block_are_moved_into_it() -> None:
+    """A constant above the block and a helper below it, both used by the new block code.
+
+    Only the block is taken from a rewrite; without moving them the child fails with a
+    NameError (seen on the embedded model). The fixed code stays exactly the parent's.
+    """
+    rewrite = (
+        SMOKE_LIKE.replace("N = 12\n", "N = 12\nSCALE = 0.5\n").replace(
+            "    return np.zeros((N, 2))", "    return SCALE * ring(N)"
+        )
+        + "\n\ndef ring(n):\n    t = np.linspace(0, 2 * np.pi, n, endpoint=False)\n"
+        + ("    return np.stack([np.cos(t), np.sin(t)], axis=1)\n")
+    )
+    cand = candidate_from_response(
+        SMOKE_LIKE, _rewrite(rewrite), diff_based=False, restrict_to_evolve_blocks=True
+    )
+    assert cand.error is None and cand.code is not None
+    block = cand.code.split("# EVOLVE-BLOCK-START\n")[1].split("# EVOLVE-BLOCK-END")[0]
+    assert block.index("SCALE = 0.5") < block.index("def make_points") < block.index("def ring")
+    outside = cand.code.replace(block, "")
+    assert outside == SMOKE_LIKE.replace(
+        SMOKE_LIKE.split("# EVOLVE-BLOCK-START\n")[1].split("# EVOLVE-BLOCK-END")[0], ""
+    )
+    points = _run(cand.code)
+    assert np.allclose(np.hypot(*np.asarray(points).T), 0.5)
+
+
+def test_a_definition_that_rebinds_fixed_code_or_the_block_is_not_moved() -> None:
+    rewrite = SMOKE_LIKE.replace(
+        "N = 12\n", "N = 13\nM = 3\n\n\ndef make_points():\n    return 0\n"
+    )
+    cand = candidate_from_response(
+        SMOKE_LIKE, _rewrite(rewrite), diff_based=False, restrict_to_evolve_blocks=True
+    )
+    assert cand.code is not None
+    assert "N = 13" not in cand.code  # the fixed N stays the parent's
+    assert cand.code.count("def make_points") == 1  # the block's own definition wins
+    assert "M = 3" in cand.code.split("# EVOLVE-BLOCK-START")[1]  # a new name is moved
+    assert np.asarray(_run(cand.code)).shape == (12, 2)
+
+
+def test_outside_definitions_are_left_alone_for_an_indented_block_or_other_languages() -> None:
+    nested = (
+        "def outer():\n    # EVOLVE-BLOCK-START\n    x = 1\n    # EVOLVE-BLOCK-END\n    return x\n"
+    )
+    answer = (
+        "```python\nK = 2\ndef outer():\n    # EVOLVE-BLOCK-START\n    x = K\n"
+        "    # EVOLVE-BLOCK-END\n    return x\n```"
+    )
+    child = candidate_from_response(
+        nested, answer, diff_based=False, restrict_to_evolve_blocks=True
+    )
+    assert child.code == nested.replace("    x = 1\n", "    x = K\n")
+    js = "const n = 1;\n// EVOLVE-BLOCK-START\nlet x = n;\n// EVOLVE-BLOCK-END\n"
+    reply = (
+        "```javascript\nconst n = 1;\nconst k = 2;\n"
+        "// EVOLVE-BLOCK-START\nlet x = k;\n// EVOLVE-BLOCK-END\n```"
+    )
+    out = candidate_from_response(
+        js, reply, diff_based=False, restrict_to_evolve_blocks=True, language="javascript"
+    )
+    assert out.code is not None and "const k" not in out.code
