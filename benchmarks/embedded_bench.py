@@ -511,6 +511,12 @@ def main(argv: list[str] | None = None) -> int:
         help="one comparison only (never: the gate-never N=1 case alone)",
     )
     parser.add_argument("--n", type=int, default=4, help="N of the many-candidates case")
+    parser.add_argument(
+        "--local-parallel",
+        type=int,
+        default=None,
+        help="llm.local_parallel of the model (default: the package's; 1: no batched decoding)",
+    )
     parser.add_argument("--label", default="run", help="results file name prefix")
     parser.add_argument("--out", default=str(RESULTS), help="results folder")
     args = parser.parse_args(argv)
@@ -526,7 +532,9 @@ def main(argv: list[str] | None = None) -> int:
     load_before = machine_load()
     started_utc = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     t0 = time.perf_counter()
-    llm = make_chat_model(LLMConfig())
+    llm = make_chat_model(
+        LLMConfig() if args.local_parallel is None else LLMConfig(local_parallel=args.local_parallel)
+    )
     load_s = round(time.perf_counter() - t0, 1)
     meter = CallMeter(_loaded_llama(llm))
     plan: list[tuple[str, str, int]] = [("gate never N=1", "never", 1)]
