@@ -532,9 +532,8 @@ def main(argv: list[str] | None = None) -> int:
     load_before = machine_load()
     started_utc = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     t0 = time.perf_counter()
-    llm = make_chat_model(
-        LLMConfig() if args.local_parallel is None else LLMConfig(local_parallel=args.local_parallel)
-    )
+    model_cfg = {} if args.local_parallel is None else {"local_parallel": args.local_parallel}
+    llm = make_chat_model(LLMConfig(**model_cfg))
     load_s = round(time.perf_counter() - t0, 1)
     meter = CallMeter(_loaded_llama(llm))
     plan: list[tuple[str, str, int]] = [("gate never N=1", "never", 1)]
