@@ -87,16 +87,7 @@ point = max(i for i, lab in enumerate(trace[:first_eval], 1) if lab == "ckpt:wri
 res = fh.run_scenario(w, point, False, ref, trace=trace)
 print(json.dumps({{"ok": res.ok, "label": res.label, "problems": res.problems}}))
 """
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = _harness(code)
     assert out["label"] == "ckpt:writes"
     assert out["ok"], out["problems"]
 
