@@ -85,6 +85,17 @@ _CGROUP_ROOT = Path("/sys/fs/cgroup")
 _COUNTER = itertools.count(1)
 
 
+_EVENT_KEYS = {
+    "network_isolated": "network",
+    "network": "network_detail",
+    "process_limit": "processes",
+    "processes": "processes_detail",
+    "filesystem_protection": "filesystem",
+    "filesystem": "filesystem_detail",
+}
+"""The ``sandbox`` event's key → the `Isolation` field it holds (the log's names)."""
+
+
 @dataclass(frozen=True)
 class Isolation:
     """What a `SandboxEvaluator` enforces here.
@@ -130,15 +141,8 @@ class Isolation:
         return out
 
     def as_dict(self) -> dict[str, object]:
-        """JSON-ready form (for the run's ``sandbox`` event)."""
-        return {
-            "network_isolated": self.network,
-            "network": self.network_detail,
-            "process_limit": self.processes,
-            "processes": self.processes_detail,
-            "filesystem_protection": self.filesystem,
-            "filesystem": self.filesystem_detail,
-        }
+        """JSON-ready form (for the run's ``sandbox`` event, whose keys `_EVENT_KEYS` names)."""
+        return {key: getattr(self, name) for key, name in _EVENT_KEYS.items()}
 
 
 @functools.lru_cache(maxsize=1)

@@ -33,15 +33,9 @@ if TYPE_CHECKING:
     from langgraph.store.sqlite import SqliteStore
 
 from evoduet_graph.config import ConfigError
+from evoduet_graph.search import database as records
 from evoduet_graph.search.base import Document, normalize_url
-from evoduet_graph.search.database import (
-    Impact,
-    Prediction,
-    RoundLog,
-    RoundResult,
-    SearchDatabase,
-    SearchRecord,
-)
+from evoduet_graph.search.database import Impact, SearchDatabase
 
 MEMORY_PREFIX = "mem_"
 """Record ids of outcomes recalled from memory (``mem_000001``)."""
@@ -199,7 +193,7 @@ class TaskMemory:
         rounds = []
         for rnd in old.get("rounds", []):
             results = [
-                RoundResult(
+                records.RoundResult(
                     doc_id=nid,
                     url=r.get("url", ""),
                     title=r.get("title", ""),
@@ -210,7 +204,7 @@ class TaskMemory:
             ]
             retained = [n for n in (new_id(i) for i in rnd.get("retained", [])) if n]
             rounds.append(
-                RoundLog(
+                records.RoundLog(
                     round=rnd.get("round", 0),
                     queries=rnd.get("queries", []),
                     results=results,
@@ -221,7 +215,7 @@ class TaskMemory:
             (Impact.model_validate(v["impact"]) for v in values), key=lambda i: i.iteration
         )
         db.add_record(
-            SearchRecord(
+            records.SearchRecord(
                 record_id=record_id,
                 iteration=0,
                 parent_id=f"{run}/{old.get('parent_id', '?')}",
@@ -241,7 +235,7 @@ class TaskMemory:
                 continue
             try:
                 db.add_prediction(
-                    Prediction(
+                    records.Prediction(
                         record_id=record_id,
                         doc_id=doc_id,
                         iteration=0,
