@@ -449,11 +449,11 @@ def run_cmd(
 @app.command("resume")
 def resume_cmd(
     run_dir: Annotated[Path, typer.Argument(help="Run directory of a killed or finished run.")],
+    quiet: QuietOpt = False,
+    json_lines: JsonLinesOpt = False,
     iterations: Annotated[
         int | None, typer.Option(help="New total iteration count (default: unchanged).")
     ] = None,
-    quiet: QuietOpt = False,
-    json_lines: JsonLinesOpt = False,
 ) -> None:
     """Continue a run from its last checkpoint with the same configuration."""
     from evoduet_graph.api import resume
@@ -461,8 +461,6 @@ def resume_cmd(
     try:
         task, total, done = _resume_target(run_dir, iterations)
         reviewed = _needs_review(load_config(run_dir / layout.CONFIG))
-    except _CliError as exc:
-        _fail(f"cannot resume {run_dir}: {exc}")
     except _USER_ERRORS as exc:
         _fail(f"cannot resume {run_dir}: {exc}")
     _run_with_display(
