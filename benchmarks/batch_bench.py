@@ -42,7 +42,12 @@ from evoduet_graph.candidates.diffs import candidate_from_response
 from evoduet_graph.config import LLMConfig, PromptConfig
 from evoduet_graph.llm import make_local_chat_model
 from evoduet_graph.nodes.generate import compile_error
-from evoduet_graph.prompts.generate import ProgramView, build_generation_messages, fenced
+from evoduet_graph.prompts.generate import (
+    ProgramView,
+    build_generation_messages,
+    fenced,
+    system_message_text,
+)
 from evoduet_graph.prompts.render import render
 from evoduet_graph.task import load_task
 
@@ -63,7 +68,6 @@ def generation_prompt(task_dir: Path) -> tuple[list, object]:
     )
     context = render(
         "context",
-        instruction=task.instruction[:2000],
         parent_id=parent.id,
         parent_score=str(parent.score),
         parent_code=fenced(parent.code, task.lang.fence),
@@ -71,6 +75,7 @@ def generation_prompt(task_dir: Path) -> tuple[list, object]:
         history="(no attempts yet)",
     ).rstrip("\n")
     messages = build_generation_messages(
+        system=system_message_text(task.instruction, task.lang),
         context=context,
         parent=parent,
         top=[],

@@ -248,13 +248,15 @@ def prompt_kind(messages: Sequence[BaseMessage]) -> str:
     (a structured turn of joint-level search in ``generate``) or ``generate`` (anything
     else).
 
-    The knowledge-layer prompts start with the shared context prefix (task, parent program),
-    so the node's own marker is looked for anywhere in the first message.
+    The knowledge-layer prompts start with the shared system message and context prefix (task,
+    parent program), so the node's own marker is looked for anywhere in the first message
+    after the system message.
     """
     for kind, marker in APPENDED_MARKERS.items():  # a turn appended to a prompt
-        if any(str(m.content).startswith(marker) for m in messages[1:]):
+        if any(str(m.content).startswith(marker) for m in messages[1:] if m.type != "system"):
             return kind
-    text = str(messages[0].content) if messages else ""
+    own = [m for m in messages if m.type != "system"]  # the run's system message is shared
+    text = str(own[0].content) if own else ""
     for kind, marker in PROMPT_MARKERS.items():
         if marker in text:
             return kind

@@ -11,6 +11,7 @@ from evoduet_graph.context import Context, resolve_context
 from evoduet_graph.rundir.events import check_event
 
 if TYPE_CHECKING:
+    from langchain_core.messages import BaseMessage
     from langchain_core.runnables import RunnableConfig
 
     from evoduet_graph.search.cache import SearchOutcome
@@ -83,7 +84,7 @@ def emit(ctx: Context | None, runtime: Any, event: str, **fields: Any) -> dict[s
 
 
 def ask_gate(
-    state: Any, ctx: Context, prompt: str, schema: type[Any]
+    state: Any, ctx: Context, prompt: str | list[BaseMessage], schema: type[Any]
 ) -> tuple[Any, dict[str, Any] | None]:
     """One structured gate call on the ``gate`` role's model.
 

@@ -30,7 +30,12 @@ from langgraph.runtime import Runtime
 from evoduet_graph.context import Context
 from evoduet_graph.llm import LLMCallError, structured_call
 from evoduet_graph.nodes._common import context_of, emit_progress, inner_llm_config
-from evoduet_graph.prompts.descriptor import context_text, database_text, population_descriptor
+from evoduet_graph.prompts.descriptor import (
+    context_text,
+    database_text,
+    iteration_messages,
+    population_descriptor,
+)
 from evoduet_graph.prompts.knowledge import knowledge_text, query_plan_schema, retained_text
 from evoduet_graph.prompts.render import render
 from evoduet_graph.state import InnerState
@@ -62,15 +67,18 @@ def construct_query(state: InnerState, runtime: Runtime[Context]) -> dict[str, A
     retrieval = ctx.config.retrieval
     issued = list(state["query_history"])
     knowledge = state["knowledge_state"]
-    prompt = render(
-        "construct_query",
-        context=context_text(ctx, state["parent_id"], state["iteration"]),
-        knowledge=knowledge_text(knowledge),
-        descriptor=population_descriptor(ctx, dict(state)),
-        database=database_text(ctx, knowledge.get("unresolved") if knowledge else None),
-        retained=retained_text(state["retained"]) if state["round"] else "(none yet)",
-        previous_queries="\n".join(f"- {q}" for q in issued) or "(none)",
-        num_queries=retrieval.queries_per_round,
+    prompt = iteration_messages(
+        ctx,
+        render(
+            "construct_query",
+            context=context_text(ctx, state["parent_id"], state["iteration"]),
+            knowledge=knowledge_text(knowledge),
+            descriptor=population_descriptor(ctx, dict(state)),
+            database=database_text(ctx, knowledge.get("unresolved") if knowledge else None),
+            retained=retained_text(state["retained"]) if state["round"] else "(none yet)",
+            previous_queries="\n".join(f"- {q}" for q in issued) or "(none)",
+            num_queries=retrieval.queries_per_round,
+        ),
     )
     raw: list[str] = []
     dropped: list[str] = []

@@ -30,7 +30,12 @@ from evoduet_graph.nodes._common import ask_gate, context_of, gate_update
 from evoduet_graph.nodes.gate_stateless import stateless_decision
 from evoduet_graph.nodes.oracle import oracle_update
 from evoduet_graph.nodes.review import review_gate
-from evoduet_graph.prompts.descriptor import context_text, database_text, recent_documents_text
+from evoduet_graph.prompts.descriptor import (
+    context_text,
+    database_text,
+    iteration_messages,
+    recent_documents_text,
+)
 from evoduet_graph.prompts.knowledge import GateOutput, knowledge_text
 from evoduet_graph.prompts.render import render
 from evoduet_graph.state import GateDecision, OuterState
@@ -61,8 +66,9 @@ def rule_decision(state: OuterState, ctx: Context) -> tuple[GateDecision, str]:
 
 
 def gate_prompt(state: OuterState, ctx: Context) -> str:
-    """The gate's prompt text for this iteration (paper §3.2).
+    """The gate's user message for this iteration (paper §3.2).
 
+    It follows the run's system message (`evoduet_graph.prompts.descriptor.iteration_messages`).
     The context c_t (`evoduet_graph.prompts.descriptor.context_text`: task, parent program and
     metrics, recent attempts) comes first, as the stable prefix shared with the inner loop's
     prompts; then ``prompts/gate.md``'s own part: the D_search selection with realised Δ
@@ -85,7 +91,9 @@ def gate_prompt(state: OuterState, ctx: Context) -> str:
 def llm_decision(state: OuterState, ctx: Context) -> dict[str, Any]:
     """Run the knowledge-gap gate (``gate.mode == "llm"``) and validate its look-up ids."""
     iteration = state.get("iteration", 0)
-    result, failed = ask_gate(state, ctx, gate_prompt(state, ctx), GateOutput)
+    result, failed = ask_gate(
+        state, ctx, iteration_messages(ctx, gate_prompt(state, ctx)), GateOutput
+    )
     if failed is not None:
         return failed
     out = result.value

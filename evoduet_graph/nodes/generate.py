@@ -40,7 +40,7 @@ from evoduet_graph.context import Context
 from evoduet_graph.llm import LLMCallError, LocalChatModel, invoke_text
 from evoduet_graph.nodes._common import context_of, emit
 from evoduet_graph.nodes.joint_search import joint_answer
-from evoduet_graph.prompts.descriptor import context_text
+from evoduet_graph.prompts.descriptor import context_text, system_text
 from evoduet_graph.prompts.generate import (
     DocumentView,
     ProgramView,
@@ -237,12 +237,13 @@ def generation_messages(
 ) -> list[Any]:
     """The mutation prompt for a child of ``parent``.
 
-    The mutation prompt for a child of ``parent`` (`build_generation_messages`), starting
-    with the iteration's context c_t (`context_text`), the prefix the gate's and the inner
-    loop's prompts of this iteration start with too (issue 17: llama.cpp and hosted prompt
-    caches reuse it).
+    The mutation prompt for a child of ``parent`` (`build_generation_messages`): the run's
+    system message (`system_text`), then a user message starting with the iteration's context
+    c_t (`context_text`), the prefix the gate's and the inner loop's prompts of this iteration
+    start with too (issue 17: llama.cpp and hosted prompt caches reuse it).
     """
     return build_generation_messages(
+        system=system_text(ctx),
         context=context_text(ctx, parent.id, iteration),
         parent=program_view(ctx.store, parent.id),
         top=[program_view(ctx.store, pid) for pid in top_ids],

@@ -27,7 +27,7 @@ from langgraph.runtime import Runtime
 from evoduet_graph.context import Context
 from evoduet_graph.llm import LLMCallError, structured_call
 from evoduet_graph.nodes._common import context_of, inner_llm_config
-from evoduet_graph.prompts.descriptor import context_text
+from evoduet_graph.prompts.descriptor import context_text, iteration_messages
 from evoduet_graph.prompts.knowledge import documents_text, knowledge_text, scores_schema
 from evoduet_graph.prompts.render import render
 from evoduet_graph.search.database import Prediction
@@ -73,16 +73,19 @@ def hypothetical_score(state: InnerState, runtime: Runtime[Context]) -> dict[str
         return {"pool": pool, "pending_knowledge": _stored_knowledge(ctx, record_id, round_)}
     parent = ctx.store.get_program(state["parent_id"])
     parent_score = float(state["parent_score"])
-    prompt = render(
-        "hypothetical_score",
-        context=context_text(ctx, parent.id, iteration),
-        parent_score=parent.score,
-        best_score=state["best_score"],
-        knowledge=knowledge_text(state["knowledge_state"]),
-        documents=documents_text(
-            unscored,
-            {d["id"]: ctx.require_search_db().document_text(d["id"]) for d in unscored},
-            ctx.config.prompt.max_document_chars // 2,
+    prompt = iteration_messages(
+        ctx,
+        render(
+            "hypothetical_score",
+            context=context_text(ctx, parent.id, iteration),
+            parent_score=parent.score,
+            best_score=state["best_score"],
+            knowledge=knowledge_text(state["knowledge_state"]),
+            documents=documents_text(
+                unscored,
+                {d["id"]: ctx.require_search_db().document_text(d["id"]) for d in unscored},
+                ctx.config.prompt.max_document_chars // 2,
+            ),
         ),
     )
     ids = [d["id"] for d in unscored]

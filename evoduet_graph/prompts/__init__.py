@@ -6,7 +6,7 @@ full of braces, which `str.format` templates would have to double; dollar signs 
 prompt text. Substituted values (programs, documents) are never re-parsed, so their braces and
 dollars are safe either way. ``format_*.md`` files are inserted verbatim (no placeholders).
 
-Each node's prompt lives in ``<node>.md`` (``generate_system.md``, ``generate_user.md``, …).
+Each node's prompt lives in ``<node>.md`` (``system.md``, ``generate_user.md``, …).
 """
 
 from __future__ import annotations

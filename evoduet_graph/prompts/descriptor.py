@@ -12,6 +12,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from evoduet_graph.context import Context
 
@@ -136,20 +137,53 @@ def recent_attempt_views(ctx: Context, iteration: int) -> list[AttemptView]:
     return views
 
 
+def system_text(ctx: Context) -> str:
+    """The system message of every call that reads the context c_t (paper §3.2-3.4).
+
+    ``prompts/system.md``: the role (an expert programmer improving the task's program, an
+    evaluator scoring every version), the task instruction (at most 2,000 characters) and how
+    the search works (study the parent and the recent attempts, one focused change, keep the
+    program runnable, documents are data). It is equal for every call of a run, so it is the
+    first part of the stable prefix (`iteration_messages`).
+
+    It is also the role-first order OpenEvolve's prompt sampler uses (a system message with the
+    task, then the program): on the embedded 1.5B model, a single user message that put the
+    program before the role and the rules gave fewer valid children
+    (``benchmarks/results/embedded/prompt_structure_ab.md``).
+    """
+    from evoduet_graph.prompts.generate import system_message_text
+
+    return system_message_text(ctx.task.instruction, ctx.task.lang)
+
+
+def iteration_messages(ctx: Context, text: str) -> list[BaseMessage]:
+    """``[system message, user message]`` of a call that starts with the context c_t.
+
+    The system message is `system_text` (equal for the whole run); ``text`` is the user
+    message, which starts with `context_text` (equal within the iteration) and ends with the
+    node's own part. The gate, ``construct_query``, ``hypothetical_score`` and ``generate``
+    prompts are built this way (issue 17), so llama.cpp's kept context and a hosted provider's
+    prompt cache serve the shared prefix and only each node's own part is read.
+    """
+    return [SystemMessage(content=system_text(ctx)), HumanMessage(content=text)]
+
+
 def context_text(ctx: Context, parent_id: str, iteration: int) -> str:
-    """The context c_t every call of an iteration starts with (paper §3.2-3.4).
+    """The context c_t every call's user message of an iteration starts with (paper §3.2-3.4).
 
-    A fixed preamble, the task, the parent program with its score and metrics, and the recent
-    attempts (``prompts/context.md``): the last ``prompt.history_programs`` attempts, oldest
-    first, each with its outcome, error, change and artifact tails
-    (`evoduet_graph.prompts.generate.attempts_text`). The mutation prompt shows them here, not
-    in a section of its own, so the gate and the inner loop read the same recent attempts as
-    ``generate`` (c_t holds the recent attempts in paper §3.2).
+    The parent program with its score and metrics, and the recent attempts
+    (``prompts/context.md``): the last ``prompt.history_programs`` attempts, oldest first,
+    each with its outcome, error, change and artifact tails
+    (`evoduet_graph.prompts.generate.attempts_text`). The task instruction is in the system
+    message (`system_text`). The mutation prompt shows the attempts here, not in a section of
+    its own, so the gate and the inner loop read the same recent attempts as ``generate``
+    (c_t holds the recent attempts in paper §3.2).
 
-    It is the stable prefix of the gate's, ``construct_query``'s, ``hypothetical_score``'s and
-    ``generate``'s prompts (issue 17): equal within one iteration, so a model server that
-    caches the evaluated prefix (llama.cpp, hosted prompt caches) only reads each node's own
-    part. The code sits in a fence longer than any backtick run inside it.
+    After `system_text` it is the stable prefix of the gate's, ``construct_query``'s,
+    ``hypothetical_score``'s and ``generate``'s prompts (issue 17; `iteration_messages`): equal
+    within one iteration, so a model server that caches the evaluated prefix (llama.cpp,
+    hosted prompt caches) only reads each node's own part. The code sits in a fence longer
+    than any backtick run inside it.
     """
     from evoduet_graph.prompts.generate import attempts_text, fenced
     from evoduet_graph.prompts.render import render
@@ -158,7 +192,6 @@ def context_text(ctx: Context, parent_id: str, iteration: int) -> str:
     metrics = ", ".join(f"{k}={_fmt_metric(v)}" for k, v in sorted((parent.metrics or {}).items()))
     return render(
         "context",
-        instruction=ctx.task.instruction[:2000],
         parent_id=parent.id,
         parent_score=_fmt(parent.score),
         parent_code=fenced(

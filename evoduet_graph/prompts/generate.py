@@ -6,14 +6,18 @@ attempts and their outcome), the top programs and "inspiration" programs in full
 evaluator's artifacts, and the diff or rewrite format. This module keeps that content with
 four changes that matter for a 1.5B model with a small context on a CPU:
 
-* **One stable prefix** (issue 17, a deliberate deviation from OpenEvolve's message order):
-  the prompt is one user message that starts with the iteration's context c_t
-  (`evoduet_graph.prompts.descriptor.context_text`: preamble, task instruction, parent program and
-  metrics, recent attempts in detail), the same text the gate, ``construct_query`` and
-  ``hypothetical_score`` prompts start with; the mutation-specific part comes after it. A model
-  server that keeps the evaluated prefix (llama.cpp's context, a hosted provider's prompt cache)
-  then reads each later call's own part only. OpenEvolve puts the task in a system message of
-  its own, which would make the first differing token the very first one.
+* **One stable prefix** (issue 17): the prompt is OpenEvolve's system + user pair, ordered so
+  that every call of an iteration starts with the same text. The system message
+  (``prompts/system.md``: role, task instruction, how to work) is equal for the whole run; the
+  user message starts with the iteration's context c_t
+  (`evoduet_graph.prompts.descriptor.context_text`: parent program and metrics, recent attempts
+  in detail), the text the gate, ``construct_query`` and ``hypothetical_score`` user messages
+  start with too; the mutation-specific part comes after it. A model server that keeps the
+  evaluated prefix (llama.cpp's context, a hosted provider's prompt cache) then reads each later
+  call's own part only. Role and rules stay in the system message, before the program, as in
+  OpenEvolve: a single user message with the program first and the role and rules after it gave
+  fewer valid children on the embedded model
+  (``benchmarks/results/embedded/prompt_structure_ab.md``).
 * Only the parent program is shown in full (in the context). Top programs and inspirations are
   shown as unified diffs against it (at most 30 diff lines each), which is both shorter and
   says exactly what they do differently.
@@ -30,7 +34,7 @@ ask for the whole program (``format_rewrite.md``).
 
 The text lives in ``prompts/generate_user.md``, ``generate_evidence.md``, ``format_diff.md``,
 ``format_rewrite.md`` and ``format_rewrite_block.md`` (`string.Template` syntax, see
-`evoduet_graph.prompts`); ``generate_system.md`` and ``generate_initial.md`` ask for a first
+`evoduet_graph.prompts`); ``system.md`` and ``generate_initial.md`` ask for a first
 program when there is no parent. A template section (from one Markdown heading to the next)
 whose placeholders are all empty is left out, and so is a line holding only an empty
 placeholder. Output is a pure function of the inputs: equal inputs give byte-identical
@@ -63,6 +67,7 @@ __all__ = [
     "build_generation_messages",
     "build_initial_messages",
     "fenced",
+    "system_message_text",
 ]
 
 _OTHER_PROGRAM_DIFF_LINES = 30
@@ -321,6 +326,7 @@ def _document(doc: DocumentView, cfg: PromptConfig) -> str:
 
 def build_generation_messages(
     *,
+    system: str,
     context: str,
     parent: ProgramView,
     top: list[ProgramView],
@@ -332,24 +338,26 @@ def build_generation_messages(
     strategy_instruction: str = "",
     language: Language | None = None,
 ) -> list[BaseMessage]:
-    """The message that asks the model for one improved child program.
+    """The messages that ask the model for one improved child program.
 
-    One user message: ``context`` (the stable prefix every call of the iteration starts with:
-    task instruction, parent program with its score and metrics, recent attempts in detail as
-    `attempts_text` writes them), then ``prompts/generate_user.md``: the role and how to work;
-    top programs (the first ``cfg.num_top_programs`` of ``top`` that are not the parent and
-    differ from it) and inspirations (the first ``cfg.num_inspirations`` not shown yet), each as
-    a diff against the parent; the evidence documents
-    (``cfg.max_document_chars`` each, neutralised, inside ``<evidence>``); the task (score is
-    higher-is-better; ``metric_name`` and ``direction`` as the task reports them; the
-    EVOLVE-BLOCK rule when the parent has markers; the scaffold's strategy instruction, when
-    given, as one more line of the task); the output format (``format_diff.md`` when
-    ``cfg.diff_based``, else ``format_rewrite_block.md`` for a parent with exactly one
-    EVOLVE-BLOCK and ``format_rewrite.md`` otherwise). Empty sections are left out: without a
-    strategy instruction the message is byte-identical to that of a caller that never passes
-    one.
+    The system message ``system`` (`system_message_text`: role, task, how to work), then one
+    user message: ``context`` (task-independent part of the stable prefix every call of the
+    iteration starts with: parent program with its score and metrics, recent attempts in
+    detail as `attempts_text` writes them), then ``prompts/generate_user.md``: top programs
+    (the first ``cfg.num_top_programs`` of ``top`` that are not the parent and differ from it)
+    and inspirations (the first ``cfg.num_inspirations`` not shown yet), each as a diff
+    against the parent; the evidence documents (``cfg.max_document_chars`` each, neutralised,
+    inside ``<evidence>``); the task (score is higher-is-better; ``metric_name`` and
+    ``direction`` as the task reports them; the EVOLVE-BLOCK rule when the parent has markers;
+    the scaffold's strategy instruction, when given, as one more line of the task); the output
+    format (``format_diff.md`` when ``cfg.diff_based``, else ``format_rewrite_block.md`` for a
+    parent with exactly one EVOLVE-BLOCK and ``format_rewrite.md`` otherwise). Empty sections
+    are left out: without a strategy instruction the messages are byte-identical to those of a
+    caller that never passes one.
 
     Args:
+        system: the system message (`system_message_text`; the run's
+            `evoduet_graph.prompts.descriptor.system_text`).
         context: the iteration's context c_t (`evoduet_graph.prompts.descriptor.context_text`); it
             shows the parent's code, so this message does not repeat it.
         parent: The program to improve.
@@ -362,12 +370,12 @@ def build_generation_messages(
         strategy_instruction: what the scaffold asks for this iteration (EvoX strategy), or
             ``""``; model-written, so it is collapsed to one line (at most 600 characters)
             and neutralised like evidence text.
-        language: the program's language (default Python): named in the role line, the tag
-            of the requested rewrite's code fence; the EVOLVE-BLOCK rule quotes the parent's
+        language: the program's language (default Python): the tag of the requested
+            rewrite's code fence; the EVOLVE-BLOCK rule quotes the parent's
             own marker lines (any comment syntax).
 
     Returns:
-        ``[HumanMessage]``; identical inputs give identical messages.
+        ``[SystemMessage, HumanMessage]``; identical inputs give identical messages.
     """
     lang = language or language_by_name("python")
     top_text, shown = _other_programs(
@@ -386,7 +394,6 @@ def build_generation_messages(
     job = render(
         "generate_user",
         drop_empty=True,
-        language_name=lang.display,
         top_programs=top_text,
         inspirations=inspiration_text,
         evidence=evidence_text,
@@ -398,7 +405,7 @@ def build_generation_messages(
             cfg.diff_based is not False, lang, parent.code, block=cfg.rewrite_scope == "block"
         ),
     )
-    return [HumanMessage(content=f"{context.rstrip()}\n\n{job}")]
+    return [SystemMessage(content=system), HumanMessage(content=f"{context.rstrip()}\n\n{job}")]
 
 
 def build_initial_messages(
@@ -423,18 +430,22 @@ def build_initial_messages(
         metric_direction=_direction_phrase(direction),
     )
     return [
-        SystemMessage(content=_system_message(instruction, language)),
+        SystemMessage(content=system_message_text(instruction, language)),
         HumanMessage(content=user),
     ]
 
 
-def _system_message(instruction: str, lang: Language) -> str:
+def system_message_text(instruction: str, lang: Language) -> str:
+    """``prompts/system.md``: role, task instruction (at most 2,000 characters), how to work.
+
+    The system message of the mutation prompt, the first-program prompt and every call that
+    reads the context c_t (`evoduet_graph.prompts.descriptor.system_text`).
+    """
     return render(
-        "generate_system",
-        drop_empty=True,
-        instruction=instruction.strip() or "(no task description was given)",
+        "system",
+        instruction=instruction[:2000].strip() or "(no task description was given)",
         language_name=lang.display,
-    )
+    ).rstrip("\n")
 
 
 def _edit_scope(code: str) -> str:

@@ -24,11 +24,13 @@ def _load(name: str):
 def test_batch_bench_prompt_is_the_generate_prompt_of_the_initial_program() -> None:
     bench = _load("batch_bench")
     messages, task = bench.generation_prompt(ROOT / "tasks" / "smoke_polygon_area")
-    [message] = messages
+    system, message = messages
+    assert str(system.content).startswith("You are an expert programmer")  # the run's system
+    assert task.instruction.splitlines()[0] in str(system.content)
     text = str(message.content)
-    assert text.startswith("You assist an evolutionary program search")  # the shared context c_t
+    assert text.startswith("## Parent program")  # the shared context c_t
     assert task.initial_program.strip().splitlines()[0] in text
-    assert "## Your job now: the next child program" in text
+    assert "## Output format" in text
     assert "(no attempts yet)" in text
 
 

@@ -993,7 +993,8 @@ def test_gate_and_inner_prompts_share_the_stable_prefix(smoke_task_dir):
     q = responder.prompts("construct_query")[0]
     h = responder.prompts("hypothetical_score")[0]
     prefix = g[: g.index("## Your job now")]
-    assert "radius = 0.6" in prefix and "## Task" in prefix
+    assert "radius = 0.6" in prefix and "# Task" in prefix
+    assert prefix.startswith("You are an expert programmer")  # the run's system message
     assert q.startswith(prefix) and h.startswith(prefix)
 
 
