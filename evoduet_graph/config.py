@@ -100,6 +100,16 @@ class LLMConfig(_Section):
         "batch (the N candidates of an iteration: shared prompt evaluated once, one decode step "
         "for all); 1 serves them one at a time.",
     )
+    local_prompt_cache_mib: int = Field(
+        512,
+        ge=0,
+        description="Memory (MiB) of the embedded model's in-memory prompt cache "
+        "(llama-cpp-python's `LlamaRAMCache`, entries counted at their full size, logits copy "
+        "cut to one row): a JSON-grammar call (gate, query, hypothetical scores) can start from "
+        "the state of an earlier call that shares more of its prompt than the previous call "
+        "did. One entry is llama.cpp's state of its tokens (~90 MiB for 3,000 tokens), so 512 "
+        "keeps about 5. 0: no cache.",
+    )
     local_cache_dir: str | None = Field(
         None,
         description="Folder of the assembled GGUF; default $EVODUET_CACHE_DIR, else "
