@@ -35,7 +35,7 @@ def llm():
     cfg = LLMConfig(
         model="local",
         local_n_ctx=2048,
-        max_tokens=12,
+        max_tokens=16,
         temperature=0.0,
         local_parallel=2,
         local_prompt_cache_mib=256,
