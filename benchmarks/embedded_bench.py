@@ -193,16 +193,20 @@ class CallMeter:
         }
 
     def state_bytes(self) -> dict[str, int]:
-        """Bytes one `LlamaRAMCache` entry would hold now.
+        """Bytes one `LlamaRAMCache` entry would hold now, and the seconds saving it took.
 
         llama.cpp's state (KV cache of the evaluated tokens) and the logits array llama-cpp-python's
-        ``save_state`` copies.
+        ``save_state`` copies (the package's cache keeps one row of it).
         """
+        started = time.perf_counter()
         state = self.llama.save_state()
+        save_s = time.perf_counter() - started
         return {
             "llama_state": int(state.llama_state_size),
             "logits_copy": int(state.scores.nbytes),
             "n_tokens": int(state.n_tokens),
+            # what every sequential call pays when the prompt cache is on (it saves an entry)
+            "save_state_s": round(save_s, 3),
         }
 
 
@@ -551,12 +555,14 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _mib(entry: dict[str, int] | None) -> str:
+def _mib(entry: dict[str, Any] | None) -> str:
     if not entry:
         return "n/a"
     return (
         f"{entry['llama_state'] / 2**20:.0f} MiB state + {entry['logits_copy'] / 2**20:.0f} MiB "
-        f"logits ({entry['n_tokens']} tokens)"
+        f"logits ({entry['n_tokens']} tokens"
+        + (f", saved in {entry['save_state_s']:g} s" if "save_state_s" in entry else "")
+        + ")"
     )
 
 

@@ -43,7 +43,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 from llama_cpp.llama_cache import LlamaRAMCache
 
 from evoduet_graph.llm.batching import common_prefix
@@ -87,7 +86,8 @@ class PromptStateCache(LlamaRAMCache):
     def __setitem__(self, key: Sequence[int], value: Any) -> None:
         """Keep ``value`` (a ``LlamaState``) with its logits copy cut to the last row."""
         if value.scores.ndim == 2 and value.scores.shape[0] > 1:
-            value.scores = np.ascontiguousarray(value.scores[-1:])  # a copy: the big one is freed
+            # a copy that owns its row (a view would keep the whole copy alive through .base)
+            value.scores = value.scores[-1:].copy()
         super().__setitem__(key, value)
 
     def clear(self) -> None:

@@ -132,6 +132,7 @@ def test_entries_keep_one_logits_row_and_count_their_full_size():
     cache[(1, 2, 3, 4, 5, 6)] = entry
     kept = cache.cache_state[(1, 2, 3, 4, 5, 6)]
     assert kept.scores.shape == (1, VOCAB) and np.array_equal(kept.scores[0], last_row)
+    assert kept.scores.base is None  # owns its row: the full copy is freed, not kept as a base
     assert entry_bytes(kept) == 1000 + N_CTX * 4 + VOCAB * 4
     assert cache.cache_size == entry_bytes(kept)  # not the llama.cpp state alone
 
