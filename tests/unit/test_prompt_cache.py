@@ -45,7 +45,7 @@ def state(tokens: list[int], *, rows: int = 8, stale: list[int] | None = None) -
 
 
 def test_prompt_cache_size_is_validated():
-    assert LLMConfig().local_prompt_cache_mib >= 0
+    assert LLMConfig().local_prompt_cache_mib == 0  # off by default: it did not pay (README)
     assert LLMConfig(local_prompt_cache_mib=0).local_prompt_cache_mib == 0
     for bad in (-1, "lots", 1.5):
         with pytest.raises(ValidationError, match="local_prompt_cache_mib"):
