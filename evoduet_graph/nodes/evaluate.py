@@ -55,29 +55,34 @@ def _store(ctx: Context, code: str, pid: str, outcome: EvaluationOutcome) -> Non
         )
 
 
+def _evaluate_one(ctx: Context, code: str, pid: str) -> EvaluationOutcome:
+    """Count one started evaluation of ``code``, then run it, or skip a poisoned program.
+
+    The attempt is counted when the evaluation starts, in the worker that runs it, not when
+    it is queued: a kill while candidates wait for a free worker must not count against the
+    ones that never ran (`MAX_EVALUATION_ATTEMPTS`).
+    """
+    attempts = ctx.store.start_evaluation(code)
+    if attempts > MAX_EVALUATION_ATTEMPTS:
+        ctx.events.emit("evaluation_skipped", program_id=pid, attempts=attempts)
+        return poisoned_outcome(attempts)
+    return ctx.evaluator.evaluate(code, pid)
+
+
 def evaluate_and_store(
     ctx: Context, codes: Sequence[str], ids: Sequence[str]
 ) -> dict[str, EvaluationOutcome]:
     """Evaluate ``codes`` in parallel and store each outcome as it completes.
 
     Evaluate ``codes`` (up to the evaluator's ``workers``, else ``evaluation.workers``, at a
-    time) and cache each outcome in the program store the moment it completes.
+    time) and cache each outcome in the program store the moment it completes. A program
+    whose evaluation was started `MAX_EVALUATION_ATTEMPTS` times by processes that died is
+    recorded as invalid instead (`poisoned_outcome`, event ``evaluation_skipped``).
 
     Returns:
         code → outcome.
     """
     outcomes: dict[str, EvaluationOutcome] = {}
-    runnable_codes, runnable_ids = [], []
-    for code, pid in zip(codes, ids, strict=True):
-        attempts = ctx.store.start_evaluation(code)
-        if attempts > MAX_EVALUATION_ATTEMPTS:
-            outcomes[code] = poisoned_outcome(attempts)
-            ctx.store.put_evaluation(code, outcomes[code])
-            ctx.events.emit("evaluation_skipped", program_id=pid, attempts=attempts)
-        else:
-            runnable_codes.append(code)
-            runnable_ids.append(pid)
-    codes, ids = runnable_codes, runnable_ids
     if not codes:
         return outcomes
     evaluator = ctx.evaluator
@@ -86,12 +91,12 @@ def evaluate_and_store(
     workers = max(1, min(int(workers), len(codes)))
     if workers == 1:
         for code, pid in zip(codes, ids, strict=True):
-            outcomes[code] = ctx.evaluator.evaluate(code, pid)
+            outcomes[code] = _evaluate_one(ctx, code, pid)
             _store(ctx, code, pid, outcomes[code])
         return outcomes
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evoduet-eval") as pool:
         futures = {
-            pool.submit(ctx.evaluator.evaluate, code, pid): (code, pid)
+            pool.submit(_evaluate_one, ctx, code, pid): (code, pid)
             for code, pid in zip(codes, ids, strict=True)
         }
         for future in as_completed(futures):

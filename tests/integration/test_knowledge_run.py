@@ -584,7 +584,8 @@ def test_every_call_of_an_iteration_starts_with_the_same_context_prefix(smoke_ta
     run(smoke_task_dir, cfg, llm=llm, run_dir=tmp_path / "r", searcher=FakeSearcher())
     [gate_prompt] = responder.prompts("gate")
     prefix = gate_prompt[: gate_prompt.index("## Your job now")]
-    assert "radius = 0.6" in prefix and "## Task" in prefix
+    assert prefix.startswith("You are an expert programmer")  # the run's system message
+    assert "radius = 0.6" in prefix and "# Task" in prefix
     for kind in ("construct_query", "hypothetical_score", "generate"):
         prompts = responder.prompts(kind)
         assert prompts and all(p.startswith(prefix) for p in prompts), kind

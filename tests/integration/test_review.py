@@ -15,7 +15,7 @@ from evoduet_graph.api import REVIEW_PREFIX
 from evoduet_graph.rundir.events import read_events
 from evoduet_graph.search import SearchDatabase
 from tests.conftest import RADIUS_UP
-from tests.fakes import FakeSearcher, KnowledgeResponder, ScriptedChatModel
+from tests.fakes import FakeSearcher, KnowledgeResponder, ScriptedChatModel, prompt_text
 
 
 def _config(**dotted: Any) -> EvoDuetConfig:
@@ -78,7 +78,7 @@ def test_unanswered_review_waits_in_the_checkpoint_and_resumes_waiting(smoke_tas
     done = resume(rdir, llm=llm, searcher=searcher, review=lambda p: None)  # keep the proposal
     assert done.iterations == 1 and done.stop_reason is None
     assert searcher.queries == ["query 0"]
-    construct = [m for m in llm.prompts if "You write web-search queries" in str(m[0].content)]
+    construct = [m for m in llm.prompts if "You write web-search queries" in prompt_text(m)]
     assert len(construct) == 1  # the proposal was not asked for again
     assert len(_events(rdir, "review_pending")) == 1
 
@@ -119,7 +119,7 @@ def test_gate_review_changes_the_decision_without_asking_the_model_twice(smoke_t
     done = resume(rdir, llm=llm, searcher=searcher, review=reviewer)
     assert done.iterations == 1 and searcher.calls == 0
     assert payloads[0]["decision"] == "retrieve" and payloads[0]["kind"] == "review_gate"
-    gates = [m for m in llm.prompts if "You decide whether an evolutionary" in str(m[0].content)]
+    gates = [m for m in llm.prompts if "You decide whether an evolutionary" in prompt_text(m)]
     assert len(gates) == 1
     [decision] = [
         e

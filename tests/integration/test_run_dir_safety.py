@@ -66,3 +66,42 @@ def test_a_program_whose_evaluation_keeps_killing_the_run_is_skipped(smoke_task_
     assert not outcome.valid and "died" in (outcome.error or "")
     assert ctx.store.cached_evaluation(code) == outcome
     assert any(e["event"] == "evaluation_skipped" for e in ctx.events.memory)
+
+
+class _Died(BaseException):
+    """Stands in for the process dying during an evaluation (not an `Exception`)."""
+
+
+class _DiesOnFirst:
+    """An evaluator whose first evaluation kills the process; it records what it started."""
+
+    def __init__(self, inner):
+        self.inner, self.started = inner, []
+
+    def evaluate(self, code, program_id):
+        self.started.append(program_id)
+        if len(self.started) == 1:
+            raise _Died
+        return self.inner.evaluate(code, program_id)
+
+
+def test_candidates_queued_behind_a_dying_evaluation_keep_their_attempts(smoke_task_dir):
+    # the attempt is counted when an evaluation starts: two kills during the first candidate
+    # must not make the never-started ones look poisoned
+    task = load_task(smoke_task_dir)
+    ctx = build_context(task, _cfg(1), None, llm=ScriptedChatModel(responses=[]))
+    codes = [task.initial_program + f"\n# child {i}\n" for i in range(3)]
+    ids = [f"it00001-c{i}" for i in range(3)]
+    ctx.config.evaluation.workers = 1
+    for _ in range(MAX_EVALUATION_ATTEMPTS):  # two processes die while evaluating child 0
+        dying = _DiesOnFirst(ctx.evaluator)
+        ctx.evaluator = dying
+        with pytest.raises(_Died):
+            evaluate_and_store(ctx, codes, ids)
+        assert dying.started == ["it00001-c0"]  # the others were queued, never started
+        ctx.evaluator = dying.inner
+    outcomes = evaluate_and_store(ctx, codes, ids)
+    assert not outcomes[codes[0]].valid and "died" in (outcomes[codes[0]].error or "")
+    assert outcomes[codes[1]].valid and outcomes[codes[2]].valid  # evaluated, not skipped
+    skipped = [e for e in ctx.events.memory if e["event"] == "evaluation_skipped"]
+    assert [e["program_id"] for e in skipped] == ["it00001-c0"]

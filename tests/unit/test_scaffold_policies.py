@@ -298,7 +298,8 @@ def _messages(**kw):
         id="p", code="# EVOLVE-BLOCK-START\nx = 1\n# EVOLVE-BLOCK-END\n", score=0.5
     )
     return build_generation_messages(
-        context="## Task\nMaximise x.",
+        system="# Task\nMaximise x.",
+        context="## Parent program",
         parent=parent,
         top=[],
         inspirations=[],
@@ -317,13 +318,13 @@ def test_no_instruction_gives_byte_identical_messages():
     plain = _messages()
     assert _messages(strategy_instruction="") == plain
     assert _messages(strategy_instruction="   \n ") == plain
-    assert "strategy" not in str(plain[0].content).lower()
+    assert "strategy" not in str(plain[-1].content).lower()
 
 
 def test_instruction_is_one_neutralised_line_of_the_task_section():
-    plain = str(_messages()[0].content)
+    plain = str(_messages()[-1].content)
     text = "Try a\n```python\nfence``` and </evidence> <<<<<<< SEARCH"
-    with_it = str(_messages(strategy_instruction=text)[0].content)
+    with_it = str(_messages(strategy_instruction=text)[-1].content)
     added = [line for line in with_it.splitlines() if line not in plain.splitlines()]
     assert len(added) == 1 and added[0].startswith("Search strategy for this step: Try a ")
     assert "```" not in added[0] and "</evidence" not in added[0] and "<<<<<<<" not in added[0]

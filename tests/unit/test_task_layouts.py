@@ -119,8 +119,8 @@ def test_c_task_with_slash_markers_runs_two_iterations_and_evaluator_sees_c_file
     assert (tmp_path / "run" / "best_program.c").is_file()
     rows = [r for r in _programs(tmp_path / "run") if r[0] != "initial"]
     assert len(rows) == 2 and all(r[3] for r in rows), rows  # the evaluator saw .c files
-    (user,) = llm.prompts[0]  # one message: the shared context, then the mutation job
-    assert "C parent program" in user.content
+    system, user = llm.prompts[0]  # the run's system message, then context and mutation job
+    assert "improves a C program" in system.content
     assert "```c\n" in user.content
     assert "`// EVOLVE-BLOCK-START`" in user.content
 
