@@ -26,7 +26,13 @@ Per case it prints and records:
   could add: the reuse share if every call could also start from the best of the last 4 calls'
   states, and the bytes one such entry holds (llama.cpp's state and the logits copy);
 * **valid-child rate** (valid candidates / candidates) and **NDG** of the run, and the gate
-  decisions.
+  decisions;
+* with ``--local-prompt-cache-mib M`` (``llm.local_prompt_cache_mib``, issue 17 item 2; the
+  package's default otherwise, recorded as ``prompt_cache_mib``): the calls served from a cache
+  entry, the entries and MiB the cache held at the end of the case;
+* **peak RSS** of the process during the case (``VmHWM``, reset before each case through
+  ``/proc/self/clear_refs``; null where the kernel does not offer it) and the RSS after the
+  model load.
 
 Where do the per-call figures come from: the run's ``llm_call`` events when the package writes
 them (issue 17 item 1; they also cover batched candidates), else a wrapper around
@@ -119,6 +125,9 @@ class CallMeter:
 
         llama = self.llama
         before = list(llama.input_ids)
+        cache = getattr(llama, "cache", None)
+        entries = list(cache.cache_state.items()) if cache is not None else []
+        live = list(llama._input_ids)  # the evaluated tokens (what the cache lookup compares)
         ctx = llama._ctx.ctx
         llama_cpp.llama_perf_context_reset(ctx)
         started = time.perf_counter()
@@ -136,6 +145,11 @@ class CallMeter:
         cached = max([reused, *(_common_prefix(t, prompt) for t in self._recent)])
         cached = min(cached, max(prompt_tokens - 1, 0))
         self._recent = [*self._recent[-(self.cache_entries - 1) :], list(llama.input_ids)]
+        from_cache = False
+        if entries:  # the package's prompt cache (issue 17 item 2): did this call load an entry?
+            from evoduet_graph.llm.prompt_cache import reuse_source
+
+            _, from_cache = reuse_source(live, entries, prompt)
         choice = (response.get("choices") or [{}])[0]
         with self._lock:
             self.calls.append(
@@ -144,6 +158,7 @@ class CallMeter:
                     "prompt_tokens": prompt_tokens,
                     "reused_tokens": reused,
                     "ram_cache_reusable_tokens": cached,
+                    "from_cache": from_cache,
                     "output_tokens": int(usage.get("completion_tokens", 0)),
                     "prompt_eval_s": round(perf.t_p_eval_ms / 1000.0, 3),
                     # what follows the prompt: decoding, sampling, grammar (as the product)
@@ -155,22 +170,43 @@ class CallMeter:
         return response
 
     def reset_context(self) -> None:
-        """Drop the context's evaluated tokens: the next call evaluates its whole prompt."""
+        """Drop the context's evaluated tokens and the prompt cache's entries.
+
+        The next call evaluates its whole prompt.
+        """
         self.llama.reset()
+        cache = getattr(self.llama, "cache", None)
+        if cache is not None:
+            cache.cache_state.clear()
         self.calls.clear()
         self._recent.clear()
 
+    def prompt_cache(self) -> dict[str, Any] | None:
+        """Entries and MiB the model's prompt cache holds now (None without a cache)."""
+        cache = getattr(self.llama, "cache", None)
+        if cache is None:
+            return None
+        return {
+            "entries": len(cache.cache_state),
+            "mib": round(cache.cache_size / 2**20, 1),
+            "capacity_mib": round(cache.capacity_bytes / 2**20, 1),
+        }
+
     def state_bytes(self) -> dict[str, int]:
-        """Bytes one `LlamaRAMCache` entry would hold now.
+        """Bytes one `LlamaRAMCache` entry would hold now, and the seconds saving it took.
 
         llama.cpp's state (KV cache of the evaluated tokens) and the logits array llama-cpp-python's
-        ``save_state`` copies.
+        ``save_state`` copies (the package's cache keeps one row of it).
         """
+        started = time.perf_counter()
         state = self.llama.save_state()
+        save_s = time.perf_counter() - started
         return {
             "llama_state": int(state.llama_state_size),
             "logits_copy": int(state.scores.nbytes),
             "n_tokens": int(state.n_tokens),
+            # what every sequential call pays when the prompt cache is on (it saves an entry)
+            "save_state_s": round(save_s, 3),
         }
 
 
@@ -183,8 +219,39 @@ def _loaded_llama(llm: Any) -> Any:
 
 
 # --------------------------------------------------------------------------------------------
-# Machine load
+# Machine load and memory
 # --------------------------------------------------------------------------------------------
+
+
+def _status_kib(field: str) -> int | None:
+    try:
+        for line in Path("/proc/self/status").read_text(encoding="utf-8").splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def rss_mib() -> float | None:
+    """Resident memory of this process now (``VmRSS``), MiB; None off Linux."""
+    kib = _status_kib("VmRSS")
+    return None if kib is None else round(kib / 1024, 1)
+
+
+def peak_rss_mib() -> float | None:
+    """Peak resident memory since the last `reset_peak_rss` (``VmHWM``), MiB; None off Linux."""
+    kib = _status_kib("VmHWM")
+    return None if kib is None else round(kib / 1024, 1)
+
+
+def reset_peak_rss() -> bool:
+    """Restart the peak-RSS count at the current RSS (Linux ``clear_refs`` 5); False if refused."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5", encoding="utf-8")
+    except OSError:
+        return False
+    return True
 
 
 def machine_load() -> dict[str, Any]:
@@ -260,6 +327,7 @@ def run_case(
         }
     )
     meter.reset_context()
+    peak_reset = reset_peak_rss()
     # every case starts the model's stream of sampling seeds at the run seed (what the run
     # driver does for the model it builds; a tree from before that change gets it here), so
     # different seeds sample differently and a case does not depend on the cases before it
@@ -292,6 +360,11 @@ def run_case(
         **call_totals(calls),
         "ram_cache_reuse_share": _share(meter.calls, "ram_cache_reusable_tokens"),
         "ram_cache_entry_bytes": meter.state_bytes() if meter.calls else None,
+        "prompt_cache": meter.prompt_cache(),
+        "prompt_cache_hits": sum(1 for c in meter.calls if c.get("from_cache")),
+        # the process's peak over this case (over the whole process if the reset was refused)
+        "peak_rss_mib": peak_rss_mib(),
+        "peak_rss_scope": "case" if peak_reset else "process",
         "candidates_total": len(cands),
         "valid_children": valid,
         "valid_child_rate": round(valid / len(cands), 3) if cands else None,
@@ -400,6 +473,8 @@ def case_line(label: str, case: dict[str, Any]) -> str:
         f"  prompt-eval {case['prompt_eval_s']} s  decode {case['decode_s']} s"
         f"  out {case['output_tokens']} tok  valid {case['valid_children']}/"
         f"{case['candidates_total']}  NDG {_fmt(case['ndg'])}  gate {case['gate_decisions']}"
+        f"  peak RSS {_fmt(case.get('peak_rss_mib'))} MiB  cache {case.get('prompt_cache')}"
+        f" hits {case.get('prompt_cache_hits')}"
     )
 
 
@@ -417,6 +492,12 @@ def markdown(results: dict[str, Any]) -> str:
         ),
         "",
         (
+            f"Prompt cache (`llm.local_prompt_cache_mib`): {results.get('prompt_cache_mib')} MiB"
+            f"; local_parallel {results.get('local_parallel')}; RSS after the model load "
+            f"{_fmt(results.get('rss_after_load_mib'))} MiB."
+        ),
+        "",
+        (
             f"Machine load before: loadavg {results['load_before']['loadavg_1_5_15']}, "
             "busiest other "
             f"processes {_procs(results['load_before'])}; after: loadavg "
@@ -425,9 +506,10 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         (
             "| case | s/iteration | iteration walls (s) | calls/it | prompt tok | reused | reuse "
-            "| prompt-eval s | decode s | output tok | valid children | NDG | gate decisions |"
+            "| prompt-eval s | decode s | output tok | valid children | NDG | gate decisions "
+            "| cache hits | cache at end | peak RSS MiB |"
         ),
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for label, c in results["cases"].items():
         lines.append(
@@ -435,7 +517,8 @@ def markdown(results: dict[str, Any]) -> str:
             f"{c['calls_per_iteration']} | {c['prompt_tokens']} | {c['reused_tokens']} | "
             f"{_fmt(c['reuse_share'], True)} | {c['prompt_eval_s']} | {c['decode_s']} | "
             f"{c['output_tokens']} | {c['valid_children']}/{c['candidates_total']} | "
-            f"{_fmt(c['ndg'])} | {c['gate_decisions']} |"
+            f"{_fmt(c['ndg'])} | {c['gate_decisions']} | {c.get('prompt_cache_hits')} | "
+            f"{_cache(c.get('prompt_cache'))} | {_fmt(c.get('peak_rss_mib'))} |"
         )
     lines += [
         "",
@@ -472,13 +555,21 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _mib(entry: dict[str, int] | None) -> str:
+def _mib(entry: dict[str, Any] | None) -> str:
     if not entry:
         return "n/a"
     return (
         f"{entry['llama_state'] / 2**20:.0f} MiB state + {entry['logits_copy'] / 2**20:.0f} MiB "
-        f"logits ({entry['n_tokens']} tokens)"
+        f"logits ({entry['n_tokens']} tokens"
+        + (f", saved in {entry['save_state_s']:g} s" if "save_state_s" in entry else "")
+        + ")"
     )
+
+
+def _cache(cache: dict[str, Any] | None) -> str:
+    if not cache:
+        return "off"
+    return f"{cache['entries']} entries, {cache['mib']:g} / {cache['capacity_mib']:g} MiB"
 
 
 def _procs(load: dict[str, Any]) -> str:
@@ -517,11 +608,19 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="llm.local_parallel of the model (default: the package's; 1: no batched decoding)",
     )
+    parser.add_argument(
+        "--local-prompt-cache-mib",
+        type=int,
+        default=None,
+        help="llm.local_prompt_cache_mib of the model (default: the package's; 0: no cache)",
+    )
     parser.add_argument("--label", default="run", help="results file name prefix")
     parser.add_argument("--out", default=str(RESULTS), help="results folder")
     args = parser.parse_args(argv)
     if args.iterations < 1 or args.n < 2:
         parser.error("--iterations must be >= 1 and --n >= 2")
+    if args.local_prompt_cache_mib is not None and args.local_prompt_cache_mib < 0:
+        parser.error("--local-prompt-cache-mib must be >= 0")
     task_dir = Path(args.task)
     if not task_dir.is_dir():
         parser.error(f"no task folder {task_dir}")
@@ -532,9 +631,17 @@ def main(argv: list[str] | None = None) -> int:
     load_before = machine_load()
     started_utc = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     t0 = time.perf_counter()
-    model_cfg = {} if args.local_parallel is None else {"local_parallel": args.local_parallel}
-    llm = make_chat_model(LLMConfig(**model_cfg))
+    model_cfg: dict[str, Any] = {}
+    if args.local_parallel is not None:
+        model_cfg["local_parallel"] = args.local_parallel
+    if args.local_prompt_cache_mib is not None:
+        if "local_prompt_cache_mib" not in LLMConfig.model_fields:
+            parser.error("--local-prompt-cache-mib: this package has no prompt cache")
+        model_cfg["local_prompt_cache_mib"] = args.local_prompt_cache_mib
+    llm_cfg = LLMConfig(**model_cfg)
+    llm = make_chat_model(llm_cfg)
     load_s = round(time.perf_counter() - t0, 1)
+    rss_after_load = rss_mib()
     meter = CallMeter(_loaded_llama(llm))
     plan: list[tuple[str, str, int]] = [("gate never N=1", "never", 1)]
     if args.only in (None, "gate"):
@@ -592,6 +699,9 @@ def main(argv: list[str] | None = None) -> int:
         "cores": os.cpu_count(),
         "python": platform.python_version(),
         "model_load_s": load_s,
+        "local_parallel": llm_cfg.local_parallel,
+        "prompt_cache_mib": getattr(llm_cfg, "local_prompt_cache_mib", None),
+        "rss_after_load_mib": rss_after_load,
         "started_utc": started_utc,
         "finished_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
         "load_before": load_before,

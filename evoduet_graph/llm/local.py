@@ -17,6 +17,10 @@ decode together as one llama.cpp batch (`evoduet_graph.llm.batching`, issue 17):
 prefix they share is evaluated once and each decode step advances every sequence. Calls with
 a ``response_format`` (JSON grammar) stay single-sequence ``create_chat_completion`` calls.
 ``local_parallel: 1`` turns batching off.
+
+``local_prompt_cache_mib`` > 0 gives the loaded ``Llama`` a bounded in-memory prompt cache
+(`evoduet_graph.llm.prompt_cache`, issue 17 item 2): sequential calls can start from the state
+of an earlier call that shares more of their prompt than the previous call did.
 """
 
 from __future__ import annotations
@@ -75,7 +79,7 @@ __all__ = [
 ]
 
 # --------------------------------------------------------------------------------------------
-# Loading (one llama.cpp model per process per (path, n_ctx, n_threads, parallel))
+# Loading (one llama.cpp model per process per (path, n_ctx, n_threads, parallel, prompt cache))
 # --------------------------------------------------------------------------------------------
 
 
@@ -89,7 +93,7 @@ class _Loaded:
     guard: threading.Lock = field(default_factory=threading.Lock)  # guards ``queue``
 
 
-_LOADED: dict[tuple[str, int, int, int], _Loaded] = {}
+_LOADED: dict[tuple[str, int, int, int, int], _Loaded] = {}
 _LOADED_GUARD = threading.Lock()
 
 
@@ -109,8 +113,20 @@ def _close_loaded() -> None:
         _LOADED.clear()
 
 
-def _load_llama(model_path: str, n_ctx: int, n_threads: int, parallel: int = 1) -> _Loaded:
-    key = (str(Path(model_path).resolve()), n_ctx, n_threads, parallel)
+def _load_llama(
+    model_path: str, n_ctx: int, n_threads: int, parallel: int = 1, prompt_cache_mib: int = 0
+) -> _Loaded:
+    """The shared ``Llama`` of these settings, loaded on first use.
+
+    The prompt cache size is part of the sharing key: a cache belongs to its ``Llama`` (it is
+    consulted and filled by every sequential call on it), so models asking for different caches
+    get different ``Llama`` objects rather than one silently taking the other's setting.
+    """
+    if isinstance(prompt_cache_mib, bool) or not isinstance(prompt_cache_mib, int):
+        raise ValueError(f"prompt_cache_mib must be an int, got {prompt_cache_mib!r}")
+    if prompt_cache_mib < 0:
+        raise ValueError(f"prompt_cache_mib must be >= 0 (0: no cache), got {prompt_cache_mib}")
+    key = (str(Path(model_path).resolve()), n_ctx, n_threads, parallel, prompt_cache_mib)
     with _LOADED_GUARD:
         loaded = _LOADED.get(key)
         if loaded is not None:
@@ -134,6 +150,10 @@ def _load_llama(model_path: str, n_ctx: int, n_threads: int, parallel: int = 1) 
             raise LocalModelError(f"llama.cpp could not load {key[0]}: {exc}") from exc
         if "tokenizer.chat_template" not in llama.metadata:
             llama.chat_format = "chatml"  # Qwen's format; never llama.cpp's llama-2 fallback
+        if prompt_cache_mib > 0:
+            from evoduet_graph.llm.prompt_cache import MIB, PromptStateCache
+
+            llama.set_cache(PromptStateCache(capacity_bytes=prompt_cache_mib * MIB))
         decoder = None
         if parallel > 1:
             try:
@@ -163,8 +183,11 @@ class CompletionTiming:
     Attributes:
         reused_tokens: prompt tokens llama.cpp did not evaluate because the context already
             held them: the longest common prefix of the new prompt with the tokens the previous
-            call left in the context (``Llama.generate`` keeps that prefix; a prompt that is
-            entirely a prefix re-evaluates its last token to get fresh logits).
+            call left in the context, or with the tokens of the prompt-cache entry
+            llama-cpp-python loaded instead (`evoduet_graph.llm.prompt_cache.reuse_source`;
+            ``Llama.generate`` keeps that prefix; a prompt that is entirely a prefix
+            re-evaluates its last token to get fresh logits).
+        from_cache: whether a prompt-cache entry was loaded for this call (issue 17 item 2).
         prompt_eval_s: seconds spent evaluating the rest of the prompt (llama.cpp's own
             ``t_p_eval`` perf counter).
         decode_s: seconds after the prompt: token-by-token decoding, sampling and the JSON
@@ -174,6 +197,7 @@ class CompletionTiming:
     reused_tokens: int
     prompt_eval_s: float
     decode_s: float
+    from_cache: bool = False
 
 
 def common_prefix_length(before: Sequence[int], prompt: Sequence[int]) -> int:
@@ -191,14 +215,30 @@ def measured_completion(
 ) -> tuple[dict[str, Any], CompletionTiming]:
     """``llama.create_chat_completion`` with its `CompletionTiming` (call it under the lock).
 
-    The context's tokens before the call are compared with the prompt's tokens after it
-    (`common_prefix_length`); llama.cpp's perf counters are reset before the call and read
-    after it. Reading them costs microseconds; a binding without them gives 0 s prompt time,
-    one without ``input_ids`` 0 reused tokens.
+    The context's tokens before the call (``Llama._input_ids``: the evaluated ones, not the
+    stale slots of the ``input_ids`` array behind them) are compared with the prompt's tokens
+    after it (`common_prefix_length`). With a prompt cache (``llama.cache``, issue 17 item 2)
+    the cache's keys and entries before the call are kept too, and the tokens compared are
+    those of the entry llama-cpp-python loaded, if it loaded one
+    (`evoduet_graph.llm.prompt_cache.reuse_source`). A call without its own ``seed`` then gets
+    the next seed of the model's stream up front (`resolve_seed`, as ``create_completion``
+    would draw it), because loading an entry restores the seed stream saved with it: later
+    calls would otherwise repeat earlier calls' seeds.
+
+    llama.cpp's perf counters are reset before the call and read after it. Reading them costs
+    microseconds; a binding without them gives 0 s prompt time, one without ``input_ids`` 0
+    reused tokens.
     """
     import llama_cpp
 
-    before = list(getattr(llama, "input_ids", ()))  # a stand-in without a context: no reuse
+    if hasattr(llama, "_input_ids"):
+        before = list(llama._input_ids)
+    else:  # a stand-in without a context: its input_ids, or none
+        before = list(getattr(llama, "input_ids", ()))
+    cache = getattr(llama, "cache", None)
+    entries = list(getattr(cache, "cache_state", {}).items()) if cache is not None else []
+    if cache is not None and params.get("seed") is None:
+        params = {**params, "seed": resolve_seed(llama, None)}
     ctx = getattr(getattr(llama, "_ctx", None), "ctx", None)
     perf = ctx is not None and hasattr(llama_cpp, "llama_perf_context")
     if perf:
@@ -208,11 +248,18 @@ def measured_completion(
     compute = time.perf_counter() - started
     prompt_eval = llama_cpp.llama_perf_context(ctx).t_p_eval_ms / 1000.0 if perf else 0.0
     prompt_tokens = int((response.get("usage") or {}).get("prompt_tokens", 0))
-    reused = common_prefix_length(before, list(getattr(llama, "input_ids", ())[:prompt_tokens]))
+    prompt = list(getattr(llama, "input_ids", ())[:prompt_tokens])
+    from_cache = False
+    if entries:
+        from evoduet_graph.llm.prompt_cache import reuse_source
+
+        before, from_cache = reuse_source(before, entries, prompt)
+    reused = common_prefix_length(before, prompt)
     timing = CompletionTiming(
         reused_tokens=max(0, reused),
         prompt_eval_s=min(prompt_eval, compute),
         decode_s=max(0.0, compute - prompt_eval),
+        from_cache=from_cache,
     )
     return response, timing
 
@@ -263,7 +310,8 @@ class LocalChatModel(BaseChatModel):
     context, or shared within a batch —, the field LangChain's OpenAI models fill from
     ``prompt_tokens_details.cached_tokens``) and ``response_metadata`` (``model_name``,
     ``finish_reason``, ``latency_s``, ``lock_wait_s``, ``prompt_eval_s``, ``decode_s``; see
-    `CompletionTiming`; batched calls add ``batch_size``).
+    `CompletionTiming`; sequential calls add ``from_prompt_cache``, batched calls
+    ``batch_size``).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -283,13 +331,21 @@ class LocalChatModel(BaseChatModel):
     parallel: int = Field(
         8, ge=1, le=64, description="Free-text calls decoded together in one batch (1: none)."
     )
+    prompt_cache_mib: int = Field(
+        0,
+        ge=0,
+        description="Memory bound of the in-memory prompt cache of sequential calls "
+        "(`evoduet_graph.llm.prompt_cache`); 0: none.",
+    )
 
     _loaded: _Loaded | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _load_weights(self) -> Self:
         """Load (or reuse) the llama.cpp model at construction, so failures surface early."""
-        self._loaded = _load_llama(self.model_path, self.n_ctx, self.n_threads, self.parallel)
+        self._loaded = _load_llama(
+            self.model_path, self.n_ctx, self.n_threads, self.parallel, self.prompt_cache_mib
+        )
         return self
 
     @property
@@ -358,6 +414,7 @@ class LocalChatModel(BaseChatModel):
                 "lock_wait_s": round(waited, 4),
                 "prompt_eval_s": round(timing.prompt_eval_s, 4),
                 "decode_s": round(timing.decode_s, 4),
+                "from_prompt_cache": timing.from_cache,
             },
         )
         generation = ChatGeneration(
@@ -383,12 +440,15 @@ class LocalChatModel(BaseChatModel):
             self._loaded.llama.set_seed(int(seed) & 0xFFFFFFFF)
 
     def clear_cache(self) -> None:
-        """Forget the evaluated prompt cache (benchmarks start every case cold)."""
+        """Forget the evaluated prompt and the prompt cache's entries (benchmarks start cold)."""
         assert self._loaded is not None
         with self._loaded.lock:
             llama = self._loaded.llama
             llama._ctx.kv_cache_seq_rm(0, 0, -1)
             llama.reset()
+            cache = getattr(llama, "cache", None)
+            if cache is not None:
+                cache.clear()
 
     def _generate_batched(
         self, payload: list[dict[str, str]], params: dict[str, Any]
@@ -574,13 +634,14 @@ def make_local_chat_model(
 
     Args:
         cfg: ``temperature``, ``max_tokens``, ``local_n_ctx``, ``local_n_threads`` (default:
-            ``os.cpu_count()``), ``local_parallel`` and ``local_cache_dir`` are used.
+            ``os.cpu_count()``), ``local_parallel``, ``local_prompt_cache_mib`` and
+            ``local_cache_dir`` are used.
         cache_dir: overrides ``cfg.local_cache_dir``.
         callbacks: LangChain callback handlers attached to the model (e.g. `UsageTracker`).
 
     Returns:
         A `LocalChatModel`; the weights are loaded once per process per
-        (path, n_ctx, n_threads, parallel) and shared by every instance.
+        (path, n_ctx, n_threads, parallel, prompt cache size) and shared by every instance.
 
     Raises:
         LocalModelError: the parts are missing or corrupt, llama-cpp-python is not installed,
@@ -594,5 +655,6 @@ def make_local_chat_model(
         temperature=cfg.temperature,
         max_tokens=cfg.max_tokens,
         parallel=cfg.local_parallel,
+        prompt_cache_mib=cfg.local_prompt_cache_mib,
         callbacks=list(callbacks) if callbacks else None,
     )

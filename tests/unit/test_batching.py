@@ -318,7 +318,7 @@ def batched_model(monkeypatch, tmp_path):
         parallel=4,
         decoder=BatchDecoder(backend, 4),
     )
-    monkeypatch.setattr(local, "_load_llama", lambda path, n_ctx, n_threads, parallel=1: loaded)
+    monkeypatch.setattr(local, "_load_llama", lambda *_args, **_kwargs: loaded)
     monkeypatch.setattr(local, "assemble_model", lambda cache_dir=None: tmp_path / "m.gguf")
     cfg = LLMConfig(model="local", max_tokens=64, local_parallel=4)
     return local.make_local_chat_model(cfg), backend, llama

@@ -578,7 +578,7 @@ class _FakeLlama:
 def fake_local_model(monkeypatch, tmp_path):
     fake = _FakeLlama()
     loaded = local._Loaded(llama=fake, lock=threading.Lock())
-    monkeypatch.setattr(local, "_load_llama", lambda path, n_ctx, n_threads, parallel=1: loaded)
+    monkeypatch.setattr(local, "_load_llama", lambda *_args, **_kwargs: loaded)
     monkeypatch.setattr(local, "assemble_model", lambda cache_dir=None: tmp_path / "m.gguf")
     cfg = LLMConfig(
         model="local", temperature=0.1, max_tokens=64, local_n_ctx=2048, local_n_threads=2
