@@ -149,7 +149,7 @@ def system_text(ctx: Context) -> str:
     It is also the role-first order OpenEvolve's prompt sampler uses (a system message with the
     task, then the program): on the embedded 1.5B model, a single user message that put the
     program before the role and the rules gave fewer valid children
-    (``benchmarks/results/embedded/prompt_structure_ab.md``).
+    (``benchmarks/results/embedded/prompt_structure_ab/README.md``).
     """
     from evoduet_graph.prompts.generate import system_message_text
 

@@ -17,7 +17,7 @@ four changes that matter for a 1.5B model with a small context on a CPU:
   call's own part only. Role and rules stay in the system message, before the program, as in
   OpenEvolve: a single user message with the program first and the role and rules after it gave
   fewer valid children on the embedded model
-  (``benchmarks/results/embedded/prompt_structure_ab.md``).
+  (``benchmarks/results/embedded/prompt_structure_ab/README.md``).
 * Only the parent program is shown in full (in the context). Top programs and inspirations are
   shown as unified diffs against it (at most 30 diff lines each), which is both shorter and
   says exactly what they do differently.
