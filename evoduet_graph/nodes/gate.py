@@ -71,10 +71,11 @@ def gate_prompt(state: OuterState, ctx: Context) -> str:
     It follows the run's system message, which holds the task
     (`evoduet_graph.prompts.descriptor.iteration_messages`). The rest of the context c_t
     (`evoduet_graph.prompts.descriptor.context_text`: parent program and metrics, recent
-    attempts) comes first, as the stable prefix shared with the inner loop's prompts; then ``prompts/gate.md``'s own part: the D_search selection with realised Δ
+    attempts) comes first, as the stable prefix shared with the inner loop's prompts; then
+    ``prompts/gate.md``'s own part: the D_search selection with realised Δ
     (``retrieval.select_policy`` / ``select_num``), the most recently stored documents with
-    short excerpts (bounded: `evoduet_graph.prompts.descriptor.RECENT_DOCUMENTS_MAX_CHARS`) and the
-    knowledge state.
+    short excerpts (bounded: `evoduet_graph.prompts.descriptor.RECENT_DOCUMENTS_MAX_CHARS`) and
+    the knowledge state.
     """
     parent_id = state["parent_id"] or ""
     knowledge = state.get("knowledge_state")
