@@ -82,7 +82,9 @@ def gate_prompt(state: OuterState, ctx: Context) -> str:
     unresolved = knowledge.get("unresolved") if knowledge else None
     return render(
         "gate",
-        context=context_text(ctx, parent_id, state.get("iteration", 0)),
+        context=context_text(
+            ctx, parent_id, state.get("iteration", 0), state.get("inspiration_ids")
+        ),
         database=database_text(ctx, unresolved),
         recent_documents=recent_documents_text(ctx, parent_id),
         knowledge=knowledge_text(state.get("knowledge_state")),
