@@ -28,10 +28,10 @@ def test_batch_bench_prompt_is_the_generate_prompt_of_the_initial_program() -> N
     assert str(system.content).startswith("You are an expert programmer")  # the run's system
     assert task.instruction.splitlines()[0] in str(system.content)
     text = str(message.content)
-    assert text.startswith("## Parent program")  # the shared context c_t
+    assert text.startswith("## Current program")  # the shared context c_t
     assert task.initial_program.strip().splitlines()[0] in text
     assert "## Output format" in text
-    assert "(no attempts yet)" in text
+    assert "## Recent attempts" not in text  # none yet: the section is left out
 
 
 def test_batch_bench_counts_a_reply_with_the_program_as_a_valid_child() -> None:
