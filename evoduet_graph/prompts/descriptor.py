@@ -1,10 +1,9 @@
 """Deterministic text the knowledge layer shows the model.
 
 The context c_t (task, parent program, top programs, inspirations, recent attempts), the
-population-state descriptor, the
-D_search selection and the most recently stored documents (paper §3.2: the gate sees c_t, recent
-documents and D_search; §3.3: query construction sees the knowledge state, c_t, where the search
-stands and D_search with realised Δ).
+population-state descriptor, the D_search selection and the most recently stored documents
+(paper §3.2: the gate sees c_t, recent documents and D_search; §3.3: query construction sees
+the knowledge state, c_t, where the search stands and D_search with realised Δ).
 """
 
 from __future__ import annotations
