@@ -45,10 +45,9 @@ from evoduet_graph.nodes.generate import compile_error
 from evoduet_graph.prompts.generate import (
     ProgramView,
     build_generation_messages,
-    fenced,
+    context_message_text,
     system_message_text,
 )
-from evoduet_graph.prompts.render import render
 from evoduet_graph.task import load_task
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,20 +65,13 @@ def generation_prompt(task_dir: Path) -> tuple[list, object]:
         metrics={},
         iteration=0,
     )
-    context = render(
-        "context",
-        parent_id=parent.id,
-        parent_score=str(parent.score),
-        parent_code=fenced(parent.code, task.lang.fence),
-        parent_metrics="(none)",
-        history="(no attempts yet)",
-    ).rstrip("\n")
+    context = context_message_text(
+        parent=parent, top=[], inspirations=[], attempts=[], cfg=PromptConfig(), language=task.lang
+    )
     messages = build_generation_messages(
         system=system_message_text(task.instruction, task.lang),
         context=context,
         parent=parent,
-        top=[],
-        inspirations=[],
         evidence=[],
         cfg=PromptConfig(diff_based=False),
         metric_name=task.metric,

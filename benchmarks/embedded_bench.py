@@ -377,6 +377,8 @@ def run_case(
         "gate_decisions": dict(
             collections.Counter(str(h.get("gate_decision")) for h in result.history)
         ),
+        # the decision of each iteration, in the order of iteration_walls_s
+        "iteration_decisions": [str(h.get("gate_decision")) for h in result.history],
         "best_score": result.best_score,
         "ndg": None if result.ndg is None else round(result.ndg, 3),
         "stop_reason": result.stop_reason,
@@ -538,6 +540,7 @@ def markdown(results: dict[str, Any]) -> str:
     for name, (value, target) in results["ratios"].items():
         bound = "≥" if name.startswith("reuse") else "≤"
         lines.append(f"| {name} | {_fmt(value)} | {bound} {target} |")
+    lines += by_decision_lines(results["cases"])
     lines += [
         "",
         "Per node (calls, prompt tokens, reused, output tokens, prompt-eval s, decode s):",
@@ -553,6 +556,50 @@ def markdown(results: dict[str, Any]) -> str:
             )
         )
     return "\n".join(lines) + "\n"
+
+
+def by_decision(cases: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Gate llm's iteration walls grouped by the gate's decision, against gate never's mean.
+
+    The iteration's cost depends on what the gate decided (a retrieve iteration runs the inner
+    loop's R rounds), so the one ratio over a few iterations mostly counts retrieves; this
+    splits it. Empty when either case is missing or an iteration's decision is unknown.
+    """
+    llm, never = cases.get("gate llm N=1"), cases.get("gate never N=1")
+    if not llm or not never or not never.get("s_per_iteration"):
+        return {}
+    walls, decisions = llm["iteration_walls_s"], llm.get("iteration_decisions") or []
+    if len(walls) != len(decisions):
+        return {}
+    groups: dict[str, list[float]] = collections.defaultdict(list)
+    for wall, decision in zip(walls, decisions, strict=True):
+        groups[decision].append(wall)
+    return {
+        d: {
+            "iterations": len(w),
+            "mean_s": round(statistics.fmean(w), 2),
+            "ratio": round(statistics.fmean(w) / never["s_per_iteration"], 3),
+        }
+        for d, w in sorted(groups.items())
+    }
+
+
+def by_decision_lines(cases: dict[str, Any]) -> list[str]:
+    """`by_decision` as a Markdown table (no lines when it is empty)."""
+    groups = by_decision(cases)
+    if not groups:
+        return []
+    lines = [
+        "",
+        "Gate llm iterations by the gate's decision, against gate never's mean s/iteration:",
+        "",
+        "| decision | iterations | mean s | ratio |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {d} | {g['iterations']} | {g['mean_s']} | {g['ratio']} |" for d, g in groups.items()
+    ]
+    return lines
 
 
 def _mib(entry: dict[str, Any] | None) -> str:
@@ -689,6 +736,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         bound = "≥" if name.startswith("reuse") else "≤"
         print(f"{name}: {_fmt(value)} (target {bound} {target}): {verdict}", flush=True)
+    for decision, group in by_decision(cases).items():
+        print(
+            f"gate llm {decision} iterations: {group['iterations']}, mean {group['mean_s']} s, "
+            f"{group['ratio']} x gate never",
+            flush=True,
+        )
     results = {
         "label": args.label,
         "task": task_dir.name,

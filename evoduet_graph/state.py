@@ -271,6 +271,8 @@ class InnerState(TypedDict, total=False):
 
     Attributes:
         iteration / parent_id / parent_score: the outer iteration this retrieval serves.
+        inspiration_ids: that iteration's inspirations (part of the context c_t the inner
+            loop's prompts start with; absent: none).
         record_id: the D_search record id of this inner loop (``ret_<iteration>``); its
             predictions are stored under it (absent: derived from ``iteration``).
         rounds: R, the number of rounds to run; round: the round in progress (0-based).
@@ -293,6 +295,7 @@ class InnerState(TypedDict, total=False):
     iteration: Required[int]
     record_id: str
     parent_id: Required[str]
+    inspiration_ids: list[str]
     parent_score: Required[float]
     best_score: Required[float | None]
     last_improvement_iteration: Required[int]

@@ -305,7 +305,7 @@ def smoke_program(radius: float, spread: float) -> str:
 
 def parent_parameters(user_text: str) -> tuple[float, float]:
     """(radius, spread) of the parent program shown first in a generation prompt."""
-    section = user_text.split("## Parent program", 1)[-1]
+    section = user_text.split("## Current program", 1)[-1]
     radius = float(_RADIUS.search(section).group(1))  # type: ignore[union-attr]
     spread_expr = _SPREAD.search(section).group(1).strip()  # type: ignore[union-attr]
     spread = float(eval(spread_expr, {"np": __import__("numpy")}))  # our own text

@@ -55,7 +55,7 @@ NOVELTY_RUN_CONFIG: dict[str, Any] = {
     "llm": {"max_retries": 0},
 }
 
-_FENCE = re.compile(r"## Parent program.*?```python\n(.*?)\n```", re.DOTALL)
+_FENCE = re.compile(r"## Current program.*?```python\n(.*?)\n```", re.DOTALL)
 _RADIUS = re.compile(r"radius = ([0-9.]+)")
 
 

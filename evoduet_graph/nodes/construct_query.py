@@ -71,7 +71,9 @@ def construct_query(state: InnerState, runtime: Runtime[Context]) -> dict[str, A
         ctx,
         render(
             "construct_query",
-            context=context_text(ctx, state["parent_id"], state["iteration"]),
+            context=context_text(
+                ctx, state["parent_id"], state["iteration"], state.get("inspiration_ids")
+            ),
             knowledge=knowledge_text(knowledge),
             descriptor=population_descriptor(ctx, dict(state)),
             database=database_text(ctx, knowledge.get("unresolved") if knowledge else None),

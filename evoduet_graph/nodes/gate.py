@@ -7,10 +7,10 @@ Rule-based ablation modes live here: ``never`` (always no-op), ``always`` (alway
 ``heuristic`` (retrieve with probability ``gate.retrieve_probability``, seeded per iteration)
 and ``stagnation`` (retrieve after ``gate.stagnation_patience`` iterations without a new best).
 The ``llm`` mode is the method: one structured call (prompt ``gate.md``) sees the context c_t
-(task, parent, recent attempts), a selection of the search database (``retrieval.select_policy``
-/ ``select_num``) and the most recently stored documents with short excerpts, and returns the
-knowledge state and the decision. Look-up ids that are not in
-the database are dropped; a look-up left without ids falls back to no-op (event
+(task, parent, top programs and inspirations, recent attempts), a selection of the search
+database (``retrieval.select_policy`` / ``select_num``) and the most recently stored documents
+with short excerpts, and returns the knowledge state and the decision. Look-up ids that are not
+in the database are dropped; a look-up left without ids falls back to no-op (event
 ``gate_lookup_fallback``); unusable model output falls back to no-op (event ``gate_fallback``).
 
 Two ablation rows branch off here: ``gate.mode: oracle`` (`evoduet_graph.nodes.oracle`: no
@@ -70,8 +70,9 @@ def gate_prompt(state: OuterState, ctx: Context) -> str:
 
     It follows the run's system message, which holds the task
     (`evoduet_graph.prompts.descriptor.iteration_messages`). The rest of the context c_t
-    (`evoduet_graph.prompts.descriptor.context_text`: parent program and metrics, recent
-    attempts) comes first, as the stable prefix shared with the inner loop's prompts; then
+    (`evoduet_graph.prompts.descriptor.context_text`: parent program and metrics, top programs
+    and inspirations, recent attempts) comes first, as the stable prefix shared with the inner
+    loop's and the mutation's prompts; then
     ``prompts/gate.md``'s own part: the D_search selection with realised Δ
     (``retrieval.select_policy`` / ``select_num``), the most recently stored documents with
     short excerpts (bounded: `evoduet_graph.prompts.descriptor.RECENT_DOCUMENTS_MAX_CHARS`) and
@@ -82,7 +83,9 @@ def gate_prompt(state: OuterState, ctx: Context) -> str:
     unresolved = knowledge.get("unresolved") if knowledge else None
     return render(
         "gate",
-        context=context_text(ctx, parent_id, state.get("iteration", 0)),
+        context=context_text(
+            ctx, parent_id, state.get("iteration", 0), state.get("inspiration_ids")
+        ),
         database=database_text(ctx, unresolved),
         recent_documents=recent_documents_text(ctx, parent_id),
         knowledge=knowledge_text(state.get("knowledge_state")),

@@ -40,32 +40,24 @@ from evoduet_graph.context import Context
 from evoduet_graph.llm import LLMCallError, LocalChatModel, invoke_text
 from evoduet_graph.nodes._common import context_of, emit
 from evoduet_graph.nodes.joint_search import joint_answer
-from evoduet_graph.prompts.descriptor import context_text, system_text
+from evoduet_graph.prompts.descriptor import (
+    context_text,
+    program_view,
+    system_text,
+    top_program_ids,
+)
 from evoduet_graph.prompts.generate import (
     DocumentView,
-    ProgramView,
     build_generation_messages,
     build_initial_messages,
 )
-from evoduet_graph.rundir.store import ProgramRow, ProgramStore, code_sha
+from evoduet_graph.rundir.store import ProgramRow, code_sha
 from evoduet_graph.state import CandidateRecord, CandidateStatus, GenerateInput
 
 
 def candidate_id(iteration: int, index: int) -> str:
     """Id of candidate ``index`` of ``iteration``: ``it00012-c3``."""
     return f"it{iteration:05d}-c{index}"
-
-
-def program_view(store: ProgramStore, program_id: str) -> ProgramView:
-    """Prompt view of a stored program."""
-    row = store.get_program(program_id)
-    return ProgramView(
-        id=row.id,
-        code=row.code or "",
-        score=row.score if row.score is not None else 0.0,
-        metrics=row.metrics,
-        iteration=row.iteration,
-    )
 
 
 def evidence_views(ctx: Context, payload: GenerateInput) -> list[DocumentView]:
@@ -229,7 +221,6 @@ def check_novelty(
 def generation_messages(
     ctx: Context,
     parent: ProgramRow,
-    top_ids: list[str],
     inspiration_ids: list[str],
     iteration: int,
     payload: GenerateInput,
@@ -239,15 +230,14 @@ def generation_messages(
 
     The mutation prompt for a child of ``parent`` (`build_generation_messages`): the run's
     system message (`system_text`), then a user message starting with the iteration's context
-    c_t (`context_text`), the prefix the gate's and the inner loop's prompts of this iteration
-    start with too (issue 17: llama.cpp and hosted prompt caches reuse it).
+    c_t (`context_text`: current program, top programs, inspirations, recent attempts), the
+    prefix the gate's and the inner loop's prompts of this iteration start with too (issue 17:
+    llama.cpp and hosted prompt caches reuse it).
     """
     return build_generation_messages(
         system=system_text(ctx),
-        context=context_text(ctx, parent.id, iteration),
+        context=context_text(ctx, parent.id, iteration, inspiration_ids),
         parent=program_view(ctx.store, parent.id),
-        top=[program_view(ctx.store, pid) for pid in top_ids],
-        inspirations=[program_view(ctx.store, pid) for pid in inspiration_ids],
         evidence=evidence_views(ctx, payload),
         cfg=ctx.config.prompt.model_copy(update={"diff_based": diff_based}),
         metric_name=ctx.task.metric,
@@ -271,18 +261,11 @@ def generate(payload: GenerateInput, runtime: Runtime[Context]) -> dict[str, Any
     cid = candidate_id(iteration, index)
     parent = ctx.store.get_program(payload["parent_id"])
     parent_code = parent.code or ""
-    top_ids = [
-        pid
-        for pid in dict.fromkeys(
-            ctx.population.code_id(p)
-            for p in ctx.population.top(ctx.config.prompt.num_top_programs + 1)
-        )
-        if pid != parent.id
-    ][: ctx.config.prompt.num_top_programs]
+    top_ids = top_program_ids(ctx, parent.id)
     inspiration_ids = [pid for pid in payload["inspiration_ids"] if pid != parent.id]
     diff_based = uses_diffs(ctx)
     messages = (
-        generation_messages(ctx, parent, top_ids, inspiration_ids, iteration, payload, diff_based)
+        generation_messages(ctx, parent, inspiration_ids, iteration, payload, diff_based)
         if parent_code.strip()
         else build_initial_messages(
             instruction=ctx.task.instruction,

@@ -77,7 +77,7 @@ def hypothetical_score(state: InnerState, runtime: Runtime[Context]) -> dict[str
         ctx,
         render(
             "hypothetical_score",
-            context=context_text(ctx, parent.id, iteration),
+            context=context_text(ctx, parent.id, iteration, state.get("inspiration_ids")),
             parent_score=parent.score,
             best_score=state["best_score"],
             knowledge=knowledge_text(state["knowledge_state"]),

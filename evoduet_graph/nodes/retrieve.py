@@ -113,6 +113,7 @@ def make_retrieve(inner: CompiledStateGraph[InnerState, Context, InnerState, Inn
             iteration=iteration,
             record_id=record_id,
             parent_id=parent.id,
+            inspiration_ids=list(state.get("inspiration_ids") or []),
             parent_score=float(parent.score or 0.0),
             best_score=state.get("best_score"),
             last_improvement_iteration=state.get("last_improvement_iteration", 0),

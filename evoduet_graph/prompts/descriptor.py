@@ -1,9 +1,9 @@
 """Deterministic text the knowledge layer shows the model.
 
-The context c_t (task, parent program, recent attempts), the population-state descriptor, the
-D_search selection and the most recently stored documents (paper §3.2: the gate sees c_t, recent
-documents and D_search; §3.3: query construction sees the knowledge state, c_t, where the search
-stands and D_search with realised Δ).
+The context c_t (task, parent program, top programs, inspirations, recent attempts), the
+population-state descriptor, the D_search selection and the most recently stored documents
+(paper §3.2: the gate sees c_t, recent documents and D_search; §3.3: query construction sees
+the knowledge state, c_t, where the search stands and D_search with realised Δ).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from evoduet_graph.context import Context
 
 if TYPE_CHECKING:
-    from evoduet_graph.prompts.generate import AttemptView
+    from evoduet_graph.prompts.generate import AttemptView, ProgramView
+    from evoduet_graph.rundir.store import ProgramStore
 
 
 def _fmt(value: float | None) -> str:
@@ -168,43 +169,62 @@ def iteration_messages(ctx: Context, text: str) -> list[BaseMessage]:
     return [SystemMessage(content=system_text(ctx)), HumanMessage(content=text)]
 
 
-def context_text(ctx: Context, parent_id: str, iteration: int) -> str:
+def program_view(store: ProgramStore, program_id: str) -> ProgramView:
+    """Prompt view of a stored program."""
+    from evoduet_graph.prompts.generate import ProgramView
+
+    row = store.get_program(program_id)
+    return ProgramView(
+        id=row.id,
+        code=row.code or "",
+        score=row.score if row.score is not None else 0.0,
+        metrics=row.metrics,
+        iteration=row.iteration,
+    )
+
+
+def top_program_ids(ctx: Context, parent_id: str) -> list[str]:
+    """The ``prompt.num_top_programs`` best distinct programs other than the parent, best first."""
+    limit = ctx.config.prompt.num_top_programs
+    best = dict.fromkeys(ctx.population.code_id(p) for p in ctx.population.top(limit + 1))
+    return [pid for pid in best if pid != parent_id][:limit]
+
+
+def context_text(
+    ctx: Context, parent_id: str, iteration: int, inspiration_ids: list[str] | None = None
+) -> str:
     """The context c_t every call's user message of an iteration starts with (paper §3.2-3.4).
 
-    The parent program with its score and metrics, and the recent attempts
-    (``prompts/context.md``): the last ``prompt.history_programs`` attempts, oldest first,
-    each with its outcome, error, change and artifact tails
-    (`evoduet_graph.prompts.generate.attempts_text`). The task instruction is in the system
-    message (`system_text`). The mutation prompt shows the attempts here, not in a section of
-    its own, so the gate and the inner loop read the same recent attempts as ``generate``
-    (c_t holds the recent attempts in paper §3.2).
+    `evoduet_graph.prompts.generate.context_message_text` of this iteration's views: the
+    parent ("current program") with its score and metrics; the top programs
+    (`top_program_ids`) and the iteration's inspirations (``inspiration_ids``, chosen by
+    ``select``), each as a diff against the parent; the last ``prompt.history_programs``
+    attempts, oldest first, with outcome, error, change and artifact tails. The task
+    instruction is in the system message (`system_text`).
+
+    **Deviation** (issue 17, named in the README): the paper's c_t is the task, the parent and
+    its metrics and the recent attempts; here it also holds the top programs and inspirations,
+    so it is exactly the mutation prompt's view of the population. The gate and the inner loop
+    then read what ``generate`` will read, the shared prefix covers the whole mutation context,
+    and the mutation prompt stays byte for byte the one from before issue 17 (OpenEvolve's
+    order: current program, top programs, inspirations, attempts).
 
     After `system_text` it is the stable prefix of the gate's, ``construct_query``'s,
-    ``hypothetical_score``'s and ``generate``'s prompts (issue 17; `iteration_messages`): equal
-    within one iteration, so a model server that caches the evaluated prefix (llama.cpp,
-    hosted prompt caches) only reads each node's own part. The code sits in a fence longer
-    than any backtick run inside it.
+    ``hypothetical_score``'s and ``generate``'s prompts (`iteration_messages`): equal within
+    one iteration, so a model server that caches the evaluated prefix (llama.cpp, hosted
+    prompt caches) only reads each node's own part.
     """
-    from evoduet_graph.prompts.generate import attempts_text, fenced
-    from evoduet_graph.prompts.render import render
+    from evoduet_graph.prompts.generate import context_message_text
 
-    parent = ctx.store.get_program(parent_id)
-    metrics = ", ".join(f"{k}={_fmt_metric(v)}" for k, v in sorted((parent.metrics or {}).items()))
-    return render(
-        "context",
-        parent_id=parent.id,
-        parent_score=_fmt(parent.score),
-        parent_code=fenced(
-            (parent.code or "")[: ctx.config.prompt.max_program_chars], ctx.task.lang.fence
-        ),
-        parent_metrics=metrics or "(none)",
-        history=attempts_text(recent_attempt_views(ctx, iteration), ctx.config.prompt)
-        or "(no attempts yet)",
-    ).rstrip("\n")
-
-
-def _fmt_metric(value: Any) -> str:
-    return _fmt(float(value)) if isinstance(value, int | float) else str(value)[:60]
+    inspirations = [pid for pid in inspiration_ids or [] if pid != parent_id]
+    return context_message_text(
+        parent=program_view(ctx.store, parent_id),
+        top=[program_view(ctx.store, pid) for pid in top_program_ids(ctx, parent_id)],
+        inspirations=[program_view(ctx.store, pid) for pid in inspirations],
+        attempts=recent_attempt_views(ctx, iteration),
+        cfg=ctx.config.prompt,
+        language=ctx.task.lang,
+    )
 
 
 def database_text(ctx: Context, unresolved: str | None) -> str:

@@ -9,32 +9,31 @@ four changes that matter for a 1.5B model with a small context on a CPU:
 * **One stable prefix** (issue 17): the prompt is OpenEvolve's system + user pair, ordered so
   that every call of an iteration starts with the same text. The system message
   (``prompts/system.md``: role, task instruction, how to work) is equal for the whole run; the
-  user message starts with the iteration's context c_t
-  (`evoduet_graph.prompts.descriptor.context_text`: parent program and metrics, recent attempts
-  in detail), the text the gate, ``construct_query`` and ``hypothetical_score`` user messages
-  start with too; the mutation-specific part comes after it. A model server that keeps the
-  evaluated prefix (llama.cpp's context, a hosted provider's prompt cache) then reads each later
-  call's own part only. Role and rules stay in the system message, before the program, as in
-  OpenEvolve: a single user message with the program first and the role and rules after it gave
-  fewer valid children on the embedded model
-  (``benchmarks/results/embedded/prompt_structure_ab/README.md``).
-* Only the parent program is shown in full (in the context). Top programs and inspirations are
-  shown as unified diffs against it (at most 30 diff lines each), which is both shorter and
-  says exactly what they do differently.
-* Recent attempts (`attempts_text`, part of the context c_t) show the outcome, the error, the
-  change made and the *tails* of the evaluator's artifacts (stderr and tracebacks end with the
-  useful part).
-* Retrieved evidence sits after the top programs and inspirations, inside ``<evidence>`` tags,
-  with a note that it is data; its text is neutralised so it cannot close the tags or a fence.
+  user message starts with the iteration's context c_t (`context_message_text`,
+  ``prompts/context.md``: current program and metrics, top programs, inspirations, recent
+  attempts), the text the gate, ``construct_query`` and ``hypothetical_score`` user messages
+  start with too; the mutation's own part (evidence, task, output format) comes after it. A
+  model server that keeps the evaluated prefix (llama.cpp's context, a hosted provider's prompt
+  cache) then reads each later call's own part only. With no evidence and no strategy the
+  messages are byte for byte the mutation prompt from before issue 17 (tested), so the prefix
+  reuse changes no child the embedded model writes for a seed
+  (``benchmarks/results/embedded/seeded-never/README.md``).
+* Only the parent program is shown in full. Top programs and inspirations are shown as unified
+  diffs against it (at most 30 diff lines each), which is both shorter and says exactly what
+  they do differently.
+* Recent attempts (`attempts_text`) show the outcome, the error, the change made and the
+  *tails* of the evaluator's artifacts (stderr and tracebacks end with the useful part).
+* Retrieved evidence sits after the recent attempts, inside ``<evidence>`` tags, with a note
+  that it is data; its text is neutralised so it cannot close the tags or a fence.
 
 A rewrite of a parent with exactly one EVOLVE-BLOCK asks for the block's new code only
 (``format_rewrite_block.md``; issue 17: the model writes no copy of the fixed code, and
 `evoduet_graph.candidates.diffs.extract_rewrite` splices the block in, rule 3); other rewrites
 ask for the whole program (``format_rewrite.md``).
 
-The text lives in ``prompts/generate_user.md``, ``generate_evidence.md``, ``format_diff.md``,
-``format_rewrite.md`` and ``format_rewrite_block.md`` (`string.Template` syntax, see
-`evoduet_graph.prompts`); ``system.md`` and ``generate_initial.md`` ask for a first
+The text lives in ``prompts/context.md``, ``generate_user.md``, ``generate_evidence.md``,
+``format_diff.md``, ``format_rewrite.md`` and ``format_rewrite_block.md`` (`string.Template`
+syntax, see `evoduet_graph.prompts`); ``system.md`` and ``generate_initial.md`` ask for a first
 program when there is no parent. A template section (from one Markdown heading to the next)
 whose placeholders are all empty is left out, and so is a line holding only an empty
 placeholder. Output is a pure function of the inputs: equal inputs give byte-identical
@@ -66,6 +65,7 @@ __all__ = [
     "ProgramView",
     "build_generation_messages",
     "build_initial_messages",
+    "context_message_text",
     "fenced",
     "system_message_text",
 ]
@@ -302,6 +302,54 @@ def _attempt(attempt: AttemptView, cfg: PromptConfig) -> str:
     return "\n".join(parts)
 
 
+def _parent_summary(parent: ProgramView) -> str:
+    text = f"Program {parent.id} (iteration {parent.iteration}). Score: {_score(parent.score)}."
+    if parent.metrics:
+        text += f"\nMetrics: {_metrics_line(parent.metrics)}"
+    return text
+
+
+def context_message_text(
+    *,
+    parent: ProgramView,
+    top: list[ProgramView],
+    inspirations: list[ProgramView],
+    attempts: list[AttemptView],
+    cfg: PromptConfig,
+    language: Language | None = None,
+) -> str:
+    """The context c_t as the user message of every call of an iteration starts with it.
+
+    ``prompts/context.md``, in OpenEvolve's order: the current program (id, iteration, score,
+    sorted metrics, code cut at ``cfg.max_program_chars``); the top programs (the first
+    ``cfg.num_top_programs`` of ``top`` that are not the parent and differ from it) and the
+    inspirations (the first ``cfg.num_inspirations`` not shown yet), each as a diff against the
+    parent; the recent attempts (`attempts_text`). Empty sections are left out. The mutation
+    prompt's own part (`build_generation_messages`) follows it.
+
+    Returns:
+        The text; identical inputs give identical text.
+    """
+    lang = language or language_by_name("python")
+    note = "... ({n} more characters not shown)"
+    code = _head(parent.code, cfg.max_program_chars, f"# {note}" if lang.is_python else note)
+    top_text, shown = _other_programs(
+        top, parent, set(), cfg.num_top_programs, cfg.max_program_chars
+    )
+    inspiration_text, _ = _other_programs(
+        inspirations, parent, shown, cfg.num_inspirations, cfg.max_program_chars
+    )
+    return render(
+        "context",
+        drop_empty=True,
+        parent_summary=_parent_summary(parent),
+        parent_code=fenced(code, lang.fence),
+        top_programs=top_text,
+        inspirations=inspiration_text,
+        attempts=attempts_text(attempts, cfg),
+    ).rstrip("\n")
+
+
 def _document(doc: DocumentView, cfg: PromptConfig) -> str:
     doc_id = re.sub(r"[^\w.:-]", "_", doc.id)[:64] or "doc"
     lines = [f'<document id="{doc_id}">']
@@ -329,8 +377,6 @@ def build_generation_messages(
     system: str,
     context: str,
     parent: ProgramView,
-    top: list[ProgramView],
-    inspirations: list[ProgramView],
     evidence: list[DocumentView],
     cfg: PromptConfig,
     metric_name: str,
@@ -341,28 +387,25 @@ def build_generation_messages(
     """The messages that ask the model for one improved child program.
 
     The system message ``system`` (`system_message_text`: role, task, how to work), then one
-    user message: ``context`` (task-independent part of the stable prefix every call of the
-    iteration starts with: parent program with its score and metrics, recent attempts in
-    detail as `attempts_text` writes them), then ``prompts/generate_user.md``: top programs
-    (the first ``cfg.num_top_programs`` of ``top`` that are not the parent and differ from it)
-    and inspirations (the first ``cfg.num_inspirations`` not shown yet), each as a diff
-    against the parent; the evidence documents (``cfg.max_document_chars`` each, neutralised,
-    inside ``<evidence>``); the task (score is higher-is-better; ``metric_name`` and
-    ``direction`` as the task reports them; the EVOLVE-BLOCK rule when the parent has markers;
-    the scaffold's strategy instruction, when given, as one more line of the task); the output
-    format (``format_diff.md`` when ``cfg.diff_based``, else ``format_rewrite_block.md`` for a
-    parent with exactly one EVOLVE-BLOCK and ``format_rewrite.md`` otherwise). Empty sections
-    are left out: without a strategy instruction the messages are byte-identical to those of a
-    caller that never passes one.
+    user message: ``context`` (`context_message_text`: the current program, top programs,
+    inspirations and recent attempts; the stable prefix every call of the iteration starts
+    with), then ``prompts/generate_user.md``: the evidence documents
+    (``cfg.max_document_chars`` each, neutralised, inside ``<evidence>``); the task (score is
+    higher-is-better; ``metric_name`` and ``direction`` as the task reports them; the
+    EVOLVE-BLOCK rule when the parent has markers; the scaffold's strategy instruction, when
+    given, as one more line of the task); the output format (``format_diff.md`` when
+    ``cfg.diff_based``, else ``format_rewrite_block.md`` for a parent with exactly one
+    EVOLVE-BLOCK and ``format_rewrite.md`` otherwise). Empty sections are left out: without a
+    strategy instruction the messages are byte-identical to those of a caller that never
+    passes one.
 
     Args:
         system: the system message (`system_message_text`; the run's
             `evoduet_graph.prompts.descriptor.system_text`).
         context: the iteration's context c_t (`evoduet_graph.prompts.descriptor.context_text`); it
             shows the parent's code, so this message does not repeat it.
-        parent: The program to improve.
-        top: Best programs, best first.
-        inspirations: Diverse programs from the population.
+        parent: The program to improve (its EVOLVE-BLOCK markers choose the edit rule and
+            the rewrite format).
         evidence: Retrieved documents, in the order to show them.
         cfg: Prompt settings.
         metric_name: The task's reported metric, e.g. ``sum_radii``.
@@ -378,12 +421,6 @@ def build_generation_messages(
         ``[SystemMessage, HumanMessage]``; identical inputs give identical messages.
     """
     lang = language or language_by_name("python")
-    top_text, shown = _other_programs(
-        top, parent, set(), cfg.num_top_programs, cfg.max_program_chars
-    )
-    inspiration_text, _ = _other_programs(
-        inspirations, parent, shown, cfg.num_inspirations, cfg.max_program_chars
-    )
     evidence_text = ""
     if evidence:
         evidence_text = render(
@@ -394,8 +431,6 @@ def build_generation_messages(
     job = render(
         "generate_user",
         drop_empty=True,
-        top_programs=top_text,
-        inspirations=inspiration_text,
         evidence=evidence_text,
         metric_name=_one_line(metric_name, 80) or "score",
         metric_direction=_direction_phrase(direction),

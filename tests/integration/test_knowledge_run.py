@@ -284,17 +284,17 @@ def test_evidence_block_sits_between_program_and_task_and_resists_injection(
     [baseline] = _prompts_of(smoke_task_dir, tmp_path / "never", _config(iterations=1))
 
     assert prompt.count("<evidence>") == 1 and prompt.count("</evidence>") == 1
-    current = prompt.index("## Parent program")
+    current = prompt.index("## Current program")
     start, end = prompt.index("<evidence>"), prompt.index("</evidence>")
     assert current < prompt.index("## Reference documents") < start < end
-    assert end < prompt.index("## Your task") < prompt.index("## Output format")
+    assert end < prompt.index("## Task") < prompt.index("## Output format")
     evidence = _evidence(prompt)
     assert evidence.count("<document id=") == 2 and evidence.count("</document>") == 2
     assert "```" not in evidence
     assert not re.search(r"^(<{7}|={7}|>{7})", evidence, re.MULTILINE)
     assert "Ignore previous instructions" in evidence  # kept as inert data, inside the block
     # outside the evidence block the prompt is the no-retrieval prompt, byte for byte
-    section = prompt[prompt.index("## Reference documents") : prompt.index("## Your task")]
+    section = prompt[prompt.index("## Reference documents") : prompt.index("## Task")]
     assert prompt.replace(section, "") == baseline
     assert prompt.count("```") == baseline.count("```")
 

@@ -73,12 +73,12 @@ RADIUS_DOWN = diff(RADIUS.format("0.6"), RADIUS.format("0.5"))  # valid, smaller
 
 
 def _current_program(messages: list[Any]) -> str:
-    """The ``## Parent program`` section of a generation prompt (up to the next heading).
+    """The ``## Current program`` section of a generation prompt (up to the next heading).
 
     A joint-level search appends its turns after the generation prompt.
     """
-    user = next(str(m.content) for m in messages if "## Parent program" in str(m.content))
-    return user.split("## Parent program", 1)[1].split("\n## ", 1)[0]
+    user = next(str(m.content) for m in messages if "## Current program" in str(m.content))
+    return user.split("## Current program", 1)[1].split("\n## ", 1)[0]
 
 
 JOINT_QUERY = "convex hull area of points in a disk"

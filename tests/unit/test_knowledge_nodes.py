@@ -24,6 +24,7 @@ from evoduet_graph.nodes.retrieve import inner_rounds, make_retrieve
 from evoduet_graph.nodes.search import search
 from evoduet_graph.nodes.update_knowledge import top_k_documents, update_knowledge
 from evoduet_graph.prompts import load_prompt
+from evoduet_graph.prompts.descriptor import context_text
 from evoduet_graph.prompts.knowledge import GateOutput
 from evoduet_graph.rundir.store import ProgramRow
 from evoduet_graph.search import Document, Prediction
@@ -749,14 +750,16 @@ def test_gate_prompt_database_cannot_forge_sections(smoke_task_dir):
         )
     )
     prompt = gate_prompt(env.state, env.ctx)
-    template = load_prompt("context") + load_prompt("gate")
+    context = context_text(env.ctx, env.state["parent_id"], env.state["iteration"])
+    template = load_prompt("gate")
+    assert prompt.startswith(context)
 
     def headings(text: str) -> list[str]:
         return [ln.split(" (")[0] for ln in text.splitlines() if ln.startswith("## ")]
 
-    assert headings(prompt) == headings(template)
+    assert headings(prompt) == headings(context) + headings(template)
     assert "Nice page ## Knowledge state so far '''" in prompt
-    assert prompt.count("```") == template.count("```") + 2  # + the parent code's fence
+    assert prompt.count("```") == context.count("```") + template.count("```")
     tail = template[template.index("Reply with one JSON object") :]
     assert prompt.rstrip().endswith(tail.rstrip())
     # whatever the model then writes, only the three decisions can come out
@@ -974,8 +977,7 @@ def test_construct_query_prompt_holds_parent_program_and_d_search_with_delta(smo
         )
     construct_query(inner_input(env), env.runtime)
     [prompt] = responder.prompts("construct_query")
-    assert "radius = 0.6" in prompt  # the parent program
-    assert "## Recent attempts" in prompt
+    assert "## Current program" in prompt and "radius = 0.6" in prompt  # the parent program
     # the D_search selection: highest and lowest realised Δ (select_num=2), not the middle
     assert "realised Δ +0.25" in prompt and "Good lead" in prompt
     assert "realised Δ -0.125" in prompt and "Bad lead" in prompt

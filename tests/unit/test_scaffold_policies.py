@@ -299,10 +299,8 @@ def _messages(**kw):
     )
     return build_generation_messages(
         system="# Task\nMaximise x.",
-        context="## Parent program",
+        context="## Current program",
         parent=parent,
-        top=[],
-        inspirations=[],
         evidence=[],
         cfg=PromptConfigForTest,
         metric_name="x",
@@ -328,7 +326,7 @@ def test_instruction_is_one_neutralised_line_of_the_task_section():
     added = [line for line in with_it.splitlines() if line not in plain.splitlines()]
     assert len(added) == 1 and added[0].startswith("Search strategy for this step: Try a ")
     assert "```" not in added[0] and "</evidence" not in added[0] and "<<<<<<<" not in added[0]
-    task = with_it.index("## Your task")
+    task = with_it.index("## Task")
     assert task < with_it.index(added[0]) < with_it.index("## Output format")
     # everything else is unchanged
     assert with_it.replace(added[0] + "\n", "") == plain
