@@ -752,7 +752,7 @@ def main(argv: list[str] | None = None) -> int:
         "cores": os.cpu_count(),
         "python": platform.python_version(),
         "model_load_s": load_s,
-        "local_parallel": llm_cfg.local_parallel,
+        "local_parallel": getattr(llm_cfg, "local_parallel", None),  # absent before issue 17
         "prompt_cache_mib": getattr(llm_cfg, "local_prompt_cache_mib", None),
         "rss_after_load_mib": rss_after_load,
         "started_utc": started_utc,

@@ -235,10 +235,19 @@ class PromptConfig(_Section):
     """What the mutation prompt shows (OpenEvolve `prompt:` section)."""
 
     num_top_programs: int = Field(
-        3, ge=0, description="Top programs shown in the mutation prompt (besides the parent)."
+        3,
+        ge=0,
+        description=(
+            "Top programs shown in the context c_t (besides the parent): in the mutation "
+            "prompt and every knowledge-layer prompt of the iteration."
+        ),
     )
     num_inspirations: int = Field(
-        2, ge=0, description="Inspiration programs shown in the mutation prompt."
+        2,
+        ge=0,
+        description=(
+            "Inspiration programs shown in the context c_t (mutation and knowledge-layer prompts)."
+        ),
     )
     history_programs: int = Field(3, ge=0, description="Recent attempts shown with errors.")
     max_artifact_chars: int = Field(800, ge=0, description="Stderr/traceback chars shown.")

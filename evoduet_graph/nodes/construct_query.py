@@ -1,11 +1,12 @@
 """``construct_query`` node (inner loop, paper §3.3): write Q queries for the open knowledge gap.
 
-Every round sees the context c_t (task, parent program and metrics, recent attempts: the same
-stable prefix as the gate's prompt), the knowledge state, the population-state descriptor and
-the D_search selection with realised Δ (``retrieval.select_policy`` / ``select_num``: highest
-and lowest Δ under the default ``delta`` policy), so stored outcomes steer the searches; later
-rounds also see the documents retained in this loop with their predicted child scores. Every
-round sees the queries already issued in this loop.
+Every round sees the context c_t (task, parent program and metrics, top programs and
+inspirations, recent attempts: the same stable prefix as the gate's prompt), the knowledge
+state, the population-state descriptor and the D_search selection with realised Δ
+(``retrieval.select_policy`` / ``select_num``: highest and lowest Δ under the default ``delta``
+policy), so stored outcomes steer the searches; later rounds also see the documents retained in
+this loop with their predicted child scores. Every round sees the queries already issued in
+this loop.
 
 Repeated queries: queries are stripped, capped at ``retrieval.max_query_chars`` and
 de-duplicated case- and whitespace-insensitively, within the round (the paper: a query is not

@@ -16,7 +16,7 @@ from pydantic import Field, field_validator
 
 from evoduet_graph.context import Context
 from evoduet_graph.nodes._common import ask_gate, gate_update
-from evoduet_graph.prompts.descriptor import history_text
+from evoduet_graph.prompts.descriptor import context_text, iteration_messages
 from evoduet_graph.prompts.knowledge import (
     _DECISIONS,
     REASONING_CHARS,
@@ -50,15 +50,19 @@ class StatelessGateOutput(KnowledgeFields):
 
 
 def stateless_gate_prompt(state: OuterState, ctx: Context) -> str:
-    """The stateless gate's prompt (``prompts/gate_stateless.md``) for this iteration."""
-    parent = ctx.store.get_program(state["parent_id"] or "")
+    """The stateless gate's user message (``prompts/gate_stateless.md``) for this iteration.
+
+    The same context c_t as the llm gate's prompt (`evoduet_graph.nodes.gate.gate_prompt`):
+    it follows the run's system message and starts with
+    `evoduet_graph.prompts.descriptor.context_text`, so the ablation differs from the method
+    only by what it removes (the database, the recent documents and ``look-up``).
+    """
+    parent_id = state["parent_id"] or ""
     return render(
         "gate_stateless",
-        instruction=ctx.task.instruction[:2000],
-        parent_score=parent.score,
-        parent_code=(parent.code or "")[: ctx.config.prompt.max_program_chars],
-        parent_metrics=parent.metrics,
-        history=history_text(ctx, state.get("iteration", 0), ctx.config.prompt.history_programs),
+        context=context_text(
+            ctx, parent_id, state.get("iteration", 0), state.get("inspiration_ids")
+        ),
         knowledge=knowledge_text(state.get("knowledge_state")),
     )
 
@@ -70,7 +74,9 @@ def stateless_decision(state: OuterState, ctx: Context) -> dict[str, Any]:
     ``knowledge_state``; never ``gate_document_ids``.
     """
     iteration = state.get("iteration", 0)
-    result, failed = ask_gate(state, ctx, stateless_gate_prompt(state, ctx), StatelessGateOutput)
+    result, failed = ask_gate(
+        state, ctx, iteration_messages(ctx, stateless_gate_prompt(state, ctx)), StatelessGateOutput
+    )
     if failed is not None:
         return failed
     return gate_update(ctx, iteration, result, result.value.decision, [])

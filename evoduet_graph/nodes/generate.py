@@ -1,10 +1,10 @@
 """``generate`` node: one LLM call that turns the parent into a child program.
 
 Runs once per ``Send("generate", GenerateInput)`` (N candidates in parallel). Builds the
-OpenEvolve-style mutation prompt (the iteration's context c_t first: task instruction, parent
-program and metrics, the recent attempts with their outcomes, errors, changes and artifact tails;
-then top programs, inspirations, optional evidence block, the scaffold's optional strategy
-instruction), asks for
+OpenEvolve-style mutation prompt (the task instruction in the system message; the iteration's
+context c_t first in the user message: parent program and metrics, top programs, inspirations,
+the recent attempts with their outcomes, errors, changes and artifact tails; then the optional
+evidence block, the task line with the scaffold's optional strategy instruction), asks for
 SEARCH/REPLACE diffs or a full rewrite, applies the answer to the parent and stores the child in
 the program store. A model error, garbage text or a diff that does not apply yields an
 ``invalid``/``failed`` candidate whose reason the next prompt shows; it never stops the run.

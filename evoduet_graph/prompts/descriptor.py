@@ -73,20 +73,6 @@ def _count_key(item: tuple[str, int]) -> tuple[int, str]:
     return (-item[1], item[0])
 
 
-def history_text(ctx: Context, iteration: int, limit: int) -> str:
-    """The last ``limit`` attempts before ``iteration`` with scores or errors, oldest first."""
-    rows = list(reversed(ctx.store.recent_attempts(limit, before_iteration=iteration)))
-    if not rows:
-        return "(no attempts yet)"
-    out = []
-    for row in rows:
-        if row.valid:
-            out.append(f"- iteration {row.iteration}: valid, score {_fmt(row.score)}")
-        else:
-            out.append(f"- iteration {row.iteration}: invalid: {(row.error or row.status)[:200]}")
-    return "\n".join(out)
-
-
 DATABASE_MAX_CHARS = 3000
 """Most characters of the D_search selection shown to the gate and ``construct_query``."""
 
@@ -206,8 +192,8 @@ def context_text(
     its metrics and the recent attempts; here it also holds the top programs and inspirations,
     so it is exactly the mutation prompt's view of the population. The gate and the inner loop
     then read what ``generate`` will read, the shared prefix covers the whole mutation context,
-    and the mutation prompt stays byte for byte the one from before issue 17 (OpenEvolve's
-    order: current program, top programs, inspirations, attempts).
+    and the mutation prompt stays byte for byte the one from before issue 17 (current program,
+    top programs, inspirations, attempts).
 
     After `system_text` it is the stable prefix of the gate's, ``construct_query``'s,
     ``hypothetical_score``'s and ``generate``'s prompts (`iteration_messages`): equal within

@@ -15,9 +15,9 @@ four changes that matter for a 1.5B model with a small context on a CPU:
   start with too; the mutation's own part (evidence, task, output format) comes after it. A
   model server that keeps the evaluated prefix (llama.cpp's context, a hosted provider's prompt
   cache) then reads each later call's own part only. With no evidence and no strategy the
-  messages are byte for byte the mutation prompt from before issue 17 (tested), so the prefix
-  reuse changes no child the embedded model writes for a seed
-  (``benchmarks/results/embedded/seeded-never/README.md``).
+  messages are byte for byte the mutation prompt from before issue 17 (tested): with the
+  sequential sampler, seeded gate-never runs write the same children call by call as that tree
+  (``benchmarks/results/embedded/shared-context/README.md``).
 * Only the parent program is shown in full. Top programs and inspirations are shown as unified
   diffs against it (at most 30 diff lines each), which is both shorter and says exactly what
   they do differently.
@@ -320,7 +320,8 @@ def context_message_text(
 ) -> str:
     """The context c_t as the user message of every call of an iteration starts with it.
 
-    ``prompts/context.md``, in OpenEvolve's order: the current program (id, iteration, score,
+    ``prompts/context.md``, in the mutation prompt's order from before issue 17 (the content of
+    OpenEvolve's prompt, in another order): the current program (id, iteration, score,
     sorted metrics, code cut at ``cfg.max_program_chars``); the top programs (the first
     ``cfg.num_top_programs`` of ``top`` that are not the parent and differ from it) and the
     inspirations (the first ``cfg.num_inspirations`` not shown yet), each as a diff against the
