@@ -17,6 +17,8 @@ from evoduet_graph import EvoDuetConfig, build_context, load_task
 from evoduet_graph.context import Context
 from evoduet_graph.nodes.initialize import initialize
 from evoduet_graph.nodes.select import select
+from evoduet_graph.population import ProgramEntry
+from evoduet_graph.rundir.store import ProgramRow
 from tests.fakes import FakeSearcher, KnowledgeResponder, ScriptedChatModel
 
 BASE: dict[str, Any] = {
@@ -74,3 +76,50 @@ def make_env(
         state.update(initialize(state, runtime))
         state.update(select(state, runtime))
     return Env(ctx=ctx, runtime=runtime, llm=llm, searcher=searcher, state=state)
+
+
+def add_program(
+    env: Env,
+    pid: str,
+    code: str | None,
+    score: float | None,
+    iteration: int,
+    *,
+    parent_id: str | None = "initial",
+    error: str | None = None,
+    metrics: dict[str, float] | None = None,
+) -> None:
+    """Store a program; an evaluated one (code and score, no error) also joins the population.
+
+    ``parent_id`` None stores an initial program; ``error`` an invalid candidate.
+    """
+    generation = 0 if parent_id is None else 1
+    env.ctx.store.put_program(
+        ProgramRow(
+            id=pid,
+            code=code,
+            parent_id=parent_id,
+            iteration=iteration,
+            generation=generation,
+            kind="initial" if parent_id is None else "rewrite",
+            status="invalid" if error else "evaluated",
+            score=score,
+            valid=error is None,
+            error=error,
+            metrics=metrics or {},
+        )
+    )
+    if code is not None and score is not None and error is None:
+        env.ctx.population.add(
+            ProgramEntry(
+                id=pid,
+                score=score,
+                metrics=metrics or {},
+                iteration=iteration,
+                parent_id=parent_id,
+                generation=generation,
+                code_length=len(code),
+            ),
+            code,
+            iteration=iteration,
+        )

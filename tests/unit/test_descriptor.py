@@ -6,11 +6,9 @@ small hand-made population whose figures are worked out by hand below.
 
 from __future__ import annotations
 
-from evoduet_graph.population import ProgramEntry
 from evoduet_graph.prompts.descriptor import population_descriptor
-from evoduet_graph.rundir.store import ProgramRow
 from tests.conftest import SMOKE_TASK
-from tests.node_env import Env, make_env
+from tests.node_env import Env, add_program, make_env
 
 # id: (iteration, parent, score, valid, error); "d" failed and never joined the population
 PROGRAMS: dict[str, tuple[int, str | None, float | None, bool, str | None]] = {
@@ -26,33 +24,9 @@ PROGRAMS: dict[str, tuple[int, str | None, float | None, bool, str | None]] = {
 def hand_made_env() -> Env:
     """Programs of ``PROGRAMS`` in the store; the valid ones in a top-k population."""
     env = make_env(SMOKE_TASK, seeded=False, population__kind="top_k")
-    for pid, (iteration, parent, score, valid, error) in PROGRAMS.items():
+    for pid, (iteration, parent, score, _valid, error) in PROGRAMS.items():
         code = None if error else f"def run():\n    return {pid!r}\n"
-        env.ctx.store.put_program(
-            ProgramRow(
-                id=pid,
-                code=code,
-                parent_id=parent,
-                iteration=iteration,
-                kind="initial" if parent is None else "rewrite",
-                status="invalid" if error else "evaluated",
-                score=score,
-                valid=valid,
-                error=error,
-            )
-        )
-        if code is not None and score is not None:
-            env.ctx.population.add(
-                ProgramEntry(
-                    id=pid,
-                    score=score,
-                    iteration=iteration,
-                    parent_id=parent,
-                    code_length=len(code),
-                ),
-                code,
-                iteration=iteration,
-            )
+        add_program(env, pid, code, score, iteration, parent_id=parent, error=error)
     return env
 
 

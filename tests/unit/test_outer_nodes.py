@@ -26,13 +26,13 @@ from evoduet_graph.nodes.evaluate import evaluate
 from evoduet_graph.nodes.generate import generate
 from evoduet_graph.nodes.initialize import initialize
 from evoduet_graph.nodes.select import select
-from evoduet_graph.population import EmptyPopulationError, ProgramEntry
+from evoduet_graph.population import EmptyPopulationError
 from evoduet_graph.rundir.store import ProgramRow
 from evoduet_graph.state import CandidateRecord, GenerateInput
 from tests.conftest import GARBAGE, SMOKE_TASK
 from tests.fakes import CountingEvaluator, ScriptedChatModel
 from tests.fault_harness import InProcessEvaluator, smoke_program
-from tests.node_env import Env, make_env
+from tests.node_env import Env, add_program, make_env
 
 
 def hull_score(radius: float, spread: float = math.pi) -> float:
@@ -67,36 +67,10 @@ def env_with(evaluator: CountingEvaluator, *, answers: list | None = None, **kw)
 
 
 def add_child(env: Env, pid: str, radius: float, iteration: int) -> None:
-    """Store an evaluated child of ``initial`` and add it to the population."""
-    code = smoke_program(radius, math.pi)
+    """Store an evaluated child of ``initial`` with this radius; add it to the population."""
     score = hull_score(radius, CHILD_SPREAD)
-    env.ctx.store.put_program(
-        ProgramRow(
-            id=pid,
-            code=code,
-            parent_id="initial",
-            iteration=iteration,
-            generation=1,
-            kind="rewrite",
-            status="evaluated",
-            score=score,
-            valid=True,
-            metrics={"area": 3 * score, "combined_score": score},
-        )
-    )
-    env.ctx.population.add(
-        ProgramEntry(
-            id=pid,
-            score=score,
-            metrics={"area": 3 * score, "combined_score": score},
-            iteration=iteration,
-            parent_id="initial",
-            generation=1,
-            code_length=len(code),
-        ),
-        code,
-        iteration=iteration,
-    )
+    metrics = {"area": 3 * score, "combined_score": score}
+    add_program(env, pid, smoke_program(radius, math.pi), score, iteration, metrics=metrics)
 
 
 # ------------------------------------------------------------------------------------------
