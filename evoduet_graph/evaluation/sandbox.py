@@ -355,8 +355,11 @@ class SandboxEvaluator:
         OpenBLAS reserves tens of MB of address space per thread: on a many-core machine an
         uncapped numpy import alone can exceed RLIMIT_AS, and ``workers`` concurrent children
         would oversubscribe the cores anyway. With ``tmp`` (the private temp dir), ``TMPDIR``
-        / ``TMP`` / ``TEMP`` point into it and ``PWD`` is it, so temporary files a candidate
-        makes are removed with it and no path of the parent's working directory leaks.
+        / ``TMP`` / ``TEMP`` and ``MPLCONFIGDIR`` point into it and ``PWD`` is it, so temporary
+        files a candidate makes are removed with it and no path of the parent's working
+        directory leaks. ``MPLCONFIGDIR`` is set because the home directory is read-only in
+        the sandbox: matplotlib would otherwise print a warning naming a random temp dir on
+        every import, and that stderr tail goes into the next prompt's recent attempts.
         """
         env = scrub_environment()
         threads = str(max(1, min(BLAS_THREADS_MAX, (os.cpu_count() or 1) // self.workers)))
@@ -367,6 +370,9 @@ class SandboxEvaluator:
             scratch = tmp / "tmp"
             scratch.mkdir(exist_ok=True)
             env.update(TMPDIR=str(scratch), TMP=str(scratch), TEMP=str(scratch), PWD=str(tmp))
+            # matplotlib's config and cache dir: without a writable one it warns on stderr
+            # with a random temp path, which the next prompt would show (recent attempts)
+            env["MPLCONFIGDIR"] = str(scratch / "matplotlib")
         return env
 
     def _argv(self, spec_path: Path, tmp: Path) -> list[str]:

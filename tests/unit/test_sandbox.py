@@ -149,6 +149,20 @@ def test_temp_dir_is_fresh_outside_task_and_removed(task: Task, sandbox: Sandbox
     assert task.path not in cwd.parents
 
 
+def test_matplotlib_import_writes_no_warning_into_the_artifacts(sandbox: SandboxEvaluator) -> None:
+    """Its config dir is in the private temp dir, so it prints no temp path to stderr."""
+    code = (
+        "import os\nimport matplotlib\n"
+        "def result():\n"
+        "    mpl = os.environ.get('MPLCONFIGDIR', '')\n"
+        "    return {'combined_score': 1.0, 'mpl': mpl, 'cwd': os.getcwd()}\n"
+    )
+    outcome = sandbox.evaluate(code)
+    assert outcome.valid, outcome.error
+    assert Path(outcome.artifacts["cwd"]) in Path(outcome.artifacts["mpl"]).parents
+    assert "matplotlib" not in outcome.artifacts.get("stderr", "")
+
+
 # ---------------------------------------------------------------- candidate faults
 
 
