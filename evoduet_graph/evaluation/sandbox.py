@@ -355,11 +355,12 @@ class SandboxEvaluator:
         OpenBLAS reserves tens of MB of address space per thread: on a many-core machine an
         uncapped numpy import alone can exceed RLIMIT_AS, and ``workers`` concurrent children
         would oversubscribe the cores anyway. With ``tmp`` (the private temp dir), ``TMPDIR``
-        / ``TMP`` / ``TEMP`` and ``MPLCONFIGDIR`` point into it and ``PWD`` is it, so temporary
-        files a candidate makes are removed with it and no path of the parent's working
-        directory leaks. ``MPLCONFIGDIR`` is set because the home directory is read-only in
-        the sandbox: matplotlib would otherwise print a warning naming a random temp dir on
-        every import, and that stderr tail goes into the next prompt's recent attempts.
+        / ``TMP`` / ``TEMP`` and the XDG config and cache dirs point into it and ``PWD`` is it,
+        so temporary files a candidate makes are removed with it and no path of the parent's
+        working directory leaks. The XDG dirs are set because the home directory is read-only
+        in the sandbox: a library that keeps a per-user config or cache (matplotlib) would
+        otherwise print a warning naming a random temp dir on every import, and that stderr
+        tail goes into the next prompt's recent attempts.
         """
         env = scrub_environment()
         threads = str(max(1, min(BLAS_THREADS_MAX, (os.cpu_count() or 1) // self.workers)))
@@ -370,9 +371,12 @@ class SandboxEvaluator:
             scratch = tmp / "tmp"
             scratch.mkdir(exist_ok=True)
             env.update(TMPDIR=str(scratch), TMP=str(scratch), TEMP=str(scratch), PWD=str(tmp))
-            # matplotlib's config and cache dir: without a writable one it warns on stderr
-            # with a random temp path, which the next prompt would show (recent attempts)
-            env["MPLCONFIGDIR"] = str(scratch / "matplotlib")
+            # per-user config and cache dirs (XDG: matplotlib, fontconfig, ...): without a
+            # writable one a library warns on stderr with a random temp path, which the next
+            # prompt would show (recent attempts)
+            env.update(
+                XDG_CONFIG_HOME=str(scratch / "config"), XDG_CACHE_HOME=str(scratch / "cache")
+            )
         return env
 
     def _argv(self, spec_path: Path, tmp: Path) -> list[str]:

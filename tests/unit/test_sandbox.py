@@ -154,7 +154,7 @@ def test_matplotlib_import_writes_no_warning_into_the_artifacts(sandbox: Sandbox
     code = (
         "import os\nimport matplotlib\n"
         "def result():\n"
-        "    mpl = os.environ.get('MPLCONFIGDIR', '')\n"
+        "    mpl = matplotlib.get_configdir()\n"
         "    return {'combined_score': 1.0, 'mpl': mpl, 'cwd': os.getcwd()}\n"
     )
     outcome = sandbox.evaluate(code)
