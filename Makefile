@@ -10,20 +10,52 @@ TASK ?= tasks/smoke_polygon_area
 ITERATIONS ?= 3
 PORT ?= 2024
 
-.PHONY: run test dev lint clean bench-overhead bench-parallel bench-search
+# What is installed is what the suite ran: the exact versions of requirements/*.lock (`make
+# lock` regenerates them from pyproject.toml's ranges). The embedded runtime, llama-cpp-python,
+# is built by scripts/build_llama.py: portable by default (runs on any x86-64 CPU, picks its
+# CPU kernels at run time); LLAMA_BUILD=native (or EVODUET_LLAMA_BUILD=native) compiles for this
+# machine's CPU only.
+RUN_LOCK := requirements/run.lock
+DEV_LOCK := requirements/dev.lock
+LLAMA_BUILD ?= $(or $(EVODUET_LLAMA_BUILD),portable)
+
+.PHONY: run test dev lint clean lock reinstall-llama doctor bench-overhead bench-parallel bench-search
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# Installs are stamped so repeated `make` calls do not reinstall; editing pyproject.toml does.
-$(VENV)/.installed-local: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -e '.[local]'
+# Installs are stamped so repeated `make` calls do not reinstall; a changed lock file does.
+$(VENV)/.llama-$(LLAMA_BUILD): $(RUN_LOCK) scripts/build_llama.py | $(BIN)/python
+	rm -f $(VENV)/.llama-*
+	EVODUET_LLAMA_BUILD=$(LLAMA_BUILD) $(BIN)/python scripts/build_llama.py $(RUN_LOCK)
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -e '.[local,bench,dev,ray]'
+$(VENV)/.installed-local: $(RUN_LOCK) pyproject.toml $(VENV)/.llama-$(LLAMA_BUILD)
+	$(BIN)/pip install -r $(RUN_LOCK)
+	$(BIN)/pip install --no-deps -e .
 	touch $@
+
+$(VENV)/.installed-dev: $(DEV_LOCK) pyproject.toml $(VENV)/.llama-$(LLAMA_BUILD)
+	$(BIN)/pip install -r $(DEV_LOCK)
+	$(BIN)/pip install --no-deps -e .
+	touch $@
+
+# Rebuild the embedded runtime (after a crash report, or to switch LLAMA_BUILD).
+reinstall-llama: | $(BIN)/python
+	rm -f $(VENV)/.llama-*
+	$(MAKE) $(VENV)/.llama-$(LLAMA_BUILD)
+
+# Regenerate the lock files from pyproject.toml (needs the registry); run.lock is a subset of
+# dev.lock at the same versions.
+lock: $(VENV)/.installed-dev
+	$(BIN)/uv pip compile -q pyproject.toml --extra local --extra bench --extra build \
+	  --extra dev --extra ray --universal --python-version 3.11 -o $(DEV_LOCK)
+	$(BIN)/uv pip compile -q pyproject.toml --extra local --extra build --universal \
+	  --python-version 3.11 -c $(DEV_LOCK) -o $(RUN_LOCK)
+
+doctor: $(VENV)/.installed-local
+	$(BIN)/evoduet doctor
 
 run: $(VENV)/.installed-local
 	$(BIN)/evoduet run $(TASK) --iterations $(ITERATIONS) --report

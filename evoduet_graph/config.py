@@ -113,6 +113,20 @@ class LLMConfig(_Section):
         "prompt tokens, while saving an entry after every sequential call took 0.7-0.9 s and "
         "the peak RSS grew by 0.7 GiB (README, prompt caching).",
     )
+    local_isolation: Literal["process", "none"] = Field(
+        "process",
+        description="Where the embedded model runs. `process` (default): in a worker process "
+        "of its own, so a native crash (SIGSEGV, SIGILL, an out-of-memory kill) fails that call "
+        "with its reason, the worker restarts for the next call and the call is retried like "
+        "any failed model call; `none`: inside the run's process (a crash ends the run).",
+    )
+    local_engine: str = Field(
+        "evoduet_graph.llm.local:load_engine",
+        description="`module:function` the embedded model's worker process builds its engine "
+        "with (called with the worker's settings; returns an object with `complete`, `seed`, "
+        "`clear_cache`, `warm_up`, `close`): the llama.cpp engine by default; another inference "
+        "library, or a scripted engine in tests, plugs in here.",
+    )
     local_cache_dir: str | None = Field(
         None,
         description="Folder of the assembled GGUF; default $EVODUET_CACHE_DIR, else "

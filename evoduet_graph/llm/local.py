@@ -33,7 +33,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self, cast
@@ -55,6 +55,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from evoduet_graph.llm import runtime
 from evoduet_graph.llm.batching import (
     BatchDecoder,
     LlamaBackend,
@@ -67,6 +68,7 @@ from evoduet_graph.llm.batching import (
 )
 from evoduet_graph.llm.model_file import INSTALL_HINT, MODEL_NAME, LocalModelError, assemble_model
 from evoduet_graph.llm.text import message_text
+from evoduet_graph.llm.worker import IN_WORKER_ENV, ModelWorker, WorkerSettings
 
 if TYPE_CHECKING:
     from llama_cpp.llama_types import ChatCompletionRequestMessage
@@ -85,12 +87,54 @@ __all__ = [
 
 @dataclass(frozen=True)
 class _Loaded:
+    """The in-process engine: one loaded ``Llama``, its lock, and its batch decoder.
+
+    `LocalChatModel` calls it directly (``local_isolation: none``) or through the model
+    worker (`evoduet_graph.llm.worker`, the default), which hosts one in a child process; the
+    methods below are the whole interface between the two.
+    """
+
     llama: Any  # llama_cpp.Llama
     lock: threading.Lock  # llama.cpp contexts are not thread-safe: one call at a time
     parallel: int = 1  # sequences decoded together (1: no batching)
     decoder: BatchDecoder | None = None
     queue: deque[SequenceRequest] = field(default_factory=deque)  # batched, not yet admitted
     guard: threading.Lock = field(default_factory=threading.Lock)  # guards ``queue``
+    variant: str | None = None  # the llama.cpp CPU variant loaded (`evoduet_graph.llm.runtime`)
+
+    def complete(self, payload: list[dict[str, str]], params: dict[str, Any]) -> dict[str, Any]:
+        """One chat completion as a plain reply dict (`_reply_to_result` makes the message)."""
+        if self.decoder is not None and params.get("response_format") is None:
+            return _complete_batched(self, payload, params)
+        return _complete_single(self, payload, params)
+
+    def seed(self, seed: int) -> None:
+        """Start the stream of per-call sampling seeds at ``seed``."""
+        with self.lock:
+            self.llama.set_seed(int(seed) & 0xFFFFFFFF)
+
+    def clear_cache(self) -> None:
+        """Forget the evaluated prompt and the prompt cache's entries."""
+        with self.lock:
+            llama = self.llama
+            llama._ctx.kv_cache_seq_rm(0, 0, -1)
+            llama.reset()
+            cache = getattr(llama, "cache", None)
+            if cache is not None:
+                cache.clear()
+
+    def warm_up(self) -> None:
+        """Decode one token, so a start proves the kernels run (the worker's ``ready``)."""
+        with self.lock:
+            self.llama.create_completion("def", max_tokens=1, temperature=0.0)
+            self.llama._ctx.kv_cache_seq_rm(0, 0, -1)
+            self.llama.reset()
+
+    def close(self) -> None:
+        """Free the model (the worker calls it before it exits)."""
+        if self.decoder is not None:
+            self.decoder.backend.close()  # type: ignore[attr-defined]
+        self.llama.close()
 
 
 _LOADED: dict[tuple[str, int, int, int, int], _Loaded] = {}
@@ -107,9 +151,7 @@ def _close_loaded() -> None:
     with _LOADED_GUARD:
         for loaded in _LOADED.values():
             with contextlib.suppress(Exception):  # best effort at exit
-                if loaded.decoder is not None:
-                    loaded.decoder.backend.close()  # type: ignore[attr-defined]
-                loaded.llama.close()
+                loaded.close()
         _LOADED.clear()
 
 
@@ -137,6 +179,13 @@ def _load_llama(
             raise LocalModelError(
                 f"llama-cpp-python is not installed; install it with: {INSTALL_HINT}"
             ) from exc
+        # In the worker, its start is the check (`ModelWorker`); in-process, a child decodes
+        # first (cached per build), so a runtime that crashes is named, not run.
+        forced = None if os.environ.get(IN_WORKER_ENV) else runtime.ensure_runtime(key[0])
+        try:
+            variant = runtime.load_cpu_backend(forced)
+        except RuntimeError as exc:
+            raise LocalModelError(str(exc)) from exc
         try:
             llama = llama_cpp.Llama(
                 model_path=key[0],
@@ -166,9 +215,22 @@ def _load_llama(
             decoder = BatchDecoder(LlamaBackend(llama), parallel)
             _chat_prompt(llama, [{"role": "user", "content": ""}])  # compile the template now:
             # concurrent first calls then reach the batch together (same start, same rounding)
-        loaded = _Loaded(llama=llama, lock=threading.Lock(), parallel=parallel, decoder=decoder)
+        loaded = _Loaded(
+            llama=llama, lock=threading.Lock(), parallel=parallel, decoder=decoder, variant=variant
+        )
         _LOADED[key] = loaded
         return loaded
+
+
+def load_engine(settings: WorkerSettings) -> _Loaded:
+    """The model worker's engine factory (`WorkerSettings.engine`): the in-process engine."""
+    return _load_llama(
+        settings.model_path,
+        settings.n_ctx,
+        settings.n_threads,
+        settings.parallel,
+        settings.prompt_cache_mib,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -338,14 +400,37 @@ class LocalChatModel(BaseChatModel):
         "(`evoduet_graph.llm.prompt_cache`); 0: none.",
     )
 
-    _loaded: _Loaded | None = PrivateAttr(default=None)
+    isolation: Literal["process", "none"] = Field(
+        "process",
+        description="`process`: the model runs in a worker process of its own "
+        "(`evoduet_graph.llm.worker`), so a native crash fails a call, not the run; `none`: "
+        "in this process.",
+    )
+    engine: str = Field(
+        "evoduet_graph.llm.local:load_engine",
+        description="`module:function` the worker builds its engine with (tests swap it).",
+    )
+
+    _loaded: _Loaded | _WorkerEngine | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _load_weights(self) -> Self:
         """Load (or reuse) the llama.cpp model at construction, so failures surface early."""
-        self._loaded = _load_llama(
-            self.model_path, self.n_ctx, self.n_threads, self.parallel, self.prompt_cache_mib
-        )
+        if self.isolation == "none":
+            self._loaded = _load_llama(
+                self.model_path, self.n_ctx, self.n_threads, self.parallel, self.prompt_cache_mib
+            )
+        else:
+            self._loaded = _worker_engine(
+                WorkerSettings(
+                    model_path=str(Path(self.model_path).resolve()),
+                    n_ctx=self.n_ctx,
+                    n_threads=self.n_threads,
+                    parallel=self.parallel,
+                    prompt_cache_mib=self.prompt_cache_mib,
+                    engine=self.engine,
+                )
+            )
         return self
 
     @property
@@ -381,49 +466,9 @@ class LocalChatModel(BaseChatModel):
         params.update(extra)
         payload = [_to_llama_message(m) for m in messages]
         assert self._loaded is not None
-        if self._loaded.decoder is not None and params.get("response_format") is None:
-            return self._generate_batched(payload, params)
         started = time.perf_counter()
-        with self._loaded.lock:
-            waited = time.perf_counter() - started
-            try:
-                response, timing = measured_completion(self._loaded.llama, payload, params)
-            except ValueError as exc:
-                if "exceed context window" in str(exc):
-                    raise ContextOverflowError(
-                        f"{exc} (raise llm.local_n_ctx or shorten the prompt)"
-                    ) from exc
-                raise
-        latency = time.perf_counter() - started
-        choice = response["choices"][0]
-        usage = response.get("usage") or {}
-        usage_metadata = UsageMetadata(
-            input_tokens=int(usage.get("prompt_tokens", 0)),
-            output_tokens=int(usage.get("completion_tokens", 0)),
-            total_tokens=int(usage.get("total_tokens", 0)),
-            input_token_details={"cache_read": timing.reused_tokens},
-        )
-        message = AIMessage(
-            content=choice["message"].get("content") or "",
-            usage_metadata=usage_metadata,
-            response_metadata={
-                "model_name": self.model_name,
-                "model_provider": "llama-cpp",
-                "finish_reason": choice.get("finish_reason"),
-                "latency_s": round(latency, 4),
-                "lock_wait_s": round(waited, 4),
-                "prompt_eval_s": round(timing.prompt_eval_s, 4),
-                "decode_s": round(timing.decode_s, 4),
-                "from_prompt_cache": timing.from_cache,
-            },
-        )
-        generation = ChatGeneration(
-            message=message, generation_info={"finish_reason": choice.get("finish_reason")}
-        )
-        return ChatResult(
-            generations=[generation],
-            llm_output={"token_usage": dict(usage), "model_name": self.model_name},
-        )
+        reply = self._loaded.complete(payload, params)
+        return _reply_to_result(reply, self.model_name, time.perf_counter() - started)
 
     def seed_sampling(self, seed: int) -> None:
         """Start the model's stream of per-call sampling seeds at ``seed``.
@@ -436,100 +481,12 @@ class LocalChatModel(BaseChatModel):
         seeds sampled alike.
         """
         assert self._loaded is not None
-        with self._loaded.lock:
-            self._loaded.llama.set_seed(int(seed) & 0xFFFFFFFF)
+        self._loaded.seed(seed)
 
     def clear_cache(self) -> None:
         """Forget the evaluated prompt and the prompt cache's entries (benchmarks start cold)."""
         assert self._loaded is not None
-        with self._loaded.lock:
-            llama = self._loaded.llama
-            llama._ctx.kv_cache_seq_rm(0, 0, -1)
-            llama.reset()
-            cache = getattr(llama, "cache", None)
-            if cache is not None:
-                cache.clear()
-
-    def _generate_batched(
-        self, payload: list[dict[str, str]], params: dict[str, Any]
-    ) -> ChatResult:
-        """One free-text call as a sequence of the shared batch (`BatchDecoder`).
-
-        The request is queued; whichever waiting caller takes the model lock decodes every
-        queued request together (holding the lock for the whole batch), and requests queued
-        meanwhile join at the next step. A caller returns as soon as its own sequence is done.
-        """
-        loaded = self._loaded
-        assert loaded is not None and loaded.decoder is not None
-        llama = loaded.llama
-        started = time.perf_counter()
-        formatted = _chat_prompt(llama, payload)
-        tokens = llama.tokenize(
-            formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True
-        )
-        stop = list(params["stop"] or [])
-        if formatted.stop:
-            stop += [formatted.stop] if isinstance(formatted.stop, str) else list(formatted.stop)
-        with loaded.guard:
-            seed = resolve_seed(llama, params["seed"])
-            request = new_request(
-                tokens,
-                max_tokens=int(params["max_tokens"]),
-                sampling=SamplingParams(
-                    temperature=float(params["temperature"]),
-                    top_p=float(params["top_p"]),
-                    top_k=int(params["top_k"]),
-                    min_p=float(params["min_p"]),
-                    repeat_penalty=float(params["repeat_penalty"]),
-                    seed=seed,
-                ),
-                stop=stop,
-            )
-            loaded.queue.append(request)
-        while not request.done.is_set():
-            if loaded.lock.acquire(timeout=0.05):
-                try:
-                    if not request.done.is_set():
-                        loaded.decoder.run(loaded.queue, loaded.guard)
-                finally:
-                    loaded.lock.release()
-        if request.error is not None:
-            if "exceed context window" in str(request.error):
-                raise ContextOverflowError(
-                    f"{request.error} (raise llm.local_n_ctx or shorten the prompt)"
-                ) from request.error
-            raise request.error
-        latency = time.perf_counter() - started
-        n_in, n_out = len(tokens), request.completion_tokens
-        usage_metadata = UsageMetadata(
-            input_tokens=n_in,
-            output_tokens=n_out,
-            total_tokens=n_in + n_out,
-            input_token_details={"cache_read": request.prompt_reused},
-        )
-        message = AIMessage(
-            content=request.text,
-            usage_metadata=usage_metadata,
-            response_metadata={
-                "model_name": self.model_name,
-                "model_provider": "llama-cpp",
-                "finish_reason": request.finish_reason,
-                "latency_s": round(latency, 4),
-                "lock_wait_s": round(request.queued_s, 4),
-                "prompt_eval_s": round(request.prompt_eval_s, 4),
-                "decode_s": round(request.decode_s, 4),
-                "batch_size": request.batch_size,
-            },
-        )
-        usage = {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}
-        return ChatResult(
-            generations=[
-                ChatGeneration(
-                    message=message, generation_info={"finish_reason": request.finish_reason}
-                )
-            ],
-            llm_output={"token_usage": usage, "model_name": self.model_name},
-        )
+        self._loaded.clear_cache()
 
     def with_structured_output(
         self,
@@ -597,6 +554,176 @@ class LocalChatModel(BaseChatModel):
         )
 
 
+def _overflow(exc: BaseException) -> BaseException:
+    """A context-window error as LangChain's `ContextOverflowError` (others unchanged)."""
+    if "exceed context window" in str(exc):
+        return ContextOverflowError(f"{exc} (raise llm.local_n_ctx or shorten the prompt)")
+    return exc
+
+
+def _complete_single(
+    loaded: _Loaded, payload: list[dict[str, str]], params: dict[str, Any]
+) -> dict[str, Any]:
+    """One ``create_chat_completion`` under the model lock (calls with a JSON grammar)."""
+    started = time.perf_counter()
+    with loaded.lock:
+        waited = time.perf_counter() - started
+        try:
+            response, timing = measured_completion(loaded.llama, payload, params)
+        except ValueError as exc:
+            error = _overflow(exc)
+            if error is exc:
+                raise
+            raise error from exc
+    choice = response["choices"][0]
+    usage = response.get("usage") or {}
+    return {
+        "content": choice["message"].get("content") or "",
+        "finish_reason": choice.get("finish_reason"),
+        "input_tokens": int(usage.get("prompt_tokens", 0)),
+        "output_tokens": int(usage.get("completion_tokens", 0)),
+        "cache_read": timing.reused_tokens,
+        "metadata": {
+            "lock_wait_s": round(waited, 4),
+            "prompt_eval_s": round(timing.prompt_eval_s, 4),
+            "decode_s": round(timing.decode_s, 4),
+            "from_prompt_cache": timing.from_cache,
+        },
+    }
+
+
+def _complete_batched(
+    loaded: _Loaded, payload: list[dict[str, str]], params: dict[str, Any]
+) -> dict[str, Any]:
+    """One free-text call as a sequence of the shared batch (`BatchDecoder`).
+
+    The request is queued; whichever waiting caller takes the model lock decodes every
+    queued request together (holding the lock for the whole batch), and requests queued
+    meanwhile join at the next step. A caller returns as soon as its own sequence is done.
+    """
+    assert loaded.decoder is not None
+    llama = loaded.llama
+    formatted = _chat_prompt(llama, payload)
+    tokens = llama.tokenize(
+        formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True
+    )
+    stop = list(params["stop"] or [])
+    if formatted.stop:
+        stop += [formatted.stop] if isinstance(formatted.stop, str) else list(formatted.stop)
+    with loaded.guard:
+        seed = resolve_seed(llama, params["seed"])
+        request = new_request(
+            tokens,
+            max_tokens=int(params["max_tokens"]),
+            sampling=SamplingParams(
+                temperature=float(params["temperature"]),
+                top_p=float(params["top_p"]),
+                top_k=int(params["top_k"]),
+                min_p=float(params["min_p"]),
+                repeat_penalty=float(params["repeat_penalty"]),
+                seed=seed,
+            ),
+            stop=stop,
+        )
+        loaded.queue.append(request)
+    while not request.done.is_set():
+        if loaded.lock.acquire(timeout=0.05):
+            try:
+                if not request.done.is_set():
+                    loaded.decoder.run(loaded.queue, loaded.guard)
+            finally:
+                loaded.lock.release()
+    if request.error is not None:
+        error = _overflow(request.error)
+        if error is request.error:
+            raise request.error
+        raise error from request.error
+    return {
+        "content": request.text,
+        "finish_reason": request.finish_reason,
+        "input_tokens": len(tokens),
+        "output_tokens": request.completion_tokens,
+        "cache_read": request.prompt_reused,
+        "metadata": {
+            "lock_wait_s": round(request.queued_s, 4),
+            "prompt_eval_s": round(request.prompt_eval_s, 4),
+            "decode_s": round(request.decode_s, 4),
+            "batch_size": request.batch_size,
+        },
+    }
+
+
+def _reply_to_result(reply: dict[str, Any], model_name: str, latency: float) -> ChatResult:
+    """The `ChatResult` of an engine's reply dict (the same in-process and from the worker)."""
+    n_in, n_out = int(reply["input_tokens"]), int(reply["output_tokens"])
+    finish = reply["finish_reason"]
+    usage_metadata = UsageMetadata(
+        input_tokens=n_in,
+        output_tokens=n_out,
+        total_tokens=n_in + n_out,
+        input_token_details={"cache_read": int(reply["cache_read"])},
+    )
+    message = AIMessage(
+        content=reply["content"],
+        usage_metadata=usage_metadata,
+        response_metadata={
+            "model_name": model_name,
+            "model_provider": "llama-cpp",
+            "finish_reason": finish,
+            "latency_s": round(latency, 4),
+            **reply["metadata"],
+        },
+    )
+    usage = {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}
+    return ChatResult(
+        generations=[
+            ChatGeneration(
+                message=message, generation_info={"finish_reason": reply["finish_reason"]}
+            )
+        ],
+        llm_output={"token_usage": usage, "model_name": model_name},
+    )
+
+
+class _WorkerEngine:
+    """The engine interface of `_Loaded`, forwarded to a `ModelWorker`'s child process."""
+
+    def __init__(self, worker: ModelWorker) -> None:
+        self.worker = worker
+
+    @property
+    def variant(self) -> str | None:
+        return self.worker.variant
+
+    def complete(self, payload: list[dict[str, str]], params: dict[str, Any]) -> dict[str, Any]:
+        """The worker's reply, with ``ipc_s``: the call's wait outside the worker's engine."""
+        started = time.perf_counter()
+        reply, engine_s = self.worker.call("complete", payload, params)
+        boundary = max(0.0, time.perf_counter() - started - engine_s)
+        reply["metadata"]["ipc_s"] = round(boundary, 6)
+        return reply  # type: ignore[no-any-return]
+
+    def seed(self, seed: int) -> None:
+        self.worker.call("seed", seed)
+
+    def clear_cache(self) -> None:
+        self.worker.call("clear_cache")
+
+
+_WORKER_ENGINES: dict[tuple[str, ...], _WorkerEngine] = {}
+
+
+def _worker_engine(settings: WorkerSettings) -> _WorkerEngine:
+    """The shared worker of these settings, started on first use (one per process)."""
+    key = tuple(str(v) for v in asdict(settings).values())
+    with _LOADED_GUARD:
+        engine = _WORKER_ENGINES.get(key)
+        if engine is None:
+            engine = _WorkerEngine(ModelWorker(settings))
+            _WORKER_ENGINES[key] = engine
+        return engine
+
+
 def _chat_prompt(llama: Any, messages: list[dict[str, str]]) -> Any:
     """The prompt ``create_chat_completion`` would build for ``messages``.
 
@@ -634,8 +761,8 @@ def make_local_chat_model(
 
     Args:
         cfg: ``temperature``, ``max_tokens``, ``local_n_ctx``, ``local_n_threads`` (default:
-            ``os.cpu_count()``), ``local_parallel``, ``local_prompt_cache_mib`` and
-            ``local_cache_dir`` are used.
+            ``os.cpu_count()``), ``local_parallel``, ``local_prompt_cache_mib``,
+            ``local_isolation``, ``local_engine`` and ``local_cache_dir`` are used.
         cache_dir: overrides ``cfg.local_cache_dir``.
         callbacks: LangChain callback handlers attached to the model (e.g. `UsageTracker`).
 
@@ -656,5 +783,7 @@ def make_local_chat_model(
         max_tokens=cfg.max_tokens,
         parallel=cfg.local_parallel,
         prompt_cache_mib=cfg.local_prompt_cache_mib,
+        isolation=cfg.local_isolation,
+        engine=cfg.local_engine,
         callbacks=list(callbacks) if callbacks else None,
     )

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from evoduet_graph.context import Context
+from evoduet_graph.llm.runtime import REBUILD_HINT
 from evoduet_graph.state import CandidateRecord, OuterState
 
 TARGET_PREFIX = "target reached"
@@ -85,14 +86,27 @@ def model_health(ctx: Context, state: OuterState, update: dict[str, Any]) -> dic
     if failures >= limit or (last and not state["model_answered"]):
         llm = ctx.config.llm
         model = llm.model
+        resume = (
+            f"`evoduet resume {ctx.run_dir or 'RUN_DIR'}` "
+            "(`--iterations N` to run past the planned total)"
+        )
+        last_error = candidates[-1].get("error")
+        if model == "local":
+            out["stop_reason"] = (
+                f"{MODEL_DOWN_PREFIX} (the embedded model): every generate call failed in "
+                f"{failures} iteration(s) in a row (max_consecutive_model_failures={limit}; "
+                f"last error: {last_error}); if its worker "
+                f"crashed, rebuild the runtime with `{REBUILD_HINT}` (`evoduet doctor` shows "
+                f"what is wrong), then {resume}"
+            )
+            return out
         if model.startswith("openai:"):
             model += f" at {llm.base_url or 'the OpenAI default URL'}"
         out["stop_reason"] = (
             f"{MODEL_DOWN_PREFIX} ({model}): every generate call failed in {failures} "
             f"iteration(s) in a row (max_consecutive_model_failures={limit}; last error: "
-            f"{candidates[-1].get('error')}); check the endpoint (`--model`, `llm.base_url` or "
-            "OPENAI_BASE_URL, its API key), then `evoduet resume "
-            f"{ctx.run_dir or 'RUN_DIR'}` (`--iterations N` to run past the planned total)"
+            f"{last_error}); check the endpoint (`--model`, `llm.base_url` or "
+            f"OPENAI_BASE_URL, its API key), then {resume}"
         )
     return out
 
