@@ -7,7 +7,10 @@ later runs reuse it (~5 s to assemble, <1 ms when the marker is valid). About 30
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
 
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -23,6 +26,7 @@ from evoduet_graph.llm import (
     structured_call,
     track_node,
 )
+from evoduet_graph.llm.worker import ModelWorkerCrashed
 
 pytestmark = pytest.mark.local_model
 
@@ -103,3 +107,39 @@ def test_parallel_callers_are_serialised(llm):
     for t in threads:
         t.join()
     assert not errors and len(results) == 3 and all(results)
+
+
+def test_the_real_model_worker_survives_a_sigsegv_in_the_middle_of_a_decode(llm):
+    """A real SIGSEGV to the worker while llama.cpp decodes: that call fails, the next answers."""
+    worker = llm._loaded.worker
+    pid, starts = worker.pid, worker.starts
+    errors: list[BaseException] = []
+
+    def long_call() -> None:
+        try:
+            llm.bind(max_tokens=400).invoke("Write a Python module with ten small functions.")
+        except BaseException as exc:  # noqa: BLE001 - asserted below
+            errors.append(exc)
+
+    caller = threading.Thread(target=long_call)
+    caller.start()
+    time.sleep(3.0)  # well into the decode (a few tokens per second on 2 cores)
+    os.kill(pid, signal.SIGSEGV)
+    caller.join(timeout=120)
+    assert len(errors) == 1 and isinstance(errors[0], ModelWorkerCrashed), errors
+    assert "killed by SIGSEGV" in str(errors[0])
+    text, _ = invoke_text(llm, "Name one built-in Python data type. Answer in a few words.")
+    assert text.strip() and worker.starts == starts + 1 and worker.pid != pid
+
+
+def test_greedy_replies_are_the_same_in_process_and_in_the_worker(model_path):
+    """The process boundary changes nothing: one greedy prompt, token for token."""
+    settings = {"model": "local", "local_n_ctx": 1024, "max_tokens": 24, "temperature": 0.0}
+    settings["local_parallel"] = 1  # fresh contexts on both sides: same kernels, same rounding
+    in_process = make_local_chat_model(LLMConfig(**settings, local_isolation="none"))
+    in_worker = make_local_chat_model(LLMConfig(**settings))
+    prompt = "Write a Python function that returns the square of x."
+    try:
+        assert in_process.invoke(prompt).content == in_worker.invoke(prompt).content
+    finally:
+        in_worker._loaded.worker.close()

@@ -39,6 +39,7 @@ def llm():
         temperature=0.0,
         local_parallel=2,
         local_prompt_cache_mib=256,
+        local_isolation="none",  # the test reads the cache of the in-process Llama
     )
     model = make_local_chat_model(cfg)
     model.clear_cache()

@@ -145,9 +145,7 @@ def test_a_run_goes_on_after_a_worker_crash_in_the_middle_of_an_iteration(fake_d
     assert calls.count("generate") == 3  # the crashed call was retried: one answer each
 
 
-def test_crashes_on_every_call_stop_the_run_with_one_line_and_resume_finishes(
-    fake_dir, tmp_path
-):
+def test_a_crash_on_every_call_stops_the_run_with_one_line_and_resume_ends_it(fake_dir, tmp_path):
     run_dir = tmp_path / "run"
     config = _config(tmp_path, max_consecutive_model_failures=2)
     crashing = {**os.environ, "EVODUET_FAKE_CRASH": "every"}

@@ -320,7 +320,7 @@ def batched_model(monkeypatch, tmp_path):
     )
     monkeypatch.setattr(local, "_load_llama", lambda *_args, **_kwargs: loaded)
     monkeypatch.setattr(local, "assemble_model", lambda cache_dir=None: tmp_path / "m.gguf")
-    cfg = LLMConfig(model="local", max_tokens=64, local_parallel=4)
+    cfg = LLMConfig(model="local", max_tokens=64, local_parallel=4, local_isolation="none")
     return local.make_local_chat_model(cfg), backend, llama
 
 

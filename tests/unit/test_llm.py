@@ -581,7 +581,12 @@ def fake_local_model(monkeypatch, tmp_path):
     monkeypatch.setattr(local, "_load_llama", lambda *_args, **_kwargs: loaded)
     monkeypatch.setattr(local, "assemble_model", lambda cache_dir=None: tmp_path / "m.gguf")
     cfg = LLMConfig(
-        model="local", temperature=0.1, max_tokens=64, local_n_ctx=2048, local_n_threads=2
+        model="local",
+        temperature=0.1,
+        max_tokens=64,
+        local_n_ctx=2048,
+        local_n_threads=2,
+        local_isolation="none",
     )
     return local.make_local_chat_model(cfg), fake
 

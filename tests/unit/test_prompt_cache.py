@@ -80,6 +80,8 @@ def fake_llama_class(monkeypatch):
     _FakeLlamaClass.made = []
     monkeypatch.setattr(llama_cpp, "Llama", _FakeLlamaClass)
     monkeypatch.setattr(local, "_LOADED", {})
+    monkeypatch.setattr(local.runtime, "ensure_runtime", lambda _path: None)
+    monkeypatch.setattr(local.runtime, "load_cpu_backend", lambda _variant=None: "built-in")
     return _FakeLlamaClass
 
 
@@ -112,7 +114,8 @@ def test_make_local_chat_model_passes_the_cache_size(monkeypatch, tmp_path):
 
     monkeypatch.setattr(local, "_load_llama", load)
     monkeypatch.setattr(local, "assemble_model", lambda cache_dir=None: tmp_path / "m.gguf")
-    local.make_local_chat_model(LLMConfig(local_prompt_cache_mib=96, local_n_threads=2))
+    cfg = LLMConfig(local_prompt_cache_mib=96, local_n_threads=2, local_isolation="none")
+    local.make_local_chat_model(cfg)
     assert seen[-1][-1] == 96
 
 
