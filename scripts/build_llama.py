@@ -83,7 +83,7 @@ def main() -> int:
     shutil.rmtree(work, ignore_errors=True)
     (work / "dist").mkdir(parents=True)
     run(
-        [*pip, "download", "--no-deps", "--no-binary", ":all:", "--no-cache-dir"]
+        [*pip, "download", "--no-deps", "--no-binary", "llama-cpp-python", "--no-cache-dir"]
         + ["--dest", str(work), f"llama-cpp-python=={version}"]
     )
     sdist = next(work.glob("llama_cpp_python-*.tar.gz"))
