@@ -9,10 +9,11 @@ talk to the identical model over the identical protocol. `LlamaCppServer` is a c
     with LlamaCppServer(model_path, alias="qwen") as server:
         print(server.base_url)          # http://127.0.0.1:<free port>/v1
 
-The command it runs is::
+The command it runs is llama-cpp-python's server through `evoduet_graph.bench.llama_server`
+(which registers the portable build's CPU backend first), with the server's own arguments::
 
-    python -m llama_cpp.server --model FILE --model_alias ALIAS --host 127.0.0.1 --port PORT \
-        --n_ctx N [--n_threads T] [--seed S]
+    python -m evoduet_graph.bench.llama_server --model FILE --model_alias ALIAS \
+        --host 127.0.0.1 --port PORT --n_ctx N [--n_threads T] [--seed S]
 
 (the ``llama-cpp-python[server]`` extra: uvicorn, fastapi, sse-starlette, starlette-context,
 pydantic-settings). Entering starts it in its own process group and waits until
@@ -252,7 +253,7 @@ class LlamaCppServer:
         cmd = [
             self.python,
             "-m",
-            "llama_cpp.server",
+            "evoduet_graph.bench.llama_server",  # llama_cpp.server, CPU backend loaded first
             "--model",
             str(self.model_path),
             "--model_alias",

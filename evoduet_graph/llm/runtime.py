@@ -31,11 +31,12 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from evoduet_graph.errors import EvoDuetError
 from evoduet_graph.llm.model_file import default_cache_dir
 
 __all__ = [
@@ -45,8 +46,11 @@ __all__ = [
     "ProbeResult",
     "RuntimeCrash",
     "RuntimeInfo",
+    "child_env",
     "choose_variant",
     "cpu_flags",
+    "crash_tail",
+    "describe_exit",
     "ensure_runtime",
     "load_cpu_backend",
     "probe_runtime",
@@ -58,7 +62,7 @@ VARIANT_ENV = "EVODUET_LLAMA_CPU"
 """Environment variable that forces a CPU variant (one of `CPU_VARIANTS`' names)."""
 
 REBUILD_HINT = "make reinstall-llama"
-"""The command that rebuilds the embedded runtime portably (the README's "Embedded model")."""
+"""The command that rebuilds the embedded runtime (README: "Installing: what you get ...")."""
 
 _AVX2 = frozenset({"avx", "avx2", "fma", "f16c", "bmi2"})
 _AVX512 = _AVX2 | {"avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw"}
@@ -290,6 +294,8 @@ class ProbeResult:
         seconds: wall time of the probe.
         reason: why it failed (the exit signal and the last lines the child wrote), or "".
         fingerprint: `RuntimeInfo.fingerprint` of the build probed.
+        crashed: the child died natively (a signal, or no answer in time), as opposed to a
+            Python error such as a model file llama.cpp cannot read.
     """
 
     ok: bool
@@ -297,6 +303,7 @@ class ProbeResult:
     seconds: float
     reason: str
     fingerprint: str
+    crashed: bool = True
 
 
 def _cache_file() -> Path:
@@ -335,6 +342,35 @@ def describe_exit(returncode: int) -> str:
     return f"exited with status {returncode}"
 
 
+def crash_tail(lines: Iterable[str], n: int = 4) -> str:
+    """A dead child's last words: its fatal error and innermost frames, else its last lines.
+
+    ``faulthandler`` prints the crashing thread first (innermost frame first), then the other
+    threads and the list of loaded extension modules; the frames that say where it crashed are
+    the first ones after the "Fatal Python error" line.
+    """
+    kept = [line.strip() for line in lines if line.strip()]
+    fatal = next((i for i, line in enumerate(kept) if line.startswith("Fatal Python")), None)
+    if fatal is not None:
+        frames = [line for line in kept[fatal + 1 :] if line.startswith("File ")][:n]
+        return " | ".join([kept[fatal], *frames])
+    return " | ".join(kept[-n:])
+
+
+def child_env(variant: str | None = None) -> dict[str, str]:
+    """The environment of a child that runs llama.cpp: this process's, with its import path.
+
+    ``PYTHONPATH`` carries this interpreter's ``sys.path``, so the child imports the same
+    package (a checkout on the path, a test's ``sys.path``) as the parent; ``variant`` forces a
+    CPU variant (`VARIANT_ENV`).
+    """
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    if variant:
+        env[VARIANT_ENV] = variant
+    return env
+
+
 def probe_runtime(
     model_path: str | Path, *, variant: str | None = None, timeout_s: float = _PROBE_TIMEOUT_S
 ) -> ProbeResult:
@@ -345,9 +381,7 @@ def probe_runtime(
         variant: a CPU variant to force in the child (None: its own choice).
         timeout_s: the child is killed after this long.
     """
-    env = dict(os.environ)
-    if variant:
-        env[VARIANT_ENV] = variant
+    env = child_env(variant)
     info = runtime_info()
     started = time.perf_counter()
     from evoduet_graph.llm.worker import ENTRY
@@ -361,15 +395,26 @@ def probe_runtime(
         )
     seconds = time.perf_counter() - started
     if proc.returncode == 0:
-        lines = proc.stdout.strip().splitlines()
-        loaded = json.loads(lines[-1]).get("variant") if lines else variant
-        return ProbeResult(True, loaded, seconds, "", info.fingerprint)
-    tail = " | ".join(line.strip() for line in proc.stderr.strip().splitlines()[-4:])
+        return ProbeResult(
+            True, _probed_variant(proc.stdout, variant), seconds, "", info.fingerprint
+        )
+    tail = crash_tail(proc.stderr.splitlines())
     reason = describe_exit(proc.returncode) + (f": {tail}" if tail else "")
-    return ProbeResult(False, variant, seconds, reason, info.fingerprint)
+    return ProbeResult(False, variant, seconds, reason, info.fingerprint, proc.returncode < 0)
 
 
-class RuntimeCrash(RuntimeError):
+def _probed_variant(stdout: str, asked: str | None) -> str | None:
+    """The variant the probe reported on its last stdout line (``asked`` if it said nothing)."""
+    lines = stdout.strip().splitlines()
+    try:
+        reply = json.loads(lines[-1]) if lines else {}
+    except ValueError:
+        return asked
+    found = reply.get("variant") if isinstance(reply, dict) else None
+    return found if isinstance(found, str) else asked
+
+
+class RuntimeCrash(EvoDuetError, RuntimeError):
     """A child process running llama.cpp died; the message says how (signal, last output)."""
 
 
@@ -433,7 +478,8 @@ def ensure_runtime(model_path: str | Path) -> str | None:
         The CPU variant to load in this process (None: the build's own choice).
 
     Raises:
-        LocalModelError: llama-cpp-python is missing, or no variant decodes.
+        LocalModelError: llama-cpp-python is missing, the model does not load (a Python error
+            in the child, not a crash: no other variant would help), or no variant decodes.
     """
     from evoduet_graph.llm.model_file import INSTALL_HINT, LocalModelError
 
@@ -442,8 +488,12 @@ def ensure_runtime(model_path: str | Path) -> str | None:
 
     def attempt(variant: str | None) -> str | None:
         result = probe_runtime(model_path, variant=variant)
-        if not result.ok:
-            raise RuntimeCrash(result.reason)
-        return variant
+        if result.ok:
+            return variant
+        if not result.crashed:
+            raise LocalModelError(
+                f"the embedded model did not load ({model_path}): {result.reason}"
+            )
+        raise RuntimeCrash(result.reason)
 
     return with_variant_fallback(attempt, what="the embedded model's runtime probe")

@@ -3,7 +3,7 @@
 llama.cpp is native code: a build whose kernels this CPU or kernel cannot run dies with SIGSEGV
 or SIGILL, and an out-of-memory kill takes whatever process holds the weights. `ModelWorker`
 runs the in-process engine of `evoduet_graph.llm.local` (the prompt cache and the batched
-decoder included) in a child process (``python -m evoduet_graph.llm.worker``) and forwards
+decoder included) in a child process (`ENTRY`, run with ``python -c``) and forwards
 calls to it over a socket pair (`multiprocessing.connection.Connection`: length-prefixed
 pickles). Concurrent calls stay concurrent: the worker runs each in a thread of its own, so the
 N candidates of an iteration still decode as one batch.
@@ -43,6 +43,7 @@ from typing import Any
 
 from langchain_core.exceptions import ModelConnectionError
 
+from evoduet_graph.errors import EvoDuetError
 from evoduet_graph.llm import runtime
 from evoduet_graph.llm.model_file import LocalModelError
 
@@ -58,7 +59,7 @@ _STDERR_LINES = 40  # lines of the child's stderr kept for a crash report
 _CLOSE_WAIT_S = 5.0
 
 
-class ModelWorkerCrashed(ModelConnectionError):
+class ModelWorkerCrashed(EvoDuetError, ModelConnectionError):
     """The model worker died during a call; retryable (the next call starts a new worker).
 
     Attributes:
@@ -113,17 +114,8 @@ class _Generation:
         self.send_lock = threading.Lock()
 
     def tail(self, n: int = 4) -> str:
-        """The child's last words: its fatal error and innermost frames, else its last lines.
-
-        ``faulthandler`` prints the crashing thread first (innermost frame first), then the
-        other threads; the frames that say where it crashed are the first ones.
-        """
-        lines = [line.strip() for line in self.stderr if line.strip()]
-        fatal = next((i for i, line in enumerate(lines) if line.startswith("Fatal Python")), None)
-        if fatal is not None:
-            frames = [line for line in lines[fatal + 1 :] if line.startswith("File ")][:n]
-            return " | ".join([lines[fatal], *frames])
-        return " | ".join(lines[-n:])
+        """The child's last words (`runtime.crash_tail`)."""
+        return runtime.crash_tail(self.stderr, n)
 
 
 class ModelWorker:
@@ -157,11 +149,8 @@ class ModelWorker:
 
     def _spawn(self, variant: str | None) -> _Generation:
         parent_sock, child_sock = socket.socketpair()
-        env = dict(os.environ)
+        env = runtime.child_env(variant)
         env[IN_WORKER_ENV] = "1"
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        if variant:
-            env[runtime.VARIANT_ENV] = variant
         fd = child_sock.fileno()
         proc = subprocess.Popen(
             [sys.executable, "-c", ENTRY, str(fd)],
@@ -400,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         return _probe(args[1])
     if len(args) == 1 and args[0].isdigit():
         return _serve(int(args[0]))
-    print("usage: python -m evoduet_graph.llm.worker FD | --probe MODEL", file=sys.stderr)
+    print("usage: worker FD | --probe MODEL", file=sys.stderr)
     return 2
 
 

@@ -678,7 +678,7 @@ def test_server_command_line_and_context_manager_with_a_stand_in_server(tmp_path
         model, alias="qwen", n_ctx=4096, n_threads=2, seed=7, log_path=tmp_path / "s.log"
     )
     cmd = srv.command()
-    assert cmd[:3] == [sys.executable, "-m", "llama_cpp.server"]
+    assert cmd[:3] == [sys.executable, "-m", "evoduet_graph.bench.llama_server"]
     pairs = dict(zip(cmd[3::2], cmd[4::2], strict=True))
     assert pairs == {
         "--model": str(model),

@@ -7,10 +7,12 @@ later runs reuse it (~5 s to assemble, <1 ms when the marker is valid). About 30
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
 import time
+import urllib.request
 
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -143,3 +145,20 @@ def test_greedy_replies_are_the_same_in_process_and_in_the_worker(model_path):
         assert in_process.invoke(prompt).content == in_worker.invoke(prompt).content
     finally:
         in_worker._loaded.worker.close()
+
+
+def test_the_bench_server_answers_on_the_portable_runtime(model_path, tmp_path):
+    """``bench --model local`` serves the model with llama-cpp-python's server: it must load."""
+    from evoduet_graph.bench.server import LlamaCppServer
+
+    with LlamaCppServer(model_path, alias="qwen", n_ctx=1024, log_path=tmp_path / "s.log") as srv:
+        request = urllib.request.Request(
+            f"{srv.base_url}/chat/completions",
+            data=json.dumps(
+                {"model": "qwen", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
+            ).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=120) as response:
+            reply = json.load(response)
+    assert reply["choices"][0]["message"]["content"]

@@ -95,3 +95,47 @@ def test_the_installed_build_reports_its_variants():
     assert info.flavour in ("portable", "native", "unknown")
     if info.flavour == "portable":
         assert info.variants and info.chosen in info.variants
+
+
+def test_a_model_that_does_not_load_is_not_blamed_on_the_cpu_variant(portable_build, tmp_path):
+    bad = tmp_path / "not-a-model.gguf"
+    bad.write_bytes(b"GGUF but not really")
+    with pytest.raises(LocalModelError) as caught:
+        runtime.ensure_runtime(bad)
+    message = str(caught.value)
+    # a Python error in the probe (exit status 1) stops at once: no lower variant is tried
+    assert "did not load" in message and "exited with status 1" in message
+    assert "crashed" not in message
+    assert "ok" not in (runtime._read_cache().get(portable_build.fingerprint) or {})
+
+
+def test_a_crash_report_keeps_the_fatal_error_and_the_crashing_frames():
+    stderr = [
+        "llama_model_loader: loaded meta data",
+        "Fatal Python error: Segmentation fault",
+        "",
+        "Thread 0x7f (most recent call first):",
+        '  File "llama_cpp/_internals.py", line 321 in decode',
+        '  File "llama_cpp/llama.py", line 650 in eval',
+        '  File "evoduet_graph/llm/local.py", line 90 in complete',
+        "Extension modules: numpy._core, yaml._yaml (total: 2)",
+    ]
+    tail = runtime.crash_tail(stderr, 2)
+    assert tail == (
+        'Fatal Python error: Segmentation fault | File "llama_cpp/_internals.py", line 321 in '
+        'decode | File "llama_cpp/llama.py", line 650 in eval'
+    )
+    assert runtime.crash_tail(["a", "", "b", "c"], 2) == "b | c"  # no fatal error: last lines
+
+
+@pytest.mark.parametrize(
+    ("stdout", "expected"),
+    [
+        ('{"variant": "zen4"}\n', "zen4"),
+        ("", "haswell"),
+        ("garbage\n", "haswell"),
+        ("[1]", "haswell"),
+    ],
+)
+def test_the_probe_reply_is_read_defensively(stdout, expected):
+    assert runtime._probed_variant(stdout, "haswell") == expected
