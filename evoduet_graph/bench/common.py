@@ -1,7 +1,7 @@
 """Shared types and arithmetic of the bench methods.
 
 Shared types of the bench: the model endpoint, a method's outcome, and the arithmetic that
-every method's figures go through (best over explored programs, floored NDG, wall time over
+every method's figures go through (the run's best program by fitness, floored NDG, wall time over
 resumed sessions), so the three methods are scored by the same code.
 """
 
@@ -17,15 +17,14 @@ from evoduet_graph import Task, UserError
 
 __all__ = [
     "Endpoint",
+    "Explored",
     "IterationPoint",
     "IterationSeries",
     "MethodOutcome",
     "Session",
-    "best_of",
+    "best_by_fitness",
     "cumulative_wall",
     "floored_ndg",
-    "is_better",
-    "running_best",
     "total_wall",
 ]
 
@@ -45,6 +44,8 @@ class Endpoint:
         timeout_s: per-request timeout in seconds.
         max_retries: retries of a failed request.
         local: True when ``base_url`` is the bench's own llama.cpp server.
+        diff_based: the edit format every method asks for: True (SEARCH/REPLACE diffs), False
+            (full rewrites), None (each task's own ``diff_based_evolution`` setting).
     """
 
     model: str
@@ -55,6 +56,7 @@ class Endpoint:
     timeout_s: float = 300.0
     max_retries: int = 3
     local: bool = False
+    diff_based: bool | None = None
 
 
 @dataclass
@@ -169,44 +171,54 @@ class MethodOutcome:
         return cls(**data)
 
 
-def is_better(task: Task, a: float, b: float | None) -> bool:
-    """Whether metric value ``a`` beats ``b`` in the task's direction (anything beats None)."""
-    if b is None:
-        return True
-    return a > b if task.direction == "max" else a < b
+@dataclass(frozen=True)
+class Explored:
+    """One valid program a run explored, as the bench scores it.
+
+    Attributes:
+        iteration: the iteration that made it (0: the initial program).
+        fitness: the evaluator's score (``combined_score``; higher is better).
+        metric: the task's reported metric (``Task.metric_value``).
+        code: its source, when the method keeps it.
+    """
+
+    iteration: int
+    fitness: float
+    metric: float
+    code: str | None = None
 
 
-def best_of(task: Task, values: Iterable[float | None]) -> float | None:
-    """The best finite value in the task's direction (None when there is none)."""
-    best: float | None = None
-    for value in values:
-        if value is None or not math.isfinite(value):
-            continue
-        if is_better(task, value, best):
-            best = value
-    return best
+def best_by_fitness(
+    programs: Iterable[Explored], iterations: int
+) -> tuple[list[float | None], Explored | None]:
+    """A run's best program and its metric after each iteration: the one definition for NDG.
 
-
-def running_best(
-    task: Task, by_iteration: dict[int, list[float]], iterations: int
-) -> list[float | None]:
-    """Best-so-far of the task metric after each iteration 0..``iterations``.
+    A run's best program is its valid program of highest fitness, the earliest among equals,
+    the initial program included: the program the run delivers (``best_program.*``, the
+    population's best), whose metric the run report and ``compare`` turn into NDG. The bench
+    scores every method by the same rule, so NDG is never the metric of a program the run did
+    not choose. (OpenEvolve, too, reports the metrics of its best program by fitness.)
 
     Args:
-        task: gives the direction.
-        by_iteration: metric values of valid programs, by the iteration that produced them
-            (0: the initial program).
-        iterations: the last iteration to report.
+        programs: valid programs in the order they were made (iteration, then candidate).
+        iterations: the last iteration of the curve.
 
     Returns:
-        ``iterations + 1`` values; None until a valid program exists.
+        The metric of the best program so far after each iteration ``0..iterations`` (None
+        until a valid program exists) and the best program (None when there is none).
     """
-    out: list[float | None] = []
-    best: float | None = None
+    best: Explored | None = None
+    by_iteration: dict[int, list[Explored]] = {}
+    for program in programs:
+        if 0 <= program.iteration <= iterations and math.isfinite(program.fitness):
+            by_iteration.setdefault(program.iteration, []).append(program)
+    curve: list[float | None] = []
     for it in range(iterations + 1):
-        best = best_of(task, [best, *by_iteration.get(it, [])])
-        out.append(best)
-    return out
+        for program in by_iteration.get(it, []):
+            if best is None or program.fitness > best.fitness:
+                best = program
+        curve.append(best.metric if best is not None else None)
+    return curve, best
 
 
 def floored_ndg(task: Task, best: float | None) -> float | None:

@@ -24,11 +24,11 @@ from evoduet_graph import (
 )
 from evoduet_graph.bench.common import (
     BenchError,
+    Explored,
     IterationSeries,
     MethodOutcome,
     Session,
-    is_better,
-    running_best,
+    best_by_fitness,
 )
 from evoduet_graph.bench.endpoint import endpoint_chat_model
 from evoduet_graph.rundir import layout
@@ -149,14 +149,25 @@ def _graph_runner(name: str, overlay: dict[str, Any], source: str | None = None)
     return run_method
 
 
+def _child_validity(rows: list[Any], iterations: int) -> dict[str, int]:
+    """A run's ``children`` and ``valid_children``.
+
+    Children: every candidate of iterations 1..``iterations`` (unusable answers, failed calls
+    and duplicates included); valid: evaluated and accepted by the evaluator.
+    """
+    children = [r for r in rows if r.kind != "initial" and 1 <= r.iteration <= iterations]
+    return {"children": len(children), "valid_children": sum(1 for r in children if r.valid)}
+
+
 def graph_outcome(
     task: Task, run_dir: Path, iterations: int, sessions: list[Session]
 ) -> MethodOutcome:
     """Score one of our run directories in the bench's common terms.
 
-    Best: over every valid program in ``programs.sqlite`` (initial included), by the task's
-    metric in its direction. ``details["knowledge"]``: the run's `paper_metrics` (improvement
-    rates by evidence, repeated-URL share, USD, search calls) for the summary. LLM calls and
+    Best: the metric of the run's best program by fitness (`best_by_fitness`) over the valid
+    programs in ``programs.sqlite`` (initial included). ``details["knowledge"]``: the run's
+    `paper_metrics` (improvement rates by evidence, repeated-URL share, USD, search calls)
+    for the summary. LLM calls and
     tokens: the node events of ``events.jsonl`` (the
     inclusive ``retrieve`` node left out, its inner nodes counted). Wall: the time each
     iteration's ``record`` event was written, over the run's sessions.
@@ -172,20 +183,16 @@ def graph_outcome(
         rows = store.all_programs()
     finally:
         store.close()
-    by_iteration: dict[int, list[float]] = {}
+    explored: list[Explored] = []
     initial: float | None = None
-    best: float | None = None
-    best_code: str | None = None
-    for row in rows:
+    for row in sorted(rows, key=lambda r: r.iteration):  # stable: creation order within one
         value = task.metric_value(row.metrics) if row.valid else None
-        if value is None or row.iteration > iterations:
+        if value is None or row.score is None:
             continue
-        by_iteration.setdefault(row.iteration, []).append(value)
+        explored.append(Explored(row.iteration, float(row.score), value, row.code))
         if row.id == "initial":
             initial = value
-        if is_better(task, value, best):
-            best, best_code = value, row.code
-    curve = running_best(task, by_iteration, iterations)
+    curve, best = best_by_fitness(explored, iterations)
 
     events = list(read_events(run_dir / layout.EVENTS))
     stamps: dict[int, float] = {}
@@ -201,11 +208,12 @@ def graph_outcome(
     return MethodOutcome.from_series(
         IterationSeries(curve, calls_by_it, tokens_by_it, sessions, stamps, iterations),
         initial=initial,
-        best=best,
-        best_code=best_code,
+        best=best.metric if best is not None else None,
+        best_code=best.code if best is not None else None,
         details={
             "programs": len(rows),
-            "valid_programs": sum(len(v) for v in by_iteration.values()),
+            "valid_programs": sum(1 for p in explored if p.iteration <= iterations),
+            **_child_validity(rows, iterations),
             "knowledge": {
                 **paper_metrics(run_summary(run_dir)),
                 **knowledge_figures(run_dir, rows, iterations),

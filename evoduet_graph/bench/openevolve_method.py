@@ -50,11 +50,11 @@ import yaml
 from evoduet_graph import Evaluator, EvoDuetError, Task, score_from_metrics
 from evoduet_graph.bench.common import (
     Endpoint,
+    Explored,
     IterationSeries,
     MethodOutcome,
     Session,
-    is_better,
-    running_best,
+    best_by_fitness,
 )
 from evoduet_graph.bench.server import die_with_parent, kill_process_group
 from evoduet_graph.llm.factory import PLACEHOLDER_API_KEY
@@ -288,8 +288,9 @@ def openevolve_config(
     The task's ``config.yaml`` with the bench's settings laid over it.
 
     Kept from the task: ``prompt`` (its system message), ``database`` (islands, feature
-    map, ...), ``evaluator`` (cascade, thresholds, ...), ``diff_based_evolution`` and every
-    other key. Set by the bench: ``max_iterations``, ``random_seed`` (and
+    map, ...), ``evaluator`` (cascade, thresholds, ...), ``diff_based_evolution`` (unless the
+    bench sets one edit format for every method: `Endpoint.diff_based`, full rewrites on the
+    embedded model) and every other key. Set by the bench: ``max_iterations``, ``random_seed`` (and
     ``database.random_seed``), ``checkpoint_interval: 1``, ``log_level: INFO``, ``language``
     when missing, ``evaluator.timeout`` (the task's time budget, ``Task.timeout_s``, rounded up
     to whole seconds: OpenEvolve's field is an int), the whole ``llm`` section (the endpoint's
@@ -305,6 +306,8 @@ def openevolve_config(
     cfg["checkpoint_interval"] = 1
     cfg["log_level"] = "INFO"
     cfg.setdefault("language", task.language)
+    if endpoint.diff_based is not None:  # the bench's one edit format for every method
+        cfg["diff_based_evolution"] = bool(endpoint.diff_based)
     if endpoint.api_key_env and os.environ.get(endpoint.api_key_env):
         api_key = "${" + endpoint.api_key_env + "}"
     else:
@@ -723,23 +726,22 @@ def _outcome(
         if code not in {c for _, _, c in chosen} and code != task.initial_program:
             chosen.append((it if it is not None else iterations, "openevolve_best", code))
 
-    by_iteration: dict[int, list[float]] = {0: [initial] if initial is not None else []}
+    explored = (
+        [Explored(0, initial_out.score, initial, task.initial_program)]
+        if initial is not None
+        else []
+    )
     reevaluated = []
-    best_code: str | None = task.initial_program if initial is not None else None
-    best: float | None = initial
     for it, label, code in chosen:
         out = evaluator.evaluate(code, label)
         value = task.metric_value(out.metrics) if out.valid else None
         reevaluated.append(
             {"iteration": it, "valid": out.valid, "metric": value, "error": out.error}
         )
-        if value is None:
-            continue
-        by_iteration.setdefault(max(0, min(it, iterations)), []).append(value)
-        if is_better(task, value, best):
-            best, best_code = value, code
-
-    curve = running_best(task, by_iteration, iterations)
+        if value is not None:
+            explored.append(Explored(max(0, min(it, iterations)), out.score, value, code))
+    # the best by our evaluator's fitness, as for our runs (`best_by_fitness`)
+    curve, best = best_by_fitness(sorted(explored, key=lambda p: p.iteration), iterations)
     calls_by_it: dict[int, int] = {}
     tokens_by_it: dict[int, int] = {}
     for rec in records:
@@ -748,11 +750,14 @@ def _outcome(
             tokens_by_it[rec.iteration] = tokens_by_it.get(rec.iteration, 0) + rec.tokens
     stamps = {rec.iteration: rec.timestamp for rec in records}
     invalid = sum(1 for r in records if r.code is not None and r.fitness is None)
+    # every iteration's child, failures (no applicable answer) included, as for our runs
+    in_range = [r for r in records if 1 <= r.iteration <= iterations]
+    valid_children = sum(1 for r in in_range if r.code is not None and r.fitness is not None)
     return MethodOutcome.from_series(
         IterationSeries(curve, calls_by_it, tokens_by_it, sessions, stamps, iterations),
         initial=initial,
-        best=best,
-        best_code=best_code,
+        best=best.metric if best is not None else None,
+        best_code=best.code if best is not None else None,
         notes=notes,
         details={
             "openevolve_version": env.version,
@@ -761,6 +766,8 @@ def _outcome(
             "trace_records": len(records),
             "failed_iterations": sum(1 for r in records if r.error is not None),
             "invalid_children": invalid,
+            "children": len(in_range),
+            "valid_children": valid_children,
             "openevolve_best_metrics": best_info[1] if best_info else None,
             "reevaluated": reevaluated,
         },

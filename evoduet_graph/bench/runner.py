@@ -25,9 +25,11 @@ llama-cpp-python's OpenAI-compatible server on 127.0.0.1 (`LlamaCppServer`) and 
 ``--model openai:<m>`` every method calls that endpoint (``llm.base_url`` /
 ``$OPENAI_BASE_URL``, key from ``$OPENAI_API_KEY``). Sampling settings (temperature,
 max_tokens, timeout, retries) come from the ``llm`` section of the base configuration for all
-methods; our methods ask for SEARCH/REPLACE diffs exactly when the task's OpenEvolve config does
-(``diff_based_evolution``, default true) unless the base configuration sets
-``prompt.diff_based``.
+methods, and so does the edit format: every method, OpenEvolve included, asks for the same one.
+On the embedded model that is full rewrites (``prompt.diff_based: false``, OpenEvolve's
+``diff_based_evolution: false``), as ``evoduet run`` gives it, since a 1.5B model follows the
+SEARCH/REPLACE format unreliably; on an endpoint, each task's own ``diff_based_evolution``
+(default true). ``prompt.diff_based`` in the base configuration overrides both.
 
 Output folder::
 
@@ -110,6 +112,7 @@ __all__ = [
     "Job",
     "JobContext",
     "MethodRunner",
+    "edit_format",
     "parse_list",
     "resolve_tasks",
     "run_bench",
@@ -137,6 +140,8 @@ LADDER_METHODS: dict[str, str] = {
     "no-query-evolution": "no_query_evolution",
     "no-search-database": "no_search_database",
     "select-relevance-novelty": "select_relevance_novelty",
+    "no-search-database-full-loop": "no_search_database_full_loop",
+    "select-relevance-novelty-full-loop": "select_relevance_novelty_full_loop",
     "grounding-offline": "grounding_offline",
     "grounding-online": "grounding_online",
     "parallel-8": "parallel_8",
@@ -430,6 +435,19 @@ class _Model:
     info: dict[str, Any]
 
 
+def edit_format(base: EvoDuetConfig, *, local: bool) -> bool | None:
+    """The one edit format of every method of a bench (``prompt.diff_based``'s values).
+
+    The base configuration's ``prompt.diff_based`` when set; else full rewrites (False) on the
+    embedded model, as ``evoduet run`` gives it (a 1.5B model follows SEARCH/REPLACE
+    unreliably: with diffs most of its children were invalid), and None on an endpoint (each
+    task's own ``diff_based_evolution``, for our methods and OpenEvolve alike).
+    """
+    if base.prompt.diff_based is not None:
+        return base.prompt.diff_based
+    return False if local else None
+
+
 def _setup_model(
     settings: BenchSettings,
     base: EvoDuetConfig,
@@ -456,7 +474,13 @@ def _setup_model(
     if provider == "openai":
         assert name is not None
         base_url = llm.base_url or os.environ.get("OPENAI_BASE_URL") or None
-        endpoint = Endpoint(model=name, base_url=base_url, api_key_env=llm.api_key_env, **common)
+        endpoint = Endpoint(
+            model=name,
+            base_url=base_url,
+            api_key_env=llm.api_key_env,
+            diff_based=edit_format(base, local=False),
+            **common,
+        )
         cfg = base.with_overrides({"llm.model": settings.model, "llm.base_url": base_url})
         info: dict[str, Any] = {
             "model": settings.model,
@@ -469,7 +493,11 @@ def _setup_model(
 
     from evoduet_graph.llm.model_file import EXPECTED_SHA256, MODEL_NAME
 
-    info = {"model": f"local ({MODEL_NAME}.gguf)", "model_sha256": EXPECTED_SHA256}
+    info = {
+        "model": f"local ({MODEL_NAME}.gguf)",
+        "model_sha256": EXPECTED_SHA256,
+        "edit_format": "diffs" if base.prompt.diff_based else "full rewrites",
+    }
     if not needs_endpoint:
         return _Model(None, base, info)
     from evoduet_graph.bench.server import LlamaCppServer, ServerError
@@ -495,14 +523,21 @@ def _setup_model(
     except ServerError as exc:
         raise BenchError(str(exc)) from None
     log(f"model server ready at {server.base_url} in {time.monotonic() - start:.1f} s")
+    diff_based = edit_format(base, local=True)
     endpoint = Endpoint(
-        model=MODEL_NAME, base_url=server.base_url, api_key_env=None, local=True, **common
+        model=MODEL_NAME,
+        base_url=server.base_url,
+        api_key_env=None,
+        local=True,
+        diff_based=diff_based,
+        **common,
     )
     cfg = base.with_overrides(
         {
             "llm.model": f"openai:{MODEL_NAME}",
             "llm.base_url": server.base_url,
             "llm.api_key_env": LOCAL_KEY_ENV,
+            "prompt.diff_based": diff_based,
         }
     )
     info.update(

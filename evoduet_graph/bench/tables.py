@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evoduet_graph.report.correlation import rank_correlation
+
 if TYPE_CHECKING:
     from evoduet_graph.bench.output import RunRecord
 
@@ -93,6 +95,86 @@ def _pooled(figs: list[dict[str, Any]], key: str) -> str:
     return f"{100 * won / n:.1f}% ({won}/{n})" if n else "—"
 
 
+def _rank_section(records: Sequence[RunRecord], methods: list[str]) -> list[str]:
+    """Predicted vs realised child score per method and task, the seeds' pairs pooled.
+
+    Spearman's ρ with n and its 95% interval (`evoduet_graph.report.correlation`), over the
+    (predicted, realised) pairs of a method's finished runs on one task (one score scale).
+    """
+    rows = []
+    for m in methods:
+        pooled: dict[str, list[list[float]]] = {}
+        for r in records:
+            if r.key[1] != m or r.outcome is None or "knowledge" not in r.outcome.details:
+                continue
+            pairs = r.outcome.details["knowledge"].get("prediction_pairs") or []
+            pooled.setdefault(r.key[0], []).extend(pairs)
+        rows += [[m, task, rank_correlation(pairs).text()] for task, pairs in pooled.items()]
+    if not any(row[2] and "undefined" not in row[2] for row in rows):
+        return []
+    return [
+        "## Predicted vs realised child score",
+        "",
+        "Spearman's ρ of the hypothetical evidence scores of each retrieval's final documents "
+        "against the best child they fed; seeds pooled per task; 95% interval by Fisher's z.",
+        "",
+        _md_table(["method", "task", "rank correlation"], rows),
+        "",
+    ]
+
+
+VALID_SHARE_FLOOR = 0.5
+"""Below this share of valid children a method's figures on a task say little about it."""
+
+
+def validity_section(
+    records: Sequence[RunRecord], methods: list[str], tasks: list[str]
+) -> list[str]:
+    """Share of valid children per task and method, pooled over seeds; low shares flagged.
+
+    A child is every candidate of an iteration (an unusable answer, a failed call or a
+    duplicate included); valid: evaluated and accepted by the evaluator. A share under
+    `VALID_SHARE_FLOOR` is marked: the model could not follow that method's prompt on the
+    task, and its NDG says more about the edit format than about the method.
+    """
+    rows = []
+    flagged = 0
+    for t in tasks:
+        row = [t]
+        for m in methods:
+            details = [
+                r.outcome.details
+                for r in records
+                if r.key[:2] == (t, m) and r.outcome is not None and "children" in r.outcome.details
+            ]
+            n = sum(int(d["children"]) for d in details)
+            valid = sum(int(d["valid_children"]) for d in details)
+            if not n:
+                row.append("—")
+                continue
+            low = valid / n < VALID_SHARE_FLOOR
+            flagged += low
+            row.append(f"{100 * valid / n:.0f}% ({valid}/{n}){' ⚠' if low else ''}")
+        rows.append(row)
+    if not any(cell != "—" for row in rows for cell in row[1:]):
+        return []
+    note = (
+        f" ⚠: under {VALID_SHARE_FLOOR:.0%} valid ({flagged} cell(s)): read that method's "
+        "figures on that task with care."
+        if flagged
+        else ""
+    )
+    return [
+        "## Valid children per task and method: pooled over seeds",
+        "",
+        "Children: every candidate the runs asked the model for; valid: evaluated and accepted."
+        + note,
+        "",
+        _md_table(["task", *methods], rows),
+        "",
+    ]
+
+
 def knowledge_section(records: Sequence[RunRecord], methods: list[str]) -> list[str]:
     """The "Knowledge figures per method" section.
 
@@ -130,6 +212,7 @@ def knowledge_section(records: Sequence[RunRecord], methods: list[str]) -> list[
     if not rows:
         return []
     return [
+        *_rank_section(records, methods),
         "## Knowledge figures per method: finished runs",
         "",
         (
@@ -179,9 +262,10 @@ def write_summary(out: Path, records: Sequence[RunRecord], manifest: dict[str, A
         "",
         (
             "NDG = (best − initial) / (reference − initial) × 100 on the task's own metric, "
-            "where best is the best value over every program a run explored (the initial "
-            "program included), so NDG is floored at 0. Overall: pooled over every finished "
-            "run of the method. OpenEvolve's programs are re-scored by our sandboxed evaluator."
+            "where best is the metric of the run's best program by fitness (the program it "
+            "delivers; the initial program included, so NDG is floored at 0), as in each "
+            "run's report. Overall: pooled over every finished run of the method. "
+            "OpenEvolve's programs are re-scored by our sandboxed evaluator."
         ),
         "",
         "## Best metric per task and method: mean ± sd over seeds",
@@ -244,6 +328,7 @@ def write_summary(out: Path, records: Sequence[RunRecord], manifest: dict[str, A
             rows,
         )
     )
+    parts += ["", *validity_section(records, methods, tasks)]
     parts += ["", *knowledge_section(records, methods)]
     parts += ["", "## World knowledge per method: over finished runs", ""]
     parts.append(_knowledge_table(methods, records))

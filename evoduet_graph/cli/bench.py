@@ -36,8 +36,8 @@ def bench_cmd(
             help="Comma-separated: evoduet, openevolve-mode, openevolve, evoduet-topk, "
             "evoduet-bestofn, evoduet-evox; a row of the ablation ladder (oracle, "
             "joint-search, stagnation, always, heuristic, rerank, no-query-evolution, "
-            "no-search-database, select-relevance-novelty, grounding-offline, "
-            "grounding-online, parallel-8); or a config: a YAML path or a file stem in "
+            "no-search-database, select-relevance-novelty, their -full-loop variants, "
+            "grounding-offline, grounding-online, parallel-8); or a config: a YAML path or a file stem in "
             "configs/ (e.g. always_retrieve, scaffold_evox)."
         ),
     ] = "evoduet,openevolve-mode,openevolve",

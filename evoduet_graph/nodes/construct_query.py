@@ -5,7 +5,8 @@ inspirations, recent attempts: the same stable prefix as the gate's prompt), the
 state, the population-state descriptor and the D_search selection with realised Δ
 (``retrieval.select_policy`` / ``select_num``: highest and lowest Δ under the default ``delta``
 policy), so stored outcomes steer the searches; later rounds also see the documents retained in
-this loop with their predicted child scores. Every round sees the queries already issued in
+this loop with their predicted child scores and a bounded excerpt of each one's text (the
+paper conditions the next queries on the retained documents). Every round sees the queries already issued in
 this loop.
 
 Repeated queries: queries are stripped, capped at ``retrieval.max_query_chars`` and
@@ -39,7 +40,7 @@ from evoduet_graph.prompts.descriptor import (
 )
 from evoduet_graph.prompts.knowledge import knowledge_text, query_plan_schema, retained_text
 from evoduet_graph.prompts.render import render
-from evoduet_graph.state import InnerState
+from evoduet_graph.state import DocumentRef, InnerState
 
 
 def clean_queries(raw: list[str], issued: list[str], limit: int, max_chars: int) -> list[str]:
@@ -62,6 +63,13 @@ def fallback_query(state: InnerState, ctx: Context) -> str:
     return " ".join(text.split())[: ctx.config.retrieval.max_query_chars] or ctx.task.name
 
 
+def _texts(ctx: Context, docs: list[DocumentRef]) -> dict[str, str]:
+    """The stored text of each document (none for a document the database does not hold)."""
+    db = ctx.search_db
+    stored = [db.get_document(d["id"]) for d in docs] if db is not None else []
+    return {doc.doc_id: doc.content for doc in stored if doc is not None}
+
+
 def construct_query(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Returns ``{"queries": [...]}`` (1..Q distinct, non-empty strings)."""
     ctx = context_of(runtime)
@@ -78,7 +86,11 @@ def construct_query(state: InnerState, runtime: Runtime[Context]) -> dict[str, A
             knowledge=knowledge_text(knowledge),
             descriptor=population_descriptor(ctx, dict(state)),
             database=database_text(ctx, knowledge.get("unresolved") if knowledge else None),
-            retained=retained_text(state["retained"]) if state["round"] else "(none yet)",
+            retained=(
+                retained_text(state["retained"], _texts(ctx, state["retained"]))
+                if state["round"]
+                else "(none yet)"
+            ),
             previous_queries="\n".join(f"- {q}" for q in issued) or "(none)",
             num_queries=retrieval.queries_per_round,
         ),

@@ -3,7 +3,7 @@
 Adds the best valid candidate of the N to the population (idempotent: a resumed run that
 re-enters ``record`` does not add it twice), saves the population snapshot, updates the global
 best (``best_program.py`` / ``best_program.json`` in the run directory), credits the
-realised Δ to the search-database record whose evidence fed the iteration, and the failure counter
+realised Δ to the search-database records whose evidence fed the iteration, and the failure counter
 that stops a run whose every iteration fails (``max_consecutive_failures``). An iteration whose
 candidates were all rejected as duplicates before evaluation
 (`evoduet_graph.candidates.novelty`) leaves that counter as it was: nothing failed (the same
@@ -42,10 +42,13 @@ def measured_impact(iteration: int, parent_score: float, child: float) -> Impact
 
 
 def credit_evidence(ctx: Context, state: OuterState, valid: list[CandidateRecord]) -> None:
-    """Credit the realised Δ to the search-database record that fed this iteration.
+    """Credit the realised Δ to the search-database entries that fed this iteration.
 
     Write the realised Δ = best valid child score − parent score onto the search-database
-    record that fed this iteration (``impacts``; idempotent per (record, iteration)).
+    record that fed this iteration and, for a look-up, onto the earlier records that found the
+    reused documents (`SearchDatabase.sources_of`; the world-knowledge design credits "the
+    entry that fed the step"), so Δ-based selection rewards the queries behind a useful
+    look-up. Idempotent per (record, iteration): a resumed run credits nothing twice.
     """
     record_id = state.get("evidence_record_id")
     if not record_id or ctx.search_db is None:
@@ -66,14 +69,25 @@ def credit_evidence(ctx: Context, state: OuterState, valid: list[CandidateRecord
             delta=None,
             outcome="invalid" if evaluated else "not_evaluated",
         )
-    if not ctx.search_db.add_impact(record_id, impact):
+    fed = ctx.search_db.get_record(record_id)
+    sources = (
+        ctx.search_db.sources_of(fed.final_doc_ids, before=iteration)
+        if fed is not None and fed.decision == "look-up"
+        else []
+    )
+    added = ctx.search_db.add_impact(record_id, impact)
+    for source in sources:  # each once per iteration, also when a resumed run re-enters here
+        ctx.search_db.add_impact(source, impact)
+    if not added:
         return  # already credited by the run this one resumes
     if ctx.memory is not None:  # long-term memory across runs (`evoduet_graph.search.memory`)
-        ctx.memory.remember(ctx.search_db, record_id, impact)
+        for credited in (record_id, *sources):
+            ctx.memory.remember(ctx.search_db, credited, impact)
     ctx.events.emit(
         "impact",
         iteration=iteration,
         record_id=record_id,
+        sources=sources,
         delta=impact.delta,
         outcome=impact.outcome,
         doc_ids=[d["id"] for d in state.get("documents", [])],

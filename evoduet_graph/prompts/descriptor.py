@@ -188,12 +188,10 @@ def context_text(
     attempts, oldest first, with outcome, error, change and artifact tails. The task
     instruction is in the system message (`system_text`).
 
-    **Deviation** (issue 17, named in the README): the paper's c_t is the task, the parent and
-    its metrics and the recent attempts; here it also holds the top programs and inspirations,
-    so it is exactly the mutation prompt's view of the population. The gate and the inner loop
-    then read what ``generate`` will read, the shared prefix covers the whole mutation context,
-    and the mutation prompt stays byte for byte the one from before issue 17 (current program,
-    top programs, inspirations, attempts).
+    Not a deviation: the world-knowledge design defines ``prompt(c_t)`` as OpenEvolve's
+    mutation prompt, which holds the top programs and inspirations besides the task, the parent
+    with its metrics and the recent attempts. The gate and the inner loop read exactly what
+    ``generate`` will read, so the shared prefix covers the whole mutation context.
 
     After `system_text` it is the stable prefix of the gate's, ``construct_query``'s,
     ``hypothetical_score``'s and ``generate``'s prompts (`iteration_messages`): equal within

@@ -345,12 +345,27 @@ def documents_text(docs: list[DocumentRef], contents: dict[str, str], max_chars:
     return "\n".join(blocks) if blocks else "(none)"
 
 
-def retained_text(docs: list[DocumentRef]) -> str:
-    """One line per retained document: id, predicted child score, title."""
+RETAINED_EXCERPT_CHARS = 400
+"""Characters of each retained document's text shown to the next round's query call."""
+
+
+def retained_text(docs: list[DocumentRef], contents: dict[str, str] | None = None) -> str:
+    """The documents retained so far: id, predicted child score, title, and a text excerpt.
+
+    The paper conditions the next round's queries on the retained documents themselves, not
+    only on their titles: each gets a neutralised one-paragraph excerpt of its stored text
+    (``contents``; at most `RETAINED_EXCERPT_CHARS` characters, so K documents stay bounded).
+    """
     if not docs:
         return "(none yet)"
-    return "\n".join(
-        f"- {d['id']} (predicted child score {d.get('predicted_score')}): "
-        f"{neutralise(d['title'])[:160]}"
-        for d in docs
-    )
+    lines = []
+    for d in docs:
+        line = (
+            f"- {d['id']} (predicted child score {d.get('predicted_score')}): "
+            f"{neutralise(d['title'])[:160]}"
+        )
+        excerpt = " ".join(neutralise((contents or {}).get(d["id"], "")).split())
+        if len(excerpt) > RETAINED_EXCERPT_CHARS:
+            excerpt = excerpt[: RETAINED_EXCERPT_CHARS - 1] + "…"
+        lines.append(f"{line}\n  {excerpt}" if excerpt else line)
+    return "\n".join(lines)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from evoduet_graph.report.correlation import RankCorrelation
 from evoduet_graph.report.markdown import md_pct, md_share, md_table, md_usd
 from evoduet_graph.report.series import run_series
 from evoduet_graph.report.summary import paper_metrics, run_summary
@@ -117,6 +118,7 @@ def compare_runs(
             "run",
             "improved with evidence predicted to beat the parent",
             "improved without documents",
+            "predicted vs realised",
             "repeated-URL share",
             "LLM cost (USD)",
             "search calls",
@@ -127,6 +129,7 @@ def compare_runs(
                 r["run"],
                 md_share(r["improved_predicted_better"], r["n_predicted_better"]),
                 md_share(r["improved_no_documents"], r["n_no_documents"]),
+                RankCorrelation(r["rank_n"], r["rank_rho"], r["rank_low"], r["rank_high"]).text(),
                 md_pct(r["repeated_url_share"]),
                 md_usd(r["llm_usd"]),
                 r["search_calls"],

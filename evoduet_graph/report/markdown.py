@@ -252,12 +252,14 @@ def report_markdown(
             f"Over {pred.records} D_search record(s) with a realised outcome: the mean "
             "score predicted for a record's final documents, for the parent that was mutated, "
             "against the mean score of the best valid child they fed "
-            f"({pred.predictions} prediction(s) stored in all)."
+            f"({pred.predictions} prediction(s) stored in all). Rank correlation "
+            "(Spearman's ρ, 95% interval by Fisher's z): whether higher predictions went with "
+            "better children."
         ),
         "",
         md_table(
-            ["mean predicted", "mean realised", "mean absolute error"],
-            [[pred.mean_predicted, pred.mean_realised, pred.mean_abs_error]],
+            ["mean predicted", "mean realised", "mean absolute error", "rank correlation"],
+            [[pred.mean_predicted, pred.mean_realised, pred.mean_abs_error, pred.rank.text()]],
         ),
         "",
     ]

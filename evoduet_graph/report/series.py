@@ -12,7 +12,7 @@ from evoduet_graph.report.summary import (
     candidates_by_iteration,
     gate_by_iteration,
     latest_by_iteration,
-    record_predictions,
+    prediction_points,
     run_summary,
 )
 from evoduet_graph.report.summary_types import RunSummary
@@ -69,33 +69,6 @@ def _url_series(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             {"iteration": it, **per[it], "distinct_total": distinct, "repeated_total": repeated}
         )
     return out
-
-
-def _prediction_points(db: SearchDatabase | None) -> list[dict[str, Any]]:
-    """One point per D_search record with a realised child score.
-
-    The mean score predicted for its final documents *for the parent that was mutated*
-    (`record_predictions`) against the realised child score (and the parent's score).
-    """
-    points: list[dict[str, Any]] = []
-    if db is None:
-        return points
-    for record in db.records():
-        predicted = record_predictions(db, record)
-        for impact in record.impacts:
-            if impact.child_score is None or not predicted:
-                continue
-            points.append(
-                {
-                    "record_id": record.record_id,
-                    "iteration": impact.iteration,
-                    "decision": record.decision,
-                    "predicted": sum(predicted) / len(predicted),
-                    "realised": impact.child_score,
-                    "parent": impact.parent_score,
-                }
-            )
-    return points
 
 
 def query_deltas(db: SearchDatabase | None) -> list[dict[str, Any]]:
@@ -179,7 +152,7 @@ def run_series(run_dir: str | Path, *, summary: RunSummary | None = None) -> dic
         (``iteration``, ``id``, ``score``, ``valid``, ``status``, ``gate``), ``ndg`` and
         ``metric_values`` (``[iteration, value]`` of the best program so far; empty without
         the task folder, its reference scores or the program store), ``predictions``
-        (`_prediction_points`), ``urls`` (`_url_series`), ``query_deltas``, ``lineage``
+        (`prediction_points`), ``urls`` (`_url_series`), ``query_deltas``, ``lineage``
         (`lineage_steps` of the best program) and ``llm`` (per node, from `run_summary`).
 
     Raises:
@@ -246,7 +219,7 @@ def run_series(run_dir: str | Path, *, summary: RunSummary | None = None) -> dic
         "candidates": candidates,
         "ndg": ndg,
         "metric_values": metric_values,
-        "predictions": _prediction_points(db),
+        "predictions": prediction_points(db),
         "urls": _url_series(events),
         "query_deltas": query_deltas(db),
         "lineage": lineage_steps(programs, best_id_final, task),

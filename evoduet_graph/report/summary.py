@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from evoduet_graph.report.calls import call_figures
+from evoduet_graph.report.correlation import rank_correlation
 from evoduet_graph.report.summary_types import (
     BestProgram,
     CostFigures,
@@ -257,38 +258,65 @@ def record_predictions(db: SearchDatabase, record: Any) -> list[float]:
     return out
 
 
-def _prediction_figures(db: SearchDatabase | None) -> PredictionFigures:
-    """Mean predicted vs realised child score over the records.
+def prediction_points(db: SearchDatabase | None) -> list[dict[str, Any]]:
+    """One (predicted, realised) point per D_search record with a realised child score.
 
-    Mean predicted child score of a record's final documents (predictions made for the
-    parent that was mutated) vs the realised child score, over records with at least one
-    realised (evaluated) outcome.
+    The mean score predicted for the record's final documents *for the parent that was
+    mutated* (`record_predictions`) against the best valid child of the record's own
+    iteration (and the parent's score). Impacts a record received from later look-ups of its
+    documents (`SearchDatabase.sources_of`) are not points: their parent was another program,
+    for which the record's predictions were not made.
     """
-    predicted: list[float] = []
-    realised: list[float] = []
-    errors: list[float] = []
+    points: list[dict[str, Any]] = []
+    if db is None:
+        return points
+    for record in db.records():
+        predicted = record_predictions(db, record)
+        for impact in record.impacts:
+            if impact.iteration != record.iteration or impact.child_score is None:
+                continue
+            if not predicted:
+                continue
+            points.append(
+                {
+                    "record_id": record.record_id,
+                    "iteration": impact.iteration,
+                    "decision": record.decision,
+                    "predicted": sum(predicted) / len(predicted),
+                    "realised": impact.child_score,
+                    "parent": impact.parent_score,
+                }
+            )
+    return points
+
+
+def _prediction_figures(db: SearchDatabase | None) -> PredictionFigures:
+    """Predicted vs realised child score over the records (`prediction_points`).
+
+    Means, the mean absolute error and Spearman's rank correlation with its 95% interval
+    (`evoduet_graph.report.correlation`), with the impacts' outcomes counted.
+    """
     outcomes: Counter[str] = Counter()
     predictions = 0
     if db is not None:
         predictions = len(db.predictions())
         for record in db.records():
             for impact in record.impacts:
-                outcomes[impact.outcome] += 1
-            children = [i.child_score for i in record.impacts if i.child_score is not None]
-            scores = record_predictions(db, record)
-            if not children or not scores:
-                continue
-            p, r = sum(scores) / len(scores), sum(children) / len(children)
-            predicted.append(p)
-            realised.append(r)
-            errors.append(abs(p - r))
+                if impact.iteration == record.iteration:
+                    outcomes[impact.outcome] += 1
+    points = prediction_points(db)
+    predicted = [p["predicted"] for p in points]
+    realised = [p["realised"] for p in points]
+    rank = rank_correlation(zip(predicted, realised, strict=True))
     return PredictionFigures(
-        records=len(predicted),
+        records=len(points),
         predictions=predictions,
         mean_predicted=_mean(predicted),
         mean_realised=_mean(realised),
-        mean_abs_error=_mean(errors),
+        mean_abs_error=_mean([abs(p - r) for p, r in zip(predicted, realised, strict=True)]),
         outcomes=dict(outcomes),
+        rank=rank,
+        pairs=tuple(zip(predicted, realised, strict=True)),
     )
 
 
@@ -330,6 +358,31 @@ def _evidence_record(db: SearchDatabase | None, iteration: int) -> Any | None:
     return None
 
 
+def prompt_documents(events: list[dict[str, Any]]) -> dict[int, list[str]]:
+    """The evidence document ids each iteration's mutation prompt held, by iteration.
+
+    Every row of the ladder counts, whatever put the documents there: the ``documents`` a node
+    of the iteration handed to ``generate`` (``retrieve``, ``look_up``, the oracle's fixed
+    documents through ``gate``; the latest such node event wins) and the documents the
+    generating model's own searches returned inside the mutation call (``joint_search``).
+    """
+    handed: dict[int, list[str]] = {}
+    joint: dict[int, list[str]] = defaultdict(list)
+    for ev in events:
+        it = ev.get("iteration")
+        if not isinstance(it, int):
+            continue
+        if ev.get("event") == "node" and ev.get("node") != "generate" and "documents" in ev:
+            handed[it] = [str(d) for d in ev.get("documents") or []]
+        elif ev.get("event") == "joint_search":
+            joint[it] += [str(d) for d in ev.get("doc_ids") or [] if str(d) not in joint[it]]
+    out = {}
+    for it in set(handed) | set(joint):
+        ids = handed.get(it, [])
+        out[it] = ids + [d for d in joint.get(it, []) if d not in ids]
+    return out
+
+
 def _iteration_outcomes(
     events: list[dict[str, Any]], db: SearchDatabase | None, programs: list[Any] | None
 ) -> list[dict[str, Any]]:
@@ -337,14 +390,16 @@ def _iteration_outcomes(
 
     ``iteration``, ``gate_decision``, ``parent_id``, ``parent_score``, ``best_child`` (best valid
     child score or None), ``improved`` (a valid child beat its parent: strictly higher fitness),
-    ``documents`` (evidence documents), ``best_prediction`` (highest child score predicted for that
-    parent among them, None without one) and ``group`` (one of `EVIDENCE_GROUPS`).
+    ``documents`` (evidence documents in the mutation prompt: the feeding record's and
+    `prompt_documents`), ``best_prediction`` (highest child score predicted for that parent
+    among them, None without one) and ``group`` (one of `EVIDENCE_GROUPS`).
     """
     rows = {p.id: p for p in programs or []}
     selects = latest_by_iteration(events, "select")
     gates = gate_by_iteration(events)
     records = latest_by_iteration(events, "record")
     cands = candidates_by_iteration(events)
+    in_prompt = prompt_documents(events)
     children: dict[int, list[Any]] = defaultdict(list)
     for p in programs or []:
         if p.kind != "initial":
@@ -371,7 +426,10 @@ def _iteration_outcomes(
         best_child = max(scores, default=None)
         improved = best_child is not None and parent_score is not None and best_child > parent_score
         docs = list(record.final_doc_ids) if record is not None else []
-        predictions = record_predictions(db, record) if db is not None and docs else []
+        docs += [d for d in in_prompt.get(it, []) if d not in docs]
+        predictions = (
+            record_predictions(db, record) if db is not None and record is not None else []
+        )
         best_prediction = max(predictions, default=None)
         if not docs:
             group = EVIDENCE_GROUPS[2]
@@ -488,7 +546,9 @@ def paper_metrics(summary: RunSummary) -> dict[str, Any]:
 
     The paper's headline knowledge figures of one `run_summary`, flat (for ``compare``
     and the bench summary): improvement rates with documents predicted to beat the parent
-    and without documents, the repeated-URL share, USD and search calls.
+    and without documents, predicted vs realised (Spearman's ρ with n and 95% interval, and
+    the pairs themselves, so a bench can pool seeds of one task), the repeated-URL share,
+    USD and search calls.
     """
     better = summary.improvement.by_evidence[EVIDENCE_GROUPS[0]]
     no_docs = summary.improvement.by_evidence[EVIDENCE_GROUPS[2]]
@@ -500,6 +560,11 @@ def paper_metrics(summary: RunSummary) -> dict[str, Any]:
         "rate_no_documents": no_docs.rate,
         "n_no_documents": no_docs.iterations,
         "improved_no_documents": no_docs.improved,
+        "rank_rho": summary.prediction.rank.rho,
+        "rank_n": summary.prediction.rank.n,
+        "rank_low": summary.prediction.rank.low,
+        "rank_high": summary.prediction.rank.high,
+        "prediction_pairs": [list(pair) for pair in summary.prediction.pairs],
         "repeated_url_share": summary.search.seen_before_share,
         "llm_usd": cost.llm_usd,
         "search_calls": cost.search_calls,

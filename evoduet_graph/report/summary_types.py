@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from evoduet_graph.report.correlation import RankCorrelation
+
 __all__ = [
     "BestProgram",
     "CallFigures",
@@ -106,7 +108,11 @@ class SearchFigures(_Plain):
 
 @dataclass(frozen=True)
 class PredictionFigures(_Plain):
-    """Mean predicted vs realised child score over records with a realised outcome."""
+    """Predicted vs realised child score over records with a realised outcome.
+
+    ``rank``: Spearman's ρ of the records' (predicted, realised) pairs, its n and 95% interval;
+    ``pairs``: those pairs, one per record, in record order.
+    """
 
     records: int
     predictions: int
@@ -114,6 +120,8 @@ class PredictionFigures(_Plain):
     mean_realised: float | None
     mean_abs_error: float | None
     outcomes: Mapping[str, int]
+    rank: RankCorrelation
+    pairs: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -303,6 +303,7 @@ class ImpactPayload(TypedDict):
 
     iteration: NotRequired[Iteration]
     record_id: NotRequired[str]
+    sources: NotRequired[list[str]]  # a look-up's: the records that found its documents
     delta: NotRequired[float | None]
     outcome: NotRequired[str]
     doc_ids: NotRequired[list[Any]]

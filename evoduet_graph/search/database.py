@@ -504,6 +504,34 @@ class SearchDatabase:
             )
             return True
 
+    def sources_of(self, doc_ids: Iterable[str], *, before: int) -> list[str]:
+        """The records that found ``doc_ids``: the entries a look-up of them draws on.
+
+        A look-up reuses documents an earlier retrieval found; the realised Δ of its step is
+        credited to those retrievals too (the world-knowledge design credits "the entry that
+        fed the step"), so Δ-based selection rewards the queries that found useful documents.
+        A document's sources are the non-look-up records made before iteration ``before``
+        that handed it to the outer loop (``final_doc_ids``), else, for a document no record
+        kept, those whose inner-loop rounds returned it.
+
+        Returns:
+            Record ids in insertion order.
+        """
+        wanted = set(doc_ids)
+        with self._lock:
+            earlier = [
+                r
+                for r in self._records.values()
+                if r.decision != "look-up" and r.iteration < before
+            ]
+        never_kept = wanted - {d for r in earlier for d in r.final_doc_ids}
+        out = []
+        for r in earlier:
+            returned = {res.doc_id for rnd in r.rounds for res in rnd.results}
+            if wanted & set(r.final_doc_ids) or never_kept & returned:
+                out.append(r.record_id)
+        return out
+
     def get_record(self, record_id: str) -> SearchRecord | None:
         """A copy of record ``record_id``, or None."""
         with self._lock:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import subprocess
 import sys
 import threading
@@ -50,7 +51,7 @@ from evoduet_graph.bench.server import (
 )
 from evoduet_graph.cli import app
 from evoduet_graph.tasks.openevolve_config import OPENEVOLVE_FIELDS
-from tests.conftest import CIRCLE_TASK, OUT_OF_DISK, RADIUS_UP, SMOKE_TASK
+from tests.conftest import CIRCLE_TASK, GARBAGE, OUT_OF_DISK, RADIUS_UP, SMOKE_TASK
 from tests.fakes import FakeSearcher, KnowledgeResponder, ScriptedChatModel
 
 # novelty off: the scripted model repeats one answer, whose copies would be rejected and
@@ -485,6 +486,30 @@ def test_openevolve_config_references_the_key_never_its_value(monkeypatch):
     assert cfg["llm"]["api_key"] == "${MY_PROVIDER_KEY}"
     assert cfg["llm"]["api_base"] == "https://api.openai.com/v1"
     assert "sk-secret" not in yaml.safe_dump(cfg)
+
+
+def test_every_method_of_a_bench_asks_for_the_same_edit_format():
+    """On the embedded model every method asks for full rewrites, OpenEvolve included.
+
+    The smoke task's OpenEvolve config asks for diffs (``diff_based_evolution: true``), which
+    the 1.5B model follows unreliably; the bench overrides it for every method alike.
+    """
+    from evoduet_graph.bench.runner import edit_format
+
+    task = load_task(SMOKE_TASK)
+    assert task.openevolve_config["diff_based_evolution"] is True
+    base = EvoDuetConfig()
+    assert edit_format(base, local=True) is False
+    assert edit_format(base, local=False) is None  # an endpoint: each task's own setting
+    forced = base.with_overrides({"prompt.diff_based": True})
+    assert edit_format(forced, local=True) is True
+
+    def cfg(diff_based):
+        endpoint = Endpoint(model="m", base_url="http://127.0.0.1:1/v1", diff_based=diff_based)
+        return openevolve_config(task, iterations=1, seed=0, endpoint=endpoint, trace_path="t")
+
+    assert cfg(False)["diff_based_evolution"] is False
+    assert cfg(None)["diff_based_evolution"] is True
 
 
 def test_openevolve_command_line(tmp_path):
@@ -986,3 +1011,75 @@ def test_llama_cpp_chat_model_sends_max_tokens_and_schema_as_json_object(fake_op
     assert "response_format" not in _FakeOpenAI.requests[-1]
     other = endpoint_chat_model(cfg)
     assert not isinstance(other, LlamaCppChatOpenAI) and other.extra_body == {"max_tokens": 77}
+
+
+def test_ndg_is_the_metric_of_the_best_program_by_fitness_in_the_bench_and_the_report(tmp_path):
+    """One definition of a run's best for NDG: the bench agrees with the run report.
+
+    The evaluator's fitness here falls as the area (the task's metric) grows, so the child with
+    the larger area is not the run's best program: the initial one stays the best by fitness,
+    and NDG is 0 in both the run's ``best_program.json`` and the bench, not the child's.
+    """
+    from evoduet_graph.report.summary import run_summary
+
+    task_dir = tmp_path / "task"
+    shutil.copytree(SMOKE_TASK, task_dir)
+    evaluator = task_dir / "evaluator.py"
+    evaluator.write_text(
+        evaluator.read_text().replace("def evaluate(program_path):", "def _area(program_path):")
+        + "\n\ndef evaluate(program_path):\n"
+        "    out = _area(program_path)\n"
+        "    if not out.get('error'):\n"
+        "        out['combined_score'] = 1.0 / (1.0 + out['area'])\n"
+        "    return out\n"
+    )
+    out = tmp_path / "bench"
+    result = run_bench(
+        _settings(out, tasks=[task_dir], methods=["openevolve-mode"], seeds=[0], iterations=1),
+        llm_factory=_llm(),
+    )
+    assert not result.failed
+    bench = _bench_run(out, "openevolve-mode", 0)  # the task keeps its name
+    seed_dir = out / "runs" / "smoke_polygon_area" / "openevolve-mode" / "seed0"
+    (events,) = seed_dir.rglob("events.jsonl")
+    report_best = run_summary(events.parent).best
+    children = [p for p in bench["outcome"]["points"] if p["iteration"] == 1]
+    assert children and bench["outcome"]["best"] == pytest.approx(report_best.metric_value)
+    assert report_best.ndg == pytest.approx(0.0)
+    assert bench["outcome"]["best"] == pytest.approx(bench["outcome"]["initial"])
+
+
+def test_the_summary_flags_a_method_whose_children_are_mostly_invalid(tmp_path):
+    out = tmp_path / "bench"
+    run_bench(
+        _settings(out, methods=["evoduet", "openevolve-mode"], seeds=[0], iterations=2),
+        llm_factory=lambda job: ScriptedChatModel(
+            responses=[],
+            default=KnowledgeResponder(
+                gate="no-op", generate=RADIUS_UP if job.method == "evoduet" else GARBAGE
+            ),
+        ),
+        searcher_factory=lambda _j: FakeSearcher(),
+    )
+    summary = (out / "summary.md").read_text()
+    section = summary.split("## Valid children per task and method")[1].split("\n## ")[0]
+    row = next(line for line in section.splitlines() if line.startswith("| smoke_polygon_area"))
+    evoduet, openevolve_mode = row.strip("|").split("|")[1:3]
+    assert "⚠" not in evoduet and evoduet.strip().startswith("100% (2/2)")
+    assert "⚠" in openevolve_mode and openevolve_mode.strip().startswith("0% (0/2)")
+
+
+def test_best_by_fitness_takes_the_earliest_among_equals_and_ignores_later_iterations():
+    from evoduet_graph.bench.common import Explored, best_by_fitness
+
+    programs = [
+        Explored(0, 0.5, 10.0),
+        Explored(1, 0.4, 99.0),  # a better metric, a worse fitness: not the run's best
+        Explored(2, 0.7, 20.0),
+        Explored(2, 0.7, 30.0),  # equal fitness, later: the earlier one stays
+        Explored(3, 0.9, 40.0),  # past the last iteration
+    ]
+    curve, best = best_by_fitness(programs, 2)
+    assert curve == [10.0, 10.0, 20.0]
+    assert best == programs[2]
+    assert best_by_fitness([], 1) == ([None, None], None)

@@ -340,6 +340,12 @@ def test_look_up_valid_invalid_and_missing_ids(smoke_task_dir, tmp_path):
     lookup = db.get_record("lku_000002")
     assert lookup.final_doc_ids == [first] and lookup.decision == "look-up"
     assert [i.iteration for i in lookup.impacts] == [2]
+    # the look-up's Δ is also credited to the retrieval that found the reused document
+    retrieval = db.get_record("ret_000001")
+    assert [i.iteration for i in retrieval.impacts] == [1, 2]
+    assert retrieval.impacts[1] == lookup.impacts[0]
+    impacts = {e["iteration"]: e for e in _events(rdir, "impact")}
+    assert impacts[2]["record_id"] == "lku_000002" and impacts[2]["sources"] == ["ret_000001"]
     prompts = _generate_prompts(llm)
     assert f'<document id="{first}">' in prompts[1]
     assert _evidence(prompts[1]).count("<document") == 1

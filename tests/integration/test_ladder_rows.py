@@ -20,6 +20,7 @@ from evoduet_graph.bench import BenchSettings, run_bench
 from evoduet_graph.config import ConfigError, load_config
 from evoduet_graph.nodes.gate_stateless import StatelessGateOutput
 from evoduet_graph.nodes.joint_search import native_tool_calling
+from evoduet_graph.report.summary import run_summary
 from evoduet_graph.rundir.events import read_events
 from evoduet_graph.search import SearchDatabase
 from evoduet_graph.search.database import RoundLog, RoundResult, SearchRecord
@@ -266,6 +267,13 @@ def test_the_ladder_methods_run_in_the_bench_with_their_knowledge_figures(tmp_pa
     assert joint["queries"] == 2 and joint["repeated_url_share"] == pytest.approx(0.5)
     assert knowledge("rerank")["queries"] == 2  # one query per retrieve, 2 retrieves
     assert knowledge("no-search-database")["returned_urls"] > 0  # from the events
+    # every iteration whose mutation prompt held documents counts as one with documents
+    for method in ("oracle", "joint-search", "rerank"):
+        seed_dir = out / "runs" / "smoke_polygon_area" / method / "seed0"
+        (events,) = seed_dir.rglob("events.jsonl")
+        groups = run_summary(events.parent).improvement.by_evidence
+        assert groups["no documents"].iterations == 0, method
+        assert sum(g.iterations for g in groups.values()) == 2, method
     summary = (out / "summary.md").read_text()
     assert "## World knowledge per method" in summary
     assert "| joint-search |" in summary and "50.0%" in summary

@@ -21,6 +21,14 @@ from tests.conftest import ROOT
 CONFIGS = ROOT / "configs"
 REFERENCE = CONFIGS / "evoduet.yaml"
 SCAFFOLD_POPULATION = {"population.kind", "population.top_k"}
+RERANK = {
+    "retrieval.ranking",
+    "retrieval.inner_rounds",
+    "retrieval.queries_per_round",
+    "retrieval.rerank_relevance_weight",
+    "retrieval.rerank_novelty_weight",
+    "retrieval.rerank_max_document_chars",
+}
 
 ALLOWED: dict[str, set[str]] = {
     "evoduet.yaml": set(),
@@ -35,17 +43,18 @@ ALLOWED: dict[str, set[str]] = {
     "stagnation.yaml": {"gate.mode", "gate.stagnation_patience"},
     "always_retrieve.yaml": {"gate.mode"},
     "heuristic.yaml": {"gate.mode", "gate.retrieve_probability"},
-    "rerank.yaml": {
-        "retrieval.ranking",
-        "retrieval.inner_rounds",
-        "retrieval.queries_per_round",
-        "retrieval.rerank_relevance_weight",
-        "retrieval.rerank_novelty_weight",
-        "retrieval.rerank_max_document_chars",
-    },
+    "rerank.yaml": RERANK,
     "no_query_evolution.yaml": {"retrieval.query_evolution_steps", "retrieval.inner_rounds"},
-    "no_search_database.yaml": {"retrieval.use_search_database"},
+    # the world-knowledge scaffold's rows on top of the listwise-rerank row
+    "no_search_database.yaml": {*RERANK, "retrieval.use_search_database"},
     "select_relevance_novelty.yaml": {
+        *RERANK,
+        "retrieval.select_policy",
+        "retrieval.documents_per_entry",
+    },
+    # the same knobs on the paper's full inner loop
+    "no_search_database_full_loop.yaml": {"retrieval.use_search_database"},
+    "select_relevance_novelty_full_loop.yaml": {
         "retrieval.select_policy",
         "retrieval.documents_per_entry",
         "retrieval.rerank_relevance_weight",

@@ -71,9 +71,26 @@ LADDER = {
         "retrieval.inner_rounds": 1,
         "retrieval.query_evolution_steps": None,
     },
-    "no_search_database.yaml": {"gate.mode": "llm", "retrieval.use_search_database": False},
+    "no_search_database.yaml": {
+        "gate.mode": "llm",
+        "retrieval.ranking": "listwise_rerank",
+        "retrieval.inner_rounds": 1,
+        "retrieval.use_search_database": False,
+    },
     "select_relevance_novelty.yaml": {
         "gate.mode": "llm",
+        "retrieval.ranking": "listwise_rerank",
+        "retrieval.inner_rounds": 1,
+        "retrieval.select_policy": "relevance_novelty",
+    },
+    "no_search_database_full_loop.yaml": {
+        "gate.mode": "llm",
+        "retrieval.ranking": "hypothetical",
+        "retrieval.use_search_database": False,
+    },
+    "select_relevance_novelty_full_loop.yaml": {
+        "gate.mode": "llm",
+        "retrieval.ranking": "hypothetical",
         "retrieval.select_policy": "relevance_novelty",
     },
     "grounding_offline.yaml": {"gate.mode": "llm", "retrieval.grounding": "offline"},

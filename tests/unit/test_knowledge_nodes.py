@@ -25,7 +25,7 @@ from evoduet_graph.nodes.search import search
 from evoduet_graph.nodes.update_knowledge import top_k_documents, update_knowledge
 from evoduet_graph.prompts import load_prompt
 from evoduet_graph.prompts.descriptor import context_text
-from evoduet_graph.prompts.knowledge import GateOutput
+from evoduet_graph.prompts.knowledge import RETAINED_EXCERPT_CHARS, GateOutput
 from evoduet_graph.rundir.store import ProgramRow
 from evoduet_graph.search import Document, Prediction
 from evoduet_graph.state import CandidateRecord, DocumentRef, InnerState
@@ -565,6 +565,11 @@ def test_inner_graph_rounds(smoke_task_dir, rounds):
     for r in range(1, rounds):
         for doc_id in out["round_logs"][r - 1]["retained"]:
             assert f"- {doc_id} (predicted child score" in prompts[r]
+            # with a bounded excerpt of its text: the next queries are conditioned on it
+            text = " ".join(env.ctx.search_db.document_text(doc_id).split())
+            section = prompts[r].split("## Documents retained so far")[1].split("## ")[0]
+            assert text[:60] in section
+            assert all(len(line) <= RETAINED_EXCERPT_CHARS + 2 for line in section.splitlines())
 
 
 def test_inner_graph_queries_capped_and_never_repeated(smoke_task_dir):

@@ -220,6 +220,43 @@ def test_record_and_impact_appends_are_idempotent(tmp_path: Path) -> None:
     assert reloaded.next_record_id() == "ret_000002"
 
 
+def test_a_look_up_draws_on_the_records_that_found_its_documents() -> None:
+    db = SearchDatabase(None)
+    first = _record(db, 1, ["q1"], ["https://a.org", "https://b.org"])
+    second = _record(db, 2, ["q2"], ["https://c.org"])
+    # returned by a round of iteration 3 but kept by no record
+    stored = db.add_documents([_doc("https://d.org")], 3)
+    third = SearchRecord(
+        record_id="ret_000003",
+        iteration=3,
+        parent_id="p",
+        parent_score=1.0,
+        rounds=[
+            RoundLog(
+                round=0,
+                queries=["q3"],
+                results=[RoundResult(doc_id=stored[0].doc_id, url="https://d.org")],
+            )
+        ],
+        final_doc_ids=[],
+    )
+    assert db.add_record(third)
+    lookup = SearchRecord(
+        record_id="lku_000004",
+        iteration=4,
+        parent_id="p",
+        parent_score=1.0,
+        final_doc_ids=[first.final_doc_ids[1], stored[0].doc_id],
+        decision="look-up",
+    )
+    assert db.add_record(lookup)
+    wanted = lookup.final_doc_ids
+    assert db.sources_of(wanted, before=4) == ["ret_000001", "ret_000003"]
+    assert db.sources_of(second.final_doc_ids, before=5) == ["ret_000002"]
+    assert db.sources_of(wanted, before=1) == []  # only records made before the look-up
+    assert db.sources_of(["doc_999999"], before=9) == []
+
+
 def test_select_delta_recency_full(tmp_path: Path) -> None:
     db = SearchDatabase(None)
     deltas = {1: 0.5, 2: -0.3, 3: 0.1, 4: None, 5: 0.9, 6: -0.8}
