@@ -22,7 +22,8 @@ Run it alone on the machine (it loads the model several times); the load average
 and saved. From the repository root::
 
     .venv/bin/python benchmarks/runtime_bench.py [--native-site DIR] [--repeats 2]
-        [--calls 5] [--json benchmarks/results/embedded/runtime_bench.json]
+        [--variants zen4,skylakex,haswell] [--calls 5]
+        [--json benchmarks/results/embedded/runtime_bench.json]
 """
 
 from __future__ import annotations
@@ -106,9 +107,12 @@ def measure(variant: str | None, model: Path, repeats: int, site: str | None) ->
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def variants_table(model: Path, repeats: int, native_site: str | None) -> list[dict]:
+def variants_table(
+    model: Path, repeats: int, native_site: str | None, only: list[str] | None
+) -> list[dict]:
     info = runtime.runtime_info()
-    cases: list[tuple[str, str | None, str | None]] = [(v, v, None) for v in info.variants]
+    chosen = [v for v in info.variants if only is None or v in only]
+    cases: list[tuple[str, str | None, str | None]] = [(v, v, None) for v in chosen]
     if native_site:
         cases.append(("native", None, native_site))
     runs: dict[str, list[dict]] = {name: [] for name, _, _ in cases}
@@ -185,6 +189,11 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--calls", type=int, default=5)
     parser.add_argument("--skip-variants", action="store_true")
+    parser.add_argument(
+        "--variants",
+        help="comma-separated CPU variants to time (default: all; x64, without SIMD, takes "
+        "over 15 minutes a prompt on 2 cores)",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     model = assemble_model()
@@ -194,7 +203,8 @@ def main() -> int:
         f"runtime: llama-cpp-python {info.version}, {info.flavour}, variants {info.variants}, "
         f"default {info.chosen}; CPU {info.cpu}, {os.cpu_count()} cores; load {load_before}"
     )
-    rows = [] if args.skip_variants else variants_table(model, args.repeats, args.native_site)
+    only = args.variants.split(",") if args.variants else None
+    rows = [] if args.skip_variants else variants_table(model, args.repeats, args.native_site, only)
     print(f"\n{'build':<10} {'default':<8} {'prompt tok/s':<16} {'vs best':<8} gen tok/s")
     for row in rows:
         print(
