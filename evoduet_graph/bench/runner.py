@@ -99,6 +99,7 @@ from evoduet_graph.bench.output import (
     _write_manifest,
     collect_runs,
 )
+from evoduet_graph.config import deep_merge
 from evoduet_graph.rundir.read import read_json
 
 __all__ = [
@@ -157,6 +158,8 @@ METHOD_ORDER: tuple[str, ...] = (
 )
 """Order of the methods in tables and plots (others follow by name)."""
 DEFAULT_SEEDS: tuple[int, ...] = (0, 1, 2)
+EXECUTORS: tuple[str, ...] = ("local", "ray")
+"""How a bench runs its jobs: one after another here, or as Ray tasks on a cluster."""
 LOCAL_KEY_ENV = "EVODUET_LOCAL_SERVER_KEY"
 """Key variable our methods read for the bench's own server (normally unset: no key is sent)."""
 
@@ -179,6 +182,14 @@ class BenchSettings:
         openevolve_venv: its virtual environment (default: a cache folder).
         openevolve_timeout_s: wall limit of one OpenEvolve process (None: none).
         server_startup_timeout_s: how long to wait for the local server.
+        executor: ``local`` (one run after another in this process) or ``ray`` (each run a
+            Ray task: `evoduet_graph.bench.executor`).
+        variants: named variants of our methods, ``{label: (method, overlay)}``: the method
+            (a name or config, as in ``methods``) with ``overlay`` laid over its configuration
+            (a protocol's ``{name: evoduet-n8, method: evoduet, config: {candidates: 8}}``).
+        forced: settings laid over every one of our methods' configurations after the
+            method's own, under a variant's (a protocol's ``candidates``,
+            ``retrieval.backend``), dotted keys.
     """
 
     tasks: list[Path]
@@ -192,6 +203,9 @@ class BenchSettings:
     openevolve_venv: Path | None = None
     openevolve_timeout_s: float | None = None
     server_startup_timeout_s: float = 180.0
+    executor: str = "local"
+    variants: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    forced: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -538,6 +552,9 @@ def _setup_model(
             "llm.base_url": server.base_url,
             "llm.api_key_env": LOCAL_KEY_ENV,
             "prompt.diff_based": diff_based,
+            # one server on this machine's cores writes a full rewrite in minutes, not seconds:
+            # the endpoint's 60 s default deadline would fail most mutation calls
+            "llm.call_deadline_s": max(llm.call_deadline_s, llm.timeout_s),
         }
     )
     info.update(
@@ -585,13 +602,46 @@ def _check_plotting() -> None:
         )
 
 
+def _method_overlay(name: str) -> tuple[str, dict[str, Any], str] | None:
+    """``(label, overlay, source)`` of one of our methods by name or config, else None.
+
+    Raises:
+        BenchError: a method config that is not usable (`config_method`).
+    """
+    if name in GRAPH_METHODS:
+        return name, GRAPH_METHODS[name], f"method {name!r}"
+    found = config_method(LADDER_METHODS.get(name, name))
+    if found is None:
+        return None
+    label, overlay, path = found
+    return (name if name in LADDER_METHODS else label), overlay, str(path)
+
+
+def _with_forced(overlay: dict[str, Any], forced: dict[str, Any]) -> dict[str, Any]:
+    """``overlay`` with the bench's forced settings (dotted keys) laid over it.
+
+    A forced ``retrieval.backend`` is not laid over a method that has no search backend
+    (``backend: none``: the OpenEvolve baseline never searches).
+    """
+    out = overlay
+    for key, value in forced.items():
+        if key == "retrieval.backend" and (overlay.get("retrieval") or {}).get("backend") == "none":
+            continue
+        nested: dict[str, Any] = value
+        for part in reversed(key.split(".")):
+            nested = {part: nested}
+        out = deep_merge(out, nested)
+    return out
+
+
 def _resolve_methods(
     settings: BenchSettings, table: dict[str, MethodRunner], graph_methods: set[str]
 ) -> list[str]:
-    """The bench's method names, config methods resolved.
+    """The bench's method names, config methods and variants resolved.
 
-    Each config method (a ladder row or a YAML file) is added to ``table`` and
-    ``graph_methods`` as a run of our graph under that configuration.
+    Each config method (a ladder row or a YAML file) and each variant is added to ``table`` and
+    ``graph_methods`` as a run of our graph under that configuration; with forced settings,
+    our built-in methods are rebuilt with them too.
 
     Raises:
         BenchError: an unknown method, a missing or invalid method config, or a config named
@@ -600,26 +650,36 @@ def _resolve_methods(
     config_labels: set[str] = set()
     methods: list[str] = []
     unknown = []
+    base = settings.config or EvoDuetConfig()
     for name in settings.methods:
-        found = None if name in table else config_method(LADDER_METHODS.get(name, name))
-        if found is not None:
-            label, overlay, path = found
-            label = name if name in LADDER_METHODS else label
-            if label in table and label not in config_labels:
-                raise BenchError(f"method config {path} is named like the method {label!r}")
-            try:
-                merge_config(settings.config or EvoDuetConfig(), overlay, str(path))
-            except ConfigError as exc:
-                raise BenchError(str(exc)) from None
-            table[label] = _graph_runner(label, overlay, str(path))
-            graph_methods.add(label)
-            config_labels.add(label)
-            name = label
-        elif name not in table:
+        variant = settings.variants.get(name)
+        builtin = name in GRAPH_METHODS and name in table and variant is None
+        if name in table and not builtin and variant is None:
+            methods.append(name)  # OpenEvolve, or a runner given by a test
+            continue
+        found = _method_overlay(variant[0] if variant else name)
+        if found is None:
             if name.endswith((".yaml", ".yml")) or "/" in name:
                 raise BenchError(f"method config file {name} does not exist")
             unknown.append(name)
-        methods.append(name)
+            methods.append(name)
+            continue
+        label, overlay, source = found
+        overlay = _with_forced(overlay, settings.forced)  # a variant's own settings win
+        if variant is not None:
+            label, overlay = name, deep_merge(overlay, variant[1])
+            source = f"variant {name!r} of {source}"
+        elif not builtin and label in table and label not in config_labels:
+            raise BenchError(f"method config {source} is named like the method {label!r}")
+        try:
+            merge_config(base, overlay, source)
+        except ConfigError as exc:
+            raise BenchError(str(exc)) from None
+        table[label] = _graph_runner(label, overlay, source)
+        graph_methods.add(label)
+        if not builtin:
+            config_labels.add(label)
+        methods.append(label)
     if unknown:
         stems = sorted(p.stem for p in _configs_dir().glob("*.yaml"))
         raise BenchError(
@@ -627,6 +687,94 @@ def _resolve_methods(
             f"or a config in {_configs_dir()}: {', '.join(stems) or '(none)'}"
         )
     return methods
+
+
+def _check_settings(settings: BenchSettings) -> None:
+    """Settings that cannot run, before anything is written.
+
+    Raises:
+        BenchError: no methods or seeds, negative iterations, a bad model string, an unknown
+            executor, or no plotting library.
+    """
+    if not settings.methods or not settings.seeds:
+        raise BenchError("nothing to run: no methods or no seeds")
+    if settings.iterations < 0:
+        raise BenchError("iterations must be >= 0")
+    if settings.executor not in EXECUTORS:
+        raise BenchError(f"unknown executor {settings.executor!r}; known: {', '.join(EXECUTORS)}")
+    try:
+        parse_model_string(settings.model)
+    except ValueError as exc:
+        raise BenchError(str(exc)) from None
+    _check_plotting()
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """How one job ended: ``done`` or ``failed`` (with its error's first lines)."""
+
+    status: str
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class OpenEvolveSpec:
+    """Where and which OpenEvolve a job installs and runs (what a remote worker needs)."""
+
+    venv: Path | None
+    version: str
+    timeout_s: float | None
+
+
+def execute_job(
+    ctx: JobContext, runner: MethodRunner, versions: dict[str, Any], model_info: dict[str, Any]
+) -> JobResult:
+    """Run one job, recording its status, outcome or error in its ``bench_run.json``.
+
+    The same for every executor: a run's failure is recorded and returned, never raised;
+    KeyboardInterrupt propagates (the next invocation resumes the run).
+    """
+    job, state, say = ctx.job, ctx._state, ctx.log
+    say(f"run  {job.label}: {job.iterations} iterations")
+    injected = ctx.llm_factory is not None
+    state.save(
+        status="running",
+        iterations=job.iterations,
+        model="injected chat model" if injected else model_info.get("model"),
+    )
+    start = time.monotonic()
+    sha = None if injected else model_info.get("model_sha256")
+    try:
+        outcome = runner(ctx)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - a run's failure is recorded
+        message = f"{type(exc).__name__}: {exc}"
+        state.end_session()
+        state.save(
+            status="failed",
+            error=message[-4000:],
+            traceback=traceback.format_exc()[-8000:],
+            versions=versions,
+            model_sha256=sha,
+        )
+        say(f"FAIL {job.label}: {message.splitlines()[0][:300]}")
+        return JobResult("failed", message)
+    run_versions = dict(versions)
+    if job.method == "openevolve":
+        run_versions["openevolve"] = outcome.details.get("openevolve_version")
+    state.save(
+        status="done",
+        error=None,
+        traceback=None,
+        outcome=outcome.to_json(),
+        versions=run_versions,
+        model_sha256=sha,
+    )
+    ndg = floored_ndg(job.task, outcome.best)
+    say(
+        f"done {job.label}: best={_fmt(outcome.best)} "
+        f"NDG={_fmt(ndg, '.2f')}% in {time.monotonic() - start:.1f} s"
+    )
+    return JobResult("done")
 
 
 def run_bench(
@@ -659,15 +807,7 @@ def run_bench(
     graph_methods = set(GRAPH_METHODS)
     methods = _resolve_methods(settings, table, graph_methods)
     settings = dataclasses.replace(settings, methods=list(dict.fromkeys(methods)))
-    if not settings.methods or not settings.seeds:
-        raise BenchError("nothing to run: no methods or no seeds")
-    if settings.iterations < 0:
-        raise BenchError("iterations must be >= 0")
-    try:
-        parse_model_string(settings.model)
-    except ValueError as exc:
-        raise BenchError(str(exc)) from None
-    _check_plotting()
+    _check_settings(settings)
     try:
         tasks = [load_task(p) for p in settings.tasks]
     except TaskError as exc:
@@ -730,60 +870,48 @@ def run_bench(
             "python": platform.python_version(),
         }
         _write_manifest(out, settings, model.info, versions)
-        for job in pending:
-            state = states[job.label]
-            ctx = JobContext(
-                job,
+
+        def record(job: Job, done: JobResult) -> None:
+            if done.status == "done":
+                result.ran.append(job.label)
+            else:
+                result.failed[job.label] = done.message
+            _write_csvs(out, result)
+
+        if settings.executor == "ray":
+            from evoduet_graph.bench.executor import run_on_ray
+
+            for job, done in run_on_ray(
+                pending,
+                runners=table,
+                graph_methods=graph_methods,
                 endpoint=model.endpoint,
                 config=model.config,
-                llm_factory=llm_factory if job.method in graph_methods else None,
+                model_info=model.info,
+                versions=versions,
+                llm_factory=llm_factory,
                 searcher_factory=searcher_factory,
-                openevolve=openevolve_env,
-                state=state,
+                openevolve=OpenEvolveSpec(
+                    settings.openevolve_venv, oe_version, settings.openevolve_timeout_s
+                ),
                 log=say,
-                openevolve_timeout_s=settings.openevolve_timeout_s,
-            )
-            say(f"run  {job.label}: {job.iterations} iterations")
-            injected = ctx.llm_factory is not None
-            state.save(
-                status="running",
-                iterations=job.iterations,
-                model="injected chat model" if injected else model.info.get("model"),
-            )
-            start = time.monotonic()
-            try:
-                outcome = table[job.method](ctx)
-            except (Exception, SystemExit) as exc:  # noqa: BLE001 - a run's failure is recorded
-                message = f"{type(exc).__name__}: {exc}"
-                state.end_session()
-                state.save(
-                    status="failed",
-                    error=message[-4000:],
-                    traceback=traceback.format_exc()[-8000:],
-                    versions=versions,
-                    model_sha256=None if injected else model.info.get("model_sha256"),
+            ):
+                record(job, done)
+        else:
+            for job in pending:
+                state = states[job.label]
+                ctx = JobContext(
+                    job,
+                    endpoint=model.endpoint,
+                    config=model.config,
+                    llm_factory=llm_factory if job.method in graph_methods else None,
+                    searcher_factory=searcher_factory,
+                    openevolve=openevolve_env,
+                    state=state,
+                    log=say,
+                    openevolve_timeout_s=settings.openevolve_timeout_s,
                 )
-                result.failed[job.label] = message
-                say(f"FAIL {job.label}: {message.splitlines()[0][:300]}")
-            else:
-                run_versions = dict(versions)
-                if job.method == "openevolve":
-                    run_versions["openevolve"] = outcome.details.get("openevolve_version")
-                state.save(
-                    status="done",
-                    error=None,
-                    traceback=None,
-                    outcome=outcome.to_json(),
-                    versions=run_versions,
-                    model_sha256=None if injected else model.info.get("model_sha256"),
-                )
-                result.ran.append(job.label)
-                ndg = floored_ndg(job.task, outcome.best)
-                say(
-                    f"done {job.label}: best={_fmt(outcome.best)} "
-                    f"NDG={_fmt(ndg, '.2f')}% in {time.monotonic() - start:.1f} s"
-                )
-            _write_csvs(out, result)
+                record(job, execute_job(ctx, table[job.method], versions, model.info))
 
     _write_csvs(out, result)
     from evoduet_graph.bench.tables import write_plots, write_summary
