@@ -620,12 +620,17 @@ def _method_overlay(name: str) -> tuple[str, dict[str, Any], str] | None:
 def _with_forced(overlay: dict[str, Any], forced: dict[str, Any]) -> dict[str, Any]:
     """``overlay`` with the bench's forced settings (dotted keys) laid over it.
 
-    A forced ``retrieval.backend`` is not laid over a method that has no search backend
-    (``backend: none``: the OpenEvolve baseline never searches).
+    A forced ``retrieval.backend`` is not laid over a method that never searches (``backend:
+    none``, or a gate that never retrieves without joint-level search: the OpenEvolve
+    baseline), so a hosted backend's key is not asked of it.
     """
+    never_searches = (overlay.get("retrieval") or {}).get("backend") == "none" or (
+        (overlay.get("gate") or {}).get("mode") == "never"
+        and not (overlay.get("joint_search") or {}).get("enabled")
+    )
     out = overlay
     for key, value in forced.items():
-        if key == "retrieval.backend" and (overlay.get("retrieval") or {}).get("backend") == "none":
+        if key == "retrieval.backend" and never_searches:
             continue
         nested: dict[str, Any] = value
         for part in reversed(key.split(".")):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ from evoduet_graph.errors import UserError
 
 @app.command("bench")
 def bench_cmd(
+    ctx: typer.Context,
     out: Annotated[Path, typer.Option(help="Output folder (reused to resume).")],
     tasks: Annotated[
         str | None,
@@ -37,8 +39,8 @@ def bench_cmd(
             "evoduet-bestofn, evoduet-evox; a row of the ablation ladder (oracle, "
             "joint-search, stagnation, always, heuristic, rerank, no-query-evolution, "
             "no-search-database, select-relevance-novelty, their -full-loop variants, "
-            "grounding-offline, grounding-online, parallel-8); or a config: a YAML path or a file stem in "
-            "configs/ (e.g. always_retrieve, scaffold_evox)."
+            "grounding-offline, grounding-online, parallel-8); or a config: a YAML path or a "
+            "file stem in configs/ (e.g. always_retrieve, scaffold_evox)."
         ),
     ] = "evoduet,openevolve-mode,openevolve",
     config: Annotated[
@@ -52,6 +54,22 @@ def bench_cmd(
     ] = None,
     openevolve_timeout: Annotated[
         float | None, typer.Option(help="Wall limit (s) of one OpenEvolve process.")
+    ] = None,
+    protocol: Annotated[
+        Path | None,
+        typer.Option(
+            help="A protocol YAML (e.g. benchmarks/protocols/paper.yaml): tasks, methods, "
+            "seeds, iterations, candidates, model, search backend, executor and base config "
+            "in one file; it replaces --tasks, --methods, --seeds, --iterations, --model and "
+            "--config. The same command resumes it."
+        ),
+    ] = None,
+    executor: Annotated[
+        str | None,
+        typer.Option(
+            help="local (one run after another; default) or ray (each run a Ray task; "
+            "RAY_ADDRESS joins a cluster, else a local Ray instance starts)."
+        ),
     ] = None,
 ) -> None:
     """Run every (task, method, seed), resumably; write results.csv, summary.md and plots."""
@@ -74,17 +92,33 @@ def bench_cmd(
             raise BenchError(
                 f"--seeds {seeds!r}: expected comma-separated integers, e.g. --seeds 0,1,2"
             ) from None
-        settings = BenchSettings(
-            tasks=resolve_tasks(parse_list(tasks) or None),
-            out=out,
-            methods=parse_list(methods),
-            seeds=seed_list,
-            iterations=iterations,
-            model=model,
-            config=load_config(config),
+        if protocol is not None:
+            from evoduet_graph.bench.protocol import load_protocol, protocol_settings
+
+            sources = {
+                name: getattr(ctx.get_parameter_source(name), "name", None)
+                for name in ("tasks", "methods", "seeds", "iterations", "model", "config")
+            }
+            given = [f"--{name}" for name, where in sources.items() if where == "COMMANDLINE"]
+            if given:
+                raise BenchError(f"--protocol replaces {', '.join(given)}: give one or the other")
+            settings = protocol_settings(load_protocol(protocol), out, source=str(protocol))
+        else:
+            settings = BenchSettings(
+                tasks=resolve_tasks(parse_list(tasks) or None),
+                out=out,
+                methods=parse_list(methods),
+                seeds=seed_list,
+                iterations=iterations,
+                model=model,
+                config=load_config(config),
+            )
+        settings = dataclasses.replace(
+            settings,
             openevolve_version=openevolve_version,
             openevolve_venv=openevolve_venv,
             openevolve_timeout_s=openevolve_timeout,
+            executor=executor or settings.executor,
         )
         start = time.perf_counter()
         result = run_bench(settings, log=lambda msg: console.print(msg, markup=False))

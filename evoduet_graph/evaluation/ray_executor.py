@@ -315,8 +315,18 @@ def connect(address: str | None) -> tuple[ModuleType, bool]:
     kwargs: dict[str, Any] = {"address": address, "log_to_driver": False}
     if address is None and not os.environ.get("RAY_ADDRESS"):
         # A new local instance: no dashboard, and no usage report unless the user opted in.
+        # Started in this thread: Ray ties its GCS and raylet processes to the thread that
+        # starts them (the parent-death signal is per thread), so an instance started in the
+        # deadline thread below dies with that thread and every later call fails.
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         kwargs["include_dashboard"] = False
+        try:
+            ray.init(**kwargs)
+        except Exception as exc:  # noqa: BLE001 - reported as one line
+            raise RayUnavailableError(
+                f"cannot start a local Ray instance: {type(exc).__name__}: {exc}"
+            ) from None
+        return ray, True
     where = address or os.environ.get("RAY_ADDRESS") or "a new local instance"
     # ray.init retries without end against a TCP port that answers but is not a Ray GCS (the
     # dashboard port typed by mistake): it runs in a daemon thread with a deadline

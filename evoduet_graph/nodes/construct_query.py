@@ -6,8 +6,8 @@ state, the population-state descriptor and the D_search selection with realised 
 (``retrieval.select_policy`` / ``select_num``: highest and lowest Δ under the default ``delta``
 policy), so stored outcomes steer the searches; later rounds also see the documents retained in
 this loop with their predicted child scores and a bounded excerpt of each one's text (the
-paper conditions the next queries on the retained documents). Every round sees the queries already issued in
-this loop.
+paper conditions the next queries on the retained documents). Every round sees the queries
+already issued in this loop.
 
 Repeated queries: queries are stripped, capped at ``retrieval.max_query_chars`` and
 de-duplicated case- and whitespace-insensitively, within the round (the paper: a query is not

@@ -8,6 +8,7 @@ the start-up errors shut it down first, because an initialised Ray is reused as 
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import subprocess
 import sys
@@ -343,3 +344,24 @@ def test_the_tcp_check_and_the_init_wait_have_their_own_timeouts():
 
     assert r.CONNECT_TIMEOUT_S == 5.0 and r.INIT_TIMEOUT_S == 60.0
     assert r.check_reachable.__defaults__ == (5.0,)
+
+
+def test_a_local_instance_started_by_connect_outlives_the_call(tmp_path):
+    """``connect(None)`` starts a local instance that still answers afterwards.
+
+    Ray ties its GCS and raylet to the thread that starts them: started in the deadline
+    thread, they died with it and the first task failed after a minute (no test noticed:
+    the others start Ray themselves).
+    """
+    script = (
+        "import os\n"
+        "from evoduet_graph.evaluation.ray_executor import connect\n"
+        "ray, started = connect(None)\n"
+        "task = ray.remote(num_cpus=0.5)(lambda: os.getpid())\n"
+        "print(started, ray.get(task.remote(), timeout=60) > 0)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    proc = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=180
+    )
+    assert proc.stdout.strip().splitlines()[-1:] == ["True True"], proc.stderr[-2000:]
