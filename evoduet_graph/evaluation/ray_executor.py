@@ -322,9 +322,9 @@ def connect(address: str | None) -> tuple[ModuleType, bool]:
         kwargs["include_dashboard"] = False
         try:
             ray.init(**kwargs)
-        except Exception as exc:  # noqa: BLE001 - reported as one line
+        except Exception as failure:  # noqa: BLE001 - reported as one line
             raise RayUnavailableError(
-                f"cannot start a local Ray instance: {type(exc).__name__}: {exc}"
+                f"cannot start a local Ray instance: {type(failure).__name__}: {failure}"
             ) from None
         return ray, True
     where = address or os.environ.get("RAY_ADDRESS") or "a new local instance"
