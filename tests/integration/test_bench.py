@@ -972,6 +972,46 @@ def test_children_die_with_a_killed_parent(tmp_path):
             parent.kill()
 
 
+def test_the_model_server_leaves_when_its_bench_is_gone_even_if_it_ignores_sigterm(tmp_path):
+    """The bench's model server leaves as soon as the bench is gone.
+
+    It answers the parent-death SIGTERM only after the request in flight (minutes of
+    generation); its watchdog thread ends it when its parent changes.
+    """
+    ready = tmp_path / "child.ready"
+    child_code = (
+        "import os, signal, threading, time\n"
+        "from evoduet_graph.bench.llama_server import _exit_with_parent\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a server busy with a request\n"
+        "args = (os.getppid(), 0.1)\n"
+        "threading.Thread(target=_exit_with_parent, args=args, daemon=True).start()\n"
+        f"open({str(ready)!r}, 'w').write(str(os.getpid()))\n"
+        "time.sleep(600)\n"
+    )
+    parent_code = (
+        "import subprocess, sys, time\n"
+        f"subprocess.Popen([sys.executable, '-c', {child_code!r}], start_new_session=True)\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", parent_code], cwd=Path(__file__).parents[2])
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists() or not ready.read_text():
+            assert time.monotonic() < deadline, "the child did not start its watchdog"
+            time.sleep(0.05)
+        child = int(ready.read_text())
+        assert _live_group_members(child) == [child]
+        parent.kill()
+        parent.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while _live_group_members(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _live_group_members(child) == []
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
 def test_llama_cpp_chat_model_sends_max_tokens_and_schema_as_json_object(fake_openai):
     """Against the bench's llama.cpp server.
 
