@@ -38,9 +38,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from evoduet_graph import EvoDuetConfig, merge_config
+from evoduet_graph import EvoDuetConfig, UserError, merge_config
 from evoduet_graph.bench.common import BenchError
-from evoduet_graph.errors import UserError
 
 __all__ = ["Protocol", "ProtocolError", "ProtocolMethod", "load_protocol", "protocol_settings"]
 

@@ -32,6 +32,15 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     "OpenEvolve's config schema (the task loader's and the OpenEvolve driver's)",
     ("evoduet_graph.search.base", "normalize_url"): "repeated URLs of a run without D_search "
     "are counted with D_search's own URL normalisation",
+    ("evoduet_graph.llm.runtime", "load_cpu_backend"): "the portable runtime's CPU backend, "
+    "registered before llama-cpp-python's own server loads the embedded model",
+    ("evoduet_graph.evaluation.ray_executor", "connect"): "the one way the package joins or "
+    "starts Ray (a local instance in the calling thread), shared with the Ray evaluator",
+    ("evoduet_graph.evaluation.ray_executor", "RayUnavailableError"): "as connect",
+    ("evoduet_graph.config", "deep_merge"): "a protocol's variants and forced settings are "
+    "configuration overlays, merged as a config file's are",
+    ("evoduet_graph.report.correlation", "rank_correlation"): "the one Spearman / Fisher-z "
+    "computation, shared by the run report and the bench summary",
 }
 
 

@@ -4,7 +4,9 @@
 the dict ``run_summary`` returned before the summary was typed, for the two real runs committed
 under ``benchmarks/results/real-runs/``: the typed summary of the same directories must give
 the same text (keys, key order, values, ints vs floats), so run directories written by older
-versions still read, and whatever was written from the summary keeps its shape.
+versions still read, and whatever was written from the summary keeps its shape. Fields added
+since are appended where they belong (``prediction.rank``, ``prediction.pairs``: the
+predicted-vs-realised rank correlation), never renamed or moved.
 """
 
 from __future__ import annotations
