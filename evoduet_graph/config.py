@@ -764,7 +764,7 @@ class EvoDuetConfig(_Section):
         "the D_search outcomes recorded before its iteration started (as OpenEvolve's "
         "parallel iterations); a kill loses only the iterations in flight.",
     )
-    """Iterations in flight (issue 17; `evoduet_graph.graphs.inflight`).
+    """Iterations in flight (`evoduet_graph.graphs.inflight`).
 
     ``1`` (the default) keeps the loop strictly sequential: select → gate → … → record, then the
     next select; the events and records are exactly those of a run without the key.

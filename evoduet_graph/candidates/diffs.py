@@ -874,7 +874,7 @@ def _added_definitions(outside: list[str], fixed: list[str], content: list[str])
     A full rewrite often defines the constant or helper function its new block code uses next
     to the parent's own constants, outside the editable region; only the region is taken
     (rule 1 of `extract_rewrite`), so without this the child fails with a ``NameError`` (seen
-    on the embedded model, issue 17). Returned (source lines, in order): each module-level
+    on the embedded model). Returned (source lines, in order): each module-level
     ``def``, ``class`` or plain assignment of ``outside`` (the rewrite's lines outside the
     region) that binds only names neither the parent's fixed code (``fixed``) nor the new
     region (``content``) binds. A definition that would rebind a fixed name is not moved: the
@@ -1062,7 +1062,7 @@ def _content_before_lone_end(
     """Block content of a rewrite that kept the END marker but not the START marker.
 
     The mirror of `_content_after_lone_start`, seen when the model is asked for the block only
-    (issue 17) and still closes it with ``# EVOLVE-BLOCK-END``. With one parent region and
+    and still closes it with ``# EVOLVE-BLOCK-END``. With one parent region and
     exactly one END marker (and no START marker), the content runs from after the last line
     equal to the parent's last non-blank fixed line before its START marker (or from the top
     of the rewrite) up to END. Returns None when that rule does not apply.

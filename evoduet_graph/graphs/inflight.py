@@ -1,4 +1,4 @@
-"""Iterations in flight (``max_iterations_in_flight`` = k > 1; issue 17).
+"""Iterations in flight (``max_iterations_in_flight`` = k > 1).
 
 With a hosted model every call takes seconds and an EvoDuet iteration makes several calls in
 sequence, while the endpoint could answer many at once. With k > 1 the outer loop runs up to k

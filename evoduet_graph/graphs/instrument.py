@@ -95,8 +95,8 @@ def instrument(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     so LangGraph keeps the checkpoint before the failing step). Before it, one ``llm_call``
     event per model call the node made itself (`evoduet_graph.llm.usage.CallStats`, the node
     named ``from_node``: model, tokens, cached prompt tokens, prompt-evaluation / decode /
-    lock-wait seconds, finish reason, latency), so ``events.jsonl`` keeps every call's figures
-    (issue 17). The node ``node_start`` and ``node`` events are also written to the custom
+    lock-wait seconds, finish reason, latency), so ``events.jsonl`` keeps every call's figures.
+    The node ``node_start`` and ``node`` events are also written to the custom
     stream (see the module docstring).
     """
 

@@ -1,4 +1,4 @@
-"""Batched decoding of several completions on the embedded model (issue 17, item 4).
+"""Batched decoding of several completions on the embedded model.
 
 The N candidates of one iteration reach the embedded model as N concurrent free-text calls
 (one per ``Send("generate", ...)``). Served one after the other they cost N× one call; here

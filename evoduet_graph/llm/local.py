@@ -13,13 +13,13 @@ tool calling and rejects ``method=...``. The wrapper here is ~150 lines over
 ``Llama.create_chat_completion`` and does each of those things.
 
 Concurrent free-text calls (the N candidates of an iteration, or ``model.batch([...])``)
-decode together as one llama.cpp batch (`evoduet_graph.llm.batching`, issue 17): the prompt
+decode together as one llama.cpp batch (`evoduet_graph.llm.batching`): the prompt
 prefix they share is evaluated once and each decode step advances every sequence. Calls with
 a ``response_format`` (JSON grammar) stay single-sequence ``create_chat_completion`` calls.
 ``local_parallel: 1`` turns batching off.
 
 ``local_prompt_cache_mib`` > 0 gives the loaded ``Llama`` a bounded in-memory prompt cache
-(`evoduet_graph.llm.prompt_cache`, issue 17 item 2): sequential calls can start from the state
+(`evoduet_graph.llm.prompt_cache`): sequential calls can start from the state
 of an earlier call that shares more of their prompt than the previous call did.
 """
 
@@ -240,7 +240,7 @@ def load_engine(settings: WorkerSettings) -> _Loaded:
 
 @dataclass(frozen=True)
 class CompletionTiming:
-    """What one llama.cpp completion cost (issue 17 item 1).
+    """What one llama.cpp completion cost.
 
     Attributes:
         reused_tokens: prompt tokens llama.cpp did not evaluate because the context already
@@ -249,7 +249,7 @@ class CompletionTiming:
             llama-cpp-python loaded instead (`evoduet_graph.llm.prompt_cache.reuse_source`;
             ``Llama.generate`` keeps that prefix; a prompt that is entirely a prefix
             re-evaluates its last token to get fresh logits).
-        from_cache: whether a prompt-cache entry was loaded for this call (issue 17 item 2).
+        from_cache: whether a prompt-cache entry was loaded for this call.
         prompt_eval_s: seconds spent evaluating the rest of the prompt (llama.cpp's own
             ``t_p_eval`` perf counter).
         decode_s: seconds after the prompt: token-by-token decoding, sampling and the JSON
@@ -279,7 +279,7 @@ def measured_completion(
 
     The context's tokens before the call (``Llama._input_ids``: the evaluated ones, not the
     stale slots of the ``input_ids`` array behind them) are compared with the prompt's tokens
-    after it (`common_prefix_length`). With a prompt cache (``llama.cache``, issue 17 item 2)
+    after it (`common_prefix_length`). With a prompt cache (``llama.cache``)
     the cache's keys and entries before the call are kept too, and the tokens compared are
     those of the entry llama-cpp-python loaded, if it loaded one
     (`evoduet_graph.llm.prompt_cache.reuse_source`). A call without its own ``seed`` then gets

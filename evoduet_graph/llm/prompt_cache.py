@@ -1,4 +1,4 @@
-"""A small bounded in-memory prompt cache for the embedded model (issue 17, item 2).
+"""A small bounded in-memory prompt cache for the embedded model.
 
 Within an iteration the gate, ``construct_query``, ``hypothetical_score`` and ``generate``
 calls share a prefix (the run's system message and the context c_t). llama.cpp's live context
@@ -58,7 +58,7 @@ def entry_bytes(state: Any) -> int:
 
 
 class PromptStateCache(LlamaRAMCache):
-    """``LlamaRAMCache`` bounded by the memory its entries really hold (issue 17 item 2).
+    """``LlamaRAMCache`` bounded by the memory its entries really hold.
 
     Least-recently-used entries are dropped until the entries fit ``capacity_bytes`` (an entry
     larger than the capacity is not kept). See the module docstring for the two deviations from

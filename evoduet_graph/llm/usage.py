@@ -3,7 +3,7 @@
 `UsageTracker` is a LangChain callback handler. It builds on langchain-core's
 `UsageMetadataCallbackHandler` (so ``tracker.usage_metadata`` still holds the per-*model*
 totals that pricing needs) and adds per-*node* buckets of `NodeUsage`: calls, errors, input and
-output tokens, wall-clock latency and, where the model reports them (`CallStats`, issue 17),
+output tokens, wall-clock latency and, where the model reports them (`CallStats`),
 prompt tokens reused from a cache, prompt-evaluation and decode seconds, time spent waiting for
 the embedded model's lock and the finish reasons. A `track_node` block also keeps one
 `CallStats` per call (``NodeUsage.call_log``), which the node instrumentation writes as

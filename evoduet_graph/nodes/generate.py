@@ -231,8 +231,8 @@ def generation_messages(
     The mutation prompt for a child of ``parent`` (`build_generation_messages`): the run's
     system message (`system_text`), then a user message starting with the iteration's context
     c_t (`context_text`: current program, top programs, inspirations, recent attempts), the
-    prefix the gate's and the inner loop's prompts of this iteration start with too (issue 17:
-    llama.cpp and hosted prompt caches reuse it).
+    prefix the gate's and the inner loop's prompts of this iteration start with too
+    (llama.cpp and hosted prompt caches reuse it).
     """
     return build_generation_messages(
         system=system_text(ctx),

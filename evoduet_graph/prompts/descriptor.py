@@ -149,7 +149,7 @@ def iteration_messages(ctx: Context, text: str) -> list[BaseMessage]:
     The system message is `system_text` (equal for the whole run); ``text`` is the user
     message, which starts with `context_text` (equal within the iteration) and ends with the
     node's own part. The gate, ``construct_query``, ``hypothetical_score`` and ``generate``
-    prompts are built this way (issue 17), so llama.cpp's kept context and a hosted provider's
+    prompts are built this way, so llama.cpp's kept context and a hosted provider's
     prompt cache serve the shared prefix and only each node's own part is read.
     """
     return [SystemMessage(content=system_text(ctx)), HumanMessage(content=text)]

@@ -6,7 +6,7 @@ attempts and their outcome), the top programs and "inspiration" programs in full
 evaluator's artifacts, and the diff or rewrite format. This module keeps that content with
 four changes that matter for a 1.5B model with a small context on a CPU:
 
-* **One stable prefix** (issue 17): the prompt is OpenEvolve's system + user pair, ordered so
+* **One stable prefix**: the prompt is OpenEvolve's system + user pair, ordered so
   that every call of an iteration starts with the same text. The system message
   (``prompts/system.md``: role, task instruction, how to work) is equal for the whole run; the
   user message starts with the iteration's context c_t (`context_message_text`,
@@ -15,7 +15,7 @@ four changes that matter for a 1.5B model with a small context on a CPU:
   start with too; the mutation's own part (evidence, task, output format) comes after it. A
   model server that keeps the evaluated prefix (llama.cpp's context, a hosted provider's prompt
   cache) then reads each later call's own part only. With no evidence and no strategy the
-  messages are byte for byte the mutation prompt from before issue 17 (tested): with the
+  messages are byte for byte the mutation prompt from before the shared prefix (tested): with the
   sequential sampler, seeded gate-never runs write the same children call by call as that tree
   (``benchmarks/results/embedded/shared-context/README.md``).
 * Only the parent program is shown in full. Top programs and inspirations are shown as unified
@@ -27,7 +27,7 @@ four changes that matter for a 1.5B model with a small context on a CPU:
   that it is data; its text is neutralised so it cannot close the tags or a fence.
 
 A rewrite of a parent with exactly one EVOLVE-BLOCK asks for the block's new code only
-(``format_rewrite_block.md``; issue 17: the model writes no copy of the fixed code, and
+(``format_rewrite_block.md``: the model writes no copy of the fixed code, and
 `evoduet_graph.candidates.diffs.extract_rewrite` splices the block in, rule 3); other rewrites
 ask for the whole program (``format_rewrite.md``).
 
@@ -320,8 +320,8 @@ def context_message_text(
 ) -> str:
     """The context c_t as the user message of every call of an iteration starts with it.
 
-    ``prompts/context.md``, in the mutation prompt's order from before issue 17 (the content of
-    OpenEvolve's prompt, in another order): the current program (id, iteration, score,
+    ``prompts/context.md``, in the mutation prompt's order from before the shared prefix (the
+    content of OpenEvolve's prompt, in another order): the current program (id, iteration, score,
     sorted metrics, code cut at ``cfg.max_program_chars``); the top programs (the first
     ``cfg.num_top_programs`` of ``top`` that are not the parent and differ from it) and the
     inspirations (the first ``cfg.num_inspirations`` not shown yet), each as a diff against the

@@ -57,7 +57,7 @@ of the embedded model costs ~0.1 s on 2 cores, and the next prompts show the fie
 short summary of the knowledge state."""
 
 REASONING_CHARS = 160
-"""Cap of a gate's ``reasoning``: one sentence (issue 17)."""
+"""Cap of a gate's ``reasoning``: one sentence."""
 
 QUERY_CHARS = 160
 """Cap of one search query: the prompt asks for at most 20 words."""
@@ -106,7 +106,7 @@ class GateOutput(KnowledgeFields):
     @classmethod
     def _ids(cls, value: Any) -> list[str]:
         # Only ValueError may leave a validator (pydantic turns it into a validation error,
-        # structured_call then falls back); a TypeError would crash the run (issue 13).
+        # structured_call then falls back); a TypeError would crash the run.
         if value is None:
             return []
         if isinstance(value, str | int | float):  # bool is an int: "True" is no id, dropped
@@ -168,7 +168,7 @@ def query_plan_schema(num_queries: int) -> type[QueryPlan]:
     """A `QueryPlan` whose JSON schema allows exactly the round's number of queries.
 
     A `QueryPlan` whose JSON schema allows exactly as many queries as the round uses
-    (``retrieval.queries_per_round``; issue 17, lean outputs): a grammar-constrained model
+    (``retrieval.queries_per_round``; lean outputs): a grammar-constrained model
     (the embedded one) stops after them instead of writing queries that would be dropped;
     a model without a grammar that writes more has the extra ones dropped.
     """

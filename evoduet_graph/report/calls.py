@@ -1,4 +1,4 @@
-"""Model-call figures of a run: prompt-cache reuse and where model time goes (issue 17 item 1).
+"""Model-call figures of a run: prompt-cache reuse and where model time goes.
 
 Read from the ``llm_call`` events (one per model call, written by the node instrumentation,
 `evoduet_graph.graphs.instrument`): per node that made the calls, the prompt tokens, the prompt
