@@ -510,7 +510,7 @@ def _setup_model(
     info = {
         "model": f"local ({MODEL_NAME}.gguf)",
         "model_sha256": EXPECTED_SHA256,
-        "edit_format": "diffs" if base.prompt.diff_based else "full rewrites",
+        "edit_format": "diffs" if edit_format(base, local=True) else "full rewrites",
     }
     if not needs_endpoint:
         return _Model(None, base, info)
