@@ -63,6 +63,7 @@ from evoduet_graph.graphs.registry import split_nodes
 from evoduet_graph.llm.roles import make_role_models
 from evoduet_graph.llm.usage import UsageTracker
 from evoduet_graph.population import Population, restore_population
+from evoduet_graph.prompts import template_overrides
 from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.budget import budget_for
 from evoduet_graph.rundir.continuation import acquire_lock, check_continuation, check_run_dir
@@ -326,6 +327,7 @@ def build_context(
             ``novelty.embeddings`` cannot be loaded.
     """
     check_document_sets(task, config)
+    template_overrides(config.prompt.template_dir)  # a bad template fails here, not in a node
     if searcher is None:
         searcher = make_checked_searcher(task, config)
     store = ProgramStore(run_dir / layout.PROGRAMS if run_dir else ":memory:")
@@ -577,6 +579,7 @@ def _check_setup(
     """
     validate_setup(cfg)
     check_document_sets(task, cfg)
+    template_overrides(cfg.prompt.template_dir)
     if evaluator is None:
         try:
             check_toolchain(task)

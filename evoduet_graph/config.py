@@ -280,6 +280,13 @@ class PromptConfig(_Section):
         "tokens). The default stays `program`: on the embedded 1.5B model the block form gave "
         "fewer valid children (smoke task, same seed: 3/15 vs 9/12).",
     )
+    template_dir: str | None = Field(
+        None,
+        description="A folder of your own prompt templates: each `<name>.md` there replaces "
+        "the bundled template of that name (`evoduet_graph/prompts/<name>.md`), with exactly "
+        "its `$placeholders`; checked at startup (an unknown name or a missing placeholder is "
+        "an error naming the file).",
+    )
 
 
 class EvaluationConfig(_Section):

@@ -27,6 +27,7 @@ from langgraph.runtime import Runtime
 from evoduet_graph.context import Context, resolve_context
 from evoduet_graph.llm.usage import NodeUsage, track_node
 from evoduet_graph.nodes._common import emit, emit_progress
+from evoduet_graph.prompts import using_templates
 
 __all__ = ["emit_progress", "instrument", "summarize_update"]
 
@@ -109,7 +110,8 @@ def instrument(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         if isinstance(state, dict) and "rounds" in state:  # an inner-loop node
             where = {"round": state.get("round", 0), "rounds": state.get("rounds")}
         emit_progress(runtime, "node_start", node=name, iteration=iteration, **where)
-        with track_node(name) as usage:
+        templates = ctx.config.prompt.template_dir if ctx is not None else None
+        with track_node(name) as usage, using_templates(templates):
             try:
                 update = fn(state, runtime)
             except GraphBubbleUp:
