@@ -1,4 +1,4 @@
-"""Python API: `run`, `resume`, `build_graph`, `build_context` (DESIGN.md §2).
+"""Python API: `run`, `resume`, `build_graph`, `build_context` (docs/design.md §2).
 
 A run directory holds everything needed to inspect or resume a run::
 
@@ -120,7 +120,7 @@ def build_graph(nodes: dict[str, NodeFn] | None = None) -> OuterStateGraph:
 
 
 def open_checkpointer(path: str | Path) -> SqliteSaver:
-    """`SqliteSaver` on ``path`` with WAL and ``synchronous=NORMAL`` (DESIGN.md §3)."""
+    """`SqliteSaver` on ``path`` with WAL and ``synchronous=NORMAL`` (docs/design.md §3)."""
     conn = sqlite3.connect(str(path), check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
@@ -270,7 +270,7 @@ def make_checked_searcher(task: Task, config: EvoDuetConfig) -> Searcher | None:
     """The configured search backend after its preflight, or None.
 
     The configured search backend after its preflight, or None when the gate never
-    retrieves (DESIGN.md §4: a run configured to retrieve fails at startup when its backend is
+    retrieves (docs/design.md §4: a run configured to retrieve fails at startup when its backend is
     unusable — never a silent closed-world run).
 
     Raises:
@@ -342,7 +342,7 @@ def build_context(
     if evaluator is None:
         evaluator = make_evaluator(task, config.evaluation)
     if run_dir is not None and isinstance(evaluator, SandboxedEvaluator):
-        evaluator.protect(run_dir)  # also for Studio's contexts (DESIGN.md §5)
+        evaluator.protect(run_dir)  # also for Studio's contexts (docs/design.md §5)
     if novelty is None:
         novelty = make_novelty_checker(config.novelty, python=task.lang.is_python)
     events = EventLog(run_dir / layout.EVENTS if run_dir else None)

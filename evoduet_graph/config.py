@@ -3,7 +3,7 @@
 `EvoDuetConfig` is a pydantic model. It loads from YAML (`load_config`), merges CLI overrides
 (`EvoDuetConfig.with_overrides`) and is written verbatim to ``<run_dir>/config.yaml`` so that
 ``evoduet resume`` rebuilds the same run. Defaults follow the reference implementation of the
-paper (DESIGN.md §1) and OpenEvolve's ``config.yaml`` for the population.
+paper (docs/design.md §1) and OpenEvolve's ``config.yaml`` for the population.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class WeightedModelConfig(_Section):
 
 
 class LLMConfig(_Section):
-    """Chat model settings (DESIGN.md §4)."""
+    """Chat model settings (docs/design.md §4)."""
 
     model: str = Field(
         "local",
@@ -167,7 +167,7 @@ class LLMConfig(_Section):
 
 
 class GateConfig(_Section):
-    """Retrieval gate (DESIGN.md §1, paper §3.2)."""
+    """Retrieval gate (docs/design.md §1, paper §3.2)."""
 
     mode: Literal["never", "always", "llm", "heuristic", "stagnation", "oracle"] = Field(
         "llm",
@@ -290,7 +290,7 @@ class PromptConfig(_Section):
 
 
 class EvaluationConfig(_Section):
-    """Sandboxed evaluator (DESIGN.md §5)."""
+    """Sandboxed evaluator (docs/design.md §5)."""
 
     timeout_s: float | None = Field(
         None, gt=0, description="Per-candidate wall clock; default: the task's time budget."
@@ -390,7 +390,7 @@ class EvaluationConfig(_Section):
 
 
 class RetrievalConfig(_Section):
-    """World-knowledge layer (DESIGN.md §1); used when the gate can retrieve."""
+    """World-knowledge layer (docs/design.md §1); used when the gate can retrieve."""
 
     backend: str | list[str] = Field(
         "offline",

@@ -52,7 +52,7 @@ runs, so a kill could lose a finished step's checkpoint *after* a later step had
 run directory (programs, D_search records): the resume ran the finished step again against
 those later writes (a gate re-run of iteration i saw iteration i's own look-up record, took
 another decision and produced other candidates). With ``sync`` a kill loses only the step in
-flight (DESIGN.md §3), at the cost of one SQLite write per step on the graph's thread."""
+flight (docs/design.md §3), at the cost of one SQLite write per step on the graph's thread."""
 
 ProgressFn = Callable[[str, dict[str, Any]], None]
 """Called after every node of the outer graph with ``(node_name, update)``."""
@@ -175,7 +175,7 @@ def run_evaluator(
     if evaluator is None:
         evaluator = make_evaluator(task, cfg.evaluation)
     if isinstance(evaluator, SandboxedEvaluator):  # candidates must not write the run
-        evaluator.protect(rdir)  # directory (DESIGN.md §5)
+        evaluator.protect(rdir)  # directory (docs/design.md §5)
     return evaluator
 
 

@@ -1,4 +1,4 @@
-"""Graph state schemas of the outer loop (DESIGN.md §3).
+"""Graph state schemas of the outer loop (docs/design.md §3).
 
 State holds only small, typed, serialisable values: ids, scores, the gate decision, the current
 knowledge state and documents, this iteration's candidates and counters. Program source lives

@@ -1,6 +1,6 @@
 """Task folders as users have them: OpenEvolve's and SkyDiscover's, unchanged, plus ``task.yaml``.
 
-A task folder holds (DESIGN.md §5):
+A task folder holds (docs/design.md §5):
 
 - the program to evolve (optional): ``initial_program.<ext>`` in any language, or the file
   named by ``--program``; the language comes from the config's ``language:`` (else
@@ -145,7 +145,7 @@ class Task(BaseModel):
         """Normalised distance gained: (value − initial) / (SOTA − initial) × 100.
 
         Computed on the metric's own scale. For minimisation both numerator and denominator
-        change sign, so the same formula holds (DESIGN.md §6). Not clipped: beating SOTA gives
+        change sign, so the same formula holds (docs/design.md §6). Not clipped: beating SOTA gives
         more than 100, falling below the initial program gives a negative value.
 
         Args:

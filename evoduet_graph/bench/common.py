@@ -225,7 +225,7 @@ def floored_ndg(task: Task, best: float | None) -> float | None:
     """NDG of ``best`` in percent, floored at 0 (never below the initial program).
 
     ``(best − initial) / (reference − initial) × 100`` on the task's own scale (`Task.ndg`,
-    DESIGN.md §6), then ``max(0, ·)``: the bench scores the best over every program explored,
+    docs/design.md §6), then ``max(0, ·)``: the bench scores the best over every program explored,
     the initial one included, so a run that never improves scores 0, not a negative value.
 
     Returns:

@@ -1,4 +1,4 @@
-"""Sandboxed evaluation of candidate programs (DESIGN.md §5).
+"""Sandboxed evaluation of candidate programs (docs/design.md §5).
 
 `SandboxEvaluator` runs a task's OpenEvolve ``evaluator.py`` on candidate programs in killable,
 resource-limited child processes with a scrubbed environment, and returns `EvaluationOutcome`s.

@@ -1,7 +1,7 @@
 """The evaluation seam: the `Evaluator` protocol and `EvaluationOutcome`.
 
 The evaluation seam: the `Evaluator` protocol the nodes use and the `EvaluationOutcome` it
-returns (DESIGN.md §5).
+returns (docs/design.md §5).
 
 `evoduet_graph.evaluation.sandbox.SandboxEvaluator` and
 `evoduet_graph.evaluation.ray_executor.RayEvaluator` implement it; a test fake does too. The

@@ -1,4 +1,4 @@
-"""Task-folder integrity: the pristine snapshot every evaluation runs against (DESIGN.md §5).
+"""Task-folder integrity: the pristine snapshot every evaluation runs against (docs/design.md §5).
 
 A candidate program is untrusted code that runs in the same process as the task's evaluator,
 and LLM-written programs do try to rewrite the evaluator (found through ``sys.path[0]``, their

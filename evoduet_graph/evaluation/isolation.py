@@ -1,7 +1,7 @@
 """What the evaluation sandbox can enforce on this machine: filesystem, network, processes.
 
 Three isolation features depend on privileges and kernel features, so they are probed once per
-process and reported (DESIGN.md §5; the run writes the report to ``events.jsonl`` once and
+process and reported (docs/design.md §5; the run writes the report to ``events.jsonl`` once and
 warns when something is not enforced):
 
 * **Read-only filesystem (tampering).** When bubblewrap (``bwrap``, Debian package

@@ -1,4 +1,4 @@
-"""What a sandbox child left behind, read into an `EvaluationOutcome` (DESIGN.md §5).
+"""What a sandbox child left behind, read into an `EvaluationOutcome` (docs/design.md §5).
 
 The child writes its result to a JSON file (metrics, text metrics, artifacts, the cascade stage
 reached, a traceback or error); `outcome_from_result` turns it into a valid outcome with the

@@ -6,9 +6,9 @@ child process of the Ray worker, with the same limits as a local run: wall-clock
 process-group kill, address space, CPU seconds, file size, pids cgroup, private temp dir, an
 environment scrubbed of secrets, a network namespace and the read-only filesystem (bwrap) where the
 worker node allows them, else the tampering detection (private copy, audit hook, hash checks), and a
-``tampering: ...`` invalid outcome for a caught candidate (DESIGN.md §5). The driver's run directory
-is passed on (`RayEvaluator.protect`): on a worker of the same machine it is as unwritable as in a
-local run. `evaluation.workers` tasks are in flight at once, each reserving
+``tampering: ...`` invalid outcome for a caught candidate (docs/design.md §5). The driver's
+run directory is passed on (`RayEvaluator.protect`): on a worker of the same machine it is as
+unwritable as in a local run. `evaluation.workers` tasks are in flight at once, each reserving
 `evaluation.ray_num_cpus_per_candidate` CPUs of the cluster.
 
 Shipping the task. The driver packs the task folder's files (``evaluator.py``, helper modules,

@@ -1,4 +1,4 @@
-"""Sandboxed evaluation of candidate programs (DESIGN.md §5).
+"""Sandboxed evaluation of candidate programs (docs/design.md §5).
 
 Candidate programs are untrusted LLM output. `SandboxEvaluator` evaluates each one in a child
 process (``runner.py``) that

@@ -1,4 +1,4 @@
-"""The inner (query-evolution) loop as a LangGraph ``StateGraph`` (DESIGN.md §1, paper §3.3).
+"""The inner (query-evolution) loop as a LangGraph ``StateGraph`` (docs/design.md §1, paper §3.3).
 
 ::
 

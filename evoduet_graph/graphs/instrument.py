@@ -3,7 +3,7 @@
 `instrument` wraps a node function without changing its signature contract
 ``(state, runtime) -> dict | Command``; the event carries a compact summary of the update
 (gate decision, candidates' status and scores, best score) so ``events.jsonl`` tells the story
-of a run without the program text (DESIGN.md §6).
+of a run without the program text (docs/design.md §6).
 
 Live progress goes through LangGraph's custom stream (``runtime.stream_writer``; visible with
 ``graph.stream(..., stream_mode="custom")``, a no-op otherwise): the wrapper writes a

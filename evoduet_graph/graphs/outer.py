@@ -1,4 +1,4 @@
-"""The outer (solution) loop as a LangGraph ``StateGraph`` (DESIGN.md §1).
+"""The outer (solution) loop as a LangGraph ``StateGraph`` (docs/design.md §1).
 
 ::
 
@@ -151,7 +151,7 @@ def fan_out(state: OuterState, runtime: Runtime[Context]) -> list[Send]:
     Each carries the parent, inspirations, evidence and the scaffold's ``mutation_instruction``.
 
     N is ``config.candidates``, or ``config.candidates_after_retrieval`` (when set) after a
-    ``retrieve`` / ``look-up`` decision (DESIGN.md §1 parallel mode). The run settings of a
+    ``retrieve`` / ``look-up`` decision (docs/design.md §1 parallel mode). The run settings of a
     graph input (``task_dir``, ``run_dir``, ``config``) travel with each payload, so the
     ``generate`` nodes resolve the same context.
     """

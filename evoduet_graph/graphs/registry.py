@@ -1,7 +1,7 @@
 """The node registry of both loops.
 
 Every node of the outer (solution) and inner (query) loop by name, so an ablation swaps any of them
-with one mapping (DESIGN.md §2).
+with one mapping (docs/design.md §2).
 
 ``build_graph(nodes={"gate": my_gate, "search": my_search})`` replaces the outer loop's gate
 and the inner loop's search; `split_nodes` checks the names and says which loop each belongs to.

@@ -1,4 +1,4 @@
-"""Chat models and LLM helpers (DESIGN.md §4, §6).
+"""Chat models and LLM helpers (docs/design.md §4, §6).
 
 * `make_chat_model` — ``LLMConfig`` → ``BaseChatModel`` (``local`` or ``openai:<model>``, or a
   weighted ensemble of them from ``llm.models``);

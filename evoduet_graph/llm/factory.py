@@ -1,4 +1,4 @@
-"""Chat-model factory: `LLMConfig` → a LangChain `BaseChatModel` (DESIGN.md §4).
+"""Chat-model factory: `LLMConfig` → a LangChain `BaseChatModel` (docs/design.md §4).
 
 Model strings:
 

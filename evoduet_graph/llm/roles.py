@@ -1,6 +1,6 @@
 """Model roles: which chat model each LLM-calling node uses.
 
-Model roles: which chat model each LLM-calling node uses (DESIGN.md §4 "optional per-node
+Model roles: which chat model each LLM-calling node uses (docs/design.md §4 "optional per-node
 roles").
 
 ``llm.roles`` maps a node name (`ROLE_NODES`) to a model: a model string (``openai:<m>``,

@@ -1,4 +1,4 @@
-"""Structured LLM calls with a typed fallback chain, and plain text calls (DESIGN.md §4).
+"""Structured LLM calls with a typed fallback chain, and plain text calls (docs/design.md §4).
 
 `structured_call` asks a chat model for an object of a pydantic schema and never fails because
 of what the model wrote. It tries, in order:

@@ -1,6 +1,6 @@
 """Text helpers for chat-model replies: message text, `<think>` removal, code and JSON extraction.
 
-These are the tolerant parsers behind the structured-output fallback chain (DESIGN.md §4:
+These are the tolerant parsers behind the structured-output fallback chain (docs/design.md §4:
 "strip `<think>`, code fences, outermost `{...}`") and behind code extraction in the generate
 node. They never raise on malformed model output; they return ``None`` (or ``""``) instead.
 """

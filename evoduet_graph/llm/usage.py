@@ -1,4 +1,4 @@
-"""LLM calls, tokens and latency per graph node (DESIGN.md §6).
+"""LLM calls, tokens and latency per graph node (docs/design.md §6).
 
 `UsageTracker` is a LangChain callback handler. It builds on langchain-core's
 `UsageMetadataCallbackHandler` (so ``tracker.usage_metadata`` still holds the per-*model*

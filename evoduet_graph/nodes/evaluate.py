@@ -1,6 +1,6 @@
 """``evaluate`` node: run the task's evaluator on this iteration's generated candidates.
 
-Candidates evaluate concurrently (up to ``evaluation.workers``) in the sandbox (DESIGN.md §5).
+Candidates evaluate concurrently (up to ``evaluation.workers``) in the sandbox (docs/design.md §5).
 Each completed evaluation is cached by the sha256 of the code in the program store as soon as
 it finishes (not when the whole batch is done), so a resumed run, or a child identical to an
 earlier program, is never evaluated twice: a kill loses at most the evaluations in flight.

@@ -1,4 +1,4 @@
-"""``gate`` node: the retrieval gate (paper §3.2, DESIGN.md §1).
+"""``gate`` node: the retrieval gate (paper §3.2, docs/design.md §1).
 
 Decides each iteration whether the model goes on with its own knowledge (``no-op``), reuses
 stored documents (``look-up``) or runs the inner query-evolution loop (``retrieve``).

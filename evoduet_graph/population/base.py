@@ -1,7 +1,7 @@
 """Shared types of the program population: entries, samples and the `Population` protocol.
 
 A population stores *metadata only* (ids, scores, metrics, lineage). Program source lives in
-the run's program store (DESIGN.md §3); populations that need code (the diversity feature of
+the run's program store (docs/design.md §3); populations that need code (the diversity feature of
 `IslandPopulation`) fetch it through the ``get_code(id)`` callable they are given.
 """
 

@@ -1,4 +1,4 @@
-"""The one sanitiser for untrusted text placed in a prompt (DESIGN.md §4).
+"""The one sanitiser for untrusted text placed in a prompt (docs/design.md §4).
 
 Web documents, their titles and URLs, and a scaffold's model-written strategy are data, not
 instructions: before they go into a prompt they are made unable to close the section that

@@ -1,4 +1,4 @@
-"""Run summary: the figures of one run directory as a typed `RunSummary` (DESIGN.md §6).
+"""Run summary: the figures of one run directory as a typed `RunSummary` (docs/design.md §6).
 
 Reads, never writes, the run directory (through `evoduet_graph.rundir.read`):
 
@@ -720,7 +720,7 @@ def _history(events: list[dict[str, Any]], initial: float | None) -> tuple[Histo
 
 
 def run_summary(run_dir: str | Path) -> RunSummary:
-    """The figures of a run directory (DESIGN.md §6) as a typed, frozen `RunSummary`.
+    """The figures of a run directory (docs/design.md §6) as a typed, frozen `RunSummary`.
 
     Args:
         run_dir: an ``evoduet`` run directory; any of its files may be missing.

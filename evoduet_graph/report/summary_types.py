@@ -1,4 +1,4 @@
-"""The run summary as typed, frozen values (DESIGN.md §6).
+"""The run summary as typed, frozen values (docs/design.md §6).
 
 `evoduet_graph.report.summary.run_summary` returns a `RunSummary`; its consumers (the Markdown
 report, the series, ``compare``, the bench, the CLI's end-of-run lines) read attributes, not

@@ -1,6 +1,6 @@
 """The rules for starting or continuing a run in a run directory.
 
-The rules for starting or continuing a run in a run directory (DESIGN.md §3, the README's
+The rules for starting or continuing a run in a run directory (docs/design.md §3, the README's
 resume table): one writer at a time (`hold_run_dir`), no run over a folder that is not a run
 directory (`check_run_dir`), a graph-input run only on its own thread
 (`check_graph_input_run_dir`), and a continuation only with the settings a resume may change

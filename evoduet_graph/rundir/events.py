@@ -1,7 +1,7 @@
 """Run events: the catalogue (`EVENTS`) and the log.
 
 Run events: the catalogue of every event (`EVENTS`) and the log, one JSON object per line
-in ``<run_dir>/events.jsonl`` (DESIGN.md §6).
+in ``<run_dir>/events.jsonl`` (docs/design.md §6).
 
 Every node execution appends one event with its wall time and LLM usage; nodes add their own
 fields (gate decision, candidate scores, ...). The file is append-only; a last line torn by a

@@ -1,4 +1,4 @@
-"""The names of every file and folder a run directory holds (DESIGN.md §3).
+"""The names of every file and folder a run directory holds (docs/design.md §3).
 
 One home for the names: the nodes, the API, the CLI, the report and the bench build their paths
 from these constants (``rdir / layout.EVENTS``), so a rename is one line here.

@@ -1,4 +1,4 @@
-"""What a run's model calls and searches cost (DESIGN.md §6): the one home for prices.
+"""What a run's model calls and searches cost (docs/design.md §6): the one home for prices.
 
 LLM prices come from `genai-prices`, a maintained catalogue of LLM inference API prices that
 ships its data with the package (nothing is fetched at run time), overridden or extended by

@@ -4,7 +4,7 @@ One SQLite file (``<run_dir>/programs.sqlite``, WAL, ``synchronous=NORMAL``) wit
 
 * ``programs`` — every program ever produced (initial, children, invalid attempts), by id;
 * ``evaluations`` — completed evaluations by the sha256 of the code, so a resumed run never
-  evaluates the same program twice (DESIGN.md §3: "loses at most the work in flight");
+  evaluates the same program twice (docs/design.md §3: "loses at most the work in flight");
 * ``population`` — a snapshot of the population (MAP-Elites islands or top-k), tagged with the
   iteration that produced it, written every ``population.snapshot_interval`` iterations;
 * ``population_ops`` — the journal since that snapshot: one small operation per iteration (the

@@ -1,4 +1,4 @@
-"""World-knowledge layer: search backends and the search database D_search (DESIGN.md §1, §4).
+"""World-knowledge layer: search backends and the search database D_search (docs/design.md §1, §4).
 
 Backends share one `Document` shape and the `Searcher` protocol; `make_searcher` builds the ones a
 run configures (from the backend registry, `evoduet_graph.search.registry`), and `robust_search` is

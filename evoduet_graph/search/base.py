@@ -2,7 +2,7 @@
 
 Every backend (tavily, offline BM25, none, test fakes) returns the same `Document` shape
 (url, title, content, score, source), so the inner loop never branches on the provider
-(DESIGN.md §4; the local-deep-researcher pattern of one search-result shape). `robust_search`
+(docs/design.md §4; the local-deep-researcher pattern of one search-result shape). `robust_search`
 is the only way nodes should call a backend: it bounds each call in time, retries with
 exponential backoff, cleans and caps the returned text, and never raises for backend faults —
 a failed search becomes an error message in the run's events, not a crashed run.
@@ -79,7 +79,7 @@ def clean_text(value: Any) -> str:
 
 
 def normalize_url(url: str) -> str:
-    """Canonical form of a URL used for de-duplication (DESIGN.md §1 "normalised URL").
+    """Canonical form of a URL used for de-duplication (docs/design.md §1 "normalised URL").
 
     For network URLs (``scheme://host/...``): lowercase scheme and host, drop ``www.``, default
     ports (80/443), user info, the fragment, ``utm_*`` query parameters, and trailing slashes of
@@ -123,7 +123,7 @@ def normalize_url(url: str) -> str:
 
 
 class Document(BaseModel):
-    """One search hit, the same shape for every backend (DESIGN.md §4).
+    """One search hit, the same shape for every backend (docs/design.md §4).
 
     Attributes:
         url: the hit's address: a web URL, or an offline id (``pydoc:<qualified name>``,
@@ -169,7 +169,7 @@ class Document(BaseModel):
 
 @runtime_checkable
 class Searcher(Protocol):
-    """A search backend (DESIGN.md §4).
+    """A search backend (docs/design.md §4).
 
     Attributes:
         name: backend name, also written into `Document.source`.
@@ -296,7 +296,7 @@ def robust_search(
     backoff_max_s: float = 8.0,
     max_content_chars: int = MAX_CONTENT_CHARS,
 ) -> tuple[list[Document], str | None]:
-    """Call ``searcher.search`` defensively (DESIGN.md §1 inner loop step 2, §4).
+    """Call ``searcher.search`` defensively (docs/design.md §1 inner loop step 2, §4).
 
     Each attempt runs in a worker thread with a deadline of ``timeout_s`` seconds; failed or
     timed-out attempts are retried up to ``retries`` times with exponential backoff (tenacity:

@@ -1,4 +1,4 @@
-"""The search database D_search (DESIGN.md §1; paper §3.3-3.4).
+"""The search database D_search (docs/design.md §1; paper §3.3-3.4).
 
 Every committed retrieval — the query chain, each round's results with predicted scores, the
 final documents — every prediction of the inner loops, and every realised outcome (impact:
@@ -557,7 +557,7 @@ class SearchDatabase:
         query_text: str | None = None,
         weights: tuple[float, float] = (0.5, 0.5),
     ) -> list[SearchRecord]:
-        """The records shown to the gate and the query constructor (DESIGN.md §1).
+        """The records shown to the gate and the query constructor (docs/design.md §1).
 
         Args:
             policy: ``delta``: ⌈k/2⌉ records with the highest and ⌊k/2⌋ with the lowest
@@ -670,7 +670,7 @@ class SearchDatabase:
         return sum(mine) / len(mine) - record.parent_score if mine else None
 
     def url_stats(self) -> dict[str, float | int]:
-        """URL novelty over every round's results (DESIGN.md §6).
+        """URL novelty over every round's results (docs/design.md §6).
 
         Returns:
             ``returned`` (URLs returned, all rounds of all records, in order), ``distinct``

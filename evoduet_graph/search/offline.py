@@ -1,4 +1,4 @@
-"""Offline search backend: BM25 (bm25s) over local documents (DESIGN.md §4).
+"""Offline search backend: BM25 (bm25s) over local documents (docs/design.md §4).
 
 The corpus joins three sources:
 

@@ -1,4 +1,4 @@
-"""Startup checks shared by the search backends: package, key, reachable URL (DESIGN.md §4).
+"""Startup checks shared by the search backends: package, key, reachable URL (docs/design.md §4).
 
 Each check raises `SearchUnavailableError` with one line that says what to install, set or
 start; a run that can retrieve calls its backend's ``preflight`` before the first iteration.

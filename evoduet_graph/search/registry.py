@@ -1,4 +1,4 @@
-"""The one search-backend registry (DESIGN.md §2, §4).
+"""The one search-backend registry (docs/design.md §2, §4).
 
 Every backend a run can name in ``retrieval.backend`` is a `BackendSpec` here: how to build
 it from the run's `RetrievalConfig`, the pyproject extra that installs it, the key it needs

@@ -1,4 +1,4 @@
-"""Tavily web search backend (DESIGN.md §4; the paper's default web search).
+"""Tavily web search backend (docs/design.md §4; the paper's default web search).
 
 Wraps ``tavily.TavilyClient.search``, whose response is a dict with a ``results`` list; each
 result carries ``url``, ``title``, ``content`` (a query-focused snippet), ``score`` (Tavily's

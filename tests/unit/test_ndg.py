@@ -1,4 +1,4 @@
-"""NDG (DESIGN.md §6): (best - initial) / (reference - initial) * 100 on the task's own scale.
+"""NDG (docs/design.md §6): (best - initial) / (reference - initial) * 100 on the task's own scale.
 
 For minimisation numerator and denominator are both negative when the best improves, so the
 same formula gives a positive NDG. Not clipped above 100: 0 at the initial program, 100 at the

@@ -1,4 +1,4 @@
-"""The bundled tasks' ``docs/`` folders: the offline corpus's task knowledge (DESIGN.md §5).
+"""The bundled tasks' ``docs/`` folders: the offline corpus's task knowledge (docs/design.md §5).
 
 Every bundled task ships a few short documents we wrote that describe methods known to work on
 its problem, each naming its source in a header line, and never the values of a best-known

@@ -1,4 +1,4 @@
-"""Search backends built on LangChain retrievers and tools (DESIGN.md §4).
+"""Search backends built on LangChain retrievers and tools (docs/design.md §4).
 
 `langchain` adapts any ``BaseRetriever`` or search tool to the `Searcher` protocol; the other
 modules build one public source each (arXiv, Wikipedia, DuckDuckGo, SearXNG, Exa, Brave) from

@@ -1,4 +1,4 @@
-"""Any LangChain retriever or search tool as a search backend (DESIGN.md §4).
+"""Any LangChain retriever or search tool as a search backend (docs/design.md §4).
 
 `LangChainSearcher` calls a ``BaseRetriever`` (``invoke(query) -> list[Document]``), a search
 tool or any runnable (``invoke(query)``), or a plain callable ``(query, max_results)``, and maps
