@@ -33,7 +33,7 @@ method, or a configuration the package rejects, is one clear error.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -41,7 +41,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from evoduet_graph import EvoDuetConfig, UserError, merge_config
 from evoduet_graph.bench.common import BenchError
 
-__all__ = ["Protocol", "ProtocolError", "ProtocolMethod", "load_protocol", "protocol_settings"]
+if TYPE_CHECKING:
+    from evoduet_graph.bench.runner import BenchSettings
+
+__all__ = [
+    "Protocol",
+    "ProtocolError",
+    "ProtocolMethod",
+    "load_protocol",
+    "protocol_settings",
+    "validate_protocol",
+]
 
 
 class ProtocolError(BenchError):
@@ -103,7 +113,7 @@ def load_protocol(path: str | Path) -> Protocol:
 
 def protocol_settings(
     protocol: Protocol, out: Path, *, tasks_dir: Path | None = None, source: str = "protocol"
-) -> Any:
+) -> BenchSettings:
     """The `BenchSettings` of a protocol, writing into ``out``.
 
     Raises:
