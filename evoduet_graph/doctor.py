@@ -288,17 +288,22 @@ def check_model_file(cache_dir: Path | None = None, *, verify: bool = True) -> F
     remove = f"rm {shlex.quote(str(path))}"
     if parts_problem:
         remove += f" && {parts_fix}"
+
+    def damaged(what: str) -> Finding:
+        return Finding(
+            name,
+            "FAIL",
+            f"{path}: {what}; delete it: it is assembled again from the parts; {parts_note}",
+            remove,
+        )
+
     try:
         size = path.stat().st_size
     except OSError as exc:
         return Finding(name, "FAIL", f"cannot read {path}: {exc}", remove)
     if size != model_file.EXPECTED_SIZE:
-        return Finding(
-            name,
-            "FAIL",
-            f"{path} is {size:,} bytes, expected {model_file.EXPECTED_SIZE:,} (truncated or "
-            f"not the model); delete it: it is assembled again from the parts; {parts_note}",
-            remove,
+        return damaged(
+            f"{size:,} bytes, expected {model_file.EXPECTED_SIZE:,} (truncated or not the model)"
         )
     marker = model_file._marker_matches(path)
     if not verify:
@@ -317,13 +322,7 @@ def check_model_file(cache_dir: Path | None = None, *, verify: bool = True) -> F
         except OSError as exc:
             return Finding(name, "FAIL", f"cannot read {path}: {exc}", remove)
         if actual != model_file.EXPECTED_SHA256:
-            return Finding(
-                name,
-                "FAIL",
-                f"{path}: sha256 {actual}, expected {model_file.EXPECTED_SHA256} (corrupt); "
-                f"delete it: it is assembled again from the parts; {parts_note}",
-                remove,
-            )
+            return damaged(f"sha256 {actual}, expected {model_file.EXPECTED_SHA256} (corrupt)")
         detail = f"{path}: size and sha256 verified"
         if not marker:
             detail += " (its verification marker is stale: the next run re-hashes it)"
