@@ -110,7 +110,7 @@ def check_records(run_dir: Path, iterations: int) -> dict[str, Any]:
     recorded = set(records)
     calls_by_node: Counter[str] = Counter()
     for e in events:
-        if e.get("event") == "node" and e.get("llm_calls") and e.get("node") != "retrieve":
+        if e.get("event") == "node" and e.get("llm_calls") and e.get("node") != "query_evolution":
             calls_by_node[str(e["node"])] += int(e["llm_calls"])
     db = SearchDatabase(run_dir / "search_database.jsonl")
     db_impacts = Counter((r.record_id, i.iteration) for r in db.records() for i in r.impacts)

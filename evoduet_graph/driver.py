@@ -62,7 +62,7 @@ EventFn = Callable[[dict[str, Any]], None]
 ``node_start`` / ``node`` (the ``events.jsonl`` record of a finished node), ``queries``,
 ``search``, ``new_best``, and ``index`` while an offline search index is built. Each is a
 JSON-ready dict with ``event`` and ``time``; events from the inner loop carry
-``"subgraph": "retrieve"``. Used by the CLI's display and ``--json``."""
+``"subgraph": "query_evolution"``. Used by the CLI's display and ``--json``."""
 
 
 @dataclass

@@ -251,7 +251,13 @@ def knowledge_figures(run_dir: Path, rows: list[Any], iterations: int) -> dict[s
         it = ev.get("iteration")
         if not isinstance(it, int):
             continue
-        if ev.get("event") == "node" and ev.get("node") in ("gate", "look_up", "retrieve"):
+        # "retrieve": the query_evolution node in runs made before it was renamed
+        if ev.get("event") == "node" and ev.get("node") in (
+            "gate",
+            "look_up",
+            "query_evolution",
+            "retrieve",
+        ):
             if ev.get("documents"):
                 with_docs.add(it)
         elif ev.get("event") == "search" and ev.get("joint") and ev.get("urls"):

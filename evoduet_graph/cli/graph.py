@@ -33,7 +33,7 @@ class GraphLoop(StrEnum):
 @app.command("graph")
 def graph_cmd(
     xray: Annotated[
-        bool, typer.Option("--xray", help="Draw the inner query loop inside `retrieve`.")
+        bool, typer.Option("--xray", help="Draw the inner query loop inside `query_evolution`.")
     ] = False,
     fmt: Annotated[
         GraphFormat, typer.Option("--format", help="mermaid (text) or png (Graphviz).")

@@ -7,7 +7,7 @@ loop, candidates and evaluation, and records each one when it finishes::
 
     initialize → dispatch ─→ collect ─→ record ─→ dispatch … (END when nothing is in flight)
                    │  starts each iteration: select here, then the *iteration graph*
-                   │  (gate → look_up | retrieve → generate ×N → evaluate) in a worker thread
+                   │  (gate → look_up | query_evolution → generate ×N → evaluate) in a worker thread
                    └─ on a snapshot of the population
 
 Why this shape, not a ``Send`` fan-out. A ``Send`` per iteration runs the k iterations as the

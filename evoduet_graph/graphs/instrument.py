@@ -74,7 +74,7 @@ def _emit_calls(ctx: Context, name: str, iteration: Any, usage: NodeUsage) -> No
     """One ``llm_call`` event per model call node ``name`` made itself.
 
     One ``llm_call`` event per model call node ``name`` made itself (a nested node's calls,
-    e.g. the inner loop's inside ``retrieve``, are that node's events).
+    e.g. the inner loop's inside ``query_evolution``, are that node's events).
     """
     for call in usage.call_log or ():
         if call.node == name:

@@ -2,9 +2,9 @@
 
 ::
 
-    START → initialize → select → gate ─┬─ no-op ────────────────┬─→ generate ×N (Send)
-                   (evox) ↓         ↑    ├─ look-up → look_up ────┤        ↓
-                      revise_strategy    └─ retrieve → retrieve ──┘     evaluate → record
+    START → initialize → select → gate ─┬─ no-op ───────────────────────┬─→ generate ×N (Send)
+                   (evox) ↓         ↑    ├─ look-up → look_up ───────────┤        ↓
+                      revise_strategy    └─ retrieve → query_evolution ──┘     evaluate → record
                                                                             ↓
                                               (iteration < max and no stop) ? select : END
 
@@ -18,7 +18,8 @@ the background; ``collect`` takes the first that finishes and ``record`` commits
 (`route_after_select`); every LLM call is a node.
 
 The gate's three conditional edges carry the paper's decision names (§3.2) as labels through
-a path map (`GATE_EDGES`), so Studio and ``evoduet graph`` draw them. Every node of both
+a path map (`GATE_EDGES`), so Studio and ``evoduet graph`` draw them; the ``retrieve`` decision
+leads to the ``query_evolution`` node, which runs the inner loop. Every node of both
 loops is looked up in one registry (`evoduet_graph.graphs.registry`) so ablations swap any of
 them by name: ``build_outer_graph(nodes={"gate": my_gate, "search": my_search})``.
 
@@ -31,10 +32,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import Any, Literal
 
-from langchain_core.runnables import RunnableConfig
-from langchain_core.runnables.graph import Graph
 from langgraph.graph import END, START, StateGraph
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
@@ -59,7 +57,6 @@ from evoduet_graph.state import GateDecision, GenerateInput, OuterInput, OuterSt
 __all__ = [
     "GATE_EDGES",
     "NodeFn",
-    "OuterGraph",
     "OuterStateGraph",
     "build_iteration_graph",
     "build_outer_graph",
@@ -72,58 +69,21 @@ __all__ = [
 GATE_EDGES: dict[GateDecision, str] = {
     "no-op": "generate",
     "look-up": "look_up",
-    "retrieve": "retrieve",
+    "retrieve": "query_evolution",
 }
-"""The gate's conditional edges: decision (the edge's label) → the node it leads to."""
+"""The gate's conditional edges: decision (the edge's label) → the node it leads to.
 
-
-def label_gate_edges(drawn: Graph) -> Graph:
-    """Give every edge out of ``gate`` its decision as label (`GATE_EDGES`).
-
-    LangGraph's drawing leaves out a path-map label equal to the name of the node it leads to,
-    which would leave the ``retrieve`` edge (decision ``retrieve`` → node ``retrieve``)
-    unlabelled; this puts it back, also when the node is drawn as its subgraph (``xray``).
-    """
-    for i, edge in enumerate(drawn.edges):
-        if edge.source != "gate" or edge.data is not None:
-            continue
-        for decision, node in GATE_EDGES.items():
-            if edge.target == node or edge.target.startswith(f"{node}:"):
-                drawn.edges[i] = edge.copy()._replace(data=decision)
-    return drawn
-
-
-class OuterGraph(CompiledStateGraph):  # type: ignore[type-arg]
-    """The compiled outer graph, with labelled gate edges in its drawings.
-
-    The compiled outer graph: a `CompiledStateGraph` whose drawings (``get_graph``, what
-    Studio and ``evoduet graph`` show) label the gate's edges ``no-op`` / ``look-up`` /
-    ``retrieve`` (`label_gate_edges`).
-    """
-
-    def get_graph(self, config: RunnableConfig | None = None, *, xray: int | bool = False) -> Graph:
-        """The drawable graph, with the gate's edges labelled."""
-        return label_gate_edges(super().get_graph(config, xray=xray))
-
-    async def aget_graph(
-        self, config: RunnableConfig | None = None, *, xray: int | bool = False
-    ) -> Graph:
-        """The drawable graph (async), with the gate's edges labelled."""
-        return label_gate_edges(await super().aget_graph(config, xray=xray))
+Each node is named differently from the decision that leads to it: LangGraph's drawing leaves
+out a path-map label equal to its target's name, so a node called ``retrieve`` would leave the
+``retrieve`` edge unlabelled in Studio and ``evoduet graph``."""
 
 
 class OuterStateGraph(StateGraph[OuterState, Any, OuterInput, OuterState]):
-    """`StateGraph` of the outer loop; ``compile()`` returns an `OuterGraph`."""
-
-    def compile(self, *args: Any, **kwargs: Any) -> OuterGraph:
-        """Compile the graph into an `OuterGraph`."""
-        compiled = super().compile(*args, **kwargs)
-        # the same construction as Pregel.copy, into the subclass
-        return OuterGraph(**{k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"})
+    """`StateGraph` of the outer loop (a named type for the builders' signatures)."""
 
 
 def default_nodes(inner_nodes: Mapping[str, NodeFn] | None = None) -> dict[str, NodeFn]:
-    """The outer loop's nodes: name → node function, ``retrieve`` wrapping the compiled inner loop.
+    """The outer loop's nodes by name; ``query_evolution`` wraps the compiled inner loop.
 
     Copy and edit it to build an ablation, or pass replacements of either loop to
     `build_outer_graph`.
@@ -138,7 +98,7 @@ def default_nodes(inner_nodes: Mapping[str, NodeFn] | None = None) -> dict[str, 
         "revise_strategy": revise_strategy,
         "gate": gate,
         "look_up": look_up,
-        "retrieve": make_retrieve(inner),
+        "query_evolution": make_retrieve(inner),
         "generate": generate,
         "evaluate": evaluate,
         "record": record,
@@ -183,8 +143,8 @@ def route_after_gate(
 ) -> Literal["look-up", "retrieve"] | list[Send]:
     """The gate's decision as the label of the edge taken (`GATE_EDGES`).
 
-    ``look-up`` → look_up, ``retrieve`` → retrieve, ``no-op`` → the ``generate`` fan-out (its Sends
-    go straight to ``generate``, the node the ``no-op`` edge leads to).
+    ``look-up`` → look_up, ``retrieve`` → query_evolution, ``no-op`` → the ``generate`` fan-out
+    (its Sends go straight to ``generate``, the node the ``no-op`` edge leads to).
     """
     decision = state.get("gate_decision")
     if decision in ("look-up", "retrieve"):
@@ -242,11 +202,11 @@ def route_after_collect(state: OuterState) -> Literal["record", "dispatch"]:
 
 
 def _add_iteration_edges(graph: OuterStateGraph) -> None:
-    """Gate → look_up | retrieve | generate ×N → evaluate: the body both graphs share."""
+    """Gate → look_up | query_evolution | generate ×N → evaluate: the body both graphs share."""
     path_map: dict[Hashable, str] = {decision: node for decision, node in GATE_EDGES.items()}
     graph.add_conditional_edges("gate", route_after_gate, path_map)
     graph.add_conditional_edges("look_up", fan_out, ["generate"])
-    graph.add_conditional_edges("retrieve", fan_out, ["generate"])
+    graph.add_conditional_edges("query_evolution", fan_out, ["generate"])
     graph.add_edge("generate", "evaluate")
 
 
@@ -255,15 +215,15 @@ def build_iteration_graph(
 ) -> OuterStateGraph:
     """The body of one iteration after ``select``.
 
-    Gate → look_up | retrieve → generate ×N → evaluate → END, over `OuterState`; what each in-flight
-    iteration runs when ``max_iterations_in_flight`` > 1.
+    Gate → look_up | query_evolution → generate ×N → evaluate → END, over `OuterState`; what
+    each in-flight iteration runs when ``max_iterations_in_flight`` > 1.
 
     Args:
         nodes: the outer graph's nodes as it runs them (wrapped), by name.
         context_schema: as in `build_outer_graph`.
     """
     graph = OuterStateGraph(OuterState, context_schema=context_schema)
-    for name in ("gate", "look_up", "retrieve", "generate", "evaluate"):
+    for name in ("gate", "look_up", "query_evolution", "generate", "evaluate"):
         graph.add_node(name, nodes[name])
     graph.add_edge(START, "gate")
     _add_iteration_edges(graph)

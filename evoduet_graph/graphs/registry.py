@@ -5,7 +5,7 @@ with one mapping (docs/design.md §2).
 
 ``build_graph(nodes={"gate": my_gate, "search": my_search})`` replaces the outer loop's gate
 and the inner loop's search; `split_nodes` checks the names and says which loop each belongs to.
-Replacing ``retrieve`` replaces the whole inner loop (its nodes are then unused).
+Replacing ``query_evolution`` replaces the whole inner loop (its nodes are then unused).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ OUTER_NODES = (
     "revise_strategy",
     "gate",
     "look_up",
-    "retrieve",
+    "query_evolution",
     "generate",
     "evaluate",
     "record",

@@ -28,7 +28,7 @@ def drawable(loop: Loop = "outer", *, xray: bool = False) -> Any:
 
     Args:
         loop: ``outer`` (the solution loop; with ``xray`` the inner query-evolution loop is
-            drawn inside ``retrieve``) or ``inner`` (the query-evolution loop alone).
+            drawn inside ``query_evolution``) or ``inner`` (the query-evolution loop alone).
         xray: expand subgraphs.
     """
     if loop == "inner":

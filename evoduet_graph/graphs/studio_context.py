@@ -353,7 +353,7 @@ def bind_context(fn: Callable[..., Any]) -> Callable[..., Any]:
     (`resolve_for_state`), built from the graph input when no context was passed.
 
     The wrapped node receives ``runtime.override(context=ctx)``; nodes and the inner loop
-    (which ``retrieve`` invokes with that context) never see a lazy context.
+    (which ``query_evolution`` invokes with that context) never see a lazy context.
     """
 
     @functools.wraps(fn)
@@ -363,7 +363,7 @@ def bind_context(fn: Callable[..., Any]) -> Callable[..., Any]:
             runtime = runtime.override(context=ctx)
         return fn(state, runtime)
 
-    # LangGraph finds a node's subgraph (retrieve's inner loop) in the closure of the function
+    # LangGraph finds a node's subgraph (the inner loop) in the closure of the function
     # ``__wrapped__`` names, one level deep: point it at the innermost node function
     wrapped.__wrapped__ = inspect.unwrap(fn)
     return wrapped

@@ -149,5 +149,5 @@ def make_retrieve(inner: CompiledStateGraph[InnerState, Context, InnerState, Inn
             "evidence_record_id": record_id,
         }
 
-    retrieve.__name__ = "retrieve"
+    retrieve.__name__ = "query_evolution"
     return retrieve

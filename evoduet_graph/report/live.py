@@ -46,7 +46,7 @@ class RunStatus:
 
     Attributes:
         iteration: the iteration in progress; completed: iterations recorded.
-        node: the node running now (``search (retrieve)`` for inner nodes).
+        node: the node running now (``search (query_evolution)`` for inner nodes).
         decision / gap: this iteration's gate decision and the open knowledge gap.
         round / rounds / query / results: the inner loop's round, current query and hits.
         best / best_iteration / metric_value / ndg: the best program so far.

@@ -249,7 +249,7 @@ def plot_llm_usage(series: dict[str, Any], path: Path) -> Path | None:
         for tick in ax.get_xticklabels():
             tick.set_horizontalalignment("right")
         ax.grid(axis="y", alpha=0.3)
-    fig.suptitle("LLM usage per node (retrieve includes its inner nodes)", fontsize=10)
+    fig.suptitle("LLM usage per node (query_evolution includes its inner nodes)", fontsize=10)
     return _save(fig, path)
 
 

@@ -36,11 +36,11 @@ __all__ = [
     "usage_from_events",
 ]
 
-INCLUSIVE_NODES = frozenset({"retrieve", "dispatch", "collect"})
+INCLUSIVE_NODES = frozenset({"query_evolution", "retrieve", "dispatch", "collect"})
 """Nodes whose wall time and LLM usage include other nodes' (the inner loop runs inside
-``retrieve``, ``select`` inside ``dispatch``, and ``collect`` waits while the iterations in
-flight run: ``max_iterations_in_flight``); they are listed per node but left out of the
-totals."""
+``query_evolution``, called ``retrieve`` in older runs; ``select`` inside ``dispatch``; and
+``collect`` waits while the iterations in flight run: ``max_iterations_in_flight``); they are
+listed per node but left out of the totals."""
 
 
 def finite_number(value: Any) -> float:

@@ -135,7 +135,7 @@ def test_budget_counts_previous_sessions_from_events(tmp_path: Path) -> None:
     events = EventLog(tmp_path / "events.jsonl")
     events.emit("run_start")
     events.emit("node", node="gate", llm_calls=2, input_tokens=100, output_tokens=10)
-    events.emit("node", node="retrieve", llm_calls=4, input_tokens=400, output_tokens=40)
+    events.emit("node", node="query_evolution", llm_calls=4, input_tokens=400, output_tokens=40)
     events.emit("node", node="construct_query", llm_calls=4, input_tokens=400, output_tokens=40)
     budget = Budget(BudgetConfig(max_llm_calls=10), "openai:gpt-4o", EventLog(events.path))
     totals = budget.totals()

@@ -79,7 +79,7 @@ def test_langgraph_json_graph_entry_imports_and_compiles():
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False
     )
     assert out.returncode == 0, out.stderr
-    for node in ("select", "gate", "generate", "evaluate", "record", "retrieve", "look_up"):
+    for node in ("select", "gate", "generate", "evaluate", "record", "query_evolution", "look_up"):
         assert node in out.stdout
 
 

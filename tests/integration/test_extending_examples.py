@@ -63,7 +63,7 @@ def test_a_replacement_gate_decides_every_iteration(tmp_path):
     events = list(read_events(tmp_path / "run" / "events.jsonl"))
     ran = [(e["node"], e["iteration"]) for e in events if e["event"] == "node"]
     assert [i for node, i in ran if node == "gate"] == [1, 2, 3]
-    assert [i for node, i in ran if node == "retrieve"] == [1, 3]  # the odd iterations
+    assert [i for node, i in ran if node == "query_evolution"] == [1, 3]  # the odd iterations
     assert [i for node, i in ran if node == "generate"] == [1, 2, 3]
 
 

@@ -188,7 +188,7 @@ def test_evoduet_graph_labels_the_gate_edges_no_op_look_up_retrieve() -> None:
             cwd=ROOT,
         ).stdout
         gate_edges = sorted(line.strip() for line in out.splitlines() if "gate -." in line)
-        target = "retrieve\\3a__start__" if extra else "retrieve"
+        target = "query_evolution\\3a__start__" if extra else "query_evolution"
         assert gate_edges == [
             "gate -. &nbsp;look-up&nbsp; .-> look_up;",
             "gate -. &nbsp;no-op&nbsp; .-> generate;",
@@ -196,7 +196,11 @@ def test_evoduet_graph_labels_the_gate_edges_no_op_look_up_retrieve() -> None:
         ]
     drawn = evoduet_graph.graph.get_graph()
     labels = {(e.target, e.data) for e in drawn.edges if e.source == "gate"}
-    assert labels == {("generate", "no-op"), ("look_up", "look-up"), ("retrieve", "retrieve")}
+    assert labels == {
+        ("generate", "no-op"),
+        ("look_up", "look-up"),
+        ("query_evolution", "retrieve"),
+    }
 
 
 def test_run_swaps_a_node_of_each_loop_by_name(tmp_path: Path) -> None:

@@ -472,8 +472,8 @@ def test_unknown_node_names_are_a_clear_error_listing_the_known_ones():
         build_outer_graph(nodes={"gates": node})
     assert str(err.value) == (
         "unknown node 'gates'; known nodes: outer loop: initialize, select, revise_strategy, gate, "
-        "look_up, retrieve, generate, evaluate, record; inner loop: construct_query, search, "
-        "hypothetical_score, rerank, update_knowledge"
+        "look_up, query_evolution, generate, evaluate, record; inner loop: construct_query, "
+        "search, hypothetical_score, rerank, update_knowledge"
     )
     assert isinstance(err.value, KeyError)  # what the registry raised before
     with pytest.raises(UnknownNodeError, match="unknown node 'serch'; known nodes: outer"):

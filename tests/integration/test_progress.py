@@ -22,7 +22,7 @@ from evoduet_graph.search.offline import OfflineSearcher, OfflineSources, index_
 from tests.conftest import BAD_DIFF, RADIUS_UP, SMOKE_TASK, SPREAD_UP
 from tests.fakes import FakeSearcher, KnowledgeResponder, ScriptedChatModel
 
-OUTER = ("initialize", "select", "gate", "retrieve", "generate", "evaluate", "record")
+OUTER = ("initialize", "select", "gate", "query_evolution", "generate", "evaluate", "record")
 
 
 def _knowledge_config(**kw: Any) -> EvoDuetConfig:
@@ -76,7 +76,7 @@ def test_node_events_mirror_events_jsonl(streamed):
 
 
 def test_inner_loop_events_carry_round_and_query(streamed):
-    inner = [e for e in streamed["events"] if e.get("subgraph") == "retrieve"]
+    inner = [e for e in streamed["events"] if e.get("subgraph") == "query_evolution"]
     assert {e["event"] for e in inner} >= {"node_start", "node", "queries", "search"}
     starts = [e for e in inner if e["event"] == "node_start" and e["node"] == "construct_query"]
     assert [(e["iteration"], e["round"], e["rounds"]) for e in starts] == [
@@ -110,7 +110,7 @@ def test_run_status_lines(streamed):
         if ev["event"] == "search" and ev["iteration"] == 2:
             lines_mid = status.lines()
     text = "\n".join(lines_mid)
-    assert "node: search (retrieve) (iteration 2)" in text
+    assert "node: search (query_evolution) (iteration 2)" in text
     assert "gate: retrieve" in text and "gap: gap" in text
     assert "inner loop: round" in text and "query: “query" in text and "5 results" in text
     assert "NDG" in text and "LLM " in text and "failures: 0" in text
@@ -122,7 +122,11 @@ def test_run_status_lines(streamed):
 
 def test_tokens_per_second_leave_out_inclusive_nodes():
     status = RunStatus()
-    for node, tokens, latency in (("gate", 100, 2.0), ("retrieve", 500, 5.0), ("search", 0, 0)):
+    for node, tokens, latency in (
+        ("gate", 100, 2.0),
+        ("query_evolution", 500, 5.0),
+        ("search", 0, 0),
+    ):
         status.update(
             {
                 "event": "node",

@@ -153,7 +153,7 @@ def test_each_scaffold_runs_three_iterations(smoke_task_dir, tmp_path, scaffold)
     for node, count in (
         ("select", 3),
         ("gate", 3),
-        ("retrieve", 3),
+        ("query_evolution", 3),
         ("generate", 3 * n),
         ("evaluate", 3),
         ("record", 3),
@@ -197,7 +197,7 @@ def _fn(graph: Any, name: str) -> Any:
 
 
 def _inner_graph(graph: Any) -> Any:
-    retrieve = _fn(graph, "retrieve")
+    retrieve = _fn(graph, "query_evolution")
     cells = [c.cell_contents for c in retrieve.__closure__ or ()]
     return next(c for c in cells if hasattr(c, "builder"))
 
@@ -238,7 +238,7 @@ def test_the_graph_a_run_builds_has_the_same_node_objects_for_every_scaffold(
         assert set(inner.nodes) == set(inner_ref.nodes) and inner.nodes
         for name in inner.nodes:
             assert _fn(inner, name) is _fn(inner_ref, name), (scaffold, name)
-        assert _fn(graph, "retrieve").__code__ is _fn(reference, "retrieve").__code__
+        assert _fn(graph, "query_evolution").__code__ is _fn(reference, "query_evolution").__code__
 
 
 def test_select_applies_the_policy_injected_through_the_context(smoke_task_dir):

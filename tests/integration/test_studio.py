@@ -48,12 +48,12 @@ def _context(run_dir: Path) -> dict:
     }
 
 
-def test_xray_shows_the_inner_loop_inside_retrieve():
+def test_xray_shows_the_inner_loop_inside_query_evolution():
     nodes = set(build_outer_graph().compile().get_graph(xray=True).nodes)
-    assert {f"retrieve:{n}" for n in INNER} <= nodes
-    assert "retrieve" not in nodes  # drawn as the subgraph
+    assert {f"query_evolution:{n}" for n in INNER} <= nodes
+    assert "query_evolution" not in nodes  # drawn as the subgraph
     plain = set(build_outer_graph().compile().get_graph().nodes)
-    assert "retrieve" in plain and not any(n.startswith("retrieve:") for n in plain)
+    assert "query_evolution" in plain and not any(n.startswith("query_evolution:") for n in plain)
 
 
 def test_studio_graph_runs_from_a_json_context(tmp_path):
@@ -170,11 +170,15 @@ def test_langgraph_dev_server_runs_two_iterations(tmp_path):
         assistants = client.assistants.search()
         assert [a["graph_id"] for a in assistants] == ["evoduet"]
         drawn = client.assistants.get_graph(assistants[0]["assistant_id"], xray=True)
-        assert {f"retrieve:{n}" for n in INNER} <= {n["id"] for n in drawn["nodes"]}
+        assert {f"query_evolution:{n}" for n in INNER} <= {n["id"] for n in drawn["nodes"]}
         # Studio draws the gate's edges with the paper's decision names
         plain = client.assistants.get_graph(assistants[0]["assistant_id"])
         labels = {(e["target"], e.get("data")) for e in plain["edges"] if e["source"] == "gate"}
-        assert labels == {("generate", "no-op"), ("look_up", "look-up"), ("retrieve", "retrieve")}
+        assert labels == {
+            ("generate", "no-op"),
+            ("look_up", "look-up"),
+            ("query_evolution", "retrieve"),
+        }
 
         thread = client.threads.create()
         rdir = tmp_path / "run"

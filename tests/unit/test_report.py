@@ -162,7 +162,7 @@ def test_summary_matches_the_raw_files(fake_run):
     assert by_node["construct_query"].calls == kinds["construct_query"] == 4
     assert by_node["hypothetical_score"].calls == 4
     assert by_node["generate"].calls == 8
-    assert by_node["retrieve"].calls == 8  # includes the inner loop's calls
+    assert by_node["query_evolution"].calls == 8  # includes the inner loop's calls
     assert s.llm.total.calls == llm.calls
     events = list(read_events(rdir / "events.jsonl"))
     tokens = sum(
@@ -184,7 +184,7 @@ def test_summary_matches_the_raw_files(fake_run):
     assert wall["select"].executions == 5 and wall["initialize"].executions == 1
     assert wall["construct_query"].executions == 4
     assert s.wall_time.total_s == pytest.approx(
-        sum(w.total_s for n, w in wall.items() if n != "retrieve")
+        sum(w.total_s for n, w in wall.items() if n != "query_evolution")
     )
 
     fail = s.failures
