@@ -1163,6 +1163,32 @@ def _from_diff(parent: str, text: str, restrict: bool) -> CandidateCode | None:
     return CandidateCode(result.code, "diff", None)
 
 
+_DIFF_MARKED = re.compile(r"^[+-](?=[ \t]|$|[A-Za-z_#@])")
+
+
+def _without_diff_markers(code: str) -> str | None:
+    """A Python rewrite that kept unified-diff markers, read as the diff it was written as.
+
+    The mutation prompt shows the top programs, inspirations and recent changes as unified
+    diffs against the parent (`evoduet_graph.prompts.generate`), and a small model sometimes
+    copies that form into its full rewrite: lines starting with ``-`` (to remove) and ``+``
+    (to add). No Python statement starts with ``+``/``-`` at column 0, so for a rewrite that
+    does not compile and has such lines, this drops the ``-`` lines and the ``+`` prefix of the
+    others. Returns the result only if it compiles, else ``None`` (the caller keeps the
+    rewrite, and its compile error is reported as usual).
+    """
+    lines = code.split("\n")
+    if not any(_DIFF_MARKED.match(line) for line in lines):
+        return None
+    kept = [
+        line[1:] if line.startswith("+") else line
+        for line in lines
+        if not (line.startswith("-") and _DIFF_MARKED.match(line))
+    ]
+    repaired = "\n".join(kept)
+    return repaired if _compiles(repaired) else None
+
+
 def _from_rewrite(
     parent: str, text: str, restrict: bool, allow_fragment: bool, language: str = "python"
 ) -> CandidateCode | None:
@@ -1174,6 +1200,8 @@ def _from_rewrite(
         return CandidateCode(None, "rewrite", str(exc))
     if code is None:
         return None
+    if language == "python" and not _compiles(code):
+        code = _without_diff_markers(code) or code
     if code == parent or code.rstrip("\n") == parent.rstrip("\n"):
         return CandidateCode(None, "rewrite", "the rewrite is identical to the current program")
     return CandidateCode(code, "rewrite", None)
@@ -1194,7 +1222,9 @@ def candidate_from_response(
     regions it must keep the markers or the parent's fixed code, rules 1-2 of
     `extract_rewrite`; otherwise it needs at least half the parent's non-blank lines, so a
     snippet of one changed function is not mistaken for the program). Without ``diff_based``,
-    the rewrite first (all splicing rules), then diff blocks.
+    the rewrite first (all splicing rules), then diff blocks. A Python rewrite that does not
+    compile because it kept unified-diff ``+``/``-`` markers is read as that diff
+    (`_without_diff_markers`).
 
     Partial diffs are rejected: if any block fails or is malformed, the candidate has no code
     and ``error`` lists every failure, e.g. ``"1 of 3 diff block(s) failed, so the answer was

@@ -651,3 +651,31 @@ def test_outside_definitions_are_left_alone_for_an_indented_block_or_other_langu
         js, reply, diff_based=False, restrict_to_evolve_blocks=True, language="javascript"
     )
     assert out.code is not None and "const k" not in out.code
+
+
+def test_rewrite_that_kept_diff_markers_is_read_as_its_diff() -> None:
+    # what a small model writes after seeing the context's diffs: the old line marked '-',
+    # the new one '+'
+    edit = "-        total += i\n+        total += 2 * i\n"
+    marked = PARENT.replace("        total += i\n", edit)
+    cand = candidate_from_response(
+        PARENT, fenced(marked), diff_based=False, restrict_to_evolve_blocks=True
+    )
+    assert cand == CandidateCode(PARENT.replace("total += i", "total += 2 * i"), "rewrite", None)
+
+
+def test_rewrite_with_diff_markers_that_still_does_not_compile_is_kept_for_its_error() -> None:
+    marked = PARENT.replace("        total += i\n", "+        total += (i\n")
+    cand = candidate_from_response(
+        PARENT, fenced(marked), diff_based=False, restrict_to_evolve_blocks=True
+    )
+    assert cand.code is not None and "+        total += (i" in cand.code  # compile error later
+
+
+def test_rewrite_minus_expression_that_compiles_is_left_alone() -> None:
+    # a line starting with '-' that is valid Python (a continuation line) is not a diff marker
+    code = PARENT.replace("        total += i\n", "        total += (i\n-1)\n")
+    cand = candidate_from_response(
+        PARENT, fenced(code), diff_based=False, restrict_to_evolve_blocks=True
+    )
+    assert cand.code == code
