@@ -1,6 +1,7 @@
 """Bundled task evaluators check sequences, clusters, designs and triangles.
 
-Tasks: labs_27, lennard_jones_13, pressure_vessel, heilbronn_triangle_11.
+Tasks: labs_27, lennard_jones_13, pressure_vessel, heilbronn_triangle_11, and the reduced
+instances lennard_jones_10 and heilbronn_triangle_7.
 
 Each evaluator checks the construction itself (never trusting a reported number): invalid
 constructions score 0 with a clear error, and small hand-made valid constructions get exactly
@@ -21,7 +22,14 @@ from evoduet_graph.evaluation import EvaluationOutcome, SandboxEvaluator
 from evoduet_graph.task import Task, load_task
 
 TASKS = Path(__file__).resolve().parents[2] / "tasks"
-BATCH_B = ("labs_27", "lennard_jones_13", "pressure_vessel", "heilbronn_triangle_11")
+BATCH_B = (
+    "labs_27",
+    "lennard_jones_13",
+    "pressure_vessel",
+    "heilbronn_triangle_11",
+    "lennard_jones_10",
+    "heilbronn_triangle_7",
+)
 
 
 def _load(name: str) -> Task:
@@ -269,6 +277,70 @@ def test_lj_invalid_clusters_are_rejected(body: str, fragment: str) -> None:
     assert_rejected(run_one(_load("lennard_jones_13"), program("run_cluster", body)), fragment)
 
 
+# ---------------------------------------------------------------- lennard_jones_10
+
+LJ10_BEST = -28.422532  # Cambridge Cluster Database, LJ10
+
+
+def test_lj10_dimers_energy() -> None:
+    """Five dimers at r = 2^(1/6), 50 apart: E = -5 + (tiny far terms)."""
+    task = _load("lennard_jones_10")
+    points = _dimers()[:10]
+    expected = lj_energy_by_hand(points)
+    assert expected == pytest.approx(-5.0, abs=1e-6)
+    outcome = run_one(task, program("run_cluster", f"value = {points!r}"))
+    assert outcome.valid, outcome.error
+    assert outcome.metrics["energy"] == pytest.approx(expected, rel=1e-12)
+    assert outcome.score == pytest.approx(expected / LJ10_BEST, rel=1e-12)
+    assert outcome.metrics["min_distance"] == pytest.approx(R_MIN)
+
+
+def test_lj10_multistart_minimisation_reaches_reference() -> None:
+    """A candidate running seeded multi-start L-BFGS-B finds the database minimum."""
+    body = """
+from scipy.optimize import minimize
+
+def f(x):
+    p = x.reshape(10, 3)
+    d = p[:, None, :] - p[None, :, :]
+    r2 = np.sum(d**2, axis=-1) + np.diag(np.full(10, np.inf))
+    inv6 = r2**-3
+    g = np.sum(((-48.0 * inv6**2 + 24.0 * inv6) / r2)[:, :, None] * d, axis=1)
+    return 2.0 * np.sum(inv6**2 - inv6), g.ravel()
+
+runs = []
+for seed in range(40):
+    rng = np.random.default_rng(seed)
+    x0 = np.array([[i % 3, (i // 3) % 3, i // 9] for i in range(10)]) * 1.1
+    x0 = x0 + rng.uniform(-0.3, 0.3, (10, 3))
+    runs.append(minimize(f, x0.ravel(), jac=True, method="L-BFGS-B"))
+value = min(runs, key=lambda r: r.fun).x.reshape(10, 3)
+"""
+    task = _load("lennard_jones_10")
+    outcome = run_one(task, program("run_cluster", body))
+    assert outcome.valid, outcome.error
+    assert outcome.metrics["energy"] == pytest.approx(LJ10_BEST, abs=1e-6)
+    assert outcome.score == pytest.approx(1.0, abs=1e-7)
+    assert task.ndg(outcome.metrics["energy"]) == pytest.approx(100.0, abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ("value = np.zeros((13, 3))", "shape (10, 3)"),
+        ("value = np.arange(20.0).reshape(10, 2)", "shape (10, 3)"),
+        ("value = np.arange(30.0).reshape(10, 3)\nvalue[4, 1] = np.nan", "NaN or inf"),
+        ("value = np.arange(30.0).reshape(10, 3)\nvalue[7] = value[3]", "atoms 3 and 7 coincide"),
+        ("value = np.arange(30.0).reshape(10, 3)\nvalue[5, 2] = -1e4", "atom 5 has a coordinate"),
+        ("value = np.ones((10, 3), dtype=bool)", "booleans"),
+        ("value = None", "array of shape (10, 3)"),
+        ("value = [['0', '0', '0']] * 10", "not an array of real numbers"),
+    ],
+)
+def test_lj10_invalid_clusters_are_rejected(body: str, fragment: str) -> None:
+    assert_rejected(run_one(_load("lennard_jones_10"), program("run_cluster", body)), fragment)
+
+
 # ---------------------------------------------------------------- pressure_vessel
 
 
@@ -433,3 +505,67 @@ def test_heilbronn_invalid_points_are_rejected(change: str, fragment: str) -> No
     body = f"value = {_circle_points(0.2)!r}\n{change}"
     outcome = run_one(_load("heilbronn_triangle_11"), program("run_points", body))
     assert_rejected(outcome, fragment)
+
+
+# ---------------------------------------------------------------- heilbronn_triangle_7
+
+H7_BEST = 0.097222222222  # benchmarks/task_references.py; 7/72
+
+
+def _circle_points_7(radius: float) -> list[list[float]]:
+    cx, cy = 0.5, math.sqrt(3) / 6
+    angles = [math.pi / 2 + 2 * math.pi * i / 7 for i in range(7)]
+    return [[cx + radius * math.cos(t), cy + radius * math.sin(t)] for t in angles]
+
+
+def test_heilbronn7_incircle_closed_form() -> None:
+    """7 evenly spaced points on the inscribed circle: smallest area r^2 sin(t) (1 - cos(t))."""
+    task = _load("heilbronn_triangle_7")
+    r = math.sqrt(3) / 6
+    t = 2 * math.pi / 7
+    expected = r * r * math.sin(t) * (1 - math.cos(t)) / AREA_T
+    assert min_area_by_hand(_circle_points_7(r)) == pytest.approx(expected, rel=1e-12)
+    outcome = run_one(task, program("run_points", f"value = {_circle_points_7(r)!r}"))
+    assert outcome.valid, outcome.error
+    assert outcome.metrics["min_area"] == pytest.approx(expected, rel=1e-12)
+    assert outcome.score == pytest.approx(expected / H7_BEST, rel=1e-12)
+
+
+def test_heilbronn7_reference_configuration_scores_one() -> None:
+    """Two points on each edge and one at the centre: nine smallest triangles of area 7/72."""
+    task = _load("heilbronn_triangle_7")
+    points = [[1 / 12, H / 6], [1 / 4, 0.0], [5 / 6, 0.0], [7 / 8, H / 4], [7 / 12, 5 * H / 6]]
+    points += [[3 / 8, 3 * H / 4], [1 / 2, H / 3]]
+    assert min_area_by_hand(points) == pytest.approx(7 / 72, rel=1e-12)
+    outcome = run_one(task, program("run_points", f"value = {points!r}"))
+    assert outcome.valid, outcome.error
+    assert outcome.metrics["min_area"] == pytest.approx(7 / 72, rel=1e-12)
+    assert outcome.score == pytest.approx(1.0, abs=1e-9)
+    assert task.ndg(outcome.metrics["min_area"]) == pytest.approx(100.0, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ("value[3] = [1.1, 0.0]", "point 3 at (1.1, 0.0) is outside the triangle"),
+        ("value[0] = [0.2, 0.5]", "point 0 at (0.2, 0.5) is outside"),
+        ("value[6] = [0.5, -5e-12]", "point 6"),
+        ("value = value[:6]", "shape (7, 2)"),
+        ("value = value + [[0.5, 0.3]] * 4", "shape (7, 2)"),
+        ("value[2][1] = float('inf')", "NaN or inf"),
+        ("value = np.zeros((7, 2), dtype=bool)", "booleans"),
+        ("value = {'points': value}", "array of shape (7, 2)"),
+    ],
+)
+def test_heilbronn7_invalid_points_are_rejected(change: str, fragment: str) -> None:
+    body = f"value = {_circle_points_7(0.2)!r}\n{change}"
+    outcome = run_one(_load("heilbronn_triangle_7"), program("run_points", body))
+    assert_rejected(outcome, fragment)
+
+
+def test_heilbronn7_collinear_points_score_zero() -> None:
+    task = _load("heilbronn_triangle_7")
+    points = _circle_points_7(0.2)[:4] + [[0.2, 0.0], [0.5, 0.0], [0.9, 0.0]]  # 3 on the base
+    outcome = run_one(task, program("run_points", f"value = {points!r}"))
+    assert outcome.valid, outcome.error
+    assert outcome.metrics["min_area"] == 0.0 and outcome.score == 0.0

@@ -120,6 +120,9 @@ def test_unknown_is_none(
         ("pressure_vessel", "min", 6000.0),
         ("heilbronn_triangle_11", "max", 0.04),
         ("circle_packing_26", "max", 2.7),
+        ("lennard_jones_10", "min", -29.0),
+        ("heilbronn_triangle_7", "max", 0.1),
+        ("circle_packing_10", "max", 1.6),
     ],
 )
 def test_bundled_task_ndg(name: str, direction: str, beyond: float) -> None:

@@ -58,6 +58,9 @@ def test_docs_describe_methods_not_the_best_known_solution(name: str) -> None:
         ("circle_packing_26", "SLSQP constraints for circles in a square", "slsqp_formulation"),
         ("labs_27", "tabu search memetic algorithm binary sequence", "memetic_tabu_search"),
         ("pressure_vessel", "active volume constraint thickness grid", "decomposition"),
+        ("lennard_jones_10", "many random starts L-BFGS-B analytic gradient", "multistart_lbfgs"),
+        ("circle_packing_10", "linear program radii for fixed centres layouts", "layouts_and"),
+        ("heilbronn_triangle_7", "simulated annealing barycentric moves", "local_search"),
     ],
 )
 def test_offline_backend_finds_the_task_documents(

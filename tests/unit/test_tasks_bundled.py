@@ -10,12 +10,18 @@ import math
 from pathlib import Path
 
 import pytest
+import yaml
 
 from evoduet_graph.evaluation import EvaluationOutcome, SandboxEvaluator
 from evoduet_graph.task import Task, load_task
 
 TASKS = Path(__file__).resolve().parents[2] / "tasks"
 BUNDLED = sorted(p.name for p in TASKS.iterdir() if (p / "evaluator.py").is_file())
+
+
+# Reduced instances of bundled problems, sized for a 1.5B model on a 2-core CPU (references:
+# benchmarks/task_references.py).
+SMALL_TASKS = ("lennard_jones_10", "circle_packing_10", "heilbronn_triangle_7")
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +36,7 @@ def smoke_task() -> Task:
 
 def test_expected_tasks_are_bundled() -> None:
     assert {"circle_packing_26", "smoke_polygon_area"} <= set(BUNDLED)
+    assert set(SMALL_TASKS) <= set(BUNDLED)
 
 
 @pytest.mark.parametrize("name", BUNDLED)
@@ -125,6 +132,100 @@ def test_circle_cascade(circle_task: Task) -> None:
     assert good.valid and good.stage == 2
     assert good.metrics["sum_radii"] == pytest.approx(circle_task.initial_score, abs=1e-9)
     assert not bad.valid and bad.stage == 1
+
+
+# ---------------------------------------------------------------- circle_packing_10
+
+CP10_BEST = 1.591013
+
+# 9 tangent circles of radius 1/6 on a 3x3 grid + a 10th circle of radius 0 in a corner gap.
+GRID_10 = """
+xs = (np.arange(3) + 0.5) / 3
+centers = np.array([[x, y] for x in xs for y in xs] + [[0.0, 0.0]])
+radii = np.array([1 / 6] * 9 + [0.0])
+reported = 100.0
+"""
+
+
+def test_circle_10_valid_packing_is_scored_by_its_true_sum() -> None:
+    task = load_task(TASKS / "circle_packing_10")
+    (outcome,) = evaluate_all(task, [circle_program(GRID_10)])
+    assert outcome.valid, outcome.error
+    assert outcome.metrics["sum_radii"] == pytest.approx(1.5)  # not the reported 100
+    assert outcome.score == pytest.approx(1.5 / CP10_BEST)  # normalised: 1.0 at the reference
+    assert outcome.metrics["target_ratio"] == pytest.approx(1.5 / CP10_BEST)
+    initial = task.initial_score
+    assert initial is not None and task.sota_score == CP10_BEST
+    assert task.ndg(1.5) == pytest.approx((1.5 - initial) / (CP10_BEST - initial) * 100)
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ("centers[1] = centers[0] + [0.1, 0.0]", "overlap"),
+        ("radii[4] += 1e-9", "overlap"),  # the middle circle, tangent to 4 others
+        ("radii[4] += 1e-13", None),  # within the 1e-12 tolerance
+        ("centers[0] = [0.1, 0.5]", "outside the unit square"),
+        ("radii[9] = 0.01", "outside the unit square"),
+        ("radii = radii[:9]", "radii must have shape (10,)"),
+        ("centers = np.vstack([centers, [[0.5, 0.5]]])", "centers must have shape (10, 2)"),
+        ("centers[3, 0] = np.nan", "NaN"),
+        ("radii[4] = np.inf", "NaN or inf"),
+        ("radii[9] = -0.01", "negative radius"),
+    ],
+)
+def test_circle_10_invalid_packings_are_rejected(change: str, fragment: str | None) -> None:
+    task = load_task(TASKS / "circle_packing_10")
+    (outcome,) = evaluate_all(task, [circle_program(GRID_10 + change + "\n")])
+    if fragment is None:
+        assert outcome.valid, outcome.error
+        return
+    assert not outcome.valid
+    assert outcome.score == 0.0
+    assert fragment in (outcome.error or ""), outcome.error
+    assert outcome.metrics.get("validity") == 0.0
+
+
+# ---------------------------------------------------------------- small instances
+
+
+@pytest.mark.parametrize("name", SMALL_TASKS)
+def test_small_task_metadata(name: str) -> None:
+    task = load_task(TASKS / name)
+    assert task.name == name and task.warnings == [] and task.has_evolve_blocks
+    assert task.timeout_s == 60
+    assert task.sota_source and "task_references.py" in task.sota_source
+    assert task.initial_score is not None and task.sota_score is not None
+    assert (task.sota_score > task.initial_score) == (task.direction == "max")
+    assert f"{task.sota_score:g}"[:6] in task.instruction  # the prompt states the reference
+    assert len(task.instruction.split()) < 250  # every prompt token costs time on a CPU
+    assert len(task.initial_program.splitlines()) <= 35
+    config = yaml.safe_load((TASKS / name / "config.yaml").read_text(encoding="utf-8"))
+    assert config["diff_based_evolution"] is True
+
+
+# One obvious edit of each initial program, as a small model would make it, and the score it
+# must at least reach: the tasks have a ladder (initial < edit < reference).
+OBVIOUS_EDITS = {
+    "lennard_jones_10": [("for _ in range(10):", "for _ in range(100):", 0.93)],
+    "circle_packing_10": [
+        ("0.5 + 0.3 * np.stack", "0.5 + 0.35 * np.stack", 0.68),
+        ("0.5 + 0.3 * np.stack", "0.5 + 0.4 * np.stack", 0.85),
+    ],
+    "heilbronn_triangle_7": [("for _ in range(30):", "for _ in range(300):", 0.45)],
+}
+
+
+@pytest.mark.parametrize("name", SMALL_TASKS)
+def test_small_task_obvious_edits_improve_without_reaching_the_reference(name: str) -> None:
+    task = load_task(TASKS / name)
+    edits = [task.initial_program.replace(old, new) for old, new, _ in OBVIOUS_EDITS[name]]
+    assert all(code != task.initial_program for code in edits)
+    base, *edited = evaluate_all(task, [task.initial_program, *edits])
+    assert base.valid, base.error
+    for outcome, (_, _, at_least) in zip(edited, OBVIOUS_EDITS[name], strict=True):
+        assert outcome.valid, outcome.error
+        assert base.score < at_least <= outcome.score < 0.99
 
 
 # ---------------------------------------------------------------- smoke task
