@@ -63,11 +63,13 @@ run: $(VENV)/.installed-local
 test: $(VENV)/.installed-dev
 	LANGGRAPH_STRICT_MSGPACK=true $(BIN)/python -m pytest -ra
 
-# Quality gates (pyproject.toml: [tool.ruff], [tool.mypy]); `.ci/run` runs them before the tests.
+# Quality gates (pyproject.toml: [tool.ruff], [tool.mypy]; mkdocs.yml: the documentation site,
+# built with --strict so a broken link or anchor fails); `.ci/run` runs them before the tests.
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check evoduet_graph tests benchmarks docs/examples
 	$(BIN)/ruff format --check evoduet_graph tests benchmarks docs/examples
 	$(BIN)/mypy
+	$(BIN)/mkdocs build --strict --site-dir build/site
 
 dev: $(VENV)/.installed-dev
 	LANGGRAPH_CLI_NO_ANALYTICS=1 $(BIN)/langgraph dev --no-browser --host 127.0.0.1 --port $(PORT)

@@ -142,12 +142,12 @@ def test_a_changed_task_folder_is_refused_at_resume(finished_run: Path, task_cop
 
 
 def test_every_config_key_is_in_the_table_or_refused() -> None:
-    """The README's table is the code's: every key a resume applies is a real config key."""
+    """docs/resume.md's table is the code's: every key a resume applies is a real config key."""
     from evoduet_graph.rundir.continuation import _flat
 
     keys = set(_flat(EvoDuetConfig().model_dump(mode="json")))
     for name in RESUME_APPLIED + RESUME_NOTED:
         assert any(k == name or (name[-1] in "._" and k.startswith(name)) for k in keys), name
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    page = (Path(__file__).resolve().parents[2] / "docs" / "resume.md").read_text()
     for name in RESUME_APPLIED + RESUME_NOTED:
-        assert f"`{name.rstrip('._')}" in readme, name
+        assert f"`{name.rstrip('._')}" in page, name

@@ -1,7 +1,8 @@
 """Documentation that cannot drift.
 
-The generated config reference, the ablation configs, the README's Python examples (executed) and
-its graph pictures (compared with the code).
+The generated config reference, the ablation configs, the Python examples of docs/python-api.md
+(executed), the graph picture of docs/graphs.md (compared with the code), and the README's promise
+to a newcomer: short, with links that lead somewhere.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from tests.conftest import ROOT
 from tests.fakes import ScriptedChatModel
 
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 
 
 def _gen_module():
@@ -127,21 +129,19 @@ def test_every_shipped_config_is_in_the_ladder():
     assert sorted(p.name for p in (ROOT / "configs").glob("*.yaml")) == sorted(LADDER)
 
 
-def _section(title: str) -> str:
-    text = README.read_text(encoding="utf-8")
-    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.DOTALL | re.MULTILINE)
-    assert match, f"README has no '## {title}' section"
-    return match.group(1)
+def _page(name: str) -> str:
+    """The text of ``docs/<name>``."""
+    return (DOCS / name).read_text(encoding="utf-8")
 
 
-def test_readme_python_api_examples_run(tmp_path, monkeypatch):
-    """Execute every ``python`` block of README's "Python API" section as written.
+def test_python_api_examples_run(tmp_path, monkeypatch):
+    """Execute every ``python`` block of docs/python-api.md as written.
 
     Only the chat-model factory is replaced by a scripted fake (no model download, no network).
     """
     import evoduet_graph.llm as llm_pkg
 
-    blocks = re.findall(r"```python\n(.*?)```", _section("Python API"), re.DOTALL)
+    blocks = re.findall(r"```python\n(.*?)```", _page("python-api.md"), re.DOTALL)
     assert blocks
     made: list[ScriptedChatModel] = []
 
@@ -159,7 +159,7 @@ def test_readme_python_api_examples_run(tmp_path, monkeypatch):
     assert first.count("graph.invoke(") == 1 and "context=" not in first  # the one-line start
     for code in blocks:
         namespace: dict = {"__name__": "__readme__"}
-        exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - our own README
+        exec(compile(code, "docs/python-api.md", "exec"), namespace)  # noqa: S102 - our own docs
     assert made and all(m.calls > 0 for m in made)
     assert (tmp_path / "runs" / "demo" / "best_program.py").is_file()
     (graph_run,) = (tmp_path / "graph-runs").iterdir()  # the first example's run directory
@@ -167,11 +167,41 @@ def test_readme_python_api_examples_run(tmp_path, monkeypatch):
     assert (graph_run / "best_program.py").is_file()
 
 
-def test_readme_graphs_section_matches_the_code():
+def test_graphs_page_matches_the_code():
     from evoduet_graph.graphs.render import mermaid
 
-    blocks = re.findall(r"```mermaid\n(.*?)```", _section("Graphs"), re.DOTALL)
+    blocks = re.findall(r"```mermaid\n(.*?)```", _page("graphs.md"), re.DOTALL)
     expected = mermaid("outer", xray=True).strip()
     assert any(b.strip() == expected for b in blocks), (
-        "README's Graphs section is stale: paste the output of `evoduet graph --xray`"
+        "docs/graphs.md is stale: paste the output of `evoduet graph --xray`"
     )
+
+
+def test_readme_is_short_and_its_links_lead_somewhere():
+    """The README is what a newcomer reads first: at most 300 lines, links that resolve."""
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 300, "README.md is the front page; move detail into docs/"
+    assert "make run" in text and "make test" in text
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    local = [link for link in links if "://" not in link]
+    assert local
+    missing = [link for link in local if not (ROOT / link).exists()]
+    assert not missing, f"README links to missing files: {missing}"
+
+
+def test_every_docs_page_is_in_the_site_navigation():
+    """mkdocs.yml's nav lists every page of docs/ (the strict build also fails otherwise)."""
+    import yaml
+
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+
+    def pages(nav):
+        for item in nav:
+            value = next(iter(item.values())) if isinstance(item, dict) else item
+            if isinstance(value, list):
+                yield from pages(value)
+            else:
+                yield value
+
+    assert config["docs_dir"] == "docs"
+    assert sorted(pages(config["nav"])) == sorted(p.name for p in DOCS.glob("*.md"))

@@ -227,9 +227,9 @@ def test_registry_names_every_builtin_backend() -> None:
     }
 
 
-def test_readme_table_lists_every_registered_backend() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    table = readme[readme.index("| backend | extra |") :]
+def test_docs_table_lists_every_registered_backend() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "search.md").read_text(encoding="utf-8")
+    table = page[page.index("| backend | extra |") :]
     table = table[: table.index("\n\n")]
     builtin = [
         n
