@@ -13,8 +13,9 @@ Public API::
     print(result.best_score, result.ndg)
 
 Beside running: the configuration (`EvoDuetConfig`, its `LLMConfig`, `load_config`,
-`merge_config`), the task (`load_task`, `Task`), the seams a user plugs into (`Evaluator`,
-`make_evaluator`, `score_from_metrics`, `Searcher`, `make_checked_searcher`,
+`merge_config`, and `checked_config`, which checks the names it picks from the registries as
+a run does when it starts), the task (`load_task`, `Task`), the seams a user plugs into
+(`Evaluator`, `make_evaluator`, `score_from_metrics`, `Searcher`, `make_checked_searcher`,
 `make_chat_model`, `parse_model_string`), what a finished run says (`RunResult`, its
 stop-reason prefixes `MODEL_DOWN_PREFIX` / `TARGET_PREFIX`, `run_summary` → `RunSummary`,
 `paper_metrics`) and the errors (`EvoDuetError`, its `UserError` branch, `ConfigError`,
@@ -27,11 +28,13 @@ stop-reason prefixes `MODEL_DOWN_PREFIX` / `TARGET_PREFIX`, `run_summary` → `R
 
 from typing import Any
 
+from evoduet_graph._version import __version__ as __version__
 from evoduet_graph.api import (
     RunResult,
     build_context,
     build_graph,
     can_retrieve,
+    checked_config,
     make_checked_searcher,
     resume,
     run,
@@ -65,6 +68,7 @@ __all__ = [
     "build_context",
     "build_graph",
     "can_retrieve",
+    "checked_config",
     "graph",
     "load_config",
     "load_task",
@@ -79,8 +83,6 @@ __all__ = [
     "run_summary",
     "score_from_metrics",
 ]
-
-__version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:

@@ -12,15 +12,15 @@ A run directory holds everything needed to inspect or resume a run::
     <run_dir>/best_program.json   its metrics, iteration, NDG and parent chain
 
 The checks a run makes before anything is written and the assembly of its runtime context
-live here; the steps that build and drive a run once it is checked (run files, start events,
-streaming the graph, review pauses, the `RunResult`) live in `evoduet_graph.driver`, whose
-public types this module re-exports.
+live in `evoduet_graph.startup`; the steps that build and drive a run once it is checked (run
+files, start events, streaming the graph, review pauses, the `RunResult`) live in
+`evoduet_graph.driver`. This module runs both for `run` and `resume` and re-exports their
+public names.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import sqlite3
 import time
 from contextlib import ExitStack
@@ -33,9 +33,9 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from pydantic import ValidationError
 
-from evoduet_graph.candidates.novelty import NoveltyFilter, make_novelty_checker
-from evoduet_graph.config import ConfigError, EvoDuetConfig, load_config
-from evoduet_graph.context import Context
+import evoduet_graph.llm
+from evoduet_graph.candidates.novelty import make_novelty_checker
+from evoduet_graph.config import ConfigError, EvoDuetConfig, graph_concurrency, load_config
 from evoduet_graph.driver import (
     REVIEW_PREFIX,
     THREAD_ID,
@@ -56,24 +56,26 @@ from evoduet_graph.driver import (
     write_run_files,
 )
 from evoduet_graph.errors import RunError
-from evoduet_graph.evaluation import Evaluator, make_evaluator
-from evoduet_graph.evaluation.base import SandboxedEvaluator
+from evoduet_graph.evaluation import Evaluator
 from evoduet_graph.graphs.outer import NodeFn, OuterStateGraph, build_outer_graph
 from evoduet_graph.graphs.registry import split_nodes
+from evoduet_graph.llm import LLMConfigError, parse_model_string
 from evoduet_graph.llm.roles import make_role_models
-from evoduet_graph.llm.usage import UsageTracker
-from evoduet_graph.population import Population, restore_population
 from evoduet_graph.prompts import template_overrides
 from evoduet_graph.rundir import layout
-from evoduet_graph.rundir.budget import budget_for
 from evoduet_graph.rundir.continuation import acquire_lock, check_continuation, check_run_dir
-from evoduet_graph.rundir.events import EventLog
 from evoduet_graph.rundir.lock import RunDirLock
 from evoduet_graph.rundir.rundir import RunDir, RunDirError
-from evoduet_graph.rundir.store import ProgramStore
-from evoduet_graph.search import Searcher, SearchUnavailableError, make_searcher
-from evoduet_graph.search.cache import SearchCache
-from evoduet_graph.search.database import SearchDatabase
+from evoduet_graph.search import Searcher
+from evoduet_graph.startup import (
+    build_context,
+    can_retrieve,
+    check_document_sets,
+    checked_config,
+    make_checked_searcher,
+    preflight,
+    validate_setup,
+)
 from evoduet_graph.task import Task, TaskError, load_task
 from evoduet_graph.tasks.environment import check_toolchain
 from evoduet_graph.tasks.languages import ToolchainError
@@ -91,6 +93,7 @@ __all__ = [
     "can_retrieve",
     "check_document_sets",
     "check_initial_program",
+    "checked_config",
     "default_run_dir",
     "graph_concurrency",
     "make_checked_searcher",
@@ -150,8 +153,6 @@ def validate_model(config: EvoDuetConfig) -> None:
     Raises:
         ConfigError: ``llm.model: unknown model ...`` with the valid forms.
     """
-    from evoduet_graph.llm import LLMConfigError, parse_model_string
-
     try:
         if config.llm.models:
             for member in config.llm.models:
@@ -165,225 +166,6 @@ def validate_model(config: EvoDuetConfig) -> None:
             parse_model_string(config.llm.model)
     except LLMConfigError as exc:
         raise ConfigError(f"llm.model: {exc}") from None
-
-
-def can_retrieve(config: EvoDuetConfig) -> bool:
-    """Whether the run ever calls the search backend.
-
-    A gate mode that can decide ``retrieve`` / ``look-up``, joint-level in-loop search, or online
-    grounding. (The oracle baseline reads fixed documents and never searches.)
-    """
-    return (
-        config.gate.mode not in ("never", "oracle")
-        or config.joint_search.enabled
-        or config.retrieval.grounding == "online"
-    )
-
-
-def graph_concurrency(config: EvoDuetConfig) -> int:
-    """LangGraph's ``max_concurrency`` for a run: the most nodes one superstep runs at once.
-
-    The N ``generate`` nodes of an iteration (one ``Send`` each) share one thread pool; without
-    ``max_concurrency`` LangGraph sizes it ``min(32, cores + 4)``, which on a 2-core machine
-    runs 8 candidates in two waves. ``config.max_concurrency`` when set, else the largest
-    candidate count of an iteration (``candidates``, ``candidates_after_retrieval``) and never
-    below LangGraph's own default.
-
-    Returns:
-        The thread count (≥ 1) passed as ``max_concurrency`` in the graph's run config.
-    """
-    if config.max_concurrency is not None:
-        return config.max_concurrency
-    langgraph_default = min(32, (os.cpu_count() or 1) + 4)
-    return max(config.candidates, config.candidates_after_retrieval or 0, langgraph_default)
-
-
-def validate_setup(config: EvoDuetConfig) -> None:
-    """Fail at startup for configurations this build cannot run.
-
-    Raises:
-        ConfigError: a gate mode that can retrieve while no search backend is configured;
-            a human review pause (``gate.review``, ``retrieval.review_queries``) with
-            iterations in flight (an in-flight iteration runs outside the checkpointed
-            graph, where an ``interrupt()`` cannot wait).
-    """
-    if config.max_iterations_in_flight > 1 and (
-        config.gate.review or config.retrieval.review_queries
-    ):
-        raise ConfigError(
-            f"max_iterations_in_flight={config.max_iterations_in_flight} runs iterations "
-            "outside the checkpointed graph, where a review pause cannot wait: set "
-            "max_iterations_in_flight: 1, or turn off gate.review / retrieval.review_queries"
-        )
-    if can_retrieve(config) and config.retrieval.backend == "none":
-        who = (
-            f"gate.mode={config.gate.mode!r} can decide to retrieve"
-            if config.gate.mode not in ("never", "oracle")
-            else "joint_search.enabled searches"
-            if config.joint_search.enabled
-            else "retrieval.grounding='online' searches"
-        )
-        raise ConfigError(
-            f"{who}, but retrieval.backend is "
-            "'none': retrieval is not available. Use gate.mode=never (--gate never) or "
-            "configure a search backend (retrieval.backend: offline | tavily)"
-        )
-
-
-def check_document_sets(task: Task, config: EvoDuetConfig) -> None:
-    """Read the fixed document sets a run needs, once, at startup.
-
-    Read the fixed document sets a run needs (oracle documents, offline grounding) once,
-    so a missing or malformed set fails at startup.
-
-    Raises:
-        ConfigError: the set cannot be read, naming the key, the path and the reason.
-    """
-    from evoduet_graph.search.fixed import (
-        DocumentSetError,
-        grounding_source,
-        load_documents,
-        oracle_source,
-    )
-
-    retrieval = config.retrieval
-    sets = []
-    if config.gate.mode == "oracle":
-        sets.append(
-            ("retrieval.oracle_documents", oracle_source(retrieval.oracle_documents, task.path))
-        )
-    if retrieval.grounding == "offline":
-        sets.append(
-            (
-                "retrieval.grounding_documents",
-                grounding_source(retrieval.grounding_documents, task.path),
-            )
-        )
-    for key, path in sets:
-        try:
-            load_documents(path, source=key)
-        except DocumentSetError as exc:
-            raise ConfigError(f"{key}: {exc}") from None
-
-
-def make_checked_searcher(task: Task, config: EvoDuetConfig) -> Searcher | None:
-    """The configured search backend after its preflight, or None.
-
-    The configured search backend after its preflight, or None when the gate never
-    retrieves (docs/design.md §4: a run configured to retrieve fails at startup when its backend is
-    unusable — never a silent closed-world run).
-
-    Raises:
-        ConfigError: the backend is unusable (no key, empty corpus, ...), with its reason.
-    """
-    validate_setup(config)
-    if not can_retrieve(config):
-        return None
-    searcher = make_searcher(config.retrieval, task_dir=task.path)
-    preflight(searcher, config)
-    return searcher
-
-
-def preflight(searcher: Searcher, config: EvoDuetConfig) -> None:
-    """Run the backend's preflight.
-
-    Raises:
-        ConfigError: the backend reports itself unusable.
-    """
-    try:
-        searcher.preflight()
-    except SearchUnavailableError as exc:
-        raise ConfigError(
-            f"search backend {getattr(searcher, 'name', config.retrieval.backend)!r} "
-            f"unavailable: {exc}"
-        ) from None
-
-
-def build_context(
-    task: Task,
-    config: EvoDuetConfig,
-    run_dir: Path | None,
-    *,
-    llm: BaseChatModel | None = None,
-    evaluator: Evaluator | None = None,
-    searcher: Searcher | None = None,
-    novelty: NoveltyFilter | None = None,
-    role_llms: dict[str, BaseChatModel] | None = None,
-) -> Context:
-    """Assemble the runtime context for a run directory (``None``: in memory).
-
-    The population is restored from the program store's snapshot and the search database
-    from ``search_database.jsonl`` when they exist; with ``retrieval.use_search_database:
-    false`` (stateless ablation) the search database lives in memory only (nothing written)
-    and ``memory`` is neither recalled nor written. ``searcher`` defaults to the configured
-    backend (checked by its preflight) when the gate can retrieve; ``novelty`` to the check
-    ``config.novelty`` describes (`make_novelty_checker`; None when it is disabled);
-    ``role_llms`` to the models ``llm.roles`` names (`make_role_models`).
-
-    Raises:
-        LLMConfigError / LocalModelError: the chat model cannot be built.
-        ConfigError: the gate can retrieve but the search backend is unusable, a fixed
-            document set (oracle, offline grounding) cannot be read, or
-            ``novelty.embeddings`` cannot be loaded.
-    """
-    check_document_sets(task, config)
-    template_overrides(config.prompt.template_dir)  # a bad template fails here, not in a node
-    if searcher is None:
-        searcher = make_checked_searcher(task, config)
-    store = ProgramStore(run_dir / layout.PROGRAMS if run_dir else ":memory:")
-    population: Population
-    population, _ = restore_population(store, config.population, seed=config.seed)
-    if llm is None:
-        from evoduet_graph.llm import make_chat_model
-
-        llm = make_chat_model(config.llm, seed=config.seed)
-    if role_llms is None:
-        role_llms = make_role_models(config.llm, llm, seed=config.seed)
-    if evaluator is None:
-        evaluator = make_evaluator(task, config.evaluation)
-    if run_dir is not None and isinstance(evaluator, SandboxedEvaluator):
-        evaluator.protect(run_dir)  # also for Studio's contexts (docs/design.md §5)
-    if novelty is None:
-        novelty = make_novelty_checker(config.novelty, python=task.lang.is_python)
-    events = EventLog(run_dir / layout.EVENTS if run_dir else None)
-    stateful = config.retrieval.use_search_database
-    search_db = SearchDatabase(
-        run_dir / layout.SEARCH_DB
-        if run_dir and stateful
-        else None  # stateless retrieval (ablation): documents live in memory only
-    )
-    task_memory = None
-    if config.memory and stateful:  # stateless retrieval neither recalls nor remembers
-        from evoduet_graph.search.memory import TaskMemory, open_store, run_tag
-
-        task_memory = TaskMemory(open_store(config.memory), task.name, run_tag(run_dir))
-        recalled = task_memory.recall_into(search_db)
-        if recalled:
-            events.emit(
-                "memory", path=config.memory, records=recalled, documents=len(search_db.documents())
-            )
-    return Context(
-        task=task,
-        config=config,
-        llm=llm,
-        evaluator=evaluator,
-        store=store,
-        population=population,
-        events=events,
-        callbacks=[UsageTracker()],
-        run_dir=run_dir,
-        searcher=searcher,
-        search_db=search_db,
-        memory=task_memory,
-        budget=budget_for(config, events),
-        novelty=novelty,
-        role_llms=role_llms,
-        search_cache=(
-            SearchCache.for_run(run_dir, config.retrieval.cache_dir)
-            if searcher is not None and config.retrieval.cache
-            else None
-        ),
-    )
 
 
 def check_initial_program(task: Task, config: EvoDuetConfig, evaluator: Evaluator) -> Any:
@@ -487,7 +269,7 @@ def run(
     if iterations is not None:
         cfg = cfg.with_overrides({"iterations": iterations})
     settings = apply_task_settings(task, cfg)  # idempotent: the CLI has applied it already
-    cfg = settings.config
+    cfg = checked_config(settings.config)
     searcher = _check_setup(task, cfg, evaluator, searcher, on_event)
     model_name = cfg.llm.model if llm is None else type(llm).__name__
     rdir = Path(run_dir) if run_dir is not None else default_run_dir(task)
@@ -509,10 +291,8 @@ def run(
     initial = None
     if not (rdir / layout.PROGRAMS).exists():  # a new run: check the initial program
         initial = check_initial_program(task, cfg, evaluator)
-    if llm is None:
-        from evoduet_graph.llm import make_chat_model
-
-        llm = make_chat_model(cfg.llm, seed=cfg.seed)
+    if llm is None:  # looked up on the package at call time, so a replaced factory is used
+        llm = evoduet_graph.llm.make_chat_model(cfg.llm, seed=cfg.seed)
     # a role's model may fail to build (no key)
     role_llms = make_role_models(cfg.llm, llm, seed=cfg.seed)
     # loads embeddings: may fail on a bad config

@@ -8,6 +8,7 @@ paper (docs/design.md §1) and OpenEvolve's ``config.yaml`` for the population.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -16,7 +17,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    PrivateAttr,
     Strict,
     ValidationError,
     field_validator,
@@ -24,7 +24,6 @@ from pydantic import (
 )
 
 from evoduet_graph.errors import UserError
-from evoduet_graph.search.registry import backend_choices
 
 # candidates per iteration: each is one LLM call and one evaluation in the same step; more
 # than this is a typo (a search that wide is several runs, or several islands)
@@ -138,32 +137,9 @@ class LLMConfig(_Section):
         "`rerank`, `generate`, `revise_strategy` → a model string (`openai:<m>`, `local`) or "
         "a mapping of `model`, `base_url`, `api_key_env`, `temperature`, `max_tokens`, "
         "`timeout_s`, `max_retries` laid over this section. Unmapped nodes use `model` (the "
-        "paper's one-model setting). Usage and cost are reported per model.",
+        "paper's one-model setting). Usage and cost are reported per model. Role names and "
+        "models are checked when the run starts (`evoduet_graph.llm.roles.check_roles`).",
     )
-
-    @model_validator(mode="after")
-    def _check_roles(self) -> LLMConfig:
-        from evoduet_graph.llm.factory import LLMConfigError, parse_model_string
-        from evoduet_graph.llm.roles import ROLE_FIELDS, ROLE_NODES, role_config
-
-        for role, spec in self.roles.items():
-            if role not in ROLE_NODES:
-                raise ValueError(f"unknown role {role!r}; roles: {', '.join(ROLE_NODES)}")
-            unknown = sorted(set(spec) - set(ROLE_FIELDS)) if isinstance(spec, dict) else []
-            if unknown:
-                raise ValueError(
-                    f"role {role!r}: unknown key(s) {', '.join(unknown)}; allowed: "
-                    f"{', '.join(ROLE_FIELDS)}"
-                )
-            try:
-                parse_model_string(role_config(self, role).model)
-            except ValidationError as exc:
-                err = exc.errors()[0]
-                where = ".".join(str(p) for p in err["loc"])
-                raise ValueError(f"role {role!r}: {where}: {err['msg']}") from None
-            except LLMConfigError as exc:
-                raise ValueError(f"role {role!r}: {exc}") from None
-        return self
 
 
 class GateConfig(_Section):
@@ -201,12 +177,13 @@ class GateConfig(_Section):
 class PopulationConfig(_Section):
     """Program database. Names and defaults follow OpenEvolve's `database:` section."""
 
-    kind: Literal["islands", "top_k"] = Field(
-        "islands",
-        description="`islands`: MAP-Elites islands (OpenEvolve); `top_k`: best k. Left out, "
-        "the `scaffold` chooses it: `islands` for `openevolve` and `evox`, `top_k` for "
-        "`top_k` and `best_of_n`; `openevolve` also runs over `top_k`, the other scaffolds "
-        "only over their own kind (another value is a configuration error).",
+    kind: Literal["islands", "top_k"] | None = Field(
+        None,
+        description="`islands`: MAP-Elites islands (OpenEvolve); `top_k`: best k. Null (left "
+        "out): the `scaffold` chooses it when the run starts: `islands` for `openevolve` and "
+        "`evox`, `top_k` for `top_k` and `best_of_n`; `openevolve` also runs over `top_k`, the "
+        "other scaffolds only over their own kind (another value is a configuration error). "
+        "`<run_dir>/config.yaml` holds the kind the run used.",
     )
     population_size: int = Field(1000, ge=1, description="Max programs kept (all islands).")
     archive_size: int = Field(100, ge=1, description="Elite archive size.")
@@ -395,8 +372,10 @@ class RetrievalConfig(_Section):
     backend: str | list[str] = Field(
         "offline",
         description="Search backend, or a list of them searched together (results merged, "
-        f"de-duplicated by normalised URL): {backend_choices()} (the registry "
-        "`evoduet_graph.search.registry`; see the README's table of search sources). "
+        "de-duplicated by normalised URL): offline|tavily|arxiv|wikipedia|duckduckgo|searxng|"
+        "exa|brave|langchain:<module>:<factory>|none (the registry "
+        "`evoduet_graph.search.registry`, which checks the names when the run starts and "
+        "takes backends registered by you too; see the README's table of search sources). "
         "`offline` is BM25 over the task's docs/, --corpus folders and numpy/scipy API docs; "
         "`langchain:<module>:<factory>` loads a LangChain retriever or search tool of yours.",
     )
@@ -530,36 +509,17 @@ class RetrievalConfig(_Section):
 
     @field_validator("backend")
     @classmethod
-    def _known_backends(cls, value: str | list[str]) -> str | list[str]:
-        from evoduet_graph.search.registry import check_backend_names
-
-        names = [value] if isinstance(value, str) else value
-        check_backend_names([n.strip() for n in names])
+    def _strip_backends(cls, value: str | list[str]) -> str | list[str]:
+        # the names themselves are checked by the registry when the run starts
         if isinstance(value, str):
             return value.strip()
-        return [n.strip() for n in value] if len(value) > 1 else value[0].strip()
+        names = [n.strip() for n in value]
+        return names[0] if len(names) == 1 else names
 
     @property
     def backend_names(self) -> list[str]:
         """``backend`` as a list of names."""
         return [self.backend] if isinstance(self.backend, str) else list(self.backend)
-
-
-ScaffoldName = Literal["openevolve", "top_k", "best_of_n", "evox"]
-"""Search scaffolds: population + parent-selection policy + what the mutation prompt asks for
-(`evoduet_graph.scaffolds`)."""
-
-
-def scaffold_populations() -> dict[str, tuple[str, ...]]:
-    """Population kinds each scaffold runs over; the first is its default.
-
-    Population kinds each scaffold runs over (each scaffold's ``populations``
-    attribute in the registry `evoduet_graph.scaffolds.SCAFFOLDS`); the first is the one it
-    chooses when ``population.kind`` is left out.
-    """
-    from evoduet_graph.scaffolds import SCAFFOLDS  # the scaffolds import this module
-
-    return {name: cls.populations for name, cls in SCAFFOLDS.items()}
 
 
 StrategyRule = Literal["best", "top_k_uniform", "diverse_island", "recent_improver"]
@@ -771,7 +731,7 @@ class EvoDuetConfig(_Section):
         "the D_search outcomes recorded before its iteration started (as OpenEvolve's "
         "parallel iterations); a kill loses only the iterations in flight.",
     )
-    """Iterations in flight (`evoduet_graph.graphs.inflight`).
+    """Iterations in flight (`evoduet_graph.inflight`).
 
     ``1`` (the default) keeps the loop strictly sequential: select → gate → … → record, then the
     next select; the events and records are exactly those of a run without the key.
@@ -825,10 +785,12 @@ class EvoDuetConfig(_Section):
         "once the endpoint answers. A shorter run in which no `generate` call ever answered "
         "stops the same way at its last iteration.",
     )
-    scaffold: ScaffoldName = Field(
+    scaffold: str = Field(
         "openevolve",
         description="Search scaffold (population + parent selection + what the mutation "
-        "prompt asks for): `openevolve` (MAP-Elites islands, OpenEvolve sampling); `top_k` "
+        "prompt asks for; the registry `evoduet_graph.scaffolds.SCAFFOLDS`, which checks the "
+        "name when the run starts): `openevolve` (MAP-Elites islands, OpenEvolve sampling); "
+        "`top_k` "
         "(parent uniform among the `population.top_k` best, inspirations from the rest of "
         "them); `best_of_n` (always the best program, N = `candidates` children per "
         "iteration, inspirations: the next best); `evox` (a strategy loop: on stagnation the "
@@ -865,68 +827,15 @@ class EvoDuetConfig(_Section):
         "default a new run stops at startup with the evaluator's error).",
     )
 
-    _kind_explicit: bool = PrivateAttr(default=False)
-    """``population.kind`` was written by the user (file, override), not chosen by the
-    scaffold; a later ``scaffold`` override then keeps it (or refuses the contradiction)."""
-
-    def __eq__(self, other: object) -> bool:
-        """Equal when they configure the same run (whoever chose ``population.kind``)."""
-        if not isinstance(other, EvoDuetConfig):
-            return NotImplemented
-        return self.model_dump() == other.model_dump()
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, like every pydantic model
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _scaffold_chooses_population(cls, data: Any, handler: Any) -> Any:
-        """Fill in ``population.kind`` from the scaffold when the input leaves it out.
-
-        Fill in ``population.kind`` from the scaffold when the input leaves it out, and
-        remember whether the input wrote it.
-        """
-        explicit = _writes_population_kind(data)
-        if isinstance(data, dict) and not explicit:
-            scaffold = data.get("scaffold", "openevolve")
-            population = data.get("population")
-            if population is None:
-                population = {}
-            # an unknown scaffold or a bad population: the fields' own validation reports it
-            kinds = scaffold_populations()
-            if scaffold in kinds and isinstance(population, dict):
-                kind = kinds[scaffold][0]
-                data = {**data, "population": {**population, "kind": kind}}
-        cfg = handler(data)
-        if isinstance(cfg, EvoDuetConfig):
-            cfg._kind_explicit = explicit
-        return cfg
-
-    @model_validator(mode="after")
-    def _check_scaffold_population(self) -> EvoDuetConfig:
-        allowed = scaffold_populations()[self.scaffold]
-        if self.population.kind not in allowed:
-            raise ValueError(
-                f"scaffold {self.scaffold!r} runs over population.kind "
-                f"{' or '.join(repr(k) for k in allowed)}, not {self.population.kind!r}; "
-                "leave population.kind out to let the scaffold choose"
-            )
-        return self
-
     def with_overrides(self, overrides: dict[str, Any], source: str = "overrides") -> EvoDuetConfig:
         """Return a copy with dotted-key overrides applied, e.g. ``{"llm.model": "local"}``.
 
-        ``None`` values are ignored so CLI options left unset keep the file's value. An
-        override of ``scaffold`` without one of ``population.kind`` lets the new scaffold
-        choose the population kind when the current kind is the old scaffold's own choice
-        (``{"scaffold": "top_k"}`` on the defaults gives a top-k population).
+        ``None`` values are ignored so CLI options left unset keep the file's value.
 
         Raises:
             ConfigError: an unknown key or an invalid value (the message names ``source``).
         """
         data = self.model_dump()
-        kind_given = overrides.get("population.kind") is not None
-        if overrides.get("scaffold") is not None and not kind_given:
-            _release_population_kind(data, self)
         for key, value in overrides.items():
             if value is None:
                 continue
@@ -939,21 +848,11 @@ class EvoDuetConfig(_Section):
             if parts[-1] not in node:
                 raise ConfigError(f"unknown config key {key!r}")
             node[parts[-1]] = value
-        return _validate(data, source, kind_explicit=self._kind_explicit or kind_given)
+        return _validate(data, source)
 
     def to_yaml(self) -> str:
         """The full configuration as YAML (what ``<run_dir>/config.yaml`` holds)."""
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
-
-
-def _release_population_kind(data: dict[str, Any], current: EvoDuetConfig) -> None:
-    """Drop a ``population.kind`` the scaffold chose from a dump of ``current``.
-
-    Drop ``population.kind`` from a dump of ``current`` when ``current.scaffold`` chose it
-    (the user did not write it), so that a new scaffold chooses again.
-    """
-    if not current._kind_explicit:
-        data["population"].pop("kind", None)
 
 
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -970,32 +869,16 @@ def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 def merge_config(base: EvoDuetConfig, data: dict[str, Any], source: str) -> EvoDuetConfig:
     """``base`` with a partial configuration (nested like a YAML file) laid over it.
 
-    Sections merge key by key; a ``scaffold`` in ``data`` without a ``population.kind``
-    chooses the population kind as in `EvoDuetConfig.with_overrides`.
+    Sections merge key by key.
 
     Raises:
         ConfigError: an unknown key or an invalid value (the message names ``source``).
     """
-    dumped = base.model_dump()
-    kind_given = _writes_population_kind(data)
-    if "scaffold" in data and not kind_given:
-        _release_population_kind(dumped, base)
-    return _validate(
-        deep_merge(dumped, data), source, kind_explicit=base._kind_explicit or kind_given
-    )
+    return _validate(deep_merge(base.model_dump(), data), source)
 
 
-def _writes_population_kind(data: Any) -> bool:
-    population = data.get("population") if isinstance(data, dict) else None
-    return isinstance(population, dict) and "kind" in population
-
-
-def _validate(data: Any, source: str, *, kind_explicit: bool | None = None) -> EvoDuetConfig:
-    """Validate a whole configuration.
-
-    ``kind_explicit`` (default: ``data`` writes ``population.kind``) marks whether the user chose
-    the population kind.
-    """
+def _validate(data: Any, source: str) -> EvoDuetConfig:
+    """Validate a whole configuration."""
     try:
         cfg = EvoDuetConfig.model_validate(data)
     except ValidationError as exc:
@@ -1004,8 +887,6 @@ def _validate(data: Any, source: str, *, kind_explicit: bool | None = None) -> E
             for err in exc.errors()
         ]
         raise ConfigError(f"invalid configuration in {source}:\n" + "\n".join(lines)) from None
-    if kind_explicit is not None:
-        cfg._kind_explicit = kind_explicit
     return cfg
 
 
@@ -1029,3 +910,21 @@ def load_config(path: str | Path | None = None) -> EvoDuetConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path} must hold a mapping, got {type(data).__name__}")
     return _validate(data, source=str(path))
+
+
+def graph_concurrency(config: EvoDuetConfig) -> int:
+    """LangGraph's ``max_concurrency`` for a run: the most nodes one superstep runs at once.
+
+    The N ``generate`` nodes of an iteration (one ``Send`` each) share one thread pool; without
+    ``max_concurrency`` LangGraph sizes it ``min(32, cores + 4)``, which on a 2-core machine
+    runs 8 candidates in two waves. ``config.max_concurrency`` when set, else the largest
+    candidate count of an iteration (``candidates``, ``candidates_after_retrieval``) and never
+    below LangGraph's own default.
+
+    Returns:
+        The thread count (≥ 1) passed as ``max_concurrency`` in the graph's run config.
+    """
+    if config.max_concurrency is not None:
+        return config.max_concurrency
+    langgraph_default = min(32, (os.cpu_count() or 1) + 4)
+    return max(config.candidates, config.candidates_after_retrieval or 0, langgraph_default)

@@ -16,6 +16,7 @@ from langchain_core.runnables import RunnableConfig
 
 from evoduet_graph.config import EvoDuetConfig
 from evoduet_graph.evaluation import Evaluator
+from evoduet_graph.inflight import IterationPool
 from evoduet_graph.population import Population
 from evoduet_graph.rundir.events import EventLog
 from evoduet_graph.rundir.store import ProgramStore
@@ -23,7 +24,6 @@ from evoduet_graph.task import Task
 
 if TYPE_CHECKING:  # these modules import this one
     from evoduet_graph.candidates.novelty import NoveltyFilter
-    from evoduet_graph.graphs.inflight import IterationPool
     from evoduet_graph.llm.structured import RetryPolicy
     from evoduet_graph.rundir.budget import Budget
     from evoduet_graph.scaffolds.base import Scaffold
@@ -65,7 +65,7 @@ class Context:
             (`evoduet_graph.llm.roles`); unmapped nodes use ``llm``.
         memory: the task's long-term memory (`evoduet_graph.search.memory.TaskMemory`); None: off.
         inflight: the iterations running in the background when ``max_iterations_in_flight``
-            > 1 (`evoduet_graph.graphs.inflight.IterationPool`, made by ``dispatch``); None
+            > 1 (`evoduet_graph.inflight.IterationPool`, made by ``dispatch``); None
             until the first dispatch.
     """
 

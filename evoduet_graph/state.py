@@ -8,7 +8,12 @@ same size as one written at iteration 10.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, NotRequired, Required, TypedDict
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, NotRequired, Required, TypedDict
+
+from pydantic import BaseModel, NonNegativeInt, ValidationError
+
+from evoduet_graph.errors import UserError
 
 GateDecision = Literal["no-op", "look-up", "retrieve"]
 """Gate decision (paper §3.2): use own knowledge, reuse stored documents, or search."""
@@ -162,7 +167,7 @@ class OuterState(TypedDict, total=False):
             continued thread rebuilds the same context.
         run_dir: the run directory (written by ``initialize``; a graph input may set it).
         in_flight: iterations started and not yet collected (``max_iterations_in_flight`` >
-            1 only; `evoduet_graph.graphs.inflight`). With k > 1 the per-iteration keys above
+            1 only; `evoduet_graph.inflight`). With k > 1 the per-iteration keys above
             (``iteration``, ``parent_id``, ``gate_decision``, ``documents``, ``candidates``,
             ...) hold the iteration ``collect`` just took, for ``record``; each in-flight
             iteration keeps its own copy in its own run of the iteration graph.
@@ -231,6 +236,37 @@ class OuterInput(TypedDict, total=False):
     task_dir: str
     run_dir: str
     config: dict[str, object]
+
+
+class GraphInputError(UserError, ValueError):
+    """A value of the graph input is unusable (a ``max_iterations`` that is no whole number)."""
+
+
+class _IterationsInput(BaseModel):
+    """The graph input's ``max_iterations``, validated like ``--iterations``."""
+
+    max_iterations: NonNegativeInt
+
+
+def graph_max_iterations(state: Any, default: int) -> int:
+    """The run's total iterations.
+
+    The run's total iterations: the graph input's ``max_iterations`` (a whole number ≥ 0;
+    a JSON client's ``"3"`` is taken as 3), else ``default``.
+
+    Raises:
+        GraphInputError: ``max_iterations`` is not a whole number ≥ 0.
+    """
+    value = state.get("max_iterations") if isinstance(state, Mapping) else None
+    if value is None:
+        return default
+    try:
+        return _IterationsInput(max_iterations=value).max_iterations
+    except ValidationError:
+        raise GraphInputError(
+            "graph input 'max_iterations' must be a whole number ≥ 0 (the run's total "
+            f"iterations), got {value!r}"
+        ) from None
 
 
 class GenerateInput(TypedDict):

@@ -630,8 +630,9 @@ def _restored_population(db: Path) -> dict[str, Any]:
     from evoduet_graph.config import EvoDuetConfig
     from evoduet_graph.population import restore_population
     from evoduet_graph.rundir.store import ProgramStore
+    from evoduet_graph.startup import checked_config
 
-    cfg = EvoDuetConfig.model_validate(HARNESS_CONFIG)
+    cfg = checked_config(EvoDuetConfig.model_validate(HARNESS_CONFIG))
     store = ProgramStore(db)
     try:
         population, _ = restore_population(store, cfg.population, seed=cfg.seed)

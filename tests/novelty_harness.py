@@ -160,6 +160,7 @@ def outcome(scenario_dir: Path) -> dict[str, Any]:
     from evoduet_graph.population import restore_population
     from evoduet_graph.rundir.events import read_events
     from evoduet_graph.rundir.store import ProgramStore
+    from evoduet_graph.startup import checked_config
 
     run_dir = scenario_dir / "run"
     conn = sqlite3.connect(f"file:{run_dir / 'programs.sqlite'}?mode=ro", uri=True)
@@ -170,7 +171,7 @@ def outcome(scenario_dir: Path) -> dict[str, Any]:
         }
     finally:
         conn.close()
-    cfg = EvoDuetConfig.model_validate(NOVELTY_RUN_CONFIG)
+    cfg = checked_config(EvoDuetConfig.model_validate(NOVELTY_RUN_CONFIG))
     store = ProgramStore(run_dir / "programs.sqlite")
     try:
         population = restore_population(store, cfg.population, seed=cfg.seed)[0].to_dict()

@@ -76,6 +76,7 @@ from evoduet_graph import (
     Searcher,
     Task,
     TaskError,
+    checked_config,
     load_task,
     make_evaluator,
     merge_config,
@@ -677,7 +678,7 @@ def _resolve_methods(
         elif not builtin and label in table and label not in config_labels:
             raise BenchError(f"method config {source} is named like the method {label!r}")
         try:
-            merge_config(base, overlay, source)
+            checked_config(merge_config(base, overlay, source))
         except ConfigError as exc:
             raise BenchError(str(exc)) from None
         table[label] = _graph_runner(label, overlay, source)

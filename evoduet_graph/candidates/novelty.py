@@ -25,9 +25,11 @@ the first that fires decides:
 
 A candidate is compared with *references*: its parent first, then (``compare_with:
 parent_and_population``) the programs of the population, best first, up to
-``novelty.max_compared`` (`population_references`). Siblings generated in the same iteration
-are not references: they are produced concurrently, so comparing them would make the verdict
-depend on thread timing (identical siblings are still evaluated only once, by ``evaluate``).
+``novelty.max_compared`` (the ``generate`` node picks them:
+`evoduet_graph.nodes.generate.population_references`). Siblings generated in the same
+iteration are not references: they are produced concurrently, so comparing them would make the
+verdict depend on thread timing (identical siblings are still evaluated only once, by
+``evaluate``).
 
 Idea after ShinkaEvolve's novelty rejection sampling (Lange et al. 2025, §3.2: embedding
 similarity to archive programs, reject and resample); the exact and token checks are ours.
@@ -54,13 +56,10 @@ from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 
 from evoduet_graph.config import ConfigError, NoveltyConfig
-from evoduet_graph.search.plugins import build_plugin
+from evoduet_graph.plugins import build_plugin
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
-
-    from evoduet_graph.population import Population
-    from evoduet_graph.rundir.store import ProgramStore
 
 __all__ = [
     "MINILM_SHA256",
@@ -74,7 +73,6 @@ __all__ = [
     "make_novelty_checker",
     "minilm_embeddings",
     "normalise",
-    "population_references",
     "token_similarity",
 ]
 
@@ -465,47 +463,6 @@ class NoveltyChecker:
         # a novel candidate reports its similarity to the first reference (the parent)
         parent_sim = float(Levenshtein.normalized_similarity(cand.tokens, norms[0].tokens))
         return NoveltyVerdict(novel=True, similarity=parent_sim, compared=len(ordered))
-
-
-# ------------------------------------------------------------------------------------------
-# references from the run
-# ------------------------------------------------------------------------------------------
-
-
-def population_references(
-    config: NoveltyConfig,
-    store: ProgramStore,
-    population: Population,
-    parent_id: str,
-    shown_ids: Sequence[str] = (),
-) -> list[tuple[str, str]]:
-    """The programs a candidate of ``parent_id`` is compared with, most relevant first.
-
-    The parent; with ``compare_with: parent_and_population`` also ``shown_ids`` (the top
-    programs and inspirations the prompt showed, which the model may copy) and then the
-    population's best programs, up to ``config.max_compared`` programs besides the parent.
-    Migrant copies are resolved to the program that holds their code (`Population.code_id`);
-    each code id appears once.
-
-    Returns:
-        ``[(program id, code), ...]``; programs without code in the store are skipped.
-    """
-    ids: list[str] = [parent_id]
-    if config.compare_with == "parent_and_population" and config.max_compared > 0:
-        extra = list(shown_ids) + population.top(config.max_compared + len(shown_ids) + 1)
-        for pid in extra:
-            code_id = population.code_id(pid) if pid in population else pid
-            if code_id not in ids:
-                ids.append(code_id)
-            if len(ids) > config.max_compared:
-                break
-    out = []
-    for pid in ids:
-        try:
-            out.append((pid, store.get_code(pid)))
-        except KeyError:
-            continue
-    return out
 
 
 # ------------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from evoduet_graph.cli.common import (
 )
 from evoduet_graph.config import ConfigError, load_config
 from evoduet_graph.rundir import layout
+from evoduet_graph.scaffolds import SCAFFOLDS
 from evoduet_graph.search.registry import backend_choices
 from evoduet_graph.task import Task, TaskError, load_task
 from evoduet_graph.tasks.languages import ToolchainError
@@ -337,7 +338,7 @@ def run_cmd(
     ] = None,
     scaffold: Annotated[
         str | None,
-        typer.Option(help="Scaffold (parent selection): openevolve|top_k|best_of_n|evox."),
+        typer.Option(help=f"Scaffold (parent selection): {'|'.join(SCAFFOLDS)}."),
     ] = None,
     corpus: Annotated[
         list[Path] | None,
@@ -372,6 +373,7 @@ def run_cmd(
             task = load_task(task_dir, program)
         finally:
             task_logger.setLevel(level)
+        source = f"{config} with the command-line options" if config else "the command line"
         cfg = load_config(config).with_overrides(
             {
                 "iterations": iterations,
@@ -387,14 +389,14 @@ def run_cmd(
                 "retrieval.corpus": [str(p.resolve()) for p in corpus] if corpus else None,
                 "allow_invalid_initial": True if allow_invalid_initial else None,
             },
-            source=f"{config} with the command-line options" if config else "the command line",
+            source=source,
         )
-        from evoduet_graph.api import validate_model
+        from evoduet_graph.api import checked_config, validate_model
         from evoduet_graph.tasks.environment import check_toolchain
         from evoduet_graph.tasks.settings import apply_task_settings
 
         settings = apply_task_settings(task, cfg)
-        cfg = settings.config
+        cfg = checked_config(settings.config, source)
         validate_model(cfg)
         check_toolchain(task)
     except _USER_ERRORS as exc:

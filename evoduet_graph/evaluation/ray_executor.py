@@ -64,6 +64,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Self
 
+from evoduet_graph._version import __version__
 from evoduet_graph.config import ConfigError, EvaluationConfig
 from evoduet_graph.evaluation.base import EvaluationOutcome
 from evoduet_graph.evaluation.integrity import SnapshotTooLargeError, TaskSnapshot
@@ -250,13 +251,11 @@ def _probe_task(
     isolate_network: bool, max_processes: int | None, isolate_filesystem: bool = True
 ) -> dict[str, Any]:
     """Body of the probe task: who the worker is and what its sandbox enforces."""
-    import evoduet_graph
-
     return {
         "host": socket.gethostname(),
         "pid": os.getpid(),
         "python": ".".join(map(str, sys.version_info[:3])),
-        "evoduet_graph": evoduet_graph.__version__,
+        "evoduet_graph": __version__,
         "isolation": probe_isolation(
             network=isolate_network, max_processes=max_processes, filesystem=isolate_filesystem
         ),
@@ -608,14 +607,12 @@ class RayEvaluator:
                 "driver's version) and the evaluator's imports on every node, or set "
                 "evaluation.ray_runtime_env"
             ) from None
-        import evoduet_graph
-
-        if info.get("evoduet_graph") != evoduet_graph.__version__:
+        if info.get("evoduet_graph") != __version__:
             logger.warning(
                 "Ray worker %s has evoduet_graph %s, the driver %s",
                 info.get("host"),
                 info.get("evoduet_graph"),
-                evoduet_graph.__version__,
+                __version__,
             )
         return info
 

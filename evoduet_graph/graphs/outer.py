@@ -12,7 +12,7 @@ With ``max_iterations_in_flight`` = k > 1, ``initialize`` and ``record`` lead to
 instead of ``select``: ``dispatch`` runs ``select`` for up to k iterations and starts each one's
 gate → … → evaluate (the *iteration graph*, `build_iteration_graph`, made of the same nodes) in
 the background; ``collect`` takes the first that finishes and ``record`` commits it
-(`evoduet_graph.graphs.inflight` says why this shape).
+(`evoduet_graph.inflight` says why this shape).
 
 ``revise_strategy`` runs only when the EvoX scaffold's strategy has stagnated
 (`route_after_select`); every LLM call is a node.

@@ -7,7 +7,7 @@ A run started from Studio (or any LangGraph SDK client) sends its context as JSO
 Studio graph's ``context_schema`` is `StudioContext`: JSON fields only (task folder, run
 directory, config overrides, model). On the first node call it builds the real
 `evoduet_graph.context.Context` — model, sandboxed evaluator, program store, population,
-search backend — with `evoduet_graph.api.build_context`, and caches it for the thread (nodes
+search backend — with `evoduet_graph.startup.build_context`, and caches it for the thread (nodes
 resolve it through `evoduet_graph.context.resolve_context`, so they keep reading
 ``runtime.context``). It lives in its own module so that the server, which loads
 ``graphs/studio.py`` by file path, and the package share one cache.
@@ -37,18 +37,24 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, NonNegativeInt, ValidationError
+from langchain_core.language_models import BaseChatModel
+from langgraph.config import get_config
 
+from evoduet_graph.config import EvoDuetConfig, deep_merge, load_config, merge_config
 from evoduet_graph.context import Context, resolve_context
 from evoduet_graph.errors import UserError
+from evoduet_graph.evaluation.integrity import folder_digest
 from evoduet_graph.rundir import layout
+from evoduet_graph.rundir.continuation import check_graph_input_run_dir, hold_run_dir
+from evoduet_graph.startup import build_context, checked_config
+from evoduet_graph.state import GraphInputError, graph_max_iterations
+from evoduet_graph.task import load_task
 
 __all__ = [
     "INPUT_KEYS",
     "StudioContext",
     "StudioContextError",
     "bind_context",
-    "graph_max_iterations",
     "input_settings",
     "load_model_spec",
     "resolve_for_state",
@@ -111,16 +117,12 @@ def load_model_spec(spec: str) -> Any:
         obj = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise StudioContextError(f"model spec {spec!r} does not import: {exc}") from None
-    from langchain_core.language_models import BaseChatModel
-
     return obj if isinstance(obj, BaseChatModel) else obj()
 
 
 def _thread_id() -> str | None:
     """The LangGraph thread of the run in progress (None without a checkpointer's thread)."""
     try:
-        from langgraph.config import get_config
-
         thread = (get_config().get("configurable") or {}).get("thread_id")
     except RuntimeError:
         thread = None
@@ -222,8 +224,6 @@ class StudioContext:
                     "graph input 'config' must be a mapping of config overrides, e.g. "
                     f'{{"gate": {{"mode": "never"}}}}, got {type(extra).__name__}'
                 )
-            from evoduet_graph.config import deep_merge
-
             changes["config"] = deep_merge(dict(self.config or {}), dict(extra))
         return replace(self, **changes) if changes else self
 
@@ -246,12 +246,6 @@ class StudioContext:
         return ctx
 
     def _build(self, run_dir: Path) -> Context:
-        from evoduet_graph.api import build_context
-        from evoduet_graph.config import EvoDuetConfig, load_config, merge_config
-        from evoduet_graph.evaluation.integrity import folder_digest
-        from evoduet_graph.rundir.continuation import check_graph_input_run_dir, hold_run_dir
-        from evoduet_graph.task import load_task
-
         task = load_task(self.task_dir)
         base = load_config(self._config_file())
         cfg: EvoDuetConfig = merge_config(base, dict(self.config or {}), "context.config")
@@ -260,6 +254,7 @@ class StudioContext:
             llm = load_model_spec(self.model)
         elif self.model:
             cfg = cfg.with_overrides({"llm.model": self.model})
+        cfg = checked_config(cfg)
         # the run-directory rules of `evoduet run --out`, before anything is written
         notes = check_graph_input_run_dir(run_dir, task, cfg, _thread_id())
         run_dir = hold_run_dir(run_dir)  # created, locked for the life of this process
@@ -286,33 +281,6 @@ class StudioContext:
         return ctx
 
 
-class _IterationsInput(BaseModel):
-    """The graph input's ``max_iterations``, validated like ``--iterations``."""
-
-    max_iterations: NonNegativeInt
-
-
-def graph_max_iterations(state: Any, default: int) -> int:
-    """The run's total iterations.
-
-    The run's total iterations: the graph input's ``max_iterations`` (a whole number ≥ 0;
-    a JSON client's ``"3"`` is taken as 3), else ``default``.
-
-    Raises:
-        StudioContextError: ``max_iterations`` is not a whole number ≥ 0.
-    """
-    value = state.get("max_iterations") if isinstance(state, Mapping) else None
-    if value is None:
-        return default
-    try:
-        return _IterationsInput(max_iterations=value).max_iterations
-    except ValidationError:
-        raise StudioContextError(
-            "graph input 'max_iterations' must be a whole number ≥ 0 (the run's total "
-            f"iterations), got {value!r}"
-        ) from None
-
-
 def input_settings(state: Any) -> dict[str, Any]:
     """The run settings (`INPUT_KEYS`) a graph input put into the state (absent: none)."""
     if not isinstance(state, Mapping):
@@ -337,7 +305,10 @@ def resolve_for_state(value: Any, state: Any) -> Context | None:
     """
     if isinstance(value, Context):
         return value
-    graph_max_iterations(state, 0)  # a bad input fails before anything is written
+    try:
+        graph_max_iterations(state, 0)  # a bad input fails before anything is written
+    except GraphInputError as exc:
+        raise StudioContextError(str(exc)) from None
     settings = input_settings(state)
     if isinstance(value, StudioContext):
         return value.with_input(settings).resolve()

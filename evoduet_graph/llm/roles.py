@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from pydantic import ValidationError
 
-if TYPE_CHECKING:
-    from evoduet_graph.config import LLMConfig
+from evoduet_graph.config import ConfigError, LLMConfig
+from evoduet_graph.llm.factory import LLMConfigError, make_chat_model, parse_model_string
 
 ROLE_NODES = (
     "gate",
@@ -72,6 +73,35 @@ def role_config(cfg: LLMConfig, role: str) -> LLMConfig:
     return type(cfg).model_validate({**cfg.model_dump(), **update, "roles": {}})
 
 
+def check_roles(cfg: LLMConfig) -> None:
+    """Check ``llm.roles`` when a run starts: node names, keys and model strings.
+
+    Nothing is built and nothing is sent.
+
+    Raises:
+        ConfigError: a role that is no node of `ROLE_NODES`, a mapping key outside
+            `ROLE_FIELDS`, a value the ``llm`` section refuses, or an unknown model string
+            (the message names the role).
+    """
+    for role, spec in cfg.roles.items():
+        if role not in ROLE_NODES:
+            raise ConfigError(f"llm.roles: unknown role {role!r}; roles: {', '.join(ROLE_NODES)}")
+        unknown = sorted(set(spec) - set(ROLE_FIELDS)) if isinstance(spec, dict) else []
+        if unknown:
+            raise ConfigError(
+                f"llm.roles: role {role!r}: unknown key(s) {', '.join(unknown)}; allowed: "
+                f"{', '.join(ROLE_FIELDS)}"
+            )
+        try:
+            parse_model_string(role_config(cfg, role).model)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            raise ConfigError(f"llm.roles: role {role!r}: {where}: {err['msg']}") from None
+        except LLMConfigError as exc:
+            raise ConfigError(f"llm.roles: role {role!r}: {exc}") from None
+
+
 def _key(cfg: LLMConfig) -> str:
     return json.dumps({**cfg.model_dump(mode="json"), "roles": {}}, sort_keys=True)
 
@@ -98,7 +128,6 @@ def make_role_models(
         LLMConfigError / LocalModelError: a role's model cannot be built.
     """
     if make is None:
-        from evoduet_graph.llm.factory import make_chat_model
 
         def make(rc: LLMConfig) -> BaseChatModel:
             return make_chat_model(rc, seed=seed)

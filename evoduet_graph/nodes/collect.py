@@ -5,7 +5,7 @@ the run's custom stream meanwhile) and puts its per-iteration values (parent, ga
 knowledge state, documents, evidence record, candidates) into the graph state, where the
 unchanged ``record`` node commits it. The checkpoint written after this step holds the
 finished iteration, so a kill after it loses nothing of it. See
-`evoduet_graph.graphs.inflight`.
+`evoduet_graph.inflight`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
-from evoduet_graph.graphs.inflight import ITERATION_DEFAULTS
+from evoduet_graph.inflight import ITERATION_DEFAULTS
 from evoduet_graph.nodes._common import context_of
 from evoduet_graph.state import OuterState
 

@@ -2,7 +2,7 @@
 
 Each new iteration gets its number, its parent from ``select`` (run here, on the graph's own
 thread, against the population as recorded so far) and starts in the background
-(`evoduet_graph.graphs.inflight.IterationPool`) with the iteration graph gate → look_up |
+(`evoduet_graph.inflight.IterationPool`) with the iteration graph gate → look_up |
 retrieve → generate → evaluate. Iterations the state lists as in flight but no worker runs (a
 kill) are started again first, under the same numbers, so the recorded iterations stay
 1..``max_iterations`` with none lost or doubled. A ``stop_reason`` stops dispatching; the
@@ -14,21 +14,23 @@ after each completion).
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 from langgraph.runtime import Runtime
 
+from evoduet_graph.config import graph_concurrency
 from evoduet_graph.context import Context
-from evoduet_graph.graphs.inflight import ITERATION_DEFAULTS, IterationPool, iteration_payload
+from evoduet_graph.inflight import ITERATION_DEFAULTS, IterationPool, iteration_payload
 from evoduet_graph.nodes._common import context_of
+from evoduet_graph.population import Population
 from evoduet_graph.state import OuterState
 
 
 def iteration_run_config(ctx: Context) -> dict[str, Any]:
     """LangGraph run config of one in-flight iteration (its N ``generate`` nodes' threads)."""
-    from evoduet_graph.api import graph_concurrency  # api imports the graph
-
     return {"max_concurrency": graph_concurrency(ctx.config), "recursion_limit": 100}
 
 
@@ -36,13 +38,25 @@ def pool_for(ctx: Context, iteration_graph: Any) -> IterationPool:
     """The run's `IterationPool`, made on first use and kept on ``ctx.inflight``."""
     if ctx.inflight is None:
         ctx.inflight = IterationPool(
-            iteration_graph,
-            ctx,
-            ctx.config.max_iterations_in_flight,
-            iteration_run_config(ctx),
+            iteration_graph, ctx.config.max_iterations_in_flight, iteration_run_config(ctx)
         )
     pool: IterationPool = ctx.inflight
     return pool
+
+
+def snapshot_population(ctx: Context) -> Population:
+    """A private copy of the run's population for one in-flight iteration.
+
+    The copy shares the program store (its code getter is a bound method of the store), so
+    only the population's own tables are duplicated: a few KB per program id.
+    """
+    memo: dict[int, Any] = {id(ctx.store): ctx.store, id(ctx.events): ctx.events}
+    return copy.deepcopy(ctx.population, memo)
+
+
+def iteration_context(ctx: Context) -> Context:
+    """The context one in-flight iteration runs with: the run's, on a population snapshot."""
+    return dataclasses.replace(ctx, population=snapshot_population(ctx))
 
 
 def make_dispatch(
@@ -98,7 +112,7 @@ def make_dispatch(
             scaffold = {k: v for k, v in selected.items() if k not in ITERATION_DEFAULTS}
             current.update(scaffold)  # EvoX: the next select sees the strategy it left
             update.update(scaffold)
-            pool.submit(number, iteration_payload(current, selected))
+            pool.submit(number, iteration_payload(current, selected), iteration_context(ctx))
             in_flight.append(number)
         update.update(in_flight=in_flight, issued=issued, reissue=reissue)
         return update

@@ -30,16 +30,19 @@ novelty resample is a plain call.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any, cast
 
 from langgraph.runtime import Runtime
 
 from evoduet_graph.candidates.diffs import candidate_from_response
-from evoduet_graph.candidates.novelty import NoveltyVerdict, population_references
+from evoduet_graph.candidates.novelty import NoveltyVerdict
+from evoduet_graph.config import NoveltyConfig
 from evoduet_graph.context import Context
 from evoduet_graph.llm import LLMCallError, LocalChatModel, invoke_text
 from evoduet_graph.nodes._common import context_of, emit
 from evoduet_graph.nodes.joint_search import joint_answer
+from evoduet_graph.population import Population
 from evoduet_graph.prompts.descriptor import (
     context_text,
     program_view,
@@ -51,7 +54,7 @@ from evoduet_graph.prompts.generate import (
     build_generation_messages,
     build_initial_messages,
 )
-from evoduet_graph.rundir.store import ProgramRow, code_sha
+from evoduet_graph.rundir.store import ProgramRow, ProgramStore, code_sha
 from evoduet_graph.state import CandidateRecord, CandidateStatus, GenerateInput
 
 
@@ -174,6 +177,42 @@ def draft(
     else:
         row.status, row.error = "invalid", cand.error or "no code in the response"
         row.artifacts = {"llm_response_head": text[:600]}
+
+
+def population_references(
+    config: NoveltyConfig,
+    store: ProgramStore,
+    population: Population,
+    parent_id: str,
+    shown_ids: Sequence[str] = (),
+) -> list[tuple[str, str]]:
+    """The programs a candidate of ``parent_id`` is compared with, most relevant first.
+
+    The parent; with ``compare_with: parent_and_population`` also ``shown_ids`` (the top
+    programs and inspirations the prompt showed, which the model may copy) and then the
+    population's best programs, up to ``config.max_compared`` programs besides the parent.
+    Migrant copies are resolved to the program that holds their code (`Population.code_id`);
+    each code id appears once.
+
+    Returns:
+        ``[(program id, code), ...]``; programs without code in the store are skipped.
+    """
+    ids: list[str] = [parent_id]
+    if config.compare_with == "parent_and_population" and config.max_compared > 0:
+        extra = list(shown_ids) + population.top(config.max_compared + len(shown_ids) + 1)
+        for pid in extra:
+            code_id = population.code_id(pid) if pid in population else pid
+            if code_id not in ids:
+                ids.append(code_id)
+            if len(ids) > config.max_compared:
+                break
+    out = []
+    for pid in ids:
+        try:
+            out.append((pid, store.get_code(pid)))
+        except KeyError:
+            continue
+    return out
 
 
 def check_novelty(

@@ -18,15 +18,15 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
+from evoduet_graph.errors import RunError
 from evoduet_graph.evaluation import EvaluationOutcome
-from evoduet_graph.graphs.studio_context import graph_max_iterations
 from evoduet_graph.nodes._common import context_of, emit_progress
 from evoduet_graph.nodes.grounding import ground
 from evoduet_graph.nodes.stop_rules import budget_stop, target_reached
 from evoduet_graph.population import ProgramEntry
 from evoduet_graph.rundir.best import write_best
 from evoduet_graph.rundir.store import ProgramRow
-from evoduet_graph.state import OuterState
+from evoduet_graph.state import OuterState, graph_max_iterations
 
 INITIAL_ID = "initial"
 NO_INITIAL_PROGRAM = "no initial program: the first iteration asks the model to write one"
@@ -102,8 +102,6 @@ def initialize(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
     }
     if state.get("best_id") is None and any(r.iteration > 0 for r in ctx.store.all_programs()):
         # a new thread on a store that already holds iterations would reuse their candidate ids
-        from evoduet_graph.errors import RunError
-
         raise RunError(
             f"the run directory {ctx.run_dir} already holds the iterations of another run (or "
             "of an earlier invocation without a thread); a new run there would overwrite its "
@@ -124,7 +122,7 @@ def initialize(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
                 update["stop_reason"] = reason
         return update
     ground(ctx)  # retrieval.grounding: seed D_search before iteration 1
-    write_best(ctx, INITIAL_ID)
+    write_best(ctx.run_dir, ctx.store, ctx.task, INITIAL_ID)
     metric_value = ctx.task.metric_value(row.metrics)
     emit_progress(
         runtime,

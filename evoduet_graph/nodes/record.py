@@ -162,7 +162,7 @@ def record(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
                 best_score=best["score"],
                 last_improvement_iteration=iteration,
             )
-            write_best(ctx, best["id"])
+            write_best(ctx.run_dir, ctx.store, ctx.task, best["id"])
             target = target_reached(ctx, row.metrics)
             if target:
                 update["stop_reason"] = target

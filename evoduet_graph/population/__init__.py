@@ -50,8 +50,14 @@ def make_population(cfg: PopulationConfig, *, seed: int, get_code: GetCode) -> P
     """An empty population of the kind ``cfg.kind`` (``islands`` or ``top_k``).
 
     Raises:
-        ValueError: unknown ``cfg.kind``.
+        ValueError: unknown ``cfg.kind``, or none: a run's scaffold chooses it at setup
+            (`evoduet_graph.startup.checked_config`).
     """
+    if cfg.kind is None:
+        raise ValueError(
+            "population.kind is not chosen yet: the scaffold chooses it when the run starts "
+            "(evoduet_graph.checked_config); set it to build a population directly"
+        )
     try:
         cls = _KINDS[cfg.kind]
     except KeyError:

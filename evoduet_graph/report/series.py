@@ -17,8 +17,8 @@ from evoduet_graph.report.summary import (
 )
 from evoduet_graph.report.summary_types import RunSummary
 from evoduet_graph.rundir import layout
-from evoduet_graph.rundir.read import load_programs, load_search_db, read_json, read_jsonl
-from evoduet_graph.search.database import SearchDatabase
+from evoduet_graph.rundir.read import load_programs, read_json, read_jsonl
+from evoduet_graph.search.database import SearchDatabase, load_search_db
 
 # ------------------------------------------------------------------------------------------
 # Series for plots, lineage, queries by Δ

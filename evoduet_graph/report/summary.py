@@ -44,9 +44,9 @@ from evoduet_graph.report.summary_types import (
     WallFigures,
 )
 from evoduet_graph.rundir import layout
-from evoduet_graph.rundir.read import load_programs, load_search_db, read_json, read_jsonl
+from evoduet_graph.rundir.read import load_programs, read_json, read_jsonl
 from evoduet_graph.rundir.usage import INCLUSIVE_NODES, finite_number, session_figures
-from evoduet_graph.search.database import SearchDatabase
+from evoduet_graph.search.database import SearchDatabase, load_search_db
 
 __all__ = [
     "FALLBACK_EVENTS",

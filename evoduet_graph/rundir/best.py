@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
-from evoduet_graph.context import Context
 from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.store import ProgramStore
 from evoduet_graph.task import Task
@@ -39,32 +39,33 @@ def best_program_name(task: Task) -> str:
     return f"{layout.BEST_STEM}{suffix}"
 
 
-def write_best(ctx: Context, program_id: str) -> None:
-    """Write ``best_program<suffix>`` and ``best_program.json`` atomically into the run directory.
+def write_best(run_dir: Path | None, store: ProgramStore, task: Task, program_id: str) -> None:
+    """Write ``best_program<suffix>`` and ``best_program.json`` atomically into ``run_dir``.
 
-    Write ``best_program<suffix>`` and ``best_program.json`` atomically into the run
-    directory (``best_program.json`` names the program file in ``program_file``).
+    Write program ``program_id`` of ``store`` as ``best_program<suffix>`` and its metrics, NDG
+    and parent chain as ``best_program.json`` (which names the program file in
+    ``program_file``); nothing for an in-memory run (``run_dir`` None).
     """
-    if ctx.run_dir is None:
+    if run_dir is None:
         return
-    row = ctx.store.get_program(program_id)
-    metric_value = ctx.task.metric_value(row.metrics)
+    row = store.get_program(program_id)
+    metric_value = task.metric_value(row.metrics)
     info = {
         "id": row.id,
         "iteration": row.iteration,
         "score": row.score,
-        "metric": ctx.task.metric,
+        "metric": task.metric,
         "metric_value": metric_value,
-        "direction": ctx.task.direction,
-        "ndg": ctx.task.ndg(metric_value) if metric_value is not None else None,
+        "direction": task.direction,
+        "ndg": task.ndg(metric_value) if metric_value is not None else None,
         "metrics": row.metrics,
-        "parent_chain": lineage(ctx.store, row.id),
-        "program_file": best_program_name(ctx.task),
+        "parent_chain": lineage(store, row.id),
+        "program_file": best_program_name(task),
     }
     for name, text in (
-        (best_program_name(ctx.task), row.code or ""),
+        (best_program_name(task), row.code or ""),
         (layout.BEST_META, json.dumps(info, indent=2)),
     ):
-        tmp = ctx.run_dir / f".{name}.tmp"
+        tmp = run_dir / f".{name}.tmp"
         tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, ctx.run_dir / name)
+        os.replace(tmp, run_dir / name)

@@ -1,7 +1,7 @@
 """The one reader of a run directory's files.
 
-JSONL logs, JSON files, the program store and D_search (read from a copy, so a running run is never
-disturbed).
+JSONL logs, JSON files and the program store. (D_search, read from a copy so that a running run
+is never disturbed, is read by `evoduet_graph.search.database.load_search_db`.)
 
 Every reader tolerates a torn tail (a killed run's last line), a line that is not a JSON object
 and a missing file: the event log, the report, the budget, the live progress, the bench (also
@@ -11,16 +11,12 @@ for OpenEvolve's trace files) and the API all read through `iter_jsonl`.
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from evoduet_graph.rundir.store import ProgramRow
-    from evoduet_graph.search.database import SearchDatabase
+from evoduet_graph.rundir.store import ProgramRow, ProgramStore
 
 
 def _scan(path: Path) -> Iterator[dict[str, Any] | None]:
@@ -87,22 +83,8 @@ def read_json(path: str | Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def load_search_db(path: Path) -> SearchDatabase | None:
-    """D_search loaded from a temporary copy of ``path`` (None when the file is missing)."""
-    from evoduet_graph.search.database import SearchDatabase
-
-    if not path.is_file():
-        return None
-    with tempfile.TemporaryDirectory(prefix="evoduet-report-") as tmp:
-        copy = Path(tmp) / path.name
-        shutil.copyfile(path, copy)
-        return SearchDatabase(copy, fsync=False)
-
-
 def load_programs(path: Path) -> list[ProgramRow] | None:
     """Every program row of ``programs.sqlite`` (None when missing or unreadable)."""
-    from evoduet_graph.rundir.store import ProgramStore
-
     if not path.is_file():
         return None
     try:

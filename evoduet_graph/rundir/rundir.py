@@ -11,15 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from evoduet_graph.errors import UserError
 from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.read import read_json
 from evoduet_graph.rundir.usage import completed_iterations
-
-if TYPE_CHECKING:
-    from evoduet_graph.task import Task
+from evoduet_graph.task import Task, load_task
 
 __all__ = ["RUN_HINT", "RunDir", "RunDirError"]
 
@@ -109,6 +107,4 @@ class RunDir:
         Raises:
             evoduet_graph.task.TaskError: the folder cannot be loaded.
         """
-        from evoduet_graph.task import load_task
-
         return load_task(self.meta["task_dir"], self.meta.get("program"))

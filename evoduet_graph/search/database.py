@@ -30,6 +30,8 @@ import json
 import logging
 import math
 import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -776,3 +778,16 @@ class SearchDatabase:
                 title = title[:117] + "..."
             lines.append(f'  {doc_id} "{title}" predicted {_fmt(pred)}')
         return "\n".join(lines)
+
+
+def load_search_db(path: Path) -> SearchDatabase | None:
+    """D_search of a run directory, for reading: loaded from a temporary copy of ``path``.
+
+    The copy keeps a running run's file untouched. None when the file is missing.
+    """
+    if not path.is_file():
+        return None
+    with tempfile.TemporaryDirectory(prefix="evoduet-report-") as tmp:
+        copy = Path(tmp) / path.name
+        shutil.copyfile(path, copy)
+        return SearchDatabase(copy, fsync=False)

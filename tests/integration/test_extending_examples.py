@@ -16,7 +16,14 @@ from types import ModuleType
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from evoduet_graph import EvoDuetConfig, build_context, build_graph, load_task, run
+from evoduet_graph import (
+    EvoDuetConfig,
+    build_context,
+    build_graph,
+    checked_config,
+    load_task,
+    run,
+)
 from evoduet_graph.rundir.events import read_events
 from evoduet_graph.search import registry
 from tests.conftest import GARBAGE, RADIUS_UP, ROOT, SMOKE_TASK, diff
@@ -76,7 +83,7 @@ def scratch_registry(monkeypatch):
 def test_a_registered_backend_is_configured_by_name_and_feeds_the_run(tmp_path, scratch_registry):
     module = example("new_backend")
     with pytest.raises(ValueError, match="unknown search backend 'glossary'"):
-        config(**{"retrieval.backend": "glossary"})
+        checked_config(config(**{"retrieval.backend": "glossary"}))  # names: checked at setup
     module.register()
     assert "glossary" in registry.backend_choices().split("|")
     cfg = config(**{"iterations": 1, "gate.mode": "always", "retrieval.backend": "glossary"})

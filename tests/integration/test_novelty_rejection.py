@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from evoduet_graph import EvoDuetConfig, load_task, run
+from evoduet_graph import EvoDuetConfig, checked_config, load_task, run
 from evoduet_graph.evaluation import SandboxEvaluator
 from evoduet_graph.population import restore_population
 from evoduet_graph.report.markdown import report_markdown
@@ -136,7 +136,7 @@ def test_disabled_novelty_evaluates_the_comment_only_copy(tmp_path):
     row = store.get_program("it00001-c0")
     assert row.status == "evaluated" and row.valid
     assert row.score == store.get_program("initial").score  # the same program, evaluated again
-    population, _ = restore_population(store, cfg.population, seed=cfg.seed)
+    population, _ = restore_population(store, checked_config(cfg).population, seed=cfg.seed)
     assert "it00001-c0" in population  # and a clone joins the population
     store.close()
     assert not _rejections(tmp_path / "run")
@@ -153,7 +153,7 @@ def test_clone_of_a_population_program_is_kept_out_of_the_population(tmp_path):
     run(SMOKE_TASK, cfg, llm=llm, evaluator=evaluator, run_dir=tmp_path / "run")
     assert llm.calls == 2  # no resample
     store = ProgramStore(tmp_path / "run" / "programs.sqlite")
-    population, _ = restore_population(store, cfg.population, seed=cfg.seed)
+    population, _ = restore_population(store, checked_config(cfg).population, seed=cfg.seed)
     assert sorted(population.ids()) == ["initial", "it00001-c0"]
     assert store.get_program("it00002-c0").status == "duplicate"
     store.close()

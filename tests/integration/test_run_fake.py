@@ -7,7 +7,14 @@ import json
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from evoduet_graph import EvoDuetConfig, build_context, build_graph, load_task, run
+from evoduet_graph import (
+    EvoDuetConfig,
+    build_context,
+    build_graph,
+    checked_config,
+    load_task,
+    run,
+)
 from evoduet_graph.api import THREAD_ID
 from evoduet_graph.population import restore_population
 from evoduet_graph.rundir.events import read_events
@@ -45,7 +52,7 @@ def test_three_iterations_valid_invalid_garbage(smoke_task_dir, tmp_path):
     assert rows["it00001-c0"].status == "evaluated" and rows["it00001-c0"].valid
     assert rows["it00002-c0"].status == "invalid" and "SEARCH" in (rows["it00002-c0"].error or "")
     assert rows["it00003-c0"].status == "invalid"
-    population, last = restore_population(store, _config().population, seed=42)
+    population, last = restore_population(store, checked_config(_config()).population, seed=42)
     assert last == 3
     store.close()
 

@@ -44,7 +44,7 @@ from typing import Any
 
 import pytest
 
-from evoduet_graph import load_task, run
+from evoduet_graph import checked_config, load_task, run
 from evoduet_graph.api import can_retrieve
 from evoduet_graph.config import EvoDuetConfig, load_config
 from evoduet_graph.nodes.gate import rule_decision
@@ -163,7 +163,7 @@ def _kinds(llm: ScriptedChatModel) -> Counter:
 
 @pytest.mark.parametrize("config_path", CONFIGS, ids=[p.name for p in CONFIGS])
 def test_shipped_config_runs_and_shows_its_behaviour(config_path, tmp_path):
-    cfg = load_config(config_path).with_overrides({"iterations": ITERATIONS})
+    cfg = checked_config(load_config(config_path).with_overrides({"iterations": ITERATIONS}))
     task = ROOT / "tasks" / "smoke_polygon_area"
     if cfg.retrieval.grounding == "offline" and not (task / "docs").is_dir():
         # the smoke task has no docs/ folder: seed from a JSONL file (the other source)

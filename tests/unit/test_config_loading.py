@@ -21,6 +21,7 @@ from evoduet_graph.config import (
     load_config,
     merge_config,
 )
+from evoduet_graph.startup import checked_config
 
 
 def write(tmp_path: Path, text: str, name: str = "run.yaml") -> Path:
@@ -39,7 +40,8 @@ def test_no_file_gives_the_documented_defaults():
     assert cfg == EvoDuetConfig()
     assert (cfg.iterations, cfg.candidates, cfg.seed) == (10, 1, 42)
     assert cfg.scaffold == "openevolve"
-    assert cfg.population.kind == "islands"  # chosen by the scaffold
+    assert cfg.population.kind is None  # the scaffold chooses it when the run starts
+    assert checked_config(cfg).population.kind == "islands"
     assert cfg.candidates_after_retrieval is None
     assert cfg.max_consecutive_failures == 10
     assert cfg.max_consecutive_model_failures == 3
@@ -78,7 +80,7 @@ def test_to_yaml_round_trips_every_key(tmp_path):
     )
     again = load_config(write(tmp_path, cfg.to_yaml()))
     assert again == cfg
-    assert again.population.kind == "top_k"
+    assert checked_config(again).population.kind == "top_k"
 
 
 # ------------------------------------------------------------------------------------------
@@ -148,12 +150,17 @@ def test_an_unknown_key_is_an_error_that_names_it_and_the_file(tmp_path, text, w
         ("gate: llm\n", "gate"),  # a section must be a mapping
         ("candidates: 0\n", "candidates"),  # below its lower bound
         ("iterations: -1\n", "iterations"),
-        ("scaffold: nsga\n", "scaffold"),  # not one of the scaffolds
     ],
 )
 def test_a_value_of_the_wrong_type_or_range_is_an_error_naming_the_key(tmp_path, text, where):
     with pytest.raises(ConfigError, match=rf"(?m)^  {where}: "):
         load_config(write(tmp_path, text))
+
+
+def test_an_unknown_scaffold_is_an_error_naming_the_key_when_the_run_starts(tmp_path):
+    cfg = load_config(write(tmp_path, "scaffold: nsga\n"))  # the registry checks the name
+    with pytest.raises(ConfigError, match=r"^scaffold: unknown scaffold 'nsga'; known: "):
+        checked_config(cfg)
 
 
 def test_every_bad_key_of_a_file_is_reported_at_once(tmp_path):

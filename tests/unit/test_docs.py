@@ -13,7 +13,7 @@ import re
 import pytest
 from pydantic import BaseModel
 
-from evoduet_graph.api import validate_setup
+from evoduet_graph.api import checked_config, validate_setup
 from evoduet_graph.config import EvoDuetConfig, load_config
 from tests.conftest import ROOT
 from tests.fakes import ScriptedChatModel
@@ -116,7 +116,7 @@ LADDER = {
 
 @pytest.mark.parametrize("name", sorted(LADDER))
 def test_ablation_config_loads(name):
-    cfg = load_config(ROOT / "configs" / name)
+    cfg = checked_config(load_config(ROOT / "configs" / name))  # the scaffold's population
     validate_setup(cfg)  # a gate that can retrieve has a search backend
     for key, expected in LADDER[name].items():
         value = cfg

@@ -56,7 +56,7 @@ def test_user_fixable_errors_are_user_errors(name: str) -> None:
 def test_the_cli_turns_a_user_error_into_exit_code_2(monkeypatch) -> None:
     from evoduet_graph import api
     from evoduet_graph.cli import app
-    from evoduet_graph.search.plugins import PluginError
+    from evoduet_graph.plugins import PluginError
 
     def broken(*_args, **_kwargs):
         raise PluginError("langchain:nope:make does not import")

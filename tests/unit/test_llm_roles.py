@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from evoduet_graph.config import ConfigError, EvoDuetConfig, LLMConfig
-from evoduet_graph.llm.roles import ROLE_NODES, make_role_models, role_config
+from evoduet_graph.llm.roles import ROLE_NODES, check_roles, make_role_models, role_config
 from tests.fakes import ScriptedChatModel
 
 
@@ -66,8 +66,9 @@ def test_roles_with_the_same_settings_share_one_model() -> None:
     ],
 )
 def test_bad_roles_are_config_errors(roles: dict[str, Any], message: str) -> None:
+    cfg = EvoDuetConfig().with_overrides({"llm.roles": roles})  # names are checked at setup
     with pytest.raises(ConfigError, match=message):
-        EvoDuetConfig().with_overrides({"llm.roles": roles})
+        check_roles(cfg.llm)
 
 
 def test_a_hosted_role_pins_the_endpoint_into_the_run_config(monkeypatch) -> None:

@@ -14,10 +14,10 @@ from evoduet_graph.candidates.novelty import (
     make_novelty_checker,
     minilm_embeddings,
     normalise,
-    population_references,
     token_similarity,
 )
 from evoduet_graph.config import ConfigError, EvoDuetConfig, NoveltyConfig, PopulationConfig
+from evoduet_graph.nodes.generate import population_references
 from evoduet_graph.population import ProgramEntry, make_population
 from evoduet_graph.rundir.store import ProgramRow, ProgramStore
 from tests.conftest import SMOKE_TASK

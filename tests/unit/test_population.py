@@ -492,8 +492,8 @@ def test_state_is_independent_of_the_hash_seed() -> None:
         from test_population import Store, add, evolve
         from evoduet_graph.config import PopulationConfig
         from evoduet_graph.population import make_population
-        cfg = PopulationConfig(num_islands=3, population_size=20, archive_size=6,
-                               migration_interval=3)
+        cfg = PopulationConfig(kind="islands", num_islands=3, population_size=20,
+                               archive_size=6, migration_interval=3)
         store = Store()
         pop = make_population(cfg, seed=0, get_code=store.get_code)
         add(pop, store, "init", 0.0, iteration=0)
@@ -606,8 +606,11 @@ def test_json_round_trip_of_both_kinds() -> None:
 def test_make_population_dispatches_on_kind() -> None:
     store = Store()
     assert isinstance(
-        make_population(PopulationConfig(), seed=0, get_code=store.get_code), IslandPopulation
+        make_population(PopulationConfig(kind="islands"), seed=0, get_code=store.get_code),
+        IslandPopulation,
     )
+    with pytest.raises(ValueError, match="population.kind is not chosen yet"):
+        make_population(PopulationConfig(), seed=0, get_code=store.get_code)
     assert isinstance(
         make_population(PopulationConfig(kind="top_k"), seed=0, get_code=store.get_code),
         TopKPopulation,

@@ -96,7 +96,7 @@ def test_restore_equals_memory_at_every_iteration(tmp_path, kind):
 
 def test_an_unknown_journal_operation_is_a_clear_error(tmp_path):
     store = ProgramStore(tmp_path / "p.sqlite")
-    cfg = PopulationConfig()
+    cfg = PopulationConfig(kind="islands")
     store.log_population_op(1, {"teleport": True})
     with pytest.raises(ValueError, match="unknown population journal operation"):
         restore_population(store, cfg, seed=1)

@@ -28,6 +28,7 @@ from evoduet_graph.scaffolds import (
     EvoXScaffold,
     OpenEvolveScaffold,
     TopKScaffold,
+    check_scaffold,
     make_scaffold,
     ranked_programs,
     scaffold_for,
@@ -251,39 +252,53 @@ def test_registry_and_injection():
     [("openevolve", "islands"), ("top_k", "top_k"), ("best_of_n", "top_k"), ("evox", "islands")],
 )
 def test_the_scaffold_chooses_the_population_kind(scaffold, kind):
+    # the configuration leaves the kind open; the scaffold registry chooses it at setup
     cfg = EvoDuetConfig.model_validate({"scaffold": scaffold, "population": {"top_k": 7}})
-    assert cfg.population.kind == kind and cfg.population.top_k == 7
-    assert EvoDuetConfig().with_overrides({"scaffold": scaffold}).population.kind == kind
-    assert merge_config(EvoDuetConfig(), {"scaffold": scaffold}, "x").population.kind == kind
-    # a written config.yaml reloads to the same configuration (resume)
-    assert EvoDuetConfig.model_validate(cfg.model_dump()) == cfg
+    assert cfg.population.kind is None
+    checked = check_scaffold(cfg)
+    assert checked.population.kind == kind and checked.population.top_k == 7
+    assert check_scaffold(checked) == checked  # idempotent
+    over = EvoDuetConfig().with_overrides({"scaffold": scaffold})
+    assert check_scaffold(over).population.kind == kind
+    merged = merge_config(EvoDuetConfig(), {"scaffold": scaffold}, "x")
+    assert check_scaffold(merged).population.kind == kind
+    # a written config.yaml (the checked configuration) reloads to the same configuration
+    assert EvoDuetConfig.model_validate(checked.model_dump()) == checked
 
 
 def test_contradictory_scaffold_and_population_kind_is_a_config_error():
     with pytest.raises(ConfigError, match="scaffold 'top_k' runs over population.kind 'top_k'"):
-        EvoDuetConfig().with_overrides({"scaffold": "top_k", "population.kind": "islands"})
+        check_scaffold(
+            EvoDuetConfig().with_overrides({"scaffold": "top_k", "population.kind": "islands"})
+        )
     with pytest.raises(ConfigError, match="scaffold 'evox'"):
-        merge_config(EvoDuetConfig(), {"scaffold": "evox", "population": {"kind": "top_k"}}, "f")
+        check_scaffold(
+            merge_config(
+                EvoDuetConfig(), {"scaffold": "evox", "population": {"kind": "top_k"}}, "f"
+            )
+        )
     # an explicit top_k population (configs/top_k.yaml) is kept by the openevolve scaffold and
     # by best_of_n, and refused by evox
     topk = EvoDuetConfig().with_overrides({"population.kind": "top_k"})
-    assert topk.scaffold == "openevolve" and topk.population.kind == "top_k"
-    assert topk.with_overrides({"scaffold": "best_of_n"}).population.kind == "top_k"
+    assert topk.scaffold == "openevolve" and check_scaffold(topk).population.kind == "top_k"
+    assert check_scaffold(topk.with_overrides({"scaffold": "best_of_n"})).population.kind == "top_k"
     with pytest.raises(ConfigError, match="leave population.kind out"):
-        topk.with_overrides({"scaffold": "evox"})
-    with pytest.raises(ConfigError, match="scaffold"):
-        EvoDuetConfig().with_overrides({"scaffold": "greedy"})
+        check_scaffold(topk.with_overrides({"scaffold": "evox"}))
+    with pytest.raises(ConfigError, match="unknown scaffold 'greedy'; known: openevolve"):
+        check_scaffold(EvoDuetConfig().with_overrides({"scaffold": "greedy"}))
     # a population kind the user wrote is theirs even when it equals the scaffold's choice:
     # `--scaffold top_k` over a file with `population: {kind: islands}` is refused, not rewritten
     written = EvoDuetConfig.model_validate({"population": {"kind": "islands"}})
     with pytest.raises(ConfigError, match="scaffold 'top_k' runs over population.kind"):
-        written.with_overrides({"iterations": 3}).with_overrides({"scaffold": "top_k"})
+        check_scaffold(
+            written.with_overrides({"iterations": 3}).with_overrides({"scaffold": "top_k"})
+        )
     with pytest.raises(ConfigError, match="scaffold 'best_of_n'"):
-        merge_config(written, {"scaffold": "best_of_n"}, "method.yaml")
-    assert written.with_overrides({"scaffold": "evox"}).population.kind == "islands"
+        check_scaffold(merge_config(written, {"scaffold": "best_of_n"}, "method.yaml"))
+    assert check_scaffold(written.with_overrides({"scaffold": "evox"})).population.kind == "islands"
     # ... and a kind the scaffold chose is chosen again after any number of other overrides
     chosen = EvoDuetConfig().with_overrides({"iterations": 3}).with_overrides({"seed": 1})
-    assert chosen.with_overrides({"scaffold": "top_k"}).population.kind == "top_k"
+    assert check_scaffold(chosen.with_overrides({"scaffold": "top_k"})).population.kind == "top_k"
     with pytest.raises(ConfigError, match="evox.strategy_patience"):
         EvoDuetConfig().with_overrides({"evox.strategy_patience": 0})
 
@@ -333,15 +348,13 @@ def test_instruction_is_one_neutralised_line_of_the_task_section():
 
 
 def test_the_scaffold_registry_is_the_one_source_of_names_and_population_kinds():
-    from typing import get_args
-
-    from evoduet_graph.config import EvoDuetConfig, ScaffoldName, scaffold_populations
+    from evoduet_graph.config import EvoDuetConfig
     from evoduet_graph.scaffolds import SCAFFOLDS
 
-    assert set(get_args(ScaffoldName)) == set(SCAFFOLDS)
+    described = EvoDuetConfig.model_fields["scaffold"].description or ""
     for name, cls in SCAFFOLDS.items():
-        assert scaffold_populations()[name] == cls.populations
-        assert EvoDuetConfig(scaffold=name).population.kind == cls.populations[0]
+        assert f"`{name}`" in described  # the config reference lists every registered name
+        assert check_scaffold(EvoDuetConfig(scaffold=name)).population.kind == cls.populations[0]
 
 
 def test_a_scaffold_class_declares_its_name_and_population_kinds_in_its_header():

@@ -39,7 +39,13 @@ from evoduet_graph.search.backends.wikipedia import make_wikipedia
 from evoduet_graph.search.cache import SearchCache, cached_search
 from evoduet_graph.search.combine import ExcludeDomains, MultiSearcher, excluded
 from evoduet_graph.search.preflight import require_package, require_reachable
-from evoduet_graph.search.registry import BackendSpec, backend_spec, register_backend
+from evoduet_graph.search.registry import (
+    BackendSpec,
+    backend_choices,
+    backend_spec,
+    register_backend,
+)
+from evoduet_graph.startup import checked_config
 from tests.fakes import FailingSearcher, FakeSearcher
 
 # ------------------------------------------------------------------------------------------
@@ -250,9 +256,16 @@ def test_docs_table_lists_every_registered_backend() -> None:
         ([], "lists no backend"),
     ],
 )
-def test_config_refuses_bad_backend_lists(backend: Any, message: str) -> None:
-    with pytest.raises(ConfigError, match=message):
-        EvoDuetConfig().with_overrides({"retrieval.backend": backend})
+def test_setup_refuses_bad_backend_lists(backend: Any, message: str) -> None:
+    cfg = EvoDuetConfig().with_overrides({"retrieval.backend": backend})  # checked at setup
+    with pytest.raises(ConfigError, match=f"retrieval.backend: .*{message}"):
+        checked_config(cfg)
+
+
+def test_the_config_reference_lists_every_builtin_backend() -> None:
+    described = RetrievalConfig.model_fields["backend"].description or ""
+    choices = described[described.index("URL): ") + len("URL): ") :].split(" ")[0]
+    assert choices == backend_choices()
 
 
 def test_config_accepts_lists_and_langchain_specs() -> None:

@@ -25,6 +25,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from evoduet_graph.plugins import PluginError, build_plugin, import_attribute
 from evoduet_graph.search.base import Document, SearchUnavailableError
 from evoduet_graph.search.preflight import backend_checks
 
@@ -222,8 +223,6 @@ def load_user_searcher(spec: str) -> LangChainSearcher:
     """
     from langchain_core.retrievers import BaseRetriever
     from langchain_core.tools import BaseTool
-
-    from evoduet_graph.search.plugins import PluginError, build_plugin, import_attribute
 
     target_spec = spec.removeprefix(PREFIX)
     loaded: list[Any] = []

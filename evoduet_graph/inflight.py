@@ -26,10 +26,10 @@ per ``collect → record`` pair, so:
   and nothing recorded is recorded twice (``record`` stays idempotent, as at k = 1);
 * ``select`` runs in ``dispatch`` on the graph's own thread, so parent selection never races
   the population updates of ``record``; each started iteration gets a copy of the population
-  as it stood (`snapshot_population`), as OpenEvolve's controller hands each submitted
-  iteration a database snapshot (``openevolve/process_parallel.py``,
-  ``ProcessParallelController._submit_iteration``), so ``generate``'s inspirations and
-  novelty check read a consistent population;
+  as it stood (`evoduet_graph.nodes.dispatch.snapshot_population`), as OpenEvolve's
+  controller hands each submitted iteration a database snapshot
+  (``openevolve/process_parallel.py``, ``ProcessParallelController._submit_iteration``), so
+  ``generate``'s inspirations and novelty check read a consistent population;
 * Studio draws ``dispatch`` and ``collect`` in the outer graph next to the per-iteration nodes
   they run; every node of an in-flight iteration writes its usual ``node`` event (with its
   iteration number) and its live progress is forwarded by ``collect`` to the run's custom
@@ -42,22 +42,17 @@ events and records it always had.
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import queue
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from evoduet_graph.context import Context
-
 __all__ = [
     "BOOKKEEPING_KEYS",
     "ITERATION_DEFAULTS",
     "IterationPool",
     "iteration_payload",
-    "snapshot_population",
 ]
 
 ITERATION_DEFAULTS: dict[str, Any] = {
@@ -82,16 +77,6 @@ BOOKKEEPING_KEYS = ("in_flight", "issued", "reissue", "collected", "iterations_d
 """State keys of the dispatcher itself; an iteration graph never sees them."""
 
 
-def snapshot_population(ctx: Context) -> Any:
-    """A private copy of the run's population for one in-flight iteration.
-
-    The copy shares the program store (its code getter is a bound method of the store), so
-    only the population's own tables are duplicated: a few KB per program id.
-    """
-    memo: dict[int, Any] = {id(ctx.store): ctx.store, id(ctx.events): ctx.events}
-    return copy.deepcopy(ctx.population, memo)
-
-
 def iteration_payload(state: dict[str, Any], selected: dict[str, Any]) -> dict[str, Any]:
     """The input of one iteration graph.
 
@@ -109,16 +94,13 @@ class IterationPool:
 
     Args:
         graph: the compiled iteration graph (gate → … → evaluate), no checkpointer.
-        ctx: the run's context; each iteration runs with a copy whose ``population`` is a
-            snapshot taken when it starts.
         workers: k, the most iterations at once.
         config: the LangGraph run config of each iteration (``max_concurrency``,
             ``recursion_limit``).
     """
 
-    def __init__(self, graph: Any, ctx: Context, workers: int, config: dict[str, Any]) -> None:
+    def __init__(self, graph: Any, workers: int, config: dict[str, Any]) -> None:
         self.graph = graph
-        self.ctx = ctx
         self.workers = workers
         self.config = config
         self._executor = ThreadPoolExecutor(
@@ -134,20 +116,23 @@ class IterationPool:
         with self._lock:
             return set(self._pending)
 
-    def submit(self, iteration: int, payload: dict[str, Any]) -> None:
-        """Start iteration ``iteration`` from ``payload`` (`iteration_payload`)."""
-        ctx = dataclasses.replace(self.ctx, population=snapshot_population(self.ctx))
+    def submit(self, iteration: int, payload: dict[str, Any], context: Any) -> None:
+        """Start iteration ``iteration`` from ``payload`` (`iteration_payload`).
+
+        ``context`` is the iteration graph's runtime context (the ``dispatch`` node gives each
+        iteration its own, with a snapshot of the population).
+        """
         with self._lock:
             self._pending.add(iteration)
-        self._executor.submit(self._run, iteration, payload, ctx)
+        self._executor.submit(self._run, iteration, payload, context)
 
-    def _run(self, iteration: int, payload: dict[str, Any], ctx: Context) -> None:
+    def _run(self, iteration: int, payload: dict[str, Any], context: Any) -> None:
         values: Any = payload
         try:
             for namespace, mode, chunk in self.graph.stream(
                 payload,
                 self.config,
-                context=ctx,
+                context=context,
                 stream_mode=["custom", "values"],
                 subgraphs=True,
             ):

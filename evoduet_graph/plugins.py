@@ -1,7 +1,7 @@
 """Load a user's object from a ``<module>:<attribute>`` spec (one home for plugin imports).
 
-Used by the ``langchain:<module>:<factory>`` search backend; the attribute is an object or a
-factory called with no arguments.
+Used by the ``langchain:<module>:<factory>`` search backend and by ``novelty.embeddings``; the
+attribute is an object or a factory called with no arguments.
 """
 
 from __future__ import annotations
