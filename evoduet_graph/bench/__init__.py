@@ -4,24 +4,29 @@
 OpenEvolve package, on the same tasks, seeds and model.
 
 See `evoduet_graph.bench.runner` for the output folder and resumption rules,
+`evoduet_graph.bench.jobs` for what one (task, method, seed) run is,
 `evoduet_graph.bench.server` for the local llama.cpp server and
 `evoduet_graph.bench.openevolve_method` for how OpenEvolve is installed and driven.
 """
 
 from __future__ import annotations
 
-from evoduet_graph.bench.common import Endpoint, IterationPoint, MethodOutcome, floored_ndg
-from evoduet_graph.bench.runner import (
+from evoduet_graph.bench.common import (
+    BenchError,
+    Endpoint,
+    IterationPoint,
+    MethodOutcome,
+    floored_ndg,
+)
+from evoduet_graph.bench.jobs import (
     DEFAULT_SEEDS,
     METHODS,
-    BenchError,
     BenchResult,
     BenchSettings,
     Job,
     JobContext,
-    resolve_tasks,
-    run_bench,
 )
+from evoduet_graph.bench.runner import resolve_tasks, run_bench
 
 __all__ = [
     "DEFAULT_SEEDS",

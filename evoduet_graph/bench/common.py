@@ -8,9 +8,12 @@ resumed sessions), so the three methods are scored by the same code.
 from __future__ import annotations
 
 import bisect
+import json
 import math
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from evoduet_graph import Task, UserError
@@ -25,7 +28,9 @@ __all__ = [
     "best_by_fitness",
     "cumulative_wall",
     "floored_ndg",
+    "fmt",
     "total_wall",
+    "write_json",
 ]
 
 
@@ -340,3 +345,16 @@ LogFn = Callable[[str], None]
 
 class BenchError(UserError, RuntimeError):
     """The bench cannot start (bad task, unknown method, missing dependency, dead server)."""
+
+
+def fmt(value: float | None, spec: str = ".6g") -> str:
+    """``value`` formatted with ``spec``; ``n/a`` for None (tables, CSV cells, progress lines)."""
+    return "n/a" if value is None else format(value, spec)
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` to ``path`` as indented JSON, atomically (a temporary file, then a rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+    os.replace(tmp, path)

@@ -9,10 +9,11 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.utils.function_calling import convert_to_json_schema
 from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 
-from evoduet_graph import LLMConfig
+from evoduet_graph import LLMConfig, make_chat_model
 from evoduet_graph.bench.common import (
     BenchError,
     LogFn,
@@ -45,8 +46,6 @@ class LlamaCppChatOpenAI(ChatOpenAI):
     ) -> Any:
         """`ChatOpenAI.with_structured_output`, with ``json_schema`` as described above."""
         if method == "json_schema" and schema is not None:
-            from langchain_core.utils.function_calling import convert_to_json_schema
-
             body = dict(self.extra_body or {})
             body["response_format"] = {
                 "type": "json_object",
@@ -76,8 +75,6 @@ def endpoint_chat_model(cfg: LLMConfig, *, llama_cpp_server: bool = False) -> Ba
         llama_cpp_server: the endpoint is the bench's own llama.cpp server: use
             `LlamaCppChatOpenAI`.
     """
-    from evoduet_graph import make_chat_model
-
     model = make_chat_model(cfg)
     if isinstance(model, ChatOpenAI) and cfg.base_url:
         extra = dict(model.extra_body or {})

@@ -5,7 +5,7 @@ the time of its longest run when each run is a task on a Ray cluster. Each job i
 its worker whole: the task folder and the job's folder as it stands (empty, or a killed run's
 checkpoints, so the worker resumes it), packed as tar archives. The worker unpacks both into a
 private temporary folder, runs the job with the same code the local executor runs
-(`evoduet_graph.bench.runner.execute_job`: ``bench_run.json`` written as it goes), and returns
+(`evoduet_graph.bench.jobs.execute_job`: ``bench_run.json`` written as it goes), and returns
 the job's folder packed again; this process unpacks it over the job's folder in the bench's
 output. Nothing needs a shared filesystem, so a worker on another machine works as one on this
 machine does; a worker that dies loses only its own run's progress since it was shipped (the
@@ -31,20 +31,23 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from evoduet_graph import EvoDuetConfig, load_task
 from evoduet_graph.bench.common import BenchError, Endpoint, LogFn
-
-if TYPE_CHECKING:
-    from evoduet_graph import EvoDuetConfig
-    from evoduet_graph.bench.runner import (
-        Job,
-        JobResult,
-        LLMFactory,
-        MethodRunner,
-        OpenEvolveSpec,
-        SearcherFactory,
-    )
+from evoduet_graph.bench.jobs import (
+    Job,
+    JobContext,
+    JobResult,
+    LLMFactory,
+    MethodRunner,
+    OpenEvolveSpec,
+    RunState,
+    SearcherFactory,
+    execute_job,
+)
+from evoduet_graph.bench.openevolve_method import ensure_openevolve
+from evoduet_graph.evaluation.ray_executor import RayUnavailableError, connect
 
 __all__ = ["RAY_CPUS_ENV", "pack_dir", "run_on_ray", "unpack_dir"]
 
@@ -94,10 +97,6 @@ class _Shipped:
 
 def _run_shipped(job: _Shipped) -> tuple[bytes, JobResult, list[str]]:
     """On the worker: unpack, run with `execute_job`, pack the job's folder again."""
-    from evoduet_graph import load_task
-    from evoduet_graph.bench.openevolve_method import ensure_openevolve
-    from evoduet_graph.bench.runner import Job, JobContext, _RunState, execute_job
-
     messages: list[str] = []
     with tempfile.TemporaryDirectory(prefix="evoduet-bench-") as tmp:
         task_dir = Path(tmp) / "task" / job.task_name
@@ -115,7 +114,7 @@ def _run_shipped(job: _Shipped) -> tuple[bytes, JobResult, list[str]]:
             openevolve=lambda: ensure_openevolve(
                 spec.venv, version=spec.version, log=messages.append
             ),
-            state=_RunState(here),
+            state=RunState(here),
             log=messages.append,
             openevolve_timeout_s=spec.timeout_s,
         )
@@ -145,9 +144,6 @@ def run_on_ray(
     Raises:
         BenchError: Ray is not installed, or its cluster cannot be reached.
     """
-    from evoduet_graph.bench.runner import JobResult, _RunState
-    from evoduet_graph.evaluation.ray_executor import RayUnavailableError, connect
-
     try:
         ray, started = connect(None)
     except RayUnavailableError as exc:
@@ -189,13 +185,13 @@ def run_on_ray(
             packed, done, messages = ray.get(ready[0])
         except Exception as exc:  # noqa: BLE001 - a lost worker fails its run, not the bench
             message = f"{type(exc).__name__}: {exc}"
-            state = _RunState(job)
+            state = RunState(job)
             state.save(status="failed", error=message[-4000:])
             log(f"FAIL {job.label}: the Ray task failed: {message.splitlines()[0][:300]}")
             yield job, JobResult("failed", message)
             continue
         unpack_dir(packed, job.dir)
-        _RunState(job).save()  # this machine's task path in bench_run.json
+        RunState(job).save()  # this machine's task path in bench_run.json
         for line in messages:
             log(f"  [{job.label}] {line}")
         yield job, done

@@ -9,7 +9,7 @@ other kind of method (`evoduet_graph.bench.openevolve_method`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
@@ -18,8 +18,11 @@ from evoduet_graph import (
     MODEL_DOWN_PREFIX,
     EvoDuetConfig,
     Task,
+    can_retrieve,
+    make_checked_searcher,
     merge_config,
     paper_metrics,
+    run,
     run_summary,
 )
 from evoduet_graph.bench.common import (
@@ -31,14 +34,12 @@ from evoduet_graph.bench.common import (
     best_by_fitness,
 )
 from evoduet_graph.bench.endpoint import endpoint_chat_model
+from evoduet_graph.bench.jobs import JobContext, MethodRunner
 from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.events import read_events
 from evoduet_graph.rundir.store import ProgramStore
 from evoduet_graph.rundir.usage import usage_by_iteration
-
-if TYPE_CHECKING:
-    from evoduet_graph.bench.runner import JobContext, MethodRunner
-
+from evoduet_graph.search.base import normalize_url
 
 # ------------------------------------------------------------------------------------------
 # our graph's methods
@@ -62,7 +63,8 @@ def _graph_config(ctx: JobContext, overlay: dict[str, Any], source: str) -> EvoD
     return cfg.with_overrides(overrides)
 
 
-def _configs_dir() -> Path:
+def method_configs_dir() -> Path:
+    """Where a method config named by its stem is found: ``./configs``, else the repository's."""
     if Path("configs").is_dir():
         return Path("configs")
     return Path(evoduet_graph.__file__).resolve().parent.parent / "configs"
@@ -86,7 +88,7 @@ def config_method(
     """
     path = Path(name).expanduser()
     if path.suffix not in (".yaml", ".yml") or not path.is_file():
-        path = (configs_dir or _configs_dir()) / f"{name}.yaml"
+        path = (configs_dir or method_configs_dir()) / f"{name}.yaml"
         if not path.is_file():
             return None
     try:
@@ -104,12 +106,10 @@ def config_method(
     return path.stem, overlay, path.resolve()
 
 
-def _graph_runner(name: str, overlay: dict[str, Any], source: str | None = None) -> MethodRunner:
+def graph_runner(name: str, overlay: dict[str, Any], source: str | None = None) -> MethodRunner:
     """The runner of one of our graph's methods: ``overlay`` over the base configuration."""
 
     def run_method(ctx: JobContext) -> MethodOutcome:
-        from evoduet_graph import can_retrieve, run
-
         job = ctx.job
         cfg = _graph_config(ctx, overlay, source or f"method {name!r}")
         gate_mode = cfg.gate.mode
@@ -124,8 +124,6 @@ def _graph_runner(name: str, overlay: dict[str, Any], source: str | None = None)
             if ctx.searcher_factory is not None:
                 searcher = ctx.searcher_factory(job)
             else:  # build / load the offline index here, outside the timed session
-                from evoduet_graph import make_checked_searcher
-
                 searcher = make_checked_searcher(job.task, cfg)
         run_dir = job.dir / "run"
         with ctx.session():
@@ -236,8 +234,6 @@ def knowledge_figures(run_dir: Path, rows: list[Any], iterations: int) -> dict[s
         retrieve documents, or a joint-search call that returned results). USD comes from
         `evoduet_graph.report.summary.paper_metrics` (``llm_usd``), merged beside these.
     """
-    from evoduet_graph.search.base import normalize_url
-
     events = list(read_events(run_dir / layout.EVENTS))
     search = run_summary(run_dir).search
     searches = [e for e in events if e.get("event") == "search"]

@@ -7,33 +7,24 @@ records read back from ``runs/<task>/<method>/seed<k>/bench_run.json``.
 from __future__ import annotations
 
 import csv
-import json
 import os
 import platform
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from evoduet_graph import EvoDuetConfig, Task, TaskError, load_task
-from evoduet_graph.bench.common import (
-    MethodOutcome,
-    floored_ndg,
-)
+from evoduet_graph.bench.common import MethodOutcome, floored_ndg, write_json
+from evoduet_graph.bench.jobs import BENCH_RUN, METHOD_ORDER, BenchResult, BenchSettings
 from evoduet_graph.rundir.read import read_json
 
-if TYPE_CHECKING:
-    from evoduet_graph.bench.runner import BenchResult, BenchSettings
 
-
-def _fmt(value: float | None, spec: str = ".6g") -> str:
-    return "n/a" if value is None else format(value, spec)
-
-
-def _write_manifest(
+def write_manifest(
     out: Path, settings: BenchSettings, model_info: dict[str, Any], versions: dict[str, Any]
 ) -> None:
+    """Add this invocation to ``<out>/manifest.json`` with the versions, model and platform."""
     path = out / "manifest.json"
     manifest = read_json(path) or {}
     invocations = list(manifest.get("invocations") or [])
@@ -55,7 +46,7 @@ def _write_manifest(
         llm=(settings.config or EvoDuetConfig()).llm.model_dump(mode="json"),
         invocations=invocations,
     )
-    _write_json(path, manifest)
+    write_json(path, manifest)
 
 
 # ------------------------------------------------------------------------------------------
@@ -113,8 +104,6 @@ def collect_runs(out: Path) -> list[RunRecord]:
         raw = data.get("outcome") if data.get("status") == "done" else None
         outcome = MethodOutcome.from_json(raw) if isinstance(raw, dict) else None
         records.append(RunRecord(tasks[task_dir], data, outcome))
-    from evoduet_graph.bench.runner import METHOD_ORDER  # the runner imports this module
-
     method_order = {m: i for i, m in enumerate(METHOD_ORDER)}
     records.sort(key=lambda r: (r.key[0], method_order.get(r.key[1], 99), r.key[1], r.key[2]))
     return records
@@ -126,7 +115,8 @@ def _num(value: float | None, digits: int = 10) -> str:
     return f"{value:.{digits}g}"
 
 
-def _write_csvs(out: Path, result: BenchResult) -> None:
+def write_csvs(out: Path, result: BenchResult) -> None:
+    """Write ``results.csv`` and ``runs.csv`` from every run record under ``out``."""
     records = collect_runs(out)
     results_path = out / "results.csv"
     runs_path = out / "runs.csv"
@@ -187,8 +177,6 @@ def _write_csvs(out: Path, result: BenchResult) -> None:
     result.results_csv, result.runs_csv = results_path, runs_path
 
 
-BENCH_RUN = "bench_run.json"
-
 RESULT_COLUMNS = (
     "task",
     "method",
@@ -221,10 +209,3 @@ RUN_COLUMNS = (
     "llama_cpp_python",
     "openevolve",
 )
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
-    os.replace(tmp, path)

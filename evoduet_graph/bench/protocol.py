@@ -33,16 +33,22 @@ method, or a configuration the package rejects, is one clear error.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from evoduet_graph import EvoDuetConfig, UserError, merge_config
+from evoduet_graph import (
+    EvoDuetConfig,
+    TaskError,
+    UserError,
+    load_task,
+    merge_config,
+    parse_model_string,
+)
 from evoduet_graph.bench.common import BenchError
-
-if TYPE_CHECKING:
-    from evoduet_graph.bench.runner import BenchSettings
+from evoduet_graph.bench.jobs import GRAPH_METHODS, BenchSettings
+from evoduet_graph.bench.runner import default_runners, resolve_methods, resolve_tasks
 
 __all__ = [
     "Protocol",
@@ -120,8 +126,6 @@ def protocol_settings(
         ProtocolError: a task is not found, a variant is named twice or like a method, or the
             base configuration is rejected.
     """
-    from evoduet_graph.bench.runner import BenchSettings, resolve_tasks
-
     try:
         tasks = resolve_tasks(protocol.tasks, tasks_dir)
         config = merge_config(EvoDuetConfig(), protocol.config, f"{source}: config")
@@ -170,9 +174,6 @@ def validate_protocol(path: str | Path, *, tasks_dir: Path | None = None) -> lis
         ProtocolError: anything `run_bench` would refuse (unknown method, bad method config,
             a forced setting or variant the configuration rejects, a task that does not load).
     """
-    from evoduet_graph import TaskError, load_task, parse_model_string
-    from evoduet_graph.bench.runner import GRAPH_METHODS, _resolve_methods, default_runners
-
     protocol = load_protocol(path)
     settings = protocol_settings(protocol, Path("."), tasks_dir=tasks_dir, source=str(path))
     try:
@@ -182,6 +183,6 @@ def validate_protocol(path: str | Path, *, tasks_dir: Path | None = None) -> lis
     try:
         for task in settings.tasks:
             load_task(task)
-        return _resolve_methods(settings, default_runners(), set(GRAPH_METHODS))
+        return resolve_methods(settings, default_runners(), set(GRAPH_METHODS))
     except (TaskError, BenchError) as exc:
         raise ProtocolError(f"protocol {path}: {exc}") from None

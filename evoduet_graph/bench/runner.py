@@ -60,47 +60,57 @@ import os
 import platform
 import subprocess
 import time
-import traceback
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from langchain_core.language_models import BaseChatModel
 
 import evoduet_graph
 from evoduet_graph import (
     ConfigError,
-    Evaluator,
     EvoDuetConfig,
-    Searcher,
-    Task,
     TaskError,
     checked_config,
     load_task,
-    make_evaluator,
     merge_config,
     parse_model_string,
 )
-from evoduet_graph.bench.common import (
-    BenchError,
-    Endpoint,
-    LogFn,
-    MethodOutcome,
-    Session,
-    floored_ndg,
-)
+from evoduet_graph.bench.common import BenchError, Endpoint, LogFn, MethodOutcome
 from evoduet_graph.bench.endpoint import probe_endpoint
-from evoduet_graph.bench.graph_method import _configs_dir, _graph_runner, config_method
-from evoduet_graph.bench.output import (
-    BENCH_RUN,
-    _fmt,
-    _write_csvs,
-    _write_json,
-    _write_manifest,
-    collect_runs,
+from evoduet_graph.bench.executor import run_on_ray
+from evoduet_graph.bench.graph_method import config_method, graph_runner, method_configs_dir
+from evoduet_graph.bench.jobs import (
+    DEFAULT_SEEDS,
+    GRAPH_METHODS,
+    LADDER_METHODS,
+    METHODS,
+    BenchResult,
+    BenchSettings,
+    Job,
+    JobContext,
+    JobResult,
+    LLMFactory,
+    MethodRunner,
+    OpenEvolveSpec,
+    RunState,
+    SearcherFactory,
+    execute_job,
 )
+from evoduet_graph.bench.openevolve_method import (
+    OPENEVOLVE_VERSION,
+    ensure_openevolve,
+    run_openevolve,
+)
+from evoduet_graph.bench.output import collect_runs, write_csvs, write_manifest
+from evoduet_graph.bench.server import LlamaCppServer, ServerError
+from evoduet_graph.bench.tables import write_plots, write_summary
 from evoduet_graph.config import deep_merge
+from evoduet_graph.llm.model_file import (
+    EXPECTED_SHA256,
+    MODEL_NAME,
+    LocalModelError,
+    assemble_model,
+)
 from evoduet_graph.rundir.read import read_json
 
 __all__ = [
@@ -116,243 +126,18 @@ __all__ = [
     "MethodRunner",
     "edit_format",
     "parse_list",
+    "resolve_methods",
     "resolve_tasks",
     "run_bench",
 ]
 
-_EVODUET: dict[str, Any] = {"gate": {"mode": "llm"}, "retrieval": {"backend": "offline"}}
-
-GRAPH_METHODS: dict[str, dict[str, Any]] = {
-    "evoduet": _EVODUET,
-    "openevolve-mode": {"gate": {"mode": "never"}},
-    "evoduet-topk": {**_EVODUET, "scaffold": "top_k"},
-    "evoduet-bestofn": {**_EVODUET, "scaffold": "best_of_n", "candidates": 4},
-    "evoduet-evox": {**_EVODUET, "scaffold": "evox"},
-}
-"""Our graph's built-in methods: the configuration each lays over the bench's base
-configuration (nested like a YAML file)."""
-
-LADDER_METHODS: dict[str, str] = {
-    "oracle": "oracle_documents",
-    "joint-search": "joint_search",
-    "stagnation": "stagnation",
-    "always": "always_retrieve",
-    "heuristic": "heuristic",
-    "rerank": "rerank",
-    "no-query-evolution": "no_query_evolution",
-    "no-search-database": "no_search_database",
-    "select-relevance-novelty": "select_relevance_novelty",
-    "no-search-database-full-loop": "no_search_database_full_loop",
-    "select-relevance-novelty-full-loop": "select_relevance_novelty_full_loop",
-    "grounding-offline": "grounding_offline",
-    "grounding-online": "grounding_online",
-    "parallel-8": "parallel_8",
-}
-"""The ablation ladder's bench names (README "Baselines and ablations") → the file in
-``configs/`` that defines each row (one home per row: the bench reads the file)."""
-
-METHODS: tuple[str, ...] = ("evoduet", "openevolve-mode", "openevolve")
-METHOD_ORDER: tuple[str, ...] = (
-    *METHODS,
-    *LADDER_METHODS,
-    *(m for m in GRAPH_METHODS if m not in METHODS),
-)
-"""Order of the methods in tables and plots (others follow by name)."""
-DEFAULT_SEEDS: tuple[int, ...] = (0, 1, 2)
 EXECUTORS: tuple[str, ...] = ("local", "ray")
 """How a bench runs its jobs: one after another here, or as Ray tasks on a cluster."""
 LOCAL_KEY_ENV = "EVODUET_LOCAL_SERVER_KEY"
 """Key variable our methods read for the bench's own server (normally unset: no key is sent)."""
 
 
-@dataclass
-class BenchSettings:
-    """What a bench runs.
-
-    Attributes:
-        tasks: task folders.
-        out: the output folder (created; reused to resume).
-        methods: names from `METHODS` / `GRAPH_METHODS`, configuration files (a YAML path
-            or a stem in ``configs/``; see `config_method`), or names given in ``runners``.
-        seeds: random seeds; one run per (task, method, seed).
-        iterations: iterations per run.
-        model: ``local`` (served by llama.cpp) or ``openai:<model>``.
-        config: base configuration of our methods; its ``llm`` section also sets the sampling
-            settings every method uses. Default: `EvoDuetConfig` defaults.
-        openevolve_version: the OpenEvolve release to install.
-        openevolve_venv: its virtual environment (default: a cache folder).
-        openevolve_timeout_s: wall limit of one OpenEvolve process (None: none).
-        server_startup_timeout_s: how long to wait for the local server.
-        executor: ``local`` (one run after another in this process) or ``ray`` (each run a
-            Ray task: `evoduet_graph.bench.executor`).
-        variants: named variants of our methods, ``{label: (method, overlay)}``: the method
-            (a name or config, as in ``methods``) with ``overlay`` laid over its configuration
-            (a protocol's ``{name: evoduet-n8, method: evoduet, config: {candidates: 8}}``).
-        forced: settings laid over every one of our methods' configurations after the
-            method's own, under a variant's (a protocol's ``candidates``,
-            ``retrieval.backend``), dotted keys.
-    """
-
-    tasks: list[Path]
-    out: Path
-    methods: list[str] = field(default_factory=lambda: list(METHODS))
-    seeds: list[int] = field(default_factory=lambda: list(DEFAULT_SEEDS))
-    iterations: int = 10
-    model: str = "local"
-    config: EvoDuetConfig | None = None
-    openevolve_version: str | None = None
-    openevolve_venv: Path | None = None
-    openevolve_timeout_s: float | None = None
-    server_startup_timeout_s: float = 180.0
-    executor: str = "local"
-    variants: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
-    forced: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Job:
-    """One (task, method, seed) run.
-
-    Attributes:
-        task: the loaded task.
-        method: the method name.
-        seed: the seed.
-        iterations: requested iterations.
-        dir: its folder ``<out>/runs/<task>/<method>/seed<seed>``.
-    """
-
-    task: Task
-    method: str
-    seed: int
-    iterations: int
-    dir: Path
-
-    @property
-    def label(self) -> str:
-        """``task/method/seed<k>`` for messages."""
-        return f"{self.task.name}/{self.method}/seed{self.seed}"
-
-
-LLMFactory = Callable[[Job], BaseChatModel]
-SearcherFactory = Callable[[Job], Searcher]
-
-
-class JobContext:
-    """Everything a method runner needs for one job (built by `run_bench`).
-
-    Attributes:
-        job: the job.
-        endpoint: the model endpoint (None when our methods use an injected model only).
-        config: the base `EvoDuetConfig` with the endpoint filled in (``llm.model`` /
-            ``llm.base_url``) — our methods derive their configuration from it.
-        llm_factory: injected chat model for our methods (tests), else None.
-        searcher_factory: injected search backend for our methods (tests), else None.
-        log: progress messages.
-    """
-
-    def __init__(
-        self,
-        job: Job,
-        *,
-        endpoint: Endpoint | None,
-        config: EvoDuetConfig,
-        llm_factory: LLMFactory | None,
-        searcher_factory: SearcherFactory | None,
-        openevolve: Callable[[], Any],
-        state: _RunState,
-        log: LogFn,
-        openevolve_timeout_s: float | None = None,
-    ) -> None:
-        self.job = job
-        self.endpoint = endpoint
-        self.config = config
-        self.llm_factory = llm_factory
-        self.searcher_factory = searcher_factory
-        self._openevolve = openevolve
-        self._state = state
-        self.log = log
-        self.openevolve_timeout_s = openevolve_timeout_s
-
-    def openevolve_env(self) -> Any:
-        """The installed OpenEvolve (`OpenEvolveEnv`), installing it on first use.
-
-        Raises:
-            OpenEvolveError: the installation failed (every OpenEvolve job records it).
-        """
-        return self._openevolve()
-
-    def evaluator(self) -> Evaluator:
-        """OUR sandboxed evaluator of the task, configured like our methods' runs."""
-        return make_evaluator(self.job.task, self.config.evaluation)
-
-    @contextlib.contextmanager
-    def session(self) -> Iterator[None]:
-        """Time the enclosed work as one session of the run (persisted at once)."""
-        self._state.start_session()
-        try:
-            yield
-        finally:
-            self._state.end_session()
-
-    def sessions(self) -> list[Session]:
-        """The run's sessions so far (earlier invocations included)."""
-        return list(self._state.sessions)
-
-
-MethodRunner = Callable[[JobContext], MethodOutcome]
-
-
-# ------------------------------------------------------------------------------------------
-# per-run state file
-# ------------------------------------------------------------------------------------------
-
-
-class _RunState:
-    """``bench_run.json`` of one job: status, sessions, outcome, error (written atomically)."""
-
-    def __init__(self, job: Job) -> None:
-        self.job = job
-        self.path = job.dir / BENCH_RUN
-        data = read_json(self.path) or {}
-        self.data: dict[str, Any] = data
-        self.sessions = [Session(**s) for s in data.get("sessions") or []]
-
-    @property
-    def status(self) -> str | None:
-        return self.data.get("status")
-
-    def finished(self, iterations: int) -> bool:
-        return self.status == "done" and int(self.data.get("iterations") or 0) >= iterations
-
-    def outcome(self) -> MethodOutcome | None:
-        raw = self.data.get("outcome")
-        return MethodOutcome.from_json(raw) if isinstance(raw, dict) else None
-
-    def save(self, **fields: Any) -> None:
-        self.data.update(fields)
-        self.data.update(
-            task=self.job.task.name,
-            task_dir=str(self.job.task.path),
-            method=self.job.method,
-            seed=self.job.seed,
-            sessions=[{"start": s.start, "end": s.end} for s in self.sessions],
-            updated=time.time(),
-        )
-        _write_json(self.path, self.data)
-
-    def start_session(self) -> None:
-        self.sessions.append(Session(start=time.time()))
-        self.save()
-
-    def end_session(self) -> None:
-        if self.sessions and self.sessions[-1].end is None:
-            self.sessions[-1].end = time.time()
-        self.save()
-
-
 def _openevolve_runner(ctx: JobContext) -> MethodOutcome:
-    from evoduet_graph.bench.openevolve_method import run_openevolve
-
     if ctx.endpoint is None:
         raise BenchError("the openevolve method needs a model endpoint (no injected model)")
     env = ctx.openevolve_env()
@@ -372,7 +157,7 @@ def _openevolve_runner(ctx: JobContext) -> MethodOutcome:
 
 def default_runners() -> dict[str, MethodRunner]:
     """The runners of `METHODS`."""
-    runners: dict[str, MethodRunner] = {m: _graph_runner(m, o) for m, o in GRAPH_METHODS.items()}
+    runners: dict[str, MethodRunner] = {m: graph_runner(m, o) for m, o in GRAPH_METHODS.items()}
     runners["openevolve"] = _openevolve_runner
     return runners
 
@@ -506,8 +291,6 @@ def _setup_model(
             probe_endpoint(cfg.llm, log)
         return _Model(endpoint, cfg, info)
 
-    from evoduet_graph.llm.model_file import EXPECTED_SHA256, MODEL_NAME
-
     info = {
         "model": f"local ({MODEL_NAME}.gguf)",
         "model_sha256": EXPECTED_SHA256,
@@ -515,9 +298,6 @@ def _setup_model(
     }
     if not needs_endpoint:
         return _Model(None, base, info)
-    from evoduet_graph.bench.server import LlamaCppServer, ServerError
-    from evoduet_graph.llm.model_file import LocalModelError, assemble_model
-
     try:
         model_path = assemble_model(llm.local_cache_dir)
     except LocalModelError as exc:
@@ -572,29 +352,6 @@ def _setup_model(
 # ------------------------------------------------------------------------------------------
 
 
-@dataclass
-class BenchResult:
-    """What `run_bench` did.
-
-    Attributes:
-        out: the output folder.
-        ran: labels of the jobs run now and finished.
-        skipped: labels of the jobs already finished (not run).
-        failed: ``{label: error}`` of the jobs that failed now.
-        results_csv, runs_csv, summary_md: the written files.
-        plots: the written PNG files.
-    """
-
-    out: Path
-    ran: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)
-    results_csv: Path | None = None
-    runs_csv: Path | None = None
-    summary_md: Path | None = None
-    plots: list[Path] = field(default_factory=list)
-
-
 def _check_plotting() -> None:
     if importlib.util.find_spec("matplotlib") is None:
         raise BenchError(
@@ -640,7 +397,7 @@ def _with_forced(overlay: dict[str, Any], forced: dict[str, Any]) -> dict[str, A
     return out
 
 
-def _resolve_methods(
+def resolve_methods(
     settings: BenchSettings, table: dict[str, MethodRunner], graph_methods: set[str]
 ) -> list[str]:
     """The bench's method names, config methods and variants resolved.
@@ -681,16 +438,16 @@ def _resolve_methods(
             checked_config(merge_config(base, overlay, source))
         except ConfigError as exc:
             raise BenchError(str(exc)) from None
-        table[label] = _graph_runner(label, overlay, source)
+        table[label] = graph_runner(label, overlay, source)
         graph_methods.add(label)
         if not builtin:
             config_labels.add(label)
         methods.append(label)
     if unknown:
-        stems = sorted(p.stem for p in _configs_dir().glob("*.yaml"))
+        stems = sorted(p.stem for p in method_configs_dir().glob("*.yaml"))
         raise BenchError(
             f"unknown method(s) {unknown}; known: {', '.join(table)}; or a YAML config path, "
-            f"or a config in {_configs_dir()}: {', '.join(stems) or '(none)'}"
+            f"or a config in {method_configs_dir()}: {', '.join(stems) or '(none)'}"
         )
     return methods
 
@@ -713,74 +470,6 @@ def _check_settings(settings: BenchSettings) -> None:
     except ValueError as exc:
         raise BenchError(str(exc)) from None
     _check_plotting()
-
-
-@dataclass(frozen=True)
-class JobResult:
-    """How one job ended: ``done`` or ``failed`` (with its error's first lines)."""
-
-    status: str
-    message: str = ""
-
-
-@dataclass(frozen=True)
-class OpenEvolveSpec:
-    """Where and which OpenEvolve a job installs and runs (what a remote worker needs)."""
-
-    venv: Path | None
-    version: str
-    timeout_s: float | None
-
-
-def execute_job(
-    ctx: JobContext, runner: MethodRunner, versions: dict[str, Any], model_info: dict[str, Any]
-) -> JobResult:
-    """Run one job, recording its status, outcome or error in its ``bench_run.json``.
-
-    The same for every executor: a run's failure is recorded and returned, never raised;
-    KeyboardInterrupt propagates (the next invocation resumes the run).
-    """
-    job, state, say = ctx.job, ctx._state, ctx.log
-    say(f"run  {job.label}: {job.iterations} iterations")
-    injected = ctx.llm_factory is not None
-    state.save(
-        status="running",
-        iterations=job.iterations,
-        model="injected chat model" if injected else model_info.get("model"),
-    )
-    start = time.monotonic()
-    sha = None if injected else model_info.get("model_sha256")
-    try:
-        outcome = runner(ctx)
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - a run's failure is recorded
-        message = f"{type(exc).__name__}: {exc}"
-        state.end_session()
-        state.save(
-            status="failed",
-            error=message[-4000:],
-            traceback=traceback.format_exc()[-8000:],
-            versions=versions,
-            model_sha256=sha,
-        )
-        say(f"FAIL {job.label}: {message.splitlines()[0][:300]}")
-        return JobResult("failed", message)
-    run_versions = dict(versions)
-    if job.method == "openevolve":
-        run_versions["openevolve"] = outcome.details.get("openevolve_version")
-    state.save(
-        status="done",
-        error=None,
-        traceback=None,
-        outcome=outcome.to_json(),
-        versions=run_versions,
-        model_sha256=sha,
-    )
-    ndg = floored_ndg(job.task, outcome.best)
-    say(
-        f"done {job.label}: best={_fmt(outcome.best)} "
-        f"NDG={_fmt(ndg, '.2f')}% in {time.monotonic() - start:.1f} s"
-    )
-    return JobResult("done")
 
 
 def run_bench(
@@ -811,7 +500,7 @@ def run_bench(
     say = log or (lambda _msg: None)
     table = {**default_runners(), **(runners or {})}
     graph_methods = set(GRAPH_METHODS)
-    methods = _resolve_methods(settings, table, graph_methods)
+    methods = resolve_methods(settings, table, graph_methods)
     settings = dataclasses.replace(settings, methods=list(dict.fromkeys(methods)))
     _check_settings(settings)
     try:
@@ -836,7 +525,7 @@ def run_bench(
         for seed in settings.seeds
         for method in settings.methods
     ]
-    states = {job.label: _RunState(job) for job in jobs}
+    states = {job.label: RunState(job) for job in jobs}
     pending = [j for j in jobs if not states[j.label].finished(settings.iterations)]
     result = BenchResult(out=out)
     result.skipped = [j.label for j in jobs if j not in pending]
@@ -848,8 +537,6 @@ def run_bench(
         j.method not in custom and (j.method == "openevolve" or llm_factory is None)
         for j in pending
     )
-    from evoduet_graph.bench.openevolve_method import OPENEVOLVE_VERSION, ensure_openevolve
-
     oe_version = settings.openevolve_version or OPENEVOLVE_VERSION
     oe_cache: dict[str, Any] = {}
 
@@ -875,18 +562,16 @@ def run_bench(
             "openevolve": oe_version if "openevolve" in settings.methods else None,
             "python": platform.python_version(),
         }
-        _write_manifest(out, settings, model.info, versions)
+        write_manifest(out, settings, model.info, versions)
 
         def record(job: Job, done: JobResult) -> None:
             if done.status == "done":
                 result.ran.append(job.label)
             else:
                 result.failed[job.label] = done.message
-            _write_csvs(out, result)
+            write_csvs(out, result)
 
         if settings.executor == "ray":
-            from evoduet_graph.bench.executor import run_on_ray
-
             for job, done in run_on_ray(
                 pending,
                 runners=table,
@@ -919,9 +604,7 @@ def run_bench(
                 )
                 record(job, execute_job(ctx, table[job.method], versions, model.info))
 
-    _write_csvs(out, result)
-    from evoduet_graph.bench.tables import write_plots, write_summary
-
+    write_csvs(out, result)
     records = collect_runs(out)
     result.summary_md = write_summary(out, records, read_json(out / "manifest.json") or {})
     result.plots = write_plots(out, records)

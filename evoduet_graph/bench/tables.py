@@ -17,12 +17,11 @@ import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from evoduet_graph.bench.jobs import METHOD_ORDER
+from evoduet_graph.bench.output import RunRecord
 from evoduet_graph.report.correlation import rank_correlation
-
-if TYPE_CHECKING:
-    from evoduet_graph.bench.output import RunRecord
 
 __all__ = ["mean_sd", "ndg_table", "write_plots", "write_summary"]
 
@@ -57,8 +56,6 @@ def _g(value: Any) -> str:
 
 
 def _methods(records: Sequence[RunRecord]) -> list[str]:
-    from evoduet_graph.bench.runner import METHOD_ORDER
-
     seen = list(dict.fromkeys(r.key[1] for r in records))
     return [m for m in METHOD_ORDER if m in seen] + [m for m in seen if m not in METHOD_ORDER]
 
@@ -441,11 +438,11 @@ def _safe(name: str) -> str:
 
 def write_plots(out: Path, records: Sequence[RunRecord]) -> list[Path]:
     """Write the PNG plots into ``<out>/plots`` and return their paths."""
-    import matplotlib
+    import matplotlib  # optional (the `bench` extra): needed only when plots are drawn
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
+    import matplotlib.pyplot as plt  # after choosing the Agg backend above
+    from matplotlib.ticker import MaxNLocator  # optional, as matplotlib
 
     plot_dir = out / "plots"
     plot_dir.mkdir(parents=True, exist_ok=True)
