@@ -88,7 +88,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """``evoduet_graph.graph``: the default compiled graph, compiled on first access."""
     if name == "graph":
-        from evoduet_graph.graphs.studio import graph
+        from evoduet_graph.graphs.studio import graph  # start-up: importing it compiles the graph
 
         return graph
     raise AttributeError(f"module 'evoduet_graph' has no attribute {name!r}")

@@ -10,27 +10,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_config
 
+from evoduet_graph.candidates.novelty import NoveltyFilter
 from evoduet_graph.config import EvoDuetConfig
 from evoduet_graph.evaluation import Evaluator
 from evoduet_graph.inflight import IterationPool
+from evoduet_graph.llm.structured import RetryPolicy
 from evoduet_graph.population import Population
+from evoduet_graph.rundir.budget import Budget
 from evoduet_graph.rundir.events import EventLog
 from evoduet_graph.rundir.store import ProgramStore
+from evoduet_graph.search.base import Searcher
+from evoduet_graph.search.cache import SearchCache
+from evoduet_graph.search.database import SearchDatabase
+from evoduet_graph.search.memory import TaskMemory
 from evoduet_graph.task import Task
 
-if TYPE_CHECKING:  # these modules import this one
-    from evoduet_graph.candidates.novelty import NoveltyFilter
-    from evoduet_graph.llm.structured import RetryPolicy
-    from evoduet_graph.rundir.budget import Budget
+if TYPE_CHECKING:  # the scaffolds take a Context in their select()
     from evoduet_graph.scaffolds.base import Scaffold
-    from evoduet_graph.search.base import Searcher
-    from evoduet_graph.search.cache import SearchCache
-    from evoduet_graph.search.database import SearchDatabase
-    from evoduet_graph.search.memory import TaskMemory
 
 
 @dataclass(kw_only=True)
@@ -112,14 +113,10 @@ class Context:
         ``<node>.llm`` and its metadata ``node`` plus the non-None ``metadata`` given (e.g.
         ``iteration``, ``candidate``, ``decision``), so a trace reads like the graph.
         """
-        from langchain_core.callbacks import BaseCallbackManager
-
         callbacks: list[BaseCallbackHandler] | BaseCallbackManager = list(self.callbacks)
         try:
-            from langgraph.config import get_config
-
             inherited = get_config().get("callbacks")
-        except (RuntimeError, ImportError):
+        except RuntimeError:  # not inside a runnable: no callbacks to inherit
             inherited = None
         if isinstance(inherited, BaseCallbackManager):
             manager = inherited.copy()
@@ -139,8 +136,6 @@ class Context:
         ``llm.max_retries`` retries of retryable failures for models without retries of their own,
         none started after ``llm.call_deadline_s``; ``role``: the model of that node.
         """
-        from evoduet_graph.llm.structured import RetryPolicy
-
         llm = self.config.llm
         model = self.llm if role is None else self.model_for(role)
         return RetryPolicy.for_model(model, llm.max_retries, deadline_s=llm.call_deadline_s)

@@ -31,6 +31,8 @@ from evoduet_graph.evaluation.integrity import file_digests, folder_digest
 from evoduet_graph.llm.roles import role_config
 from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.usage import history_from_events, iterations_of
+from evoduet_graph.search.memory import open_store
+from evoduet_graph.search.offline import index_progress
 from evoduet_graph.task import Task
 from evoduet_graph.tasks.environment import requirements_warning
 from evoduet_graph.tasks.settings import TaskSettings
@@ -182,8 +184,6 @@ def run_evaluator(
 def check_memory(cfg: EvoDuetConfig) -> None:
     """Open and close the memory store: a path that is not a store fails here, not mid-run."""
     if cfg.memory:
-        from evoduet_graph.search.memory import open_store
-
         open_store(cfg.memory).conn.close()
 
 
@@ -310,8 +310,6 @@ def forward_index_progress(on_event: EventFn | None) -> Any:
     """Forward an offline index build's progress to ``on_event`` (a no-op context without)."""
     if on_event is None:
         return nullcontext()
-    from evoduet_graph.search.offline import index_progress
-
     return index_progress(on_event)
 
 

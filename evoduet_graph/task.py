@@ -40,6 +40,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from evoduet_graph.candidates.diffs import evolve_regions, has_evolve_blocks
 from evoduet_graph.errors import UserError
 from evoduet_graph.tasks.languages import Language, language_by_name, language_for_suffix
 from evoduet_graph.tasks.openevolve_config import unknown_keys
@@ -542,8 +543,6 @@ def _container_path_warnings(script: Path) -> list[str]:
 
 def _has_markers(source: str) -> bool:
     """Whether ``source`` has a well-formed EVOLVE-BLOCK region (any comment syntax)."""
-    from evoduet_graph.candidates.diffs import has_evolve_blocks
-
     return has_evolve_blocks(source)
 
 
@@ -663,8 +662,6 @@ def _check_evolve_blocks(source: str, path: Path) -> None:
     An EVOLVE-BLOCK with nothing (or only blank lines) between its markers leaves the model
     nothing to edit: a SEARCH cannot anchor in it and a rewrite has nowhere to go.
     """
-    from evoduet_graph.candidates.diffs import evolve_regions
-
     lines = source.split("\n")
     for first, stop in evolve_regions(source):
         if not any(line.strip() for line in lines[first:stop]):

@@ -22,6 +22,7 @@ from typing import Any
 from evoduet_graph.bench.jobs import METHOD_ORDER
 from evoduet_graph.bench.output import RunRecord
 from evoduet_graph.report.correlation import rank_correlation
+from evoduet_graph.report.plots import pyplot
 
 __all__ = ["mean_sd", "ndg_table", "write_plots", "write_summary"]
 
@@ -438,11 +439,7 @@ def _safe(name: str) -> str:
 
 def write_plots(out: Path, records: Sequence[RunRecord]) -> list[Path]:
     """Write the PNG plots into ``<out>/plots`` and return their paths."""
-    import matplotlib  # optional (the `bench` extra): needed only when plots are drawn
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # after choosing the Agg backend above
-    from matplotlib.ticker import MaxNLocator  # optional, as matplotlib
+    plt = pyplot()
 
     plot_dir = out / "plots"
     plot_dir.mkdir(parents=True, exist_ok=True)
@@ -491,7 +488,7 @@ def write_plots(out: Path, records: Sequence[RunRecord]) -> list[Path]:
             if task.sota_score is not None:
                 ax.axhline(task.sota_score, color="black", ls="--", lw=1, label="reference")
         ax.set_xlabel("iteration")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
         metric = task.metric if task is not None else "metric"
         direction = (
             f" ({'higher' if task is None or task.direction == 'max' else 'lower'} is better)"

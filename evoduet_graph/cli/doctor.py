@@ -10,16 +10,15 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
+from evoduet_graph import doctor as checks
 from evoduet_graph.cli.common import app, console
-
-if TYPE_CHECKING:
-    from evoduet_graph.doctor import Finding
+from evoduet_graph.doctor import Finding
 
 _STYLES = {"OK": "bold green", "WARN": "bold yellow", "FAIL": "bold red"}
 
@@ -63,8 +62,6 @@ def doctor_cmd(
     sandbox (bubblewrap), the search index cache, disk and memory, and prints OK / WARN / FAIL
     with the command that fixes each. Exit code 1 when a check fails.
     """
-    from evoduet_graph import doctor as checks
-
     with console.status("checking the model runtime, the model file and the sandbox ..."):
         findings = checks.run_checks(quick=quick)
     code = checks.exit_code(findings)

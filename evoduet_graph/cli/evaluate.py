@@ -14,7 +14,9 @@ from evoduet_graph.cli.common import (
     app,
     console,
 )
+from evoduet_graph.evaluation import SandboxEvaluator
 from evoduet_graph.task import TaskError, load_task
+from evoduet_graph.tasks.environment import check_toolchain, requirements_warning
 from evoduet_graph.tasks.languages import ToolchainError
 
 
@@ -27,9 +29,6 @@ def eval_cmd(
     timeout: Annotated[float | None, typer.Option(help="Timeout in seconds.")] = None,
 ) -> None:
     """Evaluate PROGRAM through the sandbox; print its metrics as one JSON object on stdout."""
-    from evoduet_graph.evaluation import SandboxEvaluator
-    from evoduet_graph.tasks.environment import check_toolchain, requirements_warning
-
     try:
         task = (
             load_task(task_dir, program) if program and program.is_file() else load_task(task_dir)

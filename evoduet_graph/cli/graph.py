@@ -14,6 +14,7 @@ from evoduet_graph.cli.common import (
     app,
     console,
 )
+from evoduet_graph.graphs.render import GraphRenderError, mermaid, png
 
 
 class GraphFormat(StrEnum):
@@ -47,8 +48,6 @@ def graph_cmd(
     ] = None,
 ) -> None:
     """Draw the LangGraph graphs: Mermaid text, or a PNG rendered locally with Graphviz."""
-    from evoduet_graph.graphs.render import GraphRenderError, mermaid, png
-
     if fmt is GraphFormat.mermaid:
         text = mermaid(loop.value, xray=xray)
         if out is None:

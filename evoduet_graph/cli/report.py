@@ -16,6 +16,8 @@ from evoduet_graph.cli.common import (
     app,
     console,
 )
+from evoduet_graph.report.compare import compare_runs
+from evoduet_graph.report.markdown import relink, report_markdown, write_report
 
 
 @app.command("report")
@@ -36,8 +38,6 @@ def report_cmd(
 
     Print the markdown (scores, gate decisions, queries by Δ, URLs, lineage of the best, LLM usage).
     """
-    from evoduet_graph.report.markdown import report_markdown, write_report
-
     try:
         _check_run_dir(run_dir)
     except _CliError as exc:
@@ -60,12 +60,7 @@ def report_cmd(
             "run directory writable, or use --no-plots to print the markdown only"
         )
     if out is not None:
-        if written:
-            from evoduet_graph.report.markdown import relink
-
-            text_out = relink(text, written["plots"], out.parent)
-        else:
-            text_out = text
+        text_out = relink(text, written["plots"], out.parent) if written else text
         try:
             out.write_text(text_out, encoding="utf-8")
         except OSError as exc:
@@ -91,8 +86,6 @@ def compare_cmd(
     Compare runs: print a table (task, gate, best score, NDG, LLM usage) and write overlaid
     best-so-far / NDG vs iteration plots.
     """
-    from evoduet_graph.report.compare import compare_runs
-
     for run_dir in run_dirs:
         try:
             _check_run_dir(run_dir)

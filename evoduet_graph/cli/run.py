@@ -17,7 +17,14 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from evoduet_graph.api import RunResult, can_retrieve
+from evoduet_graph import api
+from evoduet_graph.api import (
+    RunResult,
+    can_retrieve,
+    checked_config,
+    default_run_dir,
+    validate_model,
+)
 from evoduet_graph.cli.common import (
     _USER_ERRORS,
     JsonLinesOpt,
@@ -31,11 +38,19 @@ from evoduet_graph.cli.common import (
     console,
 )
 from evoduet_graph.config import ConfigError, load_config
+from evoduet_graph.nodes.stop_rules import TARGET_PREFIX
+from evoduet_graph.report.live import JsonLines, LiveDisplay
+from evoduet_graph.report.markdown import write_report as write_report_files
+from evoduet_graph.report.summary import GATE_DECISIONS, GATE_FALLBACK, run_summary
 from evoduet_graph.rundir import layout
+from evoduet_graph.rundir.budget import STOP_PREFIX
 from evoduet_graph.scaffolds import SCAFFOLDS
+from evoduet_graph.search.database import SearchDatabase
 from evoduet_graph.search.registry import backend_choices
 from evoduet_graph.task import Task, TaskError, load_task
+from evoduet_graph.tasks.environment import check_toolchain, requirements_warning
 from evoduet_graph.tasks.languages import ToolchainError
+from evoduet_graph.tasks.settings import apply_task_settings
 
 
 def _failed_stop(result: RunResult) -> bool:
@@ -43,9 +58,6 @@ def _failed_stop(result: RunResult) -> bool:
 
     `_exit_for_stop` exits 1.
     """
-    from evoduet_graph.nodes.stop_rules import TARGET_PREFIX
-    from evoduet_graph.rundir.budget import STOP_PREFIX
-
     return bool(result.stop_reason) and not str(result.stop_reason).startswith(
         (STOP_PREFIX, TARGET_PREFIX)
     )
@@ -57,10 +69,6 @@ def _summary(result: RunResult, elapsed: float, *, write_report: bool = False) -
     Iterations, best score and NDG, gate decisions by kind, queries issued, distinct documents, and
     where the report is (written first when ``write_report``).
     """
-    from evoduet_graph.nodes.stop_rules import TARGET_PREFIX
-    from evoduet_graph.report.summary import GATE_DECISIONS, GATE_FALLBACK, run_summary
-    from evoduet_graph.rundir.budget import STOP_PREFIX
-
     rdir = result.run_dir
     figures = run_summary(rdir) if rdir is not None else None
     # soft_wrap: paths are printed whole, never broken at the terminal's width
@@ -93,10 +101,8 @@ def _summary(result: RunResult, elapsed: float, *, write_report: bool = False) -
     )
     if rdir is not None:
         if write_report:
-            from evoduet_graph.report.markdown import write_report as write
-
             try:
-                path = write(rdir)["markdown_path"]
+                path = write_report_files(rdir)["markdown_path"]
                 say(f"  report:          {path}", markup=False)
             except (ImportError, OSError) as exc:
                 say(
@@ -129,8 +135,6 @@ def _task_documents(rdir: Path) -> int:
     path = rdir / layout.SEARCH_DB
     if not path.is_file():
         return 0
-    from evoduet_graph.search.database import SearchDatabase
-
     return sum(
         1 for d in SearchDatabase(path, fsync=False).documents() if d.url.startswith("file:docs/")
     )
@@ -170,8 +174,6 @@ def _run_with_display(
     when the run has started (its first progress event), with the live display only: a run
     refused at startup prints its one error line alone.
     """
-    from evoduet_graph.report.live import JsonLines, LiveDisplay
-
     if quiet and json_lines:
         _fail("--quiet and --json exclude each other: --json prints events on stdout; pick one")
     start = time.perf_counter()
@@ -202,9 +204,7 @@ def _run_with_display(
         raise typer.Exit(130) from None
     if sink is not None:
         if write_report and result.run_dir is not None:
-            from evoduet_graph.report.markdown import write_report as write
-
-            write(result.run_dir)
+            write_report_files(result.run_dir)
         sink.write(_result_json(result, time.perf_counter() - start))
     else:
         _summary(result, time.perf_counter() - start, write_report=write_report)
@@ -362,8 +362,6 @@ def run_cmd(
     The LLM gate and the offline search backend are on by default; `--gate never` runs the
     OpenEvolve baseline.
     """
-    from evoduet_graph.api import run
-
     try:
         # its warnings are printed below with the CLI's own; the task logger would repeat them
         task_logger = logging.getLogger("evoduet_graph.task")
@@ -391,10 +389,6 @@ def run_cmd(
             },
             source=source,
         )
-        from evoduet_graph.api import checked_config, validate_model
-        from evoduet_graph.tasks.environment import check_toolchain
-        from evoduet_graph.tasks.settings import apply_task_settings
-
         settings = apply_task_settings(task, cfg)
         cfg = checked_config(settings.config, source)
         validate_model(cfg)
@@ -403,17 +397,12 @@ def run_cmd(
         _fail(str(exc))
     except ToolchainError as exc:
         _fail(str(exc))
-    from evoduet_graph.api import default_run_dir
-    from evoduet_graph.rundir import layout
-
     out = out if out is not None else default_run_dir(task)
     if (out / layout.RUN_META).is_file():
         _fail(
             f"{out} already holds a run; continue it with `evoduet resume {out}` (it keeps that "
             "run's configuration; --iterations N raises the total), or choose a new --out"
         )
-    from evoduet_graph.tasks.environment import requirements_warning
-
     warnings = list(task.warnings)
     requirements = requirements_warning(task)
     if requirements:
@@ -434,7 +423,7 @@ def run_cmd(
         *settings.lines(),
     ]
     _run_with_display(
-        run,
+        api.run,  # looked up at call time, so a replaced api.run is the one called
         task,
         cfg.iterations,
         quiet,
@@ -458,15 +447,13 @@ def resume_cmd(
     ] = None,
 ) -> None:
     """Continue a run from its last checkpoint with the same configuration."""
-    from evoduet_graph.api import resume
-
     try:
         task, total, done = _resume_target(run_dir, iterations)
         reviewed = _needs_review(load_config(run_dir / layout.CONFIG))
     except _USER_ERRORS as exc:
         _fail(f"cannot resume {run_dir}: {exc}")
     _run_with_display(
-        resume,
+        api.resume,
         task,
         total,
         quiet,

@@ -18,7 +18,9 @@ from evoduet_graph.evaluation.base import (
     SandboxedEvaluator,
     score_from_metrics,
 )
+from evoduet_graph.evaluation.container import prepare_container
 from evoduet_graph.evaluation.limits import SandboxLimits
+from evoduet_graph.evaluation.ray_executor import RayEvaluator
 from evoduet_graph.evaluation.sandbox import (
     SandboxEvaluator,
     SandboxSetupError,
@@ -42,12 +44,8 @@ def make_evaluator(task: Task, cfg: EvaluationConfig) -> Evaluator:
             (`ContainerUnavailableError`).
     """
     if getattr(cfg, "container", False):
-        from evoduet_graph.evaluation.container import prepare_container
-
         task = prepare_container(task)
     if cfg.executor == "ray":
-        from evoduet_graph.evaluation.ray_executor import RayEvaluator
-
         return RayEvaluator.from_config(task, cfg)
     return SandboxEvaluator.from_config(task, cfg)
 

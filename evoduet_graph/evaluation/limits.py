@@ -14,10 +14,8 @@ import resource
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from evoduet_graph.config import EvaluationConfig
+from evoduet_graph.config import EvaluationConfig
 
 __all__ = [
     "DEFAULT_MAX_FILE_MB",

@@ -119,7 +119,7 @@ def import_ray() -> ModuleType:
         RayUnavailableError: the package is not installed (the message gives the pip command).
     """
     try:
-        import ray
+        import ray  # optional (the `ray` extra): only `evaluation.executor: ray` needs it
     except ImportError as exc:
         raise RayUnavailableError(
             "evaluation.executor is 'ray' but the ray package is not installed "

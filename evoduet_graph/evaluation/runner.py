@@ -111,7 +111,7 @@ def install_openevolve_shim() -> bool:
         True when the shim was installed, False when the real ``openevolve`` imported.
     """
     try:
-        import openevolve.evaluation_result  # noqa: F401
+        import openevolve.evaluation_result  # noqa: F401 - optional: the task's, when it has one
 
         return False
     except Exception:  # noqa: BLE001 - not installed, or broken: fall back to the shim

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evoduet_graph.errors import UserError
+from evoduet_graph.graphs.inner import build_inner_graph
+from evoduet_graph.graphs.outer import build_outer_graph
 
 __all__ = ["GraphRenderError", "drawable", "mermaid", "png"]
 
@@ -32,11 +34,7 @@ def drawable(loop: Loop = "outer", *, xray: bool = False) -> Any:
         xray: expand subgraphs.
     """
     if loop == "inner":
-        from evoduet_graph.graphs.inner import build_inner_graph
-
         return build_inner_graph().compile(name="query_evolution").get_graph(xray=xray)
-    from evoduet_graph.graphs.outer import build_outer_graph
-
     return build_outer_graph().compile(name="evoduet").get_graph(xray=xray)
 
 
@@ -52,7 +50,7 @@ def png(path: str | Path, loop: Loop = "outer", *, xray: bool = False) -> Path:
         GraphRenderError: pygraphviz is not installed, or Graphviz failed.
     """
     try:
-        import pygraphviz  # noqa: F401
+        import pygraphviz  # noqa: F401 - optional (the `dev` extra): PNG drawing only
     except ImportError:
         raise GraphRenderError(
             "--format png needs pygraphviz (its wheels include Graphviz): "

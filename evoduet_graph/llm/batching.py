@@ -51,6 +51,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
+from evoduet_graph.llm import runtime
+
 __all__ = [
     "BatchDecoder",
     "DecodeBackend",
@@ -434,14 +436,14 @@ def enable_parallel_sequences(llama: Any, n_seq_max: int) -> None:
     arguments); a unified KV cache keeps the whole ``n_ctx`` available to every sequence and
     lets sequences share cells. Call right after construction, before any evaluation.
     """
-    from llama_cpp import _internals
-
     params = llama.context_params
     if params.n_seq_max >= n_seq_max and params.kv_unified:
         return
     params.n_seq_max = n_seq_max
     params.kv_unified = True
-    ctx = _internals.LlamaContext(model=llama._model, params=params, verbose=llama.verbose)
+    ctx = runtime.llama_cpp_module()._internals.LlamaContext(
+        model=llama._model, params=params, verbose=llama.verbose
+    )
     old, llama._ctx = llama._ctx, ctx
     old.close()
     llama._stack.callback(ctx.close)
@@ -456,8 +458,7 @@ class LlamaBackend:
     """
 
     def __init__(self, llama: Any) -> None:
-        import llama_cpp
-
+        llama_cpp = runtime.llama_cpp_module()
         self._lib = llama_cpp
         self.llama = llama
         self.n_ctx = llama.n_ctx()
@@ -522,9 +523,7 @@ class LlamaBackend:
 
     def new_sampler(self, params: SamplingParams) -> Any:
         """The chain ``Llama._init_sampler`` builds (same order, same defaults)."""
-        from llama_cpp import _internals
-
-        sampler = _internals.LlamaSampler()  # type: ignore[no-untyped-call]  # llama_cpp: no annotation
+        sampler = self._lib._internals.LlamaSampler()
         sampler.add_penalties(
             n_vocab=self.llama._n_vocab,
             penalty_last_n=self.llama.last_n_tokens_size,
@@ -535,7 +534,7 @@ class LlamaBackend:
         if params.temperature < 0.0:
             sampler.add_dist(params.seed)
         elif params.temperature == 0.0:
-            sampler.add_greedy()  # type: ignore[no-untyped-call]  # llama_cpp: no annotation
+            sampler.add_greedy()
         else:
             sampler.add_top_k(params.top_k)
             sampler.add_typical(1.0, 1)

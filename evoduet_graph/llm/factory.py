@@ -19,16 +19,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
 from langchain_openai import ChatOpenAI
 
+from evoduet_graph.config import LLMConfig
 from evoduet_graph.errors import UserError
-
-if TYPE_CHECKING:
-    from evoduet_graph.config import LLMConfig
+from evoduet_graph.llm import local
+from evoduet_graph.llm.ensemble import EnsembleChatModel
 
 __all__ = ["VALID_MODEL_FORMS", "LLMConfigError", "make_chat_model", "parse_model_string"]
 
@@ -97,8 +97,6 @@ def make_chat_model(
         LocalModelError: ``local`` but the embedded model cannot be assembled or loaded.
     """
     if cfg.models:
-        from evoduet_graph.llm.ensemble import EnsembleChatModel
-
         members = []
         for member in cfg.models:
             member_cfg = cfg.model_copy(
@@ -124,12 +122,10 @@ def make_chat_model(
             "resolved (the task config names no models); pass another --model"
         )
     provider, name = parse_model_string(cfg.model)
-    if provider == "local":
-        from evoduet_graph.llm.local import make_local_chat_model
-
-        local = make_local_chat_model(cfg, callbacks=callbacks)
-        local.seed_sampling(seed)
-        return local
+    if provider == "local":  # looked up on the module at call time, so tests can replace it
+        embedded = local.make_local_chat_model(cfg, callbacks=callbacks)
+        embedded.seed_sampling(seed)
+        return embedded
 
     base_url = cfg.base_url or os.environ.get("OPENAI_BASE_URL") or None
     api_key = os.environ.get(cfg.api_key_env) or None

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from operator import itemgetter
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, Self, cast
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -55,6 +56,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from evoduet_graph.config import LLMConfig
 from evoduet_graph.llm import runtime
 from evoduet_graph.llm.batching import (
     BatchDecoder,
@@ -70,15 +72,24 @@ from evoduet_graph.llm.model_file import INSTALL_HINT, MODEL_NAME, LocalModelErr
 from evoduet_graph.llm.text import message_text
 from evoduet_graph.llm.worker import IN_WORKER_ENV, ModelWorker, WorkerSettings
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # optional (the `local` extra): for annotations only
     from llama_cpp.llama_types import ChatCompletionRequestMessage
-
-    from evoduet_graph.config import LLMConfig
 
 __all__ = [
     "LocalChatModel",
     "make_local_chat_model",
 ]
+
+
+def _prompt_cache() -> ModuleType:
+    """`evoduet_graph.llm.prompt_cache`, imported once a model uses one.
+
+    It subclasses llama-cpp-python's cache class, so importing it imports ``llama_cpp``.
+    """
+    from evoduet_graph.llm import prompt_cache  # imports llama_cpp (the `local` extra)
+
+    return prompt_cache
+
 
 # --------------------------------------------------------------------------------------------
 # Loading (one llama.cpp model per process per (path, n_ctx, n_threads, parallel, prompt cache))
@@ -174,7 +185,7 @@ def _load_llama(
         if loaded is not None:
             return loaded
         try:
-            import llama_cpp
+            llama_cpp = runtime.llama_cpp_module()
         except ImportError as exc:
             raise LocalModelError(
                 f"llama-cpp-python is not installed; install it with: {INSTALL_HINT}"
@@ -200,9 +211,8 @@ def _load_llama(
         if "tokenizer.chat_template" not in llama.metadata:
             llama.chat_format = "chatml"  # Qwen's format; never llama.cpp's llama-2 fallback
         if prompt_cache_mib > 0:
-            from evoduet_graph.llm.prompt_cache import MIB, PromptStateCache
-
-            llama.set_cache(PromptStateCache(capacity_bytes=prompt_cache_mib * MIB))
+            cache = _prompt_cache()
+            llama.set_cache(cache.PromptStateCache(capacity_bytes=prompt_cache_mib * cache.MIB))
         decoder = None
         if parallel > 1:
             try:
@@ -291,8 +301,7 @@ def measured_completion(
     microseconds; a binding without them gives 0 s prompt time, one without ``input_ids`` 0
     reused tokens.
     """
-    import llama_cpp
-
+    llama_cpp = runtime.llama_cpp_module()
     if hasattr(llama, "_input_ids"):
         before = list(llama._input_ids)
     else:  # a stand-in without a context: its input_ids, or none
@@ -312,10 +321,8 @@ def measured_completion(
     prompt_tokens = int((response.get("usage") or {}).get("prompt_tokens", 0))
     prompt = list(getattr(llama, "input_ids", ())[:prompt_tokens])
     from_cache = False
-    if entries:
-        from evoduet_graph.llm.prompt_cache import reuse_source
-
-        before, from_cache = reuse_source(before, entries, prompt)
+    if entries:  # entries exist only where a prompt cache was set, so the module is loaded
+        before, from_cache = _prompt_cache().reuse_source(before, entries, prompt)
     reused = common_prefix_length(before, prompt)
     timing = CompletionTiming(
         reused_tokens=max(0, reused),
@@ -524,9 +531,8 @@ class LocalChatModel(BaseChatModel):
             raise NotImplementedError(f"unsupported schema type {type(schema)!r}")
         if method == "json_schema":
             try:
-                from llama_cpp.llama_grammar import json_schema_to_gbnf
-
-                json_schema_to_gbnf(json.dumps(json_schema))
+                grammar = runtime.llama_cpp_module().llama_grammar
+                grammar.json_schema_to_gbnf(json.dumps(json_schema))
             except Exception as exc:  # unsupported JSON-schema features
                 raise NotImplementedError(
                     f"llama.cpp cannot compile this schema into a grammar: {exc}"
@@ -731,8 +737,7 @@ def _chat_prompt(llama: Any, messages: list[dict[str, str]]) -> Any:
     ``ChatFormatterResponse``: ``prompt``, ``stop``, ``added_special``): the GGUF's chat
     template, or ChatML when the file has none.
     """
-    from llama_cpp import llama_chat_format
-
+    llama_chat_format = runtime.llama_cpp_module().llama_chat_format
     template = llama.metadata.get("tokenizer.chat_template")
     if not template:
         return llama_chat_format.format_chatml(messages=messages)

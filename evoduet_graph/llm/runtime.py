@@ -28,20 +28,24 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import platform
+import re
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from evoduet_graph.errors import EvoDuetError
-from evoduet_graph.llm.model_file import default_cache_dir
+from evoduet_graph.llm.model_file import INSTALL_HINT, LocalModelError, default_cache_dir
 
 __all__ = [
     "CPU_VARIANTS",
     "REBUILD_HINT",
+    "WORKER_ENTRY",
     "VARIANT_ENV",
     "ProbeResult",
     "RuntimeCrash",
@@ -52,11 +56,19 @@ __all__ = [
     "crash_tail",
     "describe_exit",
     "ensure_runtime",
+    "llama_cpp_module",
     "load_cpu_backend",
     "probe_runtime",
     "runtime_info",
     "with_variant_fallback",
 ]
+
+WORKER_ENTRY = "import sys; from evoduet_graph.llm.worker import main; sys.exit(main())"
+"""The model worker's command line (``python -c``), for its child processes and the probe.
+
+``-c``, not ``-m``: the worker module is already imported by its package, and runpy would warn
+about running it again as ``__main__``. `evoduet_graph.llm.worker` runs it; this module names it
+as text, so the worker, which builds on this module, is not imported here."""
 
 VARIANT_ENV = "EVODUET_LLAMA_CPU"
 """Environment variable that forces a CPU variant (one of `CPU_VARIANTS`' names)."""
@@ -137,8 +149,6 @@ def _cpu_name() -> str:
             key, _, value = line.partition(":")
             if key.strip() == "model name":
                 return value.strip()
-    import platform
-
     return platform.processor() or platform.machine()
 
 
@@ -213,6 +223,19 @@ def runtime_info() -> RuntimeInfo:
     )
 
 
+def llama_cpp_module() -> Any:
+    """llama-cpp-python's ``llama_cpp`` package, imported on first use.
+
+    The one place that imports it: it is optional (the ``local`` extra), and importing it
+    loads the native library, so the package imports it only once the embedded model is used.
+    Its submodules (``_internals``, ``llama_grammar``, ``llama_chat_format``, ``llama_cache``)
+    come with it.
+    """
+    import llama_cpp  # optional (the `local` extra); loads libllama, so only when a model is used
+
+    return llama_cpp
+
+
 def _libggml() -> ctypes.CDLL:
     """The ``libggml`` that ``libllama`` itself uses (imports llama_cpp).
 
@@ -221,17 +244,14 @@ def _libggml() -> ctypes.CDLL:
     a backend registered there would be invisible to llama.cpp. The copy mapped into the
     process by ``libllama`` is found in ``/proc/self/maps``.
     """
-    import re
-
-    import llama_cpp  # noqa: F401 - loads libllama and the libggml it links
-
+    llama_cpp_module()  # loads libllama and the libggml it links
     soname = re.compile(r"libggml\.so\.\d+$")  # the name libllama asks for, not llama_cpp._ggml's
     with contextlib.suppress(OSError):
         for line in Path("/proc/self/maps").read_text().splitlines():
             fields = line.split(maxsplit=5)
             if len(fields) == 6 and soname.search(fields[5]):
                 return ctypes.CDLL(fields[5].strip())
-    from llama_cpp import _ggml
+    from llama_cpp import _ggml  # the fallback: not among what `llama_cpp_module` loads
 
     return _ggml.libggml  # type: ignore[no-any-return]
 
@@ -331,8 +351,6 @@ def _write_cache(key: str, result: ProbeResult) -> None:
 
 def describe_exit(returncode: int) -> str:
     """``killed by SIGSEGV (Segmentation fault)`` or ``exited with status 3``."""
-    import signal
-
     if returncode < 0:
         try:
             sig = signal.Signals(-returncode)
@@ -384,9 +402,7 @@ def probe_runtime(
     env = child_env(variant)
     info = runtime_info()
     started = time.perf_counter()
-    from evoduet_graph.llm.worker import ENTRY
-
-    cmd = [sys.executable, "-c", ENTRY, "--probe", str(model_path)]
+    cmd = [sys.executable, "-c", WORKER_ENTRY, "--probe", str(model_path)]
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -436,8 +452,6 @@ def with_variant_fallback(attempt: Callable[[str | None], T], *, what: str) -> T
     Raises:
         LocalModelError: every variant tried crashed; the message names each failure and the fix.
     """
-    from evoduet_graph.llm.model_file import LocalModelError
-
     info = runtime_info()
     key = info.fingerprint
     cached = _read_cache().get(key) or {}
@@ -481,8 +495,6 @@ def ensure_runtime(model_path: str | Path) -> str | None:
         LocalModelError: llama-cpp-python is missing, the model does not load (a Python error
             in the child, not a crash: no other variant would help), or no variant decodes.
     """
-    from evoduet_graph.llm.model_file import INSTALL_HINT, LocalModelError
-
     if runtime_info().version is None:
         raise LocalModelError(f"llama-cpp-python is not installed; install it with: {INSTALL_HINT}")
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from langchain_core.messages import BaseMessage
+from langchain_core.utils.json import parse_partial_json
 
 __all__ = [
     "extract_code_block",
@@ -280,8 +281,6 @@ def _loads_lenient(snippet: str) -> Any:
 
 
 def _decode_truncated(text: str) -> dict[str, Any] | None:
-    from langchain_core.utils.json import parse_partial_json
-
     start = text.find("{")
     if start == -1:
         return None

@@ -3,7 +3,7 @@
 llama.cpp is native code: a build whose kernels this CPU or kernel cannot run dies with SIGSEGV
 or SIGILL, and an out-of-memory kill takes whatever process holds the weights. `ModelWorker`
 runs the in-process engine of `evoduet_graph.llm.local` (the prompt cache and the batched
-decoder included) in a child process (`ENTRY`, run with ``python -c``) and forwards
+decoder included) in a child process (`runtime.WORKER_ENTRY`, run with ``python -c``) and forwards
 calls to it over a socket pair (`multiprocessing.connection.Connection`: length-prefixed
 pickles). Concurrent calls stay concurrent: the worker runs each in a thread of its own, so the
 N candidates of an iteration still decode as one batch.
@@ -47,14 +47,11 @@ from evoduet_graph.errors import EvoDuetError
 from evoduet_graph.llm import runtime
 from evoduet_graph.llm.model_file import LocalModelError
 
-__all__ = ["ENTRY", "ModelWorker", "ModelWorkerCrashed", "WorkerSettings"]
+__all__ = ["ModelWorker", "ModelWorkerCrashed", "WorkerSettings"]
 
 IN_WORKER_ENV = "EVODUET_MODEL_WORKER"
 """Set to ``1`` in the worker's environment (the engine skips the parent's preflight there)."""
 
-# The child's entry point (``-c``, not ``-m``: this module is already imported by its package,
-# and runpy would warn about running it again as ``__main__``).
-ENTRY = "import sys; from evoduet_graph.llm.worker import main; sys.exit(main())"
 _STDERR_LINES = 40  # lines of the child's stderr kept for a crash report
 _CLOSE_WAIT_S = 5.0
 
@@ -153,7 +150,7 @@ class ModelWorker:
         env[IN_WORKER_ENV] = "1"
         fd = child_sock.fileno()
         proc = subprocess.Popen(
-            [sys.executable, "-c", ENTRY, str(fd)],
+            [sys.executable, "-c", runtime.WORKER_ENTRY, str(fd)],
             pass_fds=(fd,),
             env=env,
             stdin=subprocess.DEVNULL,
@@ -373,9 +370,9 @@ def _serve(fd: int) -> int:
 def _probe(model_path: str) -> int:
     faulthandler.enable()
     variant = runtime.load_cpu_backend()
-    import llama_cpp
-
-    llama = llama_cpp.Llama(model_path=model_path, n_ctx=256, n_batch=64, verbose=False)
+    llama = runtime.llama_cpp_module().Llama(
+        model_path=model_path, n_ctx=256, n_batch=64, verbose=False
+    )
     llama.create_completion("def add(a, b):", max_tokens=4, temperature=0.0)
     print(json.dumps({"variant": variant}), flush=True)
     llama.close()

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context, resolve_context
+from evoduet_graph.llm import LLMCallError, structured_call
 from evoduet_graph.rundir.events import check_event
-
-if TYPE_CHECKING:
-    from langchain_core.messages import BaseMessage
-    from langchain_core.runnables import RunnableConfig
-
-    from evoduet_graph.search.cache import SearchOutcome
-    from evoduet_graph.state import GateDecision, InnerState
+from evoduet_graph.search.cache import SearchOutcome, cached_search
+from evoduet_graph.state import GateDecision, InnerState
 
 
 def context_of(runtime: Runtime[Context]) -> Context:
@@ -97,8 +95,6 @@ def ask_gate(
         event); or ``(None, update)`` when the call failed (``gate_error`` event): the no-op
         state update the node returns as is.
     """
-    from evoduet_graph.llm import LLMCallError, structured_call
-
     iteration = state.get("iteration", 0)
     try:
         result = structured_call(
@@ -165,8 +161,6 @@ def search_query(ctx: Context, query: str) -> SearchOutcome:
     Raises:
         RuntimeError: the context has no search backend (callers check ``ctx.searcher``).
     """
-    from evoduet_graph.search.cache import cached_search
-
     if ctx.searcher is None:
         raise RuntimeError("no search backend in the runtime context")
     retrieval = ctx.config.retrieval

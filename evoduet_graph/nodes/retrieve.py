@@ -10,13 +10,14 @@ every round's results with predicted scores, the final documents — with the de
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
 from evoduet_graph.nodes._common import context_of
+from evoduet_graph.rundir.store import ProgramRow
 from evoduet_graph.search.database import RoundLog as SearchRoundLog
 from evoduet_graph.search.database import RoundResult, SearchRecord
 from evoduet_graph.state import (
@@ -26,9 +27,6 @@ from evoduet_graph.state import (
     KnowledgeState,
     OuterState,
 )
-
-if TYPE_CHECKING:
-    from evoduet_graph.rundir.store import ProgramRow
 
 
 def record_id_for(kind: str, iteration: int) -> str:

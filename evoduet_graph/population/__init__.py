@@ -7,7 +7,7 @@ keep metadata only; program source stays in the run's program store and is reach
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from evoduet_graph.config import PopulationConfig
 from evoduet_graph.population.base import (
@@ -19,9 +19,7 @@ from evoduet_graph.population.base import (
 )
 from evoduet_graph.population.islands import IslandPopulation, effective_feature_bins
 from evoduet_graph.population.top_k import TopKPopulation
-
-if TYPE_CHECKING:
-    from evoduet_graph.rundir.store import ProgramStore
+from evoduet_graph.rundir.store import ProgramStore
 
 __all__ = [
     "EmptyPopulationError",

@@ -9,16 +9,21 @@ the knowledge state, c_t, where the search stands and D_search with realised Δ)
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
+from evoduet_graph.candidates.diffs import code_diff_summary
 from evoduet_graph.context import Context
-
-if TYPE_CHECKING:
-    from evoduet_graph.prompts.generate import AttemptView, ProgramView
-    from evoduet_graph.rundir.store import ProgramStore
+from evoduet_graph.prompts.generate import (
+    AttemptView,
+    ProgramView,
+    context_message_text,
+    system_message_text,
+)
+from evoduet_graph.prompts.untrusted import neutralise
+from evoduet_graph.rundir.store import ProgramStore
 
 
 def _fmt(value: float | None) -> str:
@@ -88,9 +93,6 @@ RECENT_DOCUMENTS_MAX_CHARS = 2000
 
 def recent_attempt_views(ctx: Context, iteration: int) -> list[AttemptView]:
     """The last ``prompt.history_programs`` attempts before ``iteration``, oldest first."""
-    from evoduet_graph.candidates.diffs import code_diff_summary
-    from evoduet_graph.prompts.generate import AttemptView
-
     rows = ctx.store.recent_attempts(ctx.config.prompt.history_programs, iteration)
     views = []
     for row in reversed(rows):
@@ -138,8 +140,6 @@ def system_text(ctx: Context) -> str:
     program before the role and the rules gave fewer valid children
     (``benchmarks/results/embedded/prompt_structure_ab/README.md``).
     """
-    from evoduet_graph.prompts.generate import system_message_text
-
     return system_message_text(ctx.task.instruction, ctx.task.lang)
 
 
@@ -157,8 +157,6 @@ def iteration_messages(ctx: Context, text: str) -> list[BaseMessage]:
 
 def program_view(store: ProgramStore, program_id: str) -> ProgramView:
     """Prompt view of a stored program."""
-    from evoduet_graph.prompts.generate import ProgramView
-
     row = store.get_program(program_id)
     return ProgramView(
         id=row.id,
@@ -198,8 +196,6 @@ def context_text(
     one iteration, so a model server that caches the evaluated prefix (llama.cpp, hosted
     prompt caches) only reads each node's own part.
     """
-    from evoduet_graph.prompts.generate import context_message_text
-
     inspirations = [pid for pid in inspiration_ids or [] if pid != parent_id]
     return context_message_text(
         parent=program_view(ctx.store, parent_id),
@@ -244,8 +240,6 @@ def recent_documents_text(ctx: Context, parent_id: str) -> str:
     neutralised excerpt of `RECENT_EXCERPT_CHARS` characters. The section is at most
     `RECENT_DOCUMENTS_MAX_CHARS` characters (documents that do not fit are counted).
     """
-    from evoduet_graph.prompts.untrusted import neutralise
-
     if ctx.search_db is None:
         return "(none)"
     docs = ctx.search_db.recent_documents(RECENT_DOCUMENTS)

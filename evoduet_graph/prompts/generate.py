@@ -46,18 +46,15 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from evoduet_graph.candidates.diffs import code_diff_summary, evolve_marker_lines, evolve_regions
+from evoduet_graph.config import PromptConfig
 from evoduet_graph.prompts import load_prompt
 from evoduet_graph.prompts.render import render
 from evoduet_graph.prompts.untrusted import neutralise
 from evoduet_graph.tasks.languages import Language, language_by_name
-
-if TYPE_CHECKING:
-    from evoduet_graph.config import PromptConfig
 
 __all__ = [
     "AttemptView",

@@ -5,8 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from evoduet_graph.report.correlation import RankCorrelation
 from evoduet_graph.report.markdown import md_pct, md_share, md_table, md_usd
+from evoduet_graph.report.plots import plot_compare
 from evoduet_graph.report.series import run_series
 from evoduet_graph.report.summary import paper_metrics, run_summary
 from evoduet_graph.rundir import layout
@@ -25,8 +28,6 @@ def _run_label(rdir: Path, used: set[str]) -> str:
 
 
 def _gate_mode(rdir: Path) -> str | None:
-    import yaml
-
     try:
         data = yaml.safe_load((rdir / layout.CONFIG).read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError):
@@ -53,8 +54,6 @@ def compare_runs(
     Raises:
         FileNotFoundError: a run directory does not exist.
     """
-    from evoduet_graph.report import plots as P
-
     rows: list[dict[str, Any]] = []
     runs: list[tuple[str, dict[str, Any]]] = []
     used: set[str] = set()
@@ -155,7 +154,7 @@ def compare_runs(
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         for key, name in (("best", "best"), ("ndg", "ndg")):
-            path = P.plot_compare(runs, out / f"{name}.png", key=key)
+            path = plot_compare(runs, out / f"{name}.png", key=key)
             if path is not None:
                 plots[name] = path
         captions = {"best": "Best score so far vs iteration", "ndg": "NDG vs iteration"}

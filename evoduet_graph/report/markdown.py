@@ -7,12 +7,22 @@ writes the Markdown, the PNGs and (optionally) the self-contained HTML page.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from evoduet_graph.report.calls import call_table
 from evoduet_graph.report.html import markdown_to_html
+from evoduet_graph.report.plots import (
+    plot_llm_usage,
+    plot_ndg,
+    plot_predictions,
+    plot_scores,
+    plot_urls,
+)
 from evoduet_graph.report.series import run_series
 from evoduet_graph.report.summary import MAX_HISTORY_ROWS, run_summary
 from evoduet_graph.report.summary_types import (
@@ -133,8 +143,6 @@ def _gate_can_retrieve(run_dir: Path) -> bool:
     file is written).
     """
     try:
-        import yaml
-
         data = yaml.safe_load((run_dir / layout.CONFIG).read_text(encoding="utf-8")) or {}
         gate = (data.get("gate") or {}).get("mode", "never")
         retrieval = data.get("retrieval") or {}
@@ -552,14 +560,12 @@ def write_plots(series: dict[str, Any], out_dir: Path) -> dict[str, Path]:
     Returns name → path of those drawn (a plot without data, e.g. NDG without a reference score, is
     skipped).
     """
-    from evoduet_graph.report import plots as P
-
     makers = {
-        "scores": P.plot_scores,
-        "ndg": P.plot_ndg,
-        "predictions": P.plot_predictions,
-        "urls": P.plot_urls,
-        "llm": P.plot_llm_usage,
+        "scores": plot_scores,
+        "ndg": plot_ndg,
+        "predictions": plot_predictions,
+        "urls": plot_urls,
+        "llm": plot_llm_usage,
     }
     written: dict[str, Path] = {}
     for name, make in makers.items():
@@ -616,8 +622,6 @@ def relink(markdown: str, plots: dict[str, Path], where: Path) -> str:
     ``markdown`` with its plot links made relative to the folder ``where`` (for a copy of
     the report written elsewhere, e.g. ``evoduet report --out FILE``).
     """
-    import os
-
     for path in plots.values():
         rel = os.path.relpath(path.resolve(), where.resolve())
         markdown = markdown.replace(f"]({path.name})", f"]({Path(rel).as_posix()})")

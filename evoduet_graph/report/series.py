@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from evoduet_graph.candidates.diffs import code_diff_summary
 from evoduet_graph.report.summary import (
     candidates_by_iteration,
     gate_by_iteration,
@@ -18,7 +19,9 @@ from evoduet_graph.report.summary import (
 from evoduet_graph.report.summary_types import RunSummary
 from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.read import load_programs, read_json, read_jsonl
+from evoduet_graph.search.base import normalize_url
 from evoduet_graph.search.database import SearchDatabase, load_search_db
+from evoduet_graph.task import TaskError, load_task
 
 # ------------------------------------------------------------------------------------------
 # Series for plots, lineage, queries by Δ
@@ -27,8 +30,6 @@ from evoduet_graph.search.database import SearchDatabase, load_search_db
 
 def _load_task_of(rdir: Path) -> Any | None:
     """The run's task (from ``run.json``), or None when its folder cannot be loaded."""
-    from evoduet_graph.task import TaskError, load_task
-
     meta = read_json(rdir / layout.RUN_META) or {}
     task_dir = meta.get("task_dir")
     if not task_dir:
@@ -45,8 +46,6 @@ def _url_series(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     Per iteration with searches: URLs returned, new distinct and repeated ones (cumulative
     totals too); a URL is *repeated* when its normalised form was returned before.
     """
-    from evoduet_graph.search.base import normalize_url
-
     seen: set[str] = set()
     per: dict[int, dict[str, int]] = {}
     for ev in events:
@@ -105,8 +104,6 @@ def lineage_steps(
     the parent) and ``diff`` (`evoduet_graph.candidates.diffs.code_diff_summary` from the parent;
     None for the first program).
     """
-    from evoduet_graph.candidates.diffs import code_diff_summary
-
     rows = {p.id: p for p in programs or []}
     chain: list[Any] = []
     seen: set[str] = set()

@@ -23,6 +23,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from evoduet_graph.report.calls import call_figures
 from evoduet_graph.report.correlation import rank_correlation
 from evoduet_graph.report.summary_types import (
@@ -44,8 +46,15 @@ from evoduet_graph.report.summary_types import (
     WallFigures,
 )
 from evoduet_graph.rundir import layout
+from evoduet_graph.rundir.budget import other_models, usage_cost
+from evoduet_graph.rundir.pricing import price_for, search_credits
 from evoduet_graph.rundir.read import load_programs, read_json, read_jsonl
-from evoduet_graph.rundir.usage import INCLUSIVE_NODES, finite_number, session_figures
+from evoduet_graph.rundir.usage import (
+    INCLUSIVE_NODES,
+    finite_number,
+    session_figures,
+    usage_from_events,
+)
 from evoduet_graph.search.database import SearchDatabase, load_search_db
 
 __all__ = [
@@ -173,8 +182,6 @@ def _model_figures(
     ``budget.prices``
     first); ``usd`` is None for an unpriced model.
     """
-    from evoduet_graph.rundir.usage import usage_from_events
-
     totals = usage_from_events(events)
     _, usd = _llm_cost(rdir, totals, model)
     return {
@@ -189,8 +196,6 @@ def _llm_cost(rdir: Path, totals: Any, model: str | None) -> tuple[float, dict[s
     `evoduet_graph.rundir.budget.usage_cost` of ``totals`` with the run's ``llm`` and ``budget``
     settings (``config.yaml``); ``model`` when the config names none.
     """
-    from evoduet_graph.rundir.budget import other_models, usage_cost
-
     cfg = _run_config(rdir)
     llm_cfg = _section(cfg, "llm")
     budget = _section(cfg, "budget")
@@ -338,8 +343,6 @@ def _section(cfg: dict[str, Any], name: str) -> dict[str, Any]:
 
 def _run_config(rdir: Path) -> dict[str, Any]:
     """The run's ``config.yaml`` as a dict (empty when missing or unreadable)."""
-    import yaml
-
     try:
         data = yaml.safe_load((rdir / layout.CONFIG).read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError):
@@ -499,8 +502,6 @@ def _cost_figures(
     0 for ``local``, None when unpriced) and its search calls (Tavily credits), whatever the
     ``budget:`` section says.
     """
-    from evoduet_graph.rundir.pricing import price_for, search_credits
-
     cfg = _run_config(rdir)
     llm_cfg = _section(cfg, "llm")
     budget = _section(cfg, "budget")
@@ -516,8 +517,6 @@ def _cost_figures(
     price = price_for(str(model), prices, llm_cfg.get("base_url")) if model else None
     inp, out = int(llm_total.input_tokens), int(llm_total.output_tokens)
     llm_usd = price.cost(inp, out) if price is not None else None
-    from evoduet_graph.rundir.usage import usage_from_events
-
     totals = usage_from_events(events)
     if totals.by_model:  # per model (``llm.roles``, ``llm.models``): each at its own price
         total, per_model = _llm_cost(rdir, totals, model)

@@ -135,15 +135,10 @@ class RunDirLock:
 def file_lock(path: Path) -> Iterator[None]:
     """Exclusive inter-process lock on ``path`` for the enclosed block.
 
-    Exclusive inter-process lock on ``path`` for the enclosed block (``fcntl.flock``; a
-    no-op where unavailable): the one helper for short critical sections (assembling the
+    Exclusive inter-process lock on ``path`` for the enclosed block (``fcntl.flock``, as the
+    run directory's lock): the one helper for short critical sections (assembling the
     embedded model, creating the OpenEvolve venv).
     """
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        yield
-        return
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+b") as fh:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX)

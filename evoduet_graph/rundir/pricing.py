@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from genai_prices import Usage, calc_price
+
 __all__ = [
     "LOCAL_MODELS",
     "TAVILY_CREDITS",
@@ -77,8 +79,6 @@ def _catalogue_price(model: str, base_url: str | None) -> ModelPrice | None:
     URL's provider (OpenRouter, DeepSeek, ...), so a self-hosted server that serves a model
     under a catalogue name stays unpriced instead of getting a cloud price.
     """
-    from genai_prices import Usage, calc_price
-
     prefix = model.split(":", 1)[0].strip().lower() if ":" in model else None
 
     def price(usage: Usage, name: str) -> Any:

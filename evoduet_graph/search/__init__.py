@@ -2,13 +2,10 @@
 
 Backends share one `Document` shape and the `Searcher` protocol; `make_searcher` builds the ones a
 run configures (from the backend registry, `evoduet_graph.search.registry`), and `robust_search` is
-how nodes call it. `SearchDatabase` persists every committed retrieval and its realised impact. The
-heavier backends (`TavilySearcher`, `OfflineSearcher`) are imported lazily on first access.
+how nodes call it. `SearchDatabase` persists every committed retrieval and its realised impact.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
 
 from evoduet_graph.search.base import (
     MAX_CONTENT_CHARS,
@@ -31,16 +28,14 @@ from evoduet_graph.search.database import (
     SearchRecord,
     StoredDocument,
 )
+from evoduet_graph.search.offline import OfflineSearcher, OfflineSources
 from evoduet_graph.search.registry import (
     BackendSpec,
     backend_names,
     make_searcher,
     register_backend,
 )
-
-if TYPE_CHECKING:
-    from evoduet_graph.search.offline import OfflineSearcher, OfflineSources
-    from evoduet_graph.search.tavily import TavilySearcher
+from evoduet_graph.search.tavily import TavilySearcher
 
 __all__ = [
     "MAX_CONTENT_CHARS",
@@ -68,17 +63,3 @@ __all__ = [
     "register_backend",
     "robust_search",
 ]
-
-_LAZY = {
-    "OfflineSearcher": "evoduet_graph.search.offline",
-    "OfflineSources": "evoduet_graph.search.offline",
-    "TavilySearcher": "evoduet_graph.search.tavily",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from evoduet_graph.errors import UserError
 from evoduet_graph.search.base import Document, clean_text
+from evoduet_graph.search.offline import _iter_files, _read_file
 
 __all__ = ["DocumentSetError", "grounding_source", "load_documents", "oracle_source"]
 
@@ -104,8 +105,6 @@ def _read_jsonl(path: Path, source: str) -> list[Document]:
 
 def _read_folder(root: Path, source: str) -> list[Document]:
     # the offline backend's reader: one home for turning corpus files into text
-    from evoduet_graph.search.offline import _iter_files, _read_file
-
     docs: list[Document] = []
     for path in _iter_files(root):
         try:

@@ -25,12 +25,10 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langgraph.store.base import BaseStore
-
-if TYPE_CHECKING:
-    from langgraph.store.sqlite import SqliteStore
+from langgraph.store.sqlite import SqliteStore
 
 from evoduet_graph.config import ConfigError
 from evoduet_graph.search import database as records
@@ -47,8 +45,6 @@ def open_store(path: str | Path) -> SqliteStore:
     Raises:
         ConfigError: the file cannot be created or is not a SQLite database (one line).
     """
-    from langgraph.store.sqlite import SqliteStore
-
     path = Path(path).expanduser()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -15,16 +15,18 @@ Add a backend with `register_backend` (or a ``langchain:`` spec, no registration
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from evoduet_graph.config import RetrievalConfig
 from evoduet_graph.search.backends.langchain import PREFIX as LANGCHAIN_PREFIX
+from evoduet_graph.search.backends.langchain import load_user_searcher
 from evoduet_graph.search.base import NoneSearcher, Searcher
-
-if TYPE_CHECKING:
-    from evoduet_graph.config import RetrievalConfig
+from evoduet_graph.search.combine import ExcludeDomains, MultiSearcher
+from evoduet_graph.search.offline import OfflineSearcher, OfflineSources
+from evoduet_graph.search.tavily import TavilySearcher
 
 Builder = Callable[["RetrievalConfig", Path | None], Searcher]
 """``(retrieval config, task folder or None) -> Searcher``; no network work (that is the
@@ -115,8 +117,6 @@ def check_backend_names(names: list[str]) -> None:
 def build_backend(name: str, cfg: RetrievalConfig, task_dir: Path | None) -> Searcher:
     """One backend by name (registered, or a ``langchain:`` spec)."""
     if name.startswith(LANGCHAIN_PREFIX):
-        from evoduet_graph.search.backends.langchain import load_user_searcher
-
         return load_user_searcher(name)
     return backend_spec(name).build(cfg, task_dir)
 
@@ -136,8 +136,6 @@ def make_searcher(cfg: RetrievalConfig, *, task_dir: Path | None = None) -> Sear
     Raises:
         ValueError: an unknown backend name.
     """
-    from evoduet_graph.search.combine import ExcludeDomains, MultiSearcher
-
     names = cfg.backend_names
     check_backend_names(names)
     searchers = [build_backend(name, cfg, task_dir) for name in names]
@@ -155,23 +153,17 @@ def _none(cfg: RetrievalConfig, task_dir: Path | None) -> Searcher:
 
 
 def _offline(cfg: RetrievalConfig, task_dir: Path | None) -> Searcher:
-    from evoduet_graph.search.offline import OfflineSearcher, OfflineSources
-
     return OfflineSearcher(
         OfflineSources.from_config(cfg, task_dir=task_dir), cache_dir=cfg.index_cache_dir
     )
 
 
 def _tavily(cfg: RetrievalConfig, task_dir: Path | None) -> Searcher:
-    from evoduet_graph.search.tavily import TavilySearcher
-
     return TavilySearcher.from_config(cfg)
 
 
 def _lazy(module: str, factory: str) -> Builder:
     def build(cfg: RetrievalConfig, task_dir: Path | None) -> Searcher:
-        import importlib
-
         searcher: Searcher = getattr(importlib.import_module(module), factory)(cfg)
         return searcher
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+from tavily import TavilyClient
+
+from evoduet_graph.config import RetrievalConfig
 from evoduet_graph.search.base import Document, SearchUnavailableError
-
-if TYPE_CHECKING:
-    from evoduet_graph.config import RetrievalConfig
 
 _KEY_ENV = "TAVILY_API_KEY"
 _MAX_RESULTS_LIMIT = 20  # the API accepts 0..20 results per query
@@ -128,12 +128,6 @@ class TavilySearcher:
                 raise SearchUnavailableError(
                     f"{_KEY_ENV} is not set: set {_KEY_ENV} or use retrieval.backend=offline"
                 )
-            try:
-                from tavily import TavilyClient
-            except ImportError as exc:  # pragma: no cover - a declared dependency
-                raise SearchUnavailableError(
-                    "tavily-python is not installed: pip install tavily-python"
-                ) from exc
             self._client = TavilyClient(api_key=self._api_key)
         return self._client
 

@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from evoduet_graph.config import EvoDuetConfig
+from evoduet_graph.config import ConfigError, EvoDuetConfig
 from evoduet_graph.task import Task
 
 __all__ = ["TaskSettings", "apply_task_settings", "task_models"]
@@ -200,8 +200,6 @@ def apply_task_settings(task: Task, config: EvoDuetConfig) -> TaskSettings:
     Raises:
         ConfigError: ``llm.model: task`` but the task config names no models.
     """
-    from evoduet_graph.config import ConfigError
-
     raw = task.openevolve_config
     settings = TaskSettings(config=config)
     overrides: dict[str, Any] = {}

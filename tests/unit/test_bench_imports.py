@@ -41,6 +41,8 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     "configuration overlays, merged as a config file's are",
     ("evoduet_graph.report.correlation", "rank_correlation"): "the one Spearman / Fisher-z "
     "computation, shared by the run report and the bench summary",
+    ("evoduet_graph.report.plots", "pyplot"): "the one place that loads matplotlib (on the "
+    "Agg backend), shared by the run report's plots and the bench's",
 }
 
 

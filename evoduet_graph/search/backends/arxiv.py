@@ -6,12 +6,10 @@ Each hit is one paper: content = the abstract, url = its ``Entry ID``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from evoduet_graph.config import RetrievalConfig
 from evoduet_graph.search.backends.langchain import LangChainSearcher, community_retriever
-
-if TYPE_CHECKING:
-    from evoduet_graph.config import RetrievalConfig
 
 PROBE_URL = "https://export.arxiv.org/api/query"
 

@@ -9,13 +9,13 @@ snippets, url = ``link``, title = ``title``. Good for an independent web index w
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from langchain_community.utilities import BraveSearchWrapper
+
+from evoduet_graph.config import RetrievalConfig
 from evoduet_graph.search.backends.langchain import LangChainSearcher
 from evoduet_graph.search.preflight import backend_checks, require_key
-
-if TYPE_CHECKING:
-    from evoduet_graph.config import RetrievalConfig
 
 KEY_ENV = "BRAVE_SEARCH_API_KEY"
 PROBE_URL = "https://api.search.brave.com"
@@ -30,8 +30,6 @@ def make_brave(cfg: RetrievalConfig, *, client: Any | None = None) -> LangChainS
         if client is not None:
             wrapper = client
         elif n not in wrappers:
-            from langchain_community.utilities import BraveSearchWrapper
-
             wrapper = wrappers[n] = BraveSearchWrapper(
                 api_key=require_key(KEY_ENV, backend="brave"),
                 search_kwargs={"count": max(1, min(n, MAX_COUNT))},

@@ -9,13 +9,13 @@ Good for code and general web pages without an account.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from langchain_community.utilities import DuckDuckGoSearchAPIWrapper
+
+from evoduet_graph.config import RetrievalConfig
 from evoduet_graph.search.backends.langchain import LangChainSearcher
 from evoduet_graph.search.preflight import backend_checks
-
-if TYPE_CHECKING:
-    from evoduet_graph.config import RetrievalConfig
 
 PROBE_URL = "https://duckduckgo.com"
 
@@ -26,8 +26,6 @@ def make_duckduckgo(cfg: RetrievalConfig, *, client: Any | None = None) -> LangC
 
     def build(_n: int) -> Any:
         if not wrapper:
-            from langchain_community.utilities import DuckDuckGoSearchAPIWrapper
-
             wrapper.append(DuckDuckGoSearchAPIWrapper())
         return lambda query, n: wrapper[0].results(query, n)
 

@@ -10,14 +10,12 @@ by meaning rather than keywords.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from evoduet_graph.config import RetrievalConfig
 from evoduet_graph.search.backends.langchain import LangChainSearcher
 from evoduet_graph.search.base import MAX_CONTENT_CHARS
 from evoduet_graph.search.preflight import backend_checks, require_key
-
-if TYPE_CHECKING:
-    from evoduet_graph.config import RetrievalConfig
 
 KEY_ENV = "EXA_API_KEY"
 PROBE_URL = "https://api.exa.ai"
@@ -28,7 +26,7 @@ def make_exa(cfg: RetrievalConfig, *, client: Any | None = None) -> LangChainSea
     exclude = list(cfg.exclude_domains) or None
 
     def build(n: int) -> Any:
-        from langchain_exa import ExaSearchRetriever
+        from langchain_exa import ExaSearchRetriever  # optional (the `exa` extra)
 
         return ExaSearchRetriever(
             k=n,

@@ -25,6 +25,9 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.tools import BaseTool
+
 from evoduet_graph.plugins import PluginError, build_plugin, import_attribute
 from evoduet_graph.search.base import Document, SearchUnavailableError
 from evoduet_graph.search.preflight import backend_checks
@@ -199,6 +202,8 @@ def community_retriever(
     """
 
     def build(n: int) -> Any:
+        # optional for most runs: only the community retriever backends need it, and
+        # importing langchain_community warns that it is being sunset
         from langchain_community import retrievers
 
         return getattr(retrievers, retriever)(**settings(n))
@@ -221,9 +226,6 @@ def load_user_searcher(spec: str) -> LangChainSearcher:
     The preflight raises `SearchUnavailableError` (one line) for a malformed spec, an import
     failure, a failing factory, or an object that is not a retriever or tool.
     """
-    from langchain_core.retrievers import BaseRetriever
-    from langchain_core.tools import BaseTool
-
     target_spec = spec.removeprefix(PREFIX)
     loaded: list[Any] = []
 

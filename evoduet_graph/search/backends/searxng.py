@@ -11,14 +11,14 @@ its settings.yml). Good for a private meta-search over engines you choose.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from langchain_community.utilities import SearxSearchWrapper
+
+from evoduet_graph.config import RetrievalConfig
 from evoduet_graph.search.backends.langchain import LangChainSearcher
 from evoduet_graph.search.base import SearchUnavailableError
 from evoduet_graph.search.preflight import require_package, require_reachable
-
-if TYPE_CHECKING:
-    from evoduet_graph.config import RetrievalConfig
 
 URL_ENV = "SEARX_HOST"
 
@@ -43,8 +43,6 @@ def make_searxng(cfg: RetrievalConfig, *, client: Any | None = None) -> LangChai
 
     def build(_n: int) -> Any:
         if not wrapper:
-            from langchain_community.utilities import SearxSearchWrapper
-
             wrapper.append(SearxSearchWrapper(searx_host=need_url()))
         return lambda query, n: wrapper[0].results(query, num_results=n)
 

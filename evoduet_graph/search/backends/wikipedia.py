@@ -6,13 +6,11 @@ Each hit is one article: content = its text, url = ``source`` (the page URL), ti
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from evoduet_graph.config import RetrievalConfig
 from evoduet_graph.search.backends.langchain import LangChainSearcher, community_retriever
 from evoduet_graph.search.base import MAX_CONTENT_CHARS
-
-if TYPE_CHECKING:
-    from evoduet_graph.config import RetrievalConfig
 
 
 def make_wikipedia(cfg: RetrievalConfig, *, client: Any | None = None) -> LangChainSearcher:
