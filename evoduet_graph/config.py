@@ -375,7 +375,7 @@ class RetrievalConfig(_Section):
         "de-duplicated by normalised URL): offline|tavily|arxiv|wikipedia|duckduckgo|searxng|"
         "exa|brave|langchain:<module>:<factory>|none (the registry "
         "`evoduet_graph.search.registry`, which checks the names when the run starts and "
-        "takes backends registered by you too; see the README's table of search sources). "
+        "takes backends registered by you too; see docs/search.md's table of search sources). "
         "`offline` is BM25 over the task's docs/, --corpus folders and numpy/scipy API docs; "
         "`langchain:<module>:<factory>` loads a LangChain retriever or search tool of yours.",
     )

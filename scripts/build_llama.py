@@ -1,6 +1,6 @@
 """Build and install the embedded model's runtime: llama-cpp-python at the locked version.
 
-Usage (the Makefile runs it; the README's "Installing" section explains the choice):
+Usage (the Makefile runs it; docs/install.md explains the choice):
 
     .venv/bin/python scripts/build_llama.py requirements/run.lock
 

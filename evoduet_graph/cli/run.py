@@ -220,7 +220,7 @@ def _check_can_review(json_lines: bool) -> None:
     if json_lines:
         _fail(
             "retrieval.review_queries / gate.review ask on the terminal, which --json cannot "
-            "do; drop --json, or review in Studio (see the README's Studio section)"
+            "do; drop --json, or review in Studio (see docs/studio.md)"
         )
     if not (sys.stdin.isatty() and sys.stderr.isatty()):
         _fail(

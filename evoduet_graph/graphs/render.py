@@ -39,7 +39,7 @@ def drawable(loop: Loop = "outer", *, xray: bool = False) -> Any:
 
 
 def mermaid(loop: Loop = "outer", *, xray: bool = False) -> str:
-    """Mermaid flowchart text of a loop (what the README's "Graphs" section shows)."""
+    """Mermaid flowchart text of a loop (what docs/graphs.md shows)."""
     return str(drawable(loop, xray=xray).draw_mermaid())
 
 

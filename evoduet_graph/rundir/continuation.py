@@ -1,6 +1,6 @@
 """The rules for starting or continuing a run in a run directory.
 
-The rules for starting or continuing a run in a run directory (docs/design.md §3, the README's
+The rules for starting or continuing a run in a run directory (docs/design.md §3, docs/resume.md's
 resume table): one writer at a time (`hold_run_dir`), no run over a folder that is not a run
 directory (`check_run_dir`), a graph-input run only on its own thread
 (`check_graph_input_run_dir`), and a continuation only with the settings a resume may change
@@ -299,7 +299,7 @@ def check_continuation(rdir: Path, cfg: EvoDuetConfig, task: Task | None = None)
             ) + (f" and {len(refused) - 6} more" if len(refused) > 6 else "")
             raise RunError(
                 f"{rdir} cannot continue with a changed {shown}: a resume may change only how "
-                "long the run goes and how it reaches the model (see the README's resume "
+                "long the run goes and how it reaches the model (see docs/resume.md's resume "
                 f"table); restore the run's values in its config.yaml and `evoduet resume "
                 f"{rdir}`, or start a new run with a new --out"
             )

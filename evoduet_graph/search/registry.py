@@ -2,7 +2,7 @@
 
 Every backend a run can name in ``retrieval.backend`` is a `BackendSpec` here: how to build
 it from the run's `RetrievalConfig`, the pyproject extra that installs it, the key it needs
-and what it is good for (the README's table of search sources lists the same). Besides the
+and what it is good for (docs/search.md's table of search sources lists the same). Besides the
 registered names, ``langchain:<module>:<factory>`` loads any LangChain retriever or search
 tool of the user's (`evoduet_graph.search.backends.langchain.load_user_searcher`).
 

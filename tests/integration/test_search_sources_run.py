@@ -12,26 +12,34 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from evoduet_graph import EvoDuetConfig, resume, run
 from evoduet_graph.nodes.stop_rules import TARGET_PREFIX
 from evoduet_graph.rundir.events import read_events
-from evoduet_graph.search import SearchDatabase
+from evoduet_graph.search import SearchDatabase, registry
 from evoduet_graph.search.backends.arxiv import make_arxiv
-from evoduet_graph.search.registry import BackendSpec, register_backend
+from evoduet_graph.search.registry import BackendSpec
 from tests.conftest import RADIUS_UP, SPREAD_UP
 from tests.fakes import KnowledgeResponder, ScriptedChatModel
 from tests.unit.test_search_backends import ARXIV_DOCS, FakeRetriever
 
 ARXIV_FAKE = FakeRetriever(docs=ARXIV_DOCS)
-register_backend(
-    BackendSpec(
-        "arxiv-fake",
-        lambda cfg, task_dir: make_arxiv(cfg, client=ARXIV_FAKE),
-        None,
-        None,
-        "arXiv with a fake retriever (tests)",
+
+
+@pytest.fixture(autouse=True)
+def _arxiv_fake_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Register ``arxiv-fake`` for this module's tests only, so other tests see the built-ins."""
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    registry.register_backend(
+        BackendSpec(
+            "arxiv-fake",
+            lambda cfg, task_dir: make_arxiv(cfg, client=ARXIV_FAKE),
+            None,
+            None,
+            "arXiv with a fake retriever (tests)",
+        )
     )
-)
 
 
 def _corpus(tmp_path: Path) -> Path:

@@ -215,7 +215,7 @@ def test_cli_compare(fake_run, tmp_path):  # noqa: F811
 def test_cli_graph_mermaid_and_png(tmp_path):
     result = runner.invoke(app, ["graph", "--xray"])
     assert result.exit_code == 0, result.output
-    assert "graph TD;" in result.stdout and "retrieve\\3aconstruct_query" in result.stdout
+    assert "graph TD;" in result.stdout and "query_evolution\\3aconstruct_query" in result.stdout
     inner = runner.invoke(app, ["graph", "--loop", "inner"])
     assert "update_knowledge -.-> construct_query;" in inner.stdout
     pytest.importorskip("pygraphviz")
