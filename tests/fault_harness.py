@@ -777,6 +777,7 @@ class Scenario:
     lost_programs: int = 0
     seconds: float = 0.0
     skipped_by_policy: int = 0
+    in_flight_at_both_kills: int = 0
     occurrence: int = 0
     second_occurrence: int = 0
     salt: str = "evoduet"
@@ -1108,6 +1109,7 @@ def run_scenario(
             result.problems.append(f"the resumed run failed (status {status})")
             return finish()
     result.resumed = True
+    result.in_flight_at_both_kills = len(set.intersection(*in_flight_at_kill))
 
     def reference_for(skipped: frozenset[str]) -> dict[str, Any]:
         return reference_run(sdir, salt, presumed_dead=skipped)[0]

@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import ROOT
 
@@ -92,14 +93,14 @@ print(json.dumps({{"ok": res.ok, "label": res.label, "problems": res.problems}})
     assert out["ok"], out["problems"]
 
 
-def _harness(code: str) -> dict:
+def _harness(code: str, timeout: float = 300) -> Any:
     """Run ``code`` (which prints one JSON line) in a fresh interpreter at the repo root."""
     proc = subprocess.run(
         [sys.executable, "-c", code],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -146,24 +147,42 @@ def test_a_double_kill_inside_one_evaluation_resumes_to_the_run_that_skips_it(
     it), so the result is the uninterrupted run's in which that program is skipped, not the
     plain reference (the harness compared with the plain one and failed this double kill
     whenever its second kill fell there). A skip the kills do not explain is still a failure.
+
+    Whether the next evaluation has started when the first kill lands depends on the
+    scheduler (on a loaded machine it may not have), so the scenario is tried up to three
+    times until both kills fall inside one evaluation; every try must skip exactly the
+    programs in flight at both kills.
     """
-    out = _harness(f"""
-import json
+    out = _harness(
+        f"""
+import json, shutil
 from pathlib import Path
 from tests import fault_harness as fh
 w = Path({str(tmp_path)!r})
 ref, _ = fh.reference_run(w)
-res = fh.run_scenario(w, 0, False, ref, second=("eval:end", 1),
-                      kill_at=("store:put_evaluation", 3), keep=True)
-run_dir = next(w.glob("kill-*/run"))
-unexplained = fh.Scenario(point=0, torn=False)
-fh._skipped_by_policy(unexplained, run_dir, [set(), set()])
-print(json.dumps({{"ok": res.ok, "second": res.second_label, "skipped": res.skipped_by_policy,
-                  "problems": res.problems, "unexplained": unexplained.problems}}))
-""")
-    assert out["second"] == "eval:end", out
-    assert out["ok"] and out["skipped"] == 1, out
-    assert len(out["unexplained"]) == 1 and "in flight at only 0" in out["unexplained"][0]
+tries = []
+for attempt in range(3):
+    res = fh.run_scenario(w, 0, False, ref, second=("eval:end", 1),
+                          kill_at=("store:put_evaluation", 3), keep=True)
+    run_dir = next(w.glob("kill-*/run"))
+    unexplained = fh.Scenario(point=0, torn=False)
+    fh._skipped_by_policy(unexplained, run_dir, [set(), set()])
+    tries.append({{"ok": res.ok, "second": res.second_label, "skipped": res.skipped_by_policy,
+                   "both": res.in_flight_at_both_kills, "problems": res.problems,
+                   "unexplained": unexplained.problems}})
+    shutil.rmtree(run_dir.parent)
+    if res.in_flight_at_both_kills:
+        break
+print(json.dumps(tries))
+""",
+        timeout=900,
+    )
+    for one in out:
+        assert one["second"] == "eval:end", out
+        assert one["ok"] and one["skipped"] == one["both"], out
+    last = out[-1]
+    assert last["both"] == 1, f"no try put both kills inside one evaluation: {out}"
+    assert len(last["unexplained"]) == 1 and "in flight at only 0" in last["unexplained"][0]
 
 
 def test_every_invocation_runs_the_same_scenarios(tmp_path: Path) -> None:
