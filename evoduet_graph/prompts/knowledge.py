@@ -51,7 +51,7 @@ def _text(value: Any) -> str:
 KNOWLEDGE_CHARS = 200
 """Cap of each knowledge-state field (about one sentence of 30 words). It is part of the JSON
 schema (``maxLength``), so a grammar-constrained model (the embedded llama.cpp one) cannot
-ramble until ``max_tokens`` truncates the JSON. Issue 17 (lean outputs) halved it from 400:
+ramble until ``max_tokens`` truncates the JSON. It was 400 before the outputs were made lean:
 the gate and ``hypothetical_score`` write these three fields on every call, each output token
 of the embedded model costs ~0.1 s on 2 cores, and the next prompts show the fields only as a
 short summary of the knowledge state."""
