@@ -1,10 +1,10 @@
 """The rules for starting or continuing a run in a run directory.
 
-The rules for starting or continuing a run in a run directory (docs/design.md §3, docs/resume.md's
-resume table): one writer at a time (`hold_run_dir`), no run over a folder that is not a run
-directory (`check_run_dir`), a graph-input run only on its own thread
-(`check_graph_input_run_dir`), and a continuation only with the settings a resume may change
-(`check_continuation`: `RESUME_APPLIED`, `RESUME_NOTED`) and an unchanged task folder.
+What is checked (docs/design.md §3, docs/resume.md's resume table): one writer at a time
+(`hold_run_dir`), no run over a folder that is not a run directory (`check_run_dir`), a
+graph-input run only on its own thread (`check_graph_input_run_dir`), and a continuation only
+with the settings a resume may change (`check_continuation`: `RESUME_APPLIED`, `RESUME_NOTED`)
+and an unchanged task folder.
 
 Every check runs before anything in the run directory is written; a refusal is a `RunError`
 that says what is wrong and what to do.
