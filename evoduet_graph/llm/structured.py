@@ -72,7 +72,8 @@ from tenacity import (
     retry_if_exception,
     stop_after_attempt,
     stop_after_delay,
-    wait_exponential_jitter,
+    wait_exponential,
+    wait_random,
 )
 from tenacity.stop import stop_base
 
@@ -191,9 +192,11 @@ class RetryPolicy:
         retrying = Retrying(
             stop=stop,
             wait=_honour_retry_after(
-                wait_exponential_jitter(
-                    multiplier=self.initial_s, max=self.max_s, jitter=self.initial_s
-                ),
+                # exponential backoff with jitter, spelled so that every tenacity the
+                # dependencies admit takes it (google-genai caps tenacity below 9.2, whose
+                # wait_exponential_jitter is the first to take `multiplier`)
+                wait_exponential(multiplier=self.initial_s, max=self.max_s)
+                + wait_random(0, self.initial_s),
                 self.max_s,
             ),
             retry=retry_if_exception(_is_retryable),
@@ -235,7 +238,7 @@ def _honour_retry_after(base: Callable[[Any], float], cap: float) -> Callable[[A
     """
 
     def wait(retry_state: Any) -> float:
-        backoff = base(retry_state)
+        backoff = min(base(retry_state), cap)
         outcome = retry_state.outcome
         asked = _retry_after_s(outcome.exception() if outcome is not None else None)
         return max(backoff, min(asked, cap)) if asked is not None else backoff
