@@ -46,14 +46,11 @@ from evoduet_graph.driver import (
     check_memory,
     close_inflight,
     drive,
-    emit_run_start,
     forward_index_progress,
+    open_run,
     pin_base_url,
     program_entry,
-    report_sandbox,
-    report_task,
     run_evaluator,
-    write_run_files,
 )
 from evoduet_graph.errors import RunError
 from evoduet_graph.evaluation import Evaluator
@@ -301,24 +298,7 @@ def run(
     rdir.mkdir(parents=True, exist_ok=True)
     rdir = rdir.resolve()
     acquire_lock(lock)
-    write_run_files(rdir, task, cfg, evaluator)
     with lock, ExitStack() as stack:
-        ctx = build_context(
-            task,
-            cfg,
-            rdir,
-            llm=llm,
-            evaluator=evaluator,
-            searcher=searcher,
-            novelty=novelty,
-            role_llms=role_llms,
-        )
-        stack.callback(ctx.store.close)
-        stack.callback(close_inflight, ctx)
-        if ctx.search_cache is not None:
-            stack.callback(ctx.search_cache.close)
-        if initial is not None:
-            ctx.store.put_evaluation(task.initial_program, initial)
         if checkpointer is None:
             checkpointer = open_checkpointer(rdir / layout.CHECKPOINTS)
             stack.callback(checkpointer.conn.close)
@@ -333,11 +313,26 @@ def run(
         # writes saved) but whose checkpoint was not written yet has next=() and tasks
         # left to commit; starting a new invocation then would drop that step.
         resuming = bool(snapshot.next or snapshot.tasks)
-        emit_run_start(ctx, task, cfg, model_name, resumed=resuming or existing)
-        report_task(ctx, settings)
-        for note in notes:
-            ctx.events.emit("config_change", message=note)
-        report_sandbox(ctx)
+        ctx = open_run(
+            task,
+            cfg,
+            rdir,
+            model_name=model_name,
+            resumed=resuming or existing,
+            notes=notes,
+            settings=settings,
+            evaluator=evaluator,
+            llm=llm,
+            searcher=searcher,
+            novelty=novelty,
+            role_llms=role_llms,
+        )
+        stack.callback(ctx.store.close)
+        stack.callback(close_inflight, ctx)
+        if ctx.search_cache is not None:
+            stack.callback(ctx.search_cache.close)
+        if initial is not None:
+            ctx.store.put_evaluation(task.initial_program, initial)
         graph_input = None if resuming else {"max_iterations": cfg.iterations}
         if resuming and snapshot.values.get("max_iterations") != cfg.iterations:
             ctx.max_iterations = cfg.iterations  # applied by `record` at the iteration's end
