@@ -25,7 +25,7 @@ import sqlite3
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
@@ -84,6 +84,7 @@ __all__ = [
     "EventFn",
     "ProgressFn",
     "ReviewFn",
+    "ResumeOptions",
     "RunResult",
     "build_context",
     "build_graph",
@@ -368,23 +369,26 @@ def _check_setup(
     return searcher
 
 
-def resume(
-    run_dir: str | Path,
-    *,
-    llm: BaseChatModel | None = None,
-    evaluator: Evaluator | None = None,
-    iterations: int | None = None,
-    progress: ProgressFn | None = None,
-    nodes: dict[str, NodeFn] | None = None,
-    searcher: Searcher | None = None,
-    on_event: EventFn | None = None,
-    review: ReviewFn | None = None,
-) -> RunResult:
+class ResumeOptions(TypedDict, total=False):
+    """What `resume` passes on to `run`: the injections and callbacks of the run (see `run`)."""
+
+    llm: BaseChatModel | None
+    evaluator: Evaluator | None
+    iterations: int | None
+    progress: ProgressFn | None
+    nodes: dict[str, NodeFn] | None
+    searcher: Searcher | None
+    on_event: EventFn | None
+    review: ReviewFn | None
+
+
+def resume(run_dir: str | Path, **options: Unpack[ResumeOptions]) -> RunResult:
     """Continue a run from its last checkpoint with the configuration it was started with.
 
-    Pass the same ``llm`` / ``evaluator`` / ``nodes`` / ``searcher`` injections the run was
-    started with (they are not stored in the run directory). A run that waits for a review
-    pauses again at the same review (``review`` answers it).
+    ``options`` are `run`'s keyword arguments of the same names (`ResumeOptions`). Pass the
+    same ``llm`` / ``evaluator`` / ``nodes`` / ``searcher`` injections the run was started
+    with (they are not stored in the run directory). A run that waits for a review pauses
+    again at the same review (``review`` answers it).
 
     Raises:
         RunError: ``run_dir`` is not a run directory that can be rebuilt (`RunDir.open`).
@@ -394,16 +398,4 @@ def resume(
     except RunDirError as exc:
         raise RunError(f"{run_dir}: {exc}") from None
     rdir = opened.path
-    return run(
-        opened.load_task(),
-        rdir / layout.CONFIG,
-        llm=llm,
-        evaluator=evaluator,
-        run_dir=rdir,
-        iterations=iterations,
-        progress=progress,
-        nodes=nodes,
-        searcher=searcher,
-        on_event=on_event,
-        review=review,
-    )
+    return run(opened.load_task(), rdir / layout.CONFIG, run_dir=rdir, **options)
