@@ -245,9 +245,18 @@ def open_run(
     note, and what the sandbox enforces (``sandbox``).
 
     Args:
+        task: the loaded task.
+        cfg: the checked configuration (`evoduet_graph.startup.checked_config`).
+        rdir: the run directory, created and locked by the caller.
+        model_name: the model named in ``run_start``.
         resumed: whether the run continues an earlier one; None: whether the program store
             already holds the initial program.
         notes: the resume notes of `evoduet_graph.rundir.continuation.check_continuation`.
+        settings: the task config's settings in force (`apply_task_settings`), reported in
+            ``task_settings``; None: not reported (graph-input runs do not apply them).
+        thread_id: the LangGraph thread recorded in ``run.json``.
+        studio: a graph-input run (Studio, the SDK, ``graph.invoke``).
+        evaluator: the evaluator to use; default the configured one.
         **build: `build_context`'s injections (``llm``, ``searcher``, ``novelty``, ...).
     """
     write_run_files(rdir, task, cfg, evaluator, thread_id=thread_id, studio=studio)

@@ -93,7 +93,7 @@ def fenced_blocks(text: str) -> list[FencedBlock]:
 
     A block opens on a line of three or more backticks or tildes (indentation allowed) and
     closes on a line of the same character at least as long and nothing else. Line ends may be
-    ``\\n``, ``\\r\\n`` or ``\\r``.
+    LF, CRLF or CR.
     """
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     found: list[FencedBlock] = []

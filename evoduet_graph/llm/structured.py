@@ -627,4 +627,6 @@ def structured_call(
     value = default.model_copy(deep=True) if isinstance(default, BaseModel) else default()
     if not isinstance(value, schema):
         raise TypeError(f"default factory returned {type(value)!r}, not {schema.__name__}")
-    return StructuredResult(value=value, method="default", fallbacks=stages.fallbacks, raw=stages.last_raw)
+    return StructuredResult(
+        value=value, method="default", fallbacks=stages.fallbacks, raw=stages.last_raw
+    )

@@ -40,7 +40,7 @@ _CONFIG_KEYS = {
     "include_domains": "tavily_include_domains",
     "exclude_domains": "exclude_domains",
 }
-"""`TavilySearcher` argument → the ``retrieval`` key it comes from (`TavilySearcher.from_config`)."""
+"""`TavilySearcher` argument → the ``retrieval`` key it comes from (`from_config`)."""
 
 
 class TavilySearcher:
