@@ -507,7 +507,11 @@ class LocalChatModel(BaseChatModel):
 
         ``json_schema``: llama.cpp's ``response_format={"type": "json_object", "schema": ...}``
         (the schema is compiled to a GBNF grammar, so the reply is valid JSON of that shape);
-        ``json_mode``: any JSON object (the prompt must describe the fields).
+        ``json_mode``: any JSON object (the prompt must describe the fields). The result is a
+        runnable (the bound model, then LangChain's output parser) like any provider's; only
+        the grammar check stays outside it: the schema is compiled here, once, because a schema
+        llama.cpp cannot compile must fail when the runnable is made (so `structured_call`
+        moves to ``json_mode`` without a call), not on every invocation.
 
         Args:
             schema: a pydantic model class or a JSON-schema dict.
