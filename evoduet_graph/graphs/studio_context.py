@@ -201,20 +201,25 @@ class StudioContext:
         """The `Context` of this context with the graph input's ``settings`` laid over it.
 
         ``task_dir`` and ``run_dir`` replace the context's, ``config`` overrides are merged over
-        the context's (the input wins key by key). Resolved once per run: the result is kept on
-        this object (one per invocation) and the contexts built in a module cache shared by the
-        threads of the process (the same settings and thread build one `Context`).
+        the context's (the input wins key by key). The `Context` is built once per settings and
+        thread (run directory) and kept in a module cache shared by the threads of the process,
+        so every node and router of a run gets the same one.
 
         Raises:
             StudioContextError: a setting has the wrong type, or a malformed model spec;
             TaskError / ConfigError: the task folder or configuration is unusable (shown in
             Studio as the node's error).
         """
-        memo: dict[str, Context] = self.__dict__.setdefault("_resolved", {})
-        memo_key = json.dumps(dict(settings or {}), sort_keys=True, default=str)
-        ctx = memo.get(memo_key)
-        if ctx is None:
-            ctx = memo[memo_key] = self._with_input(settings or {})._cached()
+        studio = self._with_input(settings) if settings else self
+        run_dir = Path(studio.run_dir).expanduser() if studio.run_dir else None
+        if run_dir is None:
+            run_dir = _default_run_dir(studio.task_dir)
+        key = studio._key(run_dir)
+        with _CACHE_LOCK:
+            ctx = _CACHE.get(key)
+            if ctx is None:
+                ctx = studio._build(run_dir)
+                _CACHE[key] = ctx
         return ctx
 
     def _with_input(self, settings: Mapping[str, Any]) -> StudioContext:
@@ -238,19 +243,6 @@ class StudioContext:
                 )
             changes["config"] = deep_merge(dict(self.config or {}), dict(extra))
         return replace(self, **changes) if changes else self
-
-    def _cached(self) -> Context:
-        """The `Context` of these settings and thread, built on first use (module cache)."""
-        run_dir = Path(self.run_dir).expanduser() if self.run_dir else None
-        if run_dir is None:
-            run_dir = _default_run_dir(self.task_dir)
-        key = self._key(run_dir)
-        with _CACHE_LOCK:
-            ctx = _CACHE.get(key)
-            if ctx is None:
-                ctx = self._build(run_dir)
-                _CACHE[key] = ctx
-        return ctx
 
     def _build(self, run_dir: Path) -> Context:
         task = load_task(self.task_dir)
