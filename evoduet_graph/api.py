@@ -25,7 +25,7 @@ import sqlite3
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
@@ -46,14 +46,11 @@ from evoduet_graph.driver import (
     check_memory,
     close_inflight,
     drive,
-    emit_run_start,
     forward_index_progress,
+    open_run,
     pin_base_url,
     program_entry,
-    report_sandbox,
-    report_task,
     run_evaluator,
-    write_run_files,
 )
 from evoduet_graph.errors import RunError
 from evoduet_graph.evaluation import Evaluator
@@ -87,6 +84,7 @@ __all__ = [
     "EventFn",
     "ProgressFn",
     "ReviewFn",
+    "ResumeOptions",
     "RunResult",
     "build_context",
     "build_graph",
@@ -301,24 +299,7 @@ def run(
     rdir.mkdir(parents=True, exist_ok=True)
     rdir = rdir.resolve()
     acquire_lock(lock)
-    write_run_files(rdir, task, cfg, evaluator)
     with lock, ExitStack() as stack:
-        ctx = build_context(
-            task,
-            cfg,
-            rdir,
-            llm=llm,
-            evaluator=evaluator,
-            searcher=searcher,
-            novelty=novelty,
-            role_llms=role_llms,
-        )
-        stack.callback(ctx.store.close)
-        stack.callback(close_inflight, ctx)
-        if ctx.search_cache is not None:
-            stack.callback(ctx.search_cache.close)
-        if initial is not None:
-            ctx.store.put_evaluation(task.initial_program, initial)
         if checkpointer is None:
             checkpointer = open_checkpointer(rdir / layout.CHECKPOINTS)
             stack.callback(checkpointer.conn.close)
@@ -333,11 +314,26 @@ def run(
         # writes saved) but whose checkpoint was not written yet has next=() and tasks
         # left to commit; starting a new invocation then would drop that step.
         resuming = bool(snapshot.next or snapshot.tasks)
-        emit_run_start(ctx, task, cfg, model_name, resumed=resuming or existing)
-        report_task(ctx, settings)
-        for note in notes:
-            ctx.events.emit("config_change", message=note)
-        report_sandbox(ctx)
+        ctx = open_run(
+            task,
+            cfg,
+            rdir,
+            model_name=model_name,
+            resumed=resuming or existing,
+            notes=notes,
+            settings=settings,
+            evaluator=evaluator,
+            llm=llm,
+            searcher=searcher,
+            novelty=novelty,
+            role_llms=role_llms,
+        )
+        stack.callback(ctx.store.close)
+        stack.callback(close_inflight, ctx)
+        if ctx.search_cache is not None:
+            stack.callback(ctx.search_cache.close)
+        if initial is not None:
+            ctx.store.put_evaluation(task.initial_program, initial)
         graph_input = None if resuming else {"max_iterations": cfg.iterations}
         if resuming and snapshot.values.get("max_iterations") != cfg.iterations:
             ctx.max_iterations = cfg.iterations  # applied by `record` at the iteration's end
@@ -373,23 +369,26 @@ def _check_setup(
     return searcher
 
 
-def resume(
-    run_dir: str | Path,
-    *,
-    llm: BaseChatModel | None = None,
-    evaluator: Evaluator | None = None,
-    iterations: int | None = None,
-    progress: ProgressFn | None = None,
-    nodes: dict[str, NodeFn] | None = None,
-    searcher: Searcher | None = None,
-    on_event: EventFn | None = None,
-    review: ReviewFn | None = None,
-) -> RunResult:
+class ResumeOptions(TypedDict, total=False):
+    """What `resume` passes on to `run`: the injections and callbacks of the run (see `run`)."""
+
+    llm: BaseChatModel | None
+    evaluator: Evaluator | None
+    iterations: int | None
+    progress: ProgressFn | None
+    nodes: dict[str, NodeFn] | None
+    searcher: Searcher | None
+    on_event: EventFn | None
+    review: ReviewFn | None
+
+
+def resume(run_dir: str | Path, **options: Unpack[ResumeOptions]) -> RunResult:
     """Continue a run from its last checkpoint with the configuration it was started with.
 
-    Pass the same ``llm`` / ``evaluator`` / ``nodes`` / ``searcher`` injections the run was
-    started with (they are not stored in the run directory). A run that waits for a review
-    pauses again at the same review (``review`` answers it).
+    ``options`` are `run`'s keyword arguments of the same names (`ResumeOptions`). Pass the
+    same ``llm`` / ``evaluator`` / ``nodes`` / ``searcher`` injections the run was started
+    with (they are not stored in the run directory). A run that waits for a review pauses
+    again at the same review (``review`` answers it).
 
     Raises:
         RunError: ``run_dir`` is not a run directory that can be rebuilt (`RunDir.open`).
@@ -399,16 +398,4 @@ def resume(
     except RunDirError as exc:
         raise RunError(f"{run_dir}: {exc}") from None
     rdir = opened.path
-    return run(
-        opened.load_task(),
-        rdir / layout.CONFIG,
-        llm=llm,
-        evaluator=evaluator,
-        run_dir=rdir,
-        iterations=iterations,
-        progress=progress,
-        nodes=nodes,
-        searcher=searcher,
-        on_event=on_event,
-        review=review,
-    )
+    return run(opened.load_task(), rdir / layout.CONFIG, run_dir=rdir, **options)

@@ -9,6 +9,7 @@ paper (docs/design.md §1) and OpenEvolve's ``config.yaml`` for the population.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -853,6 +854,16 @@ class EvoDuetConfig(_Section):
     def to_yaml(self) -> str:
         """The full configuration as YAML (what ``<run_dir>/config.yaml`` holds)."""
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+
+def config_options(section: BaseModel, keys: Mapping[str, str]) -> dict[str, Any]:
+    """The arguments of a component built from a config section.
+
+    ``keys`` maps each argument to the section's key that gives it (e.g. a searcher's
+    ``timeout_s`` from ``retrieval.search_timeout_s``): one table per component says where
+    each setting comes from.
+    """
+    return {arg: getattr(section, key) for arg, key in keys.items()}
 
 
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

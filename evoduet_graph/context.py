@@ -1,14 +1,16 @@
 """Runtime context: every dependency a node uses, injected per run (never checkpointed).
 
-Nodes receive it as ``runtime.context`` (LangGraph ``context_schema``); tests and ablations
-build it with fakes. `build_context` assembles the real one for a run directory.
+Nodes and routers read it as ``runtime.context`` (LangGraph ``context_schema``); tests and
+ablations build it with fakes. `build_context` assembles the real one for a run directory; a
+graph run from Studio or from its input alone gets it from
+`evoduet_graph.graphs.studio_context.context_for`, once per run.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 from langchain_core.language_models import BaseChatModel
@@ -139,18 +141,3 @@ class Context:
         llm = self.config.llm
         model = self.llm if role is None else self.model_for(role)
         return RetryPolicy.for_model(model, llm.max_retries, deadline_s=llm.call_deadline_s)
-
-
-def resolve_context(value: Any) -> Context | None:
-    """The `Context` behind ``runtime.context``.
-
-    Returns the value itself when it is a `Context` (or None: no context was passed). A lazy
-    context factory — an object with a ``resolve() -> Context`` method, such as
-    `evoduet_graph.graphs.studio.StudioContext`, which LangGraph Studio builds from JSON — is
-    resolved (it builds the model, evaluator and stores on first use and caches them).
-    """
-    if value is None or isinstance(value, Context):
-        return value
-    resolve = getattr(value, "resolve", None)
-    # a lazy factory's ``resolve()`` returns the `Context` it builds
-    return cast("Context | None", resolve() if callable(resolve) else value)

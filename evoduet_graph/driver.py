@@ -33,6 +33,7 @@ from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.usage import history_from_events, iterations_of
 from evoduet_graph.search.memory import open_store
 from evoduet_graph.search.offline import index_progress
+from evoduet_graph.startup import build_context
 from evoduet_graph.task import Task
 from evoduet_graph.tasks.environment import requirements_warning
 from evoduet_graph.tasks.settings import TaskSettings
@@ -187,8 +188,20 @@ def check_memory(cfg: EvoDuetConfig) -> None:
         open_store(cfg.memory).conn.close()
 
 
-def write_run_files(rdir: Path, task: Task, cfg: EvoDuetConfig, evaluator: Evaluator) -> None:
-    """Write the run's ``config.yaml`` and ``run.json`` (task digests, thread, config)."""
+def write_run_files(
+    rdir: Path,
+    task: Task,
+    cfg: EvoDuetConfig,
+    evaluator: Evaluator | None,
+    *,
+    thread_id: str | None = THREAD_ID,
+    studio: bool = False,
+) -> None:
+    """Write the run's ``config.yaml`` and ``run.json`` (task digests, thread, config).
+
+    A graph-input run (``studio``) is marked so: only its own thread may continue it
+    (`evoduet_graph.rundir.continuation.check_graph_input_run_dir`).
+    """
     (rdir / layout.CONFIG).write_text(cfg.to_yaml(), encoding="utf-8")
     task_sha = evaluator.task_sha256 if isinstance(evaluator, SandboxedEvaluator) else None
     (rdir / layout.RUN_META).write_text(
@@ -197,7 +210,8 @@ def write_run_files(rdir: Path, task: Task, cfg: EvoDuetConfig, evaluator: Evalu
                 "task_dir": str(task.path),
                 "task_sha256": task_sha if isinstance(task_sha, str) else folder_digest(task.path),
                 "task_files": file_digests(task.path),
-                "thread_id": THREAD_ID,
+                "thread_id": thread_id,
+                **({"studio": True} if studio else {}),
                 **program_entry(task),
                 "config": cfg.model_dump(mode="json"),
             },
@@ -207,8 +221,65 @@ def write_run_files(rdir: Path, task: Task, cfg: EvoDuetConfig, evaluator: Evalu
     )
 
 
+def open_run(
+    task: Task,
+    cfg: EvoDuetConfig,
+    rdir: Path,
+    *,
+    model_name: str,
+    resumed: bool | None,
+    notes: list[str],
+    settings: TaskSettings | None = None,
+    thread_id: str | None = THREAD_ID,
+    studio: bool = False,
+    evaluator: Evaluator | None = None,
+    **build: Any,
+) -> Context:
+    """Set up a checked run in its (created, locked) run directory: the one path of every run.
+
+    `evoduet_graph.run` (and the CLI, which calls it) and the graph-input runs of Studio and
+    ``graph.invoke`` (`evoduet_graph.graphs.studio_context`) all start here: the run's
+    ``config.yaml`` and ``run.json`` (`write_run_files`), its `Context`
+    (`evoduet_graph.startup.build_context`), then the ``run_start`` event, the task's settings
+    (``task_settings``, when ``settings`` are given), one ``config_change`` event per resume
+    note, and what the sandbox enforces (``sandbox``).
+
+    Args:
+        task: the loaded task.
+        cfg: the checked configuration (`evoduet_graph.startup.checked_config`).
+        rdir: the run directory, created and locked by the caller.
+        model_name: the model named in ``run_start``.
+        resumed: whether the run continues an earlier one; None: whether the program store
+            already holds the initial program.
+        notes: the resume notes of `evoduet_graph.rundir.continuation.check_continuation`.
+        settings: the task config's settings in force (`apply_task_settings`), reported in
+            ``task_settings``; None: not reported (graph-input runs do not apply them).
+        thread_id: the LangGraph thread recorded in ``run.json``.
+        studio: a graph-input run (Studio, the SDK, ``graph.invoke``).
+        evaluator: the evaluator to use; default the configured one.
+        **build: `build_context`'s injections (``llm``, ``searcher``, ``novelty``, ...).
+    """
+    write_run_files(rdir, task, cfg, evaluator, thread_id=thread_id, studio=studio)
+    ctx = build_context(task, cfg, rdir, evaluator=evaluator, **build)
+    if resumed is None:
+        resumed = ctx.store.has_program("initial")
+    emit_run_start(ctx, task, cfg, model_name, resumed=resumed, studio=studio)
+    if settings is not None:
+        report_task(ctx, settings)
+    for note in notes:
+        ctx.events.emit("config_change", message=note)
+    report_sandbox(ctx)
+    return ctx
+
+
 def emit_run_start(
-    ctx: Context, task: Task, cfg: EvoDuetConfig, model_name: str, *, resumed: bool
+    ctx: Context,
+    task: Task,
+    cfg: EvoDuetConfig,
+    model_name: str,
+    *,
+    resumed: bool,
+    studio: bool = False,
 ) -> None:
     """Write the ``run_start`` event (with the role models when roles are configured)."""
     ctx.events.emit(
@@ -217,6 +288,7 @@ def emit_run_start(
         iterations=cfg.iterations,
         model=model_name,
         resumed=resumed,
+        **({"studio": True} if studio else {}),
         **(
             {"roles": {r: role_config(cfg.llm, r).model for r in cfg.llm.roles}}
             if cfg.llm.roles

@@ -54,6 +54,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
+from evoduet_graph.reply_text import fenced_blocks, remove_reasoning
 from evoduet_graph.tasks.languages import language_by_name
 
 __all__ = [
@@ -75,9 +76,6 @@ _SEARCH_RE = re.compile(r"^[ \t]*<{5,9}[ \t]*SEARCH[ \t]*$")
 _DIVIDER_RE = re.compile(r"^[ \t]*={5,9}[ \t]*$")
 _REPLACE_RE = re.compile(r"^[ \t]*>{5,9}[ \t]*REPLACE[ \t]*$")
 _FENCE_LINE_RE = re.compile(r"^[ \t]*(?:`{3,}|~{3,})[ \t]*[\w+#.-]*[ \t]*$")
-_FENCE_OPEN_RE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+#.-]*)[ \t]*$")
-_THINK_CLOSE_RE = re.compile(r"</(?:think|thinking)>", re.IGNORECASE)
-_THINK_OPEN_RE = re.compile(r"<(?:think|thinking)>", re.IGNORECASE)
 # A marker is a whole line: optional indentation and comment syntax (#, //, --, /*, <!--, %, ;),
 # then the token. This accepts any language's comment style, as OpenEvolve does.
 _EVOLVE_MARKER_RE = re.compile(r"^[^\w\n]*EVOLVE-BLOCK-(START|END)\b")
@@ -161,28 +159,8 @@ class _Match:
 
 
 def _clean_response(text: str) -> str:
-    """Normalise line ends and drop ``<think>`` reasoning (linear time).
-
-    ``<think>…</think>`` (or ``<thinking>``) sections are removed; text before an orphan closing
-    tag is reasoning whose opening tag the chat template swallowed, so it is dropped; an unclosed
-    opening tag means the reasoning was cut off, so everything after it is dropped.
-    """
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    kept: list[str] = []
-    pos = 0
-    while True:
-        opened = _THINK_OPEN_RE.search(text, pos)
-        if opened is None:
-            kept.append(text[pos:])
-            break
-        kept.append(text[pos : opened.start()])
-        closed = _THINK_CLOSE_RE.search(text, opened.end())
-        if closed is None:
-            break
-        pos = closed.end()
-    text = "".join(kept)
-    orphans = list(_THINK_CLOSE_RE.finditer(text))
-    return text[orphans[-1].end() :] if orphans else text
+    """Normalise line ends and drop ``<think>`` reasoning (`remove_reasoning`)."""
+    return remove_reasoning(text.replace("\r\n", "\n").replace("\r", "\n"))
 
 
 def _trim_section(lines: list[str]) -> list[str]:
@@ -677,29 +655,6 @@ def apply_diff(parent: str, text: str, *, restrict_to_evolve_blocks: bool) -> Ap
 # --------------------------------------------------------------------------------------------
 
 
-def _code_blocks(text: str) -> list[tuple[str, list[str], bool]]:
-    """Fenced blocks as ``(language, lines, terminated)`` in response order."""
-    found: list[tuple[str, list[str], bool]] = []
-    fence: str | None = None
-    lang = ""
-    body: list[str] = []
-    for line in text.split("\n"):
-        if fence is None:
-            opened = _FENCE_OPEN_RE.match(line)
-            if opened:
-                fence, lang, body = opened.group(1), opened.group(2).lower(), []
-            continue
-        stripped = line.strip()
-        if stripped and set(stripped) == {fence[0]} and len(stripped) >= len(fence):
-            found.append((lang, body, True))
-            fence = None
-        else:
-            body.append(line)
-    if fence is not None:
-        found.append((lang, body, False))
-    return found
-
-
 def _compiles(code: str) -> bool:
     try:
         compile(code, "<candidate>", "exec", dont_inherit=True)
@@ -713,17 +668,18 @@ def _pick_program(text: str, language: str = "python") -> tuple[str | None, str 
     lang_info = language_by_name(language)
     tags = lang_info.fence_tags
     blocks = [
-        (lang, body, done)
-        for lang, body, done in _code_blocks(text)
-        if (lang in tags or lang == "")
-        and not any(_SEARCH_RE.match(line) or _REPLACE_RE.match(line) for line in body)
+        block
+        for block in fenced_blocks(text)
+        if (block.info in tags or block.info == "")
+        and not any(_SEARCH_RE.match(line) or _REPLACE_RE.match(line) for line in block.lines)
     ]
     if not blocks:
         return None, None
-    tagged = [b for b in blocks if b[0] in tags]
+    tagged = [b for b in blocks if b.info in tags]
     pool = tagged or blocks
-    _, body, done = max(pool, key=lambda b: len("\n".join(b[1])))  # first of equal length
-    code = "\n".join(_trim_blank(body))
+    best = max(pool, key=lambda b: len(b.body))  # first of equal length
+    done = best.closed
+    code = "\n".join(_trim_blank(list(best.lines)))
     if not code.strip():
         return None, "the code block is empty"
     if not done and not (lang_info.is_python and _compiles(code)):

@@ -21,7 +21,7 @@ from typing import Literal
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
-from evoduet_graph.context import Context, resolve_context
+from evoduet_graph.context import Context
 from evoduet_graph.graphs.instrument import instrument
 from evoduet_graph.graphs.registry import (
     END_NODE,
@@ -60,8 +60,8 @@ def route_after_search(
     state: InnerState, runtime: Runtime[Context]
 ) -> Literal["rerank", "hypothetical_score"]:
     """``rerank`` when ``retrieval.ranking`` is ``listwise_rerank``, else ``hypothetical_score``."""
-    ctx = resolve_context(runtime.context)
-    if ctx is not None and ctx.config.retrieval.ranking == "listwise_rerank":
+    ctx = runtime.context
+    if isinstance(ctx, Context) and ctx.config.retrieval.ranking == "listwise_rerank":
         return "rerank"
     return "hypothetical_score"
 

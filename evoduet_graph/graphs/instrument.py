@@ -24,7 +24,7 @@ from typing import Any
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
-from evoduet_graph.context import Context, resolve_context
+from evoduet_graph.context import Context
 from evoduet_graph.llm.usage import NodeUsage, track_node
 from evoduet_graph.nodes._common import emit, emit_progress
 from evoduet_graph.prompts import using_templates
@@ -103,7 +103,7 @@ def instrument(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapped(state: Any, runtime: Runtime[Context]) -> Any:
-        ctx = resolve_context(runtime.context)
+        ctx = runtime.context if isinstance(runtime.context, Context) else None
         start = time.perf_counter()
         iteration = state.get("iteration") if isinstance(state, dict) else None
         where: dict[str, Any] = {}

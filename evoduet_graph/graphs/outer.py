@@ -23,8 +23,10 @@ leads to the ``query_evolution`` node, which runs the inner loop. Every node of 
 loops is looked up in one registry (`evoduet_graph.graphs.registry`) so ablations swap any of
 them by name: ``build_outer_graph(nodes={"gate": my_gate, "search": my_search})``.
 
-Every node is wrapped by `bind_context`: a graph invoked with a task in its input
-(``{"task_dir": ..., "max_iterations": 3}``) and no context builds its dependencies from it.
+Every node and every router that reads the context is wrapped by `bind_context`, so all of them
+read the run's `Context` from ``runtime.context``: a graph invoked with a task in its input
+(``{"task_dir": ..., "max_iterations": 3}``) and no context builds its dependencies from it,
+once per run.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from evoduet_graph.context import Context
 from evoduet_graph.graphs.inner import build_inner_graph
 from evoduet_graph.graphs.instrument import instrument
 from evoduet_graph.graphs.registry import END_NODE, NodeFn, split_nodes
-from evoduet_graph.graphs.studio_context import bind_context, input_settings, resolve_for_state
+from evoduet_graph.graphs.studio_context import bind_context, input_settings
 from evoduet_graph.nodes.collect import collect
 from evoduet_graph.nodes.dispatch import make_dispatch
 from evoduet_graph.nodes.evaluate import evaluate
@@ -115,9 +117,10 @@ def fan_out(state: OuterState, runtime: Runtime[Context]) -> list[Send]:
     graph input (``task_dir``, ``run_dir``, ``config``) travel with each payload, so the
     ``generate`` nodes resolve the same context.
     """
-    ctx = resolve_for_state(runtime.context, state)
-    n = ctx.config.candidates if ctx is not None else 1
-    after = ctx.config.candidates_after_retrieval if ctx is not None else None
+    ctx = runtime.context
+    resolved = isinstance(ctx, Context)
+    n = ctx.config.candidates if resolved else 1
+    after = ctx.config.candidates_after_retrieval if resolved else None
     if after is not None and state.get("gate_decision") in ("retrieve", "look-up"):
         n = after
     settings = input_settings(state)
@@ -158,9 +161,9 @@ def route_after_select(state: OuterState) -> Literal["revise_strategy", "gate"]:
 
 
 def in_flight_limit(state: OuterState, runtime: Runtime[Context] | None) -> int:
-    """k, the run's ``max_iterations_in_flight`` (1 without a resolvable context)."""
-    ctx = resolve_for_state(runtime.context, state) if runtime is not None else None
-    return ctx.config.max_iterations_in_flight if ctx is not None else 1
+    """k, the run's ``max_iterations_in_flight`` (1 without a context)."""
+    ctx = runtime.context if runtime is not None else None
+    return ctx.config.max_iterations_in_flight if isinstance(ctx, Context) else 1
 
 
 def route_after_record(
@@ -204,9 +207,9 @@ def route_after_collect(state: OuterState) -> Literal["record", "dispatch"]:
 def _add_iteration_edges(graph: OuterStateGraph) -> None:
     """Gate → look_up | query_evolution | generate ×N → evaluate: the body both graphs share."""
     path_map: dict[Hashable, str] = {decision: node for decision, node in GATE_EDGES.items()}
-    graph.add_conditional_edges("gate", route_after_gate, path_map)
-    graph.add_conditional_edges("look_up", fan_out, ["generate"])
-    graph.add_conditional_edges("query_evolution", fan_out, ["generate"])
+    graph.add_conditional_edges("gate", bind_context(route_after_gate), path_map)
+    graph.add_conditional_edges("look_up", bind_context(fan_out), ["generate"])
+    graph.add_conditional_edges("query_evolution", bind_context(fan_out), ["generate"])
     graph.add_edge("generate", "evaluate")
 
 
@@ -244,7 +247,8 @@ def build_outer_graph(
             `INNER_NODES` of `evoduet_graph.graphs.registry`).
         instrumented: wrap each node so it writes a ``node`` event (wall time, LLM usage).
         context_schema: the type of ``runtime.context``: `Context`, or a lazy factory such as
-            `evoduet_graph.graphs.studio.StudioContext` (JSON fields; see `resolve_context`).
+            `evoduet_graph.graphs.studio.StudioContext` (JSON fields; see
+            `evoduet_graph.graphs.studio_context.context_for`).
 
     Returns:
         A `StateGraph` over `OuterState`; compile it with any checkpointer and call
@@ -271,12 +275,16 @@ def build_outer_graph(
     for name, fn in wrapped.items():
         graph.add_node(name, fn)
     graph.add_edge(START, "initialize")
-    graph.add_conditional_edges("initialize", route_after_initialize, ["select", "dispatch", END])
+    graph.add_conditional_edges(
+        "initialize", bind_context(route_after_initialize), ["select", "dispatch", END]
+    )
     graph.add_conditional_edges("select", route_after_select, ["revise_strategy", "gate"])
     graph.add_edge("revise_strategy", "gate")
     _add_iteration_edges(graph)
     graph.add_edge("evaluate", "record")
-    graph.add_conditional_edges("record", route_after_record, ["select", "dispatch", END])
+    graph.add_conditional_edges(
+        "record", bind_context(route_after_record), ["select", "dispatch", END]
+    )
     graph.add_conditional_edges("dispatch", route_after_dispatch, ["collect", END])
     graph.add_conditional_edges("collect", route_after_collect, ["record", "dispatch"])
     return graph

@@ -7,15 +7,15 @@ A run started from Studio (or any LangGraph SDK client) sends its context as JSO
 Studio graph's ``context_schema`` is `StudioContext`: JSON fields only (task folder, run
 directory, config overrides, model). On the first node call it builds the real
 `evoduet_graph.context.Context` — model, sandboxed evaluator, program store, population,
-search backend — with `evoduet_graph.startup.build_context`, and caches it for the thread (nodes
-resolve it through `evoduet_graph.context.resolve_context`, so they keep reading
-``runtime.context``). It lives in its own module so that the server, which loads
+search backend — through the run setup every run shares (`evoduet_graph.driver.open_run`), and
+caches it for the thread. It lives in its own module so that the server, which loads
 ``graphs/studio.py`` by file path, and the package share one cache.
 
 The graph input may carry the same settings (`INPUT_KEYS`: ``task_dir``, ``run_dir``,
 ``config``), so ``graph.invoke({"task_dir": "tasks/x", "max_iterations": 3})`` needs no
-context at all: `bind_context` wraps every node of the outer graph and lays the input's
-settings (kept in the graph state) over the context's before resolving it.
+context at all. One resolver, `context_for`, turns ``runtime.context`` and the input's settings
+(kept in the graph state) into the run's `Context`; `bind_context` wraps every node and router
+of the outer graph with it, so all of them read ``runtime.context``.
 
 Run directories of these runs default to a folder outside the project (`runs_root`), so
 that the ``langgraph dev`` file watcher, which reloads the server when a ``.py`` file under
@@ -41,12 +41,11 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.config import get_config
 
 from evoduet_graph.config import EvoDuetConfig, deep_merge, load_config, merge_config
-from evoduet_graph.context import Context, resolve_context
+from evoduet_graph.context import Context
+from evoduet_graph.driver import open_run
 from evoduet_graph.errors import UserError
-from evoduet_graph.evaluation.integrity import folder_digest
-from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.continuation import check_graph_input_run_dir, hold_run_dir
-from evoduet_graph.startup import build_context, checked_config
+from evoduet_graph.startup import checked_config
 from evoduet_graph.state import GraphInputError, graph_max_iterations
 from evoduet_graph.task import load_task
 
@@ -55,9 +54,9 @@ __all__ = [
     "StudioContext",
     "StudioContextError",
     "bind_context",
+    "context_for",
     "input_settings",
     "load_model_spec",
-    "resolve_for_state",
     "runs_root",
 ]
 
@@ -198,15 +197,33 @@ class StudioContext:
             default=str,
         )
 
-    def with_input(self, settings: Mapping[str, Any]) -> StudioContext:
-        """This context with graph-input settings laid over it.
+    def resolve(self, settings: Mapping[str, Any] | None = None) -> Context:
+        """The `Context` of this context with the graph input's ``settings`` laid over it.
 
-        ``task_dir`` and ``run_dir`` replace the context's, ``config`` overrides are merged over the
-        context's (the input wins key by key).
+        ``task_dir`` and ``run_dir`` replace the context's, ``config`` overrides are merged over
+        the context's (the input wins key by key). The `Context` is built once per settings and
+        thread (run directory) and kept in a module cache shared by the threads of the process,
+        so every node and router of a run gets the same one.
 
         Raises:
-            StudioContextError: a setting has the wrong type.
+            StudioContextError: a setting has the wrong type, or a malformed model spec;
+            TaskError / ConfigError: the task folder or configuration is unusable (shown in
+            Studio as the node's error).
         """
+        studio = self._with_input(settings) if settings else self
+        run_dir = Path(studio.run_dir).expanduser() if studio.run_dir else None
+        if run_dir is None:
+            run_dir = _default_run_dir(studio.task_dir)
+        key = studio._key(run_dir)
+        with _CACHE_LOCK:
+            ctx = _CACHE.get(key)
+            if ctx is None:
+                ctx = studio._build(run_dir)
+                _CACHE[key] = ctx
+        return ctx
+
+    def _with_input(self, settings: Mapping[str, Any]) -> StudioContext:
+        """This context with graph-input settings laid over it (see `resolve`)."""
         changes: dict[str, Any] = {}
         for key in ("task_dir", "run_dir"):
             value = settings.get(key)
@@ -227,24 +244,6 @@ class StudioContext:
             changes["config"] = deep_merge(dict(self.config or {}), dict(extra))
         return replace(self, **changes) if changes else self
 
-    def resolve(self) -> Context:
-        """The `Context` for this settings + thread, built on first use and cached.
-
-        Raises:
-            StudioContextError: a malformed model spec; TaskError / ConfigError: the task
-            folder or configuration is unusable (shown in Studio as the node's error).
-        """
-        run_dir = Path(self.run_dir).expanduser() if self.run_dir else None
-        if run_dir is None:
-            run_dir = _default_run_dir(self.task_dir)
-        key = self._key(run_dir)
-        with _CACHE_LOCK:
-            ctx = _CACHE.get(key)
-            if ctx is None:
-                ctx = self._build(run_dir)
-                _CACHE[key] = ctx
-        return ctx
-
     def _build(self, run_dir: Path) -> Context:
         task = load_task(self.task_dir)
         base = load_config(self._config_file())
@@ -256,29 +255,20 @@ class StudioContext:
             cfg = cfg.with_overrides({"llm.model": self.model})
         cfg = checked_config(cfg)
         # the run-directory rules of `evoduet run --out`, before anything is written
-        notes = check_graph_input_run_dir(run_dir, task, cfg, _thread_id())
+        thread = _thread_id()
+        notes = check_graph_input_run_dir(run_dir, task, cfg, thread)
         run_dir = hold_run_dir(run_dir)  # created, locked for the life of this process
-        (run_dir / layout.CONFIG).write_text(cfg.to_yaml(), encoding="utf-8")
-        meta = {
-            "task_dir": str(task.path),
-            "task_sha256": folder_digest(task.path),
-            "thread_id": _thread_id(),
-            "studio": True,
-            "config": cfg.model_dump(mode="json"),
-        }
-        (run_dir / layout.RUN_META).write_text(json.dumps(meta, indent=2), encoding="utf-8")
-        ctx = build_context(task, cfg, run_dir, llm=llm)
-        ctx.events.emit(
-            "run_start",
-            task=task.name,
-            iterations=cfg.iterations,
-            model=cfg.llm.model if llm is None else type(llm).__name__,
-            resumed=bool(notes) or ctx.store.has_program("initial"),
+        return open_run(
+            task,
+            cfg,
+            run_dir,
+            model_name=cfg.llm.model if llm is None else type(llm).__name__,
+            resumed=True if notes else None,
+            notes=notes,
+            thread_id=thread,
             studio=True,
+            llm=llm,
         )
-        for note in notes:
-            ctx.events.emit("config_change", message=note)
-        return ctx
 
 
 def input_settings(state: Any) -> dict[str, Any]:
@@ -288,17 +278,18 @@ def input_settings(state: Any) -> dict[str, Any]:
     return {k: state[k] for k in INPUT_KEYS if state.get(k) is not None}
 
 
-def resolve_for_state(value: Any, state: Any) -> Context | None:
-    """The `Context` a node of the outer graph runs with.
+def context_for(value: Any, state: Any) -> Context | None:
+    """The run's `Context`: the one resolver of every node and router of the outer graph.
 
-    ``value`` is ``runtime.context``: a `Context` is used as it is (``evoduet_graph.run`` and
-    hand-built contexts; the input settings are then ignored). Otherwise the settings of the
-    graph input (`input_settings`) are laid over a `StudioContext` — the one Studio sent, or
-    the defaults when no context was passed — and it is resolved (built once, cached).
+    ``value`` is ``runtime.context``: a `Context` is used as it is (``evoduet_graph.run``, the
+    CLI and hand-built contexts; the input settings are then ignored). Otherwise the settings
+    of the graph input (`input_settings`) are laid over a `StudioContext` (the one Studio sent,
+    or the defaults when no context was passed), which is resolved once
+    (`StudioContext.resolve`).
 
     Returns:
         None when there is neither a context nor a ``task_dir``/``run_dir``/``config`` input
-        (the node then raises its "needs a runtime context" error).
+        (a node then raises its "needs a runtime context" error).
 
     Raises:
         StudioContextError / TaskError / ConfigError: the settings are unusable.
@@ -311,25 +302,26 @@ def resolve_for_state(value: Any, state: Any) -> Context | None:
         raise StudioContextError(str(exc)) from None
     settings = input_settings(state)
     if isinstance(value, StudioContext):
-        return value.with_input(settings).resolve()
+        return value.resolve(settings)
     if value is None:
-        return StudioContext().with_input(settings).resolve() if settings else None
-    return resolve_context(value)  # another lazy factory with a resolve() method
+        return StudioContext().resolve(settings) if settings else None
+    raise StudioContextError(
+        f"the runtime context must be a Context or a StudioContext, got {type(value).__name__}"
+    )
 
 
 def bind_context(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap an outer-graph node so it sees the run's resolved `Context`.
+    """Wrap an outer-graph node or router so ``runtime.context`` is the run's `Context`.
 
-    Wrap an outer-graph node so ``runtime.context`` is the run's resolved `Context`
-    (`resolve_for_state`), built from the graph input when no context was passed.
-
-    The wrapped node receives ``runtime.override(context=ctx)``; nodes and the inner loop
-    (which ``query_evolution`` invokes with that context) never see a lazy context.
+    The context is `context_for`'s, built from the graph input when no context was passed. The
+    wrapped function receives ``runtime.override(context=ctx)``: nodes, routers and the inner
+    loop (which ``query_evolution`` invokes with that context) read ``runtime.context`` and
+    never see a `StudioContext`.
     """
 
     @functools.wraps(fn)
     def wrapped(state: Any, runtime: Any) -> Any:
-        ctx = resolve_for_state(getattr(runtime, "context", None), state)
+        ctx = context_for(getattr(runtime, "context", None), state)
         if ctx is not None and ctx is not runtime.context:
             runtime = runtime.override(context=ctx)
         return fn(state, runtime)

@@ -56,7 +56,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from evoduet_graph.config import LLMConfig
+from evoduet_graph.config import LLMConfig, config_options
 from evoduet_graph.llm import runtime
 from evoduet_graph.llm.batching import (
     BatchDecoder,
@@ -507,7 +507,11 @@ class LocalChatModel(BaseChatModel):
 
         ``json_schema``: llama.cpp's ``response_format={"type": "json_object", "schema": ...}``
         (the schema is compiled to a GBNF grammar, so the reply is valid JSON of that shape);
-        ``json_mode``: any JSON object (the prompt must describe the fields).
+        ``json_mode``: any JSON object (the prompt must describe the fields). The result is a
+        runnable (the bound model, then LangChain's output parser) like any provider's; only
+        the grammar check stays outside it: the schema is compiled here, once, because a schema
+        llama.cpp cannot compile must fail when the runnable is made (so `structured_call`
+        moves to ``json_mode`` without a call), not on every invocation.
 
         Args:
             schema: a pydantic model class or a JSON-schema dict.
@@ -782,13 +786,19 @@ def make_local_chat_model(
     path = assemble_model(cache_dir if cache_dir is not None else cfg.local_cache_dir)
     return LocalChatModel(
         model_path=str(path),
-        n_ctx=cfg.local_n_ctx,
         n_threads=cfg.local_n_threads or os.cpu_count() or 1,
-        temperature=cfg.temperature,
-        max_tokens=cfg.max_tokens,
-        parallel=cfg.local_parallel,
-        prompt_cache_mib=cfg.local_prompt_cache_mib,
-        isolation=cfg.local_isolation,
-        engine=cfg.local_engine,
         callbacks=list(callbacks) if callbacks else None,
+        **config_options(cfg, _CONFIG_KEYS),
     )
+
+
+_CONFIG_KEYS = {
+    "n_ctx": "local_n_ctx",
+    "temperature": "temperature",
+    "max_tokens": "max_tokens",
+    "parallel": "local_parallel",
+    "prompt_cache_mib": "local_prompt_cache_mib",
+    "isolation": "local_isolation",
+    "engine": "local_engine",
+}
+"""`LocalChatModel` field → the ``llm`` key it comes from (`make_local_model`)."""

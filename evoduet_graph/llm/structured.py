@@ -1,13 +1,18 @@
 """Structured LLM calls with a typed fallback chain, and plain text calls (docs/design.md §4).
 
 `structured_call` asks a chat model for an object of a pydantic schema and never fails because
-of what the model wrote. It tries, in order:
+of what the model wrote. It is a LangChain runnable chain, built once (`_STAGES`): four stages,
+each a runnable, joined by ``with_fallbacks`` (a stage that gets no value raises `_NoValue`,
+which moves the chain to the next; any other error passes straight through), then the
+caller's typed default:
 
-1. ``json_schema`` — ``llm.with_structured_output(schema, method="json_schema")`` (OpenAI
-   structured outputs, vLLM/Ollama guided decoding, the embedded model's grammar);
+1. ``json_schema`` — ``llm.with_structured_output(schema, method="json_schema",
+   include_raw=True)`` (OpenAI structured outputs, vLLM/Ollama guided decoding, the embedded
+   model's grammar);
 2. ``json_mode`` — ``method="json_mode"`` (any-JSON mode) with the schema in the prompt;
 3. ``extraction`` — a plain call with the schema in the prompt; the reply goes through
-   `extract_json_object` (strips ``<think>``, code fences, prose) and pydantic validation;
+   `extract_json_object` (strips ``<think>``, code fences, prose; repairs broken JSON with the
+   ``json-repair`` library) and pydantic validation;
 4. ``repair`` — one re-prompt showing the validation error and the schema, asking for JSON only;
 5. ``default`` — the caller's typed default.
 
@@ -40,7 +45,10 @@ timeouts, 429, 5xx) and no retry starts once ``d`` seconds have passed since the
 ``openai:`` has no retries of its own and a request timeout of at most the deadline, so a
 connected-but-silent endpoint costs one deadline per call, not timeout × retries.
 ``for_model`` gives no extra retries to a model that has its own (a ``ChatOpenAI`` a caller
-built with ``max_retries``), so attempts never multiply.
+built with ``max_retries``), so attempts never multiply. The retries are tenacity's, not
+``Runnable.with_retry``: that takes exception types, while a retry here depends on the error's
+content (`LLMCallError.retryable`: an HTTP status, a ``Retry-After`` header to honour) and stops
+at a deadline across attempts.
 """
 
 from __future__ import annotations
@@ -65,7 +73,7 @@ from langchain_core.exceptions import (
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, convert_to_messages
 from langchain_core.prompt_values import PromptValue
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from pydantic import BaseModel, ValidationError
 from tenacity import (
     Retrying,
@@ -361,24 +369,6 @@ def _schema_json(schema: type[BaseModel]) -> str:
     return json.dumps(schema.model_json_schema(), separators=(",", ":"), ensure_ascii=False)
 
 
-class _LazyInstruction:
-    """The schema instruction message, built only when a stage needs it.
-
-    The schema instruction message, built only when a stage needs it (the first stage,
-    the provider's JSON-schema mode, does not).
-    """
-
-    def __init__(self, schema: type[BaseModel]) -> None:
-        self._schema = schema
-        self._message: HumanMessage | None = None
-
-    @property
-    def message(self) -> HumanMessage:
-        if self._message is None:
-            self._message = HumanMessage(content=_format_instruction(self._schema))
-        return self._message
-
-
 def _format_instruction(schema: type[BaseModel]) -> str:
     return (
         "Reply with a single JSON object and nothing else: no prose, no markdown code fences. "
@@ -446,57 +436,162 @@ def _unpack_structured(out: Any, schema: type[T]) -> tuple[T | None, str | None,
     return value, raw_text, reason
 
 
-def _provider_stages(
-    llm: BaseChatModel,
-    msgs: list[BaseMessage],
-    schema: type[T],
-    instruction: _LazyInstruction,
-    *,
-    config: RunnableConfig | None,
-    policy: RetryPolicy,
-    fallbacks: list[str],
-    fatal: Callable[[str, BaseException], LLMCallError],
-) -> tuple[StructuredResult[T] | None, str | None]:
-    """Stages 1-2 of `structured_call`: the provider's json_schema and json_mode outputs.
+class _NoValue(Exception):
+    """A stage gave no value (its reason is in the fallbacks): the next stage runs."""
 
-    Returns:
-        The result when a stage produced a valid value (or one extracted from its raw text),
-        else None; and the last raw reply text seen. Each failed stage appends its reason to
-        ``fallbacks``.
+
+@dataclass
+class _Call(Generic[T]):
+    """The state of one `structured_call`, and its stages (run by `_STAGES`).
+
+    Each stage returns a `StructuredResult` or raises `_NoValue` after appending its
+    ``"<stage>: <reason>"`` line to ``fallbacks``. Model calls use the caller's ``config`` (the
+    call stays a child of the node's run, named as the node asked).
     """
+
+    llm: BaseChatModel
+    msgs: list[BaseMessage]
+    schema: type[T]
+    config: RunnableConfig | None
+    policy: RetryPolicy
+    fallbacks: list[str] = field(default_factory=list)
     last_raw: str | None = None
-    method: Literal["json_schema", "json_mode"]
-    for method in ("json_schema", "json_mode"):
-        stage_msgs = msgs if method == "json_schema" else [*msgs, instruction.message]
+    _instruction: HumanMessage | None = None
+    _reply: tuple[str, str] | None = None  # the extraction stage's reply text and reason
+
+    @property
+    def instruction(self) -> HumanMessage:
+        """The schema instruction message, built only when a stage needs it.
+
+        The first stage, the provider's JSON-schema mode, does not.
+        """
+        if self._instruction is None:
+            self._instruction = HumanMessage(content=_format_instruction(self.schema))
+        return self._instruction
+
+    def fatal(self, stage: str, exc: BaseException) -> LLMCallError:
+        return LLMCallError(
+            f"chat model call failed during structured output stage {stage!r}: {_describe(exc)}",
+            stage=stage,
+            fallbacks=self.fallbacks,
+            retryable=_is_retryable(exc),
+        )
+
+    def fail(self, line: str) -> _NoValue:
+        self.fallbacks.append(line)
+        return _NoValue(line)
+
+    def result(self, value: T, method: StructuredMethod, raw: str | None) -> StructuredResult[T]:
+        return StructuredResult(value=value, method=method, fallbacks=self.fallbacks, raw=raw)
+
+    def invoke(self, runnable: Runnable[Any, Any], msgs: list[BaseMessage]) -> Any:
+        return self.policy.call(lambda: runnable.invoke(msgs, config=self.config))
+
+    def provider(self, method: Literal["json_schema", "json_mode"]) -> StructuredResult[T]:
+        """Stages 1-2: ``with_structured_output(schema, method=..., include_raw=True)``.
+
+        Reply text its own parser rejected goes through the tolerant extraction before the
+        next call is made (result method ``"extraction"``).
+        """
+        msgs = self.msgs if method == "json_schema" else [*self.msgs, self.instruction]
         try:
-            runnable = llm.with_structured_output(schema, method=method, include_raw=True)
+            runnable = self.llm.with_structured_output(self.schema, method=method, include_raw=True)
         except Exception as exc:  # noqa: BLE001 - NotImplementedError, ValueError("unsupported")
-            fallbacks.append(f"{method}: not supported by the model ({_describe(exc)})")
-            continue
+            raise self.fail(f"{method}: not supported by the model ({_describe(exc)})") from None
         try:
-            out = policy.call(
-                lambda r=runnable, m=stage_msgs: r.invoke(m, config=config)  # type: ignore[misc]
-            )
+            out = self.invoke(runnable, msgs)
         except Exception as exc:
             if is_transport_error(exc):
-                raise fatal(method, exc) from exc
-            fallbacks.append(f"{method}: call rejected ({_describe(exc)})")
-            continue
-        value, raw_text, reason = _unpack_structured(out, schema)
+                raise self.fatal(method, exc) from exc
+            raise self.fail(f"{method}: call rejected ({_describe(exc)})") from None
+        value, raw_text, reason = _unpack_structured(out, self.schema)
         if raw_text is not None:
-            last_raw = raw_text
+            self.last_raw = raw_text
         if value is not None:
-            result = StructuredResult(value=value, method=method, fallbacks=fallbacks, raw=raw_text)
-            return result, last_raw
-        fallbacks.append(f"{method}: {reason}")
+            return self.result(value, method, raw_text)
+        self.fallbacks.append(f"{method}: {reason}")
         if raw_text:
-            rescued, _ = _parse_text(raw_text, schema)
+            rescued, _ = _parse_text(raw_text, self.schema)
             if rescued is not None:
-                result = StructuredResult(
-                    value=rescued, method="extraction", fallbacks=fallbacks, raw=raw_text
+                return self.result(rescued, "extraction", raw_text)
+        raise _NoValue(reason)
+
+    def extraction(self) -> StructuredResult[T]:
+        """Stage 3: a plain call with the schema in the prompt, read tolerantly."""
+        try:
+            reply = self.invoke(self.llm, [*self.msgs, self.instruction])
+        except Exception as exc:
+            raise self.fatal("extraction", exc) from exc
+        text = self.last_raw = message_text(reply)
+        value, reason = _parse_text(text, self.schema)
+        if value is not None:
+            return self.result(value, "extraction", text)
+        self._reply = (text, reason)
+        raise self.fail(f"extraction: {reason}")
+
+    def repair(self) -> StructuredResult[T]:
+        """Stage 4: one re-prompt showing the extraction reply, its fault and the schema."""
+        text, reason = self._reply or ("", "no reply")
+        echoed = text if len(text) <= _REPAIR_ECHO_CHARS else text[:_REPAIR_ECHO_CHARS] + "\n[...]"
+        msgs = [
+            *self.msgs,
+            self.instruction,
+            AIMessage(content=echoed),
+            HumanMessage(
+                content=(
+                    f"Your reply could not be used: {reason}.\n"
+                    "Reply again with ONLY the JSON object: no explanation, no code fences, no "
+                    f"reasoning. It must conform to this JSON schema:\n{_schema_json(self.schema)}"
                 )
-                return result, last_raw
-    return None, last_raw
+            ),
+        ]
+        try:
+            repaired = self.invoke(self.llm, msgs)
+        except Exception as exc:
+            if is_transport_error(exc):
+                raise self.fatal("repair", exc) from exc
+            raise self.fail(f"repair: call rejected ({_describe(exc)})") from None
+        text = self.last_raw = message_text(repaired)
+        value, reason = _parse_text(text, self.schema)
+        if value is not None:
+            return self.result(value, "repair", text)
+        raise self.fail(f"repair: {reason}")
+
+
+class _Stage(Runnable[_Call[Any], StructuredResult[Any]]):
+    """One stage of `_STAGES`: a runnable that runs one method of the `_Call` it is given.
+
+    A `Runnable` of its own rather than a ``RunnableLambda``: the lambda inspects its
+    function's signature and opens a callback scope on every call (about 0.25 ms each, four
+    per structured call when the stages fall through), for a run nobody traces (`_UNTRACED`).
+    """
+
+    def __init__(self, name: str, method: Callable[[_Call[Any]], StructuredResult[Any]]) -> None:
+        self.name = name
+        self._method = method
+
+    def invoke(
+        self, input: _Call[Any], config: RunnableConfig | None = None, **kwargs: Any
+    ) -> StructuredResult[Any]:
+        return self._method(input)
+
+
+_STAGES: Runnable[_Call[Any], StructuredResult[Any]] = _Stage(
+    "json_schema", lambda call: call.provider("json_schema")
+).with_fallbacks(
+    [
+        _Stage("json_mode", lambda call: call.provider("json_mode")),
+        _Stage("extraction", _Call.extraction),
+        _Stage("repair", _Call.repair),
+    ],
+    exceptions_to_handle=(_NoValue,),
+)
+"""Stages 1-4 of `structured_call`, one runnable built once: json_schema, then json_mode,
+extraction and repair as its fallbacks. `_NoValue` moves it to the next stage; a transport
+failure (`LLMCallError`) passes through every stage at once."""
+
+# the chain's own runs are not traced: only its model calls are (with the caller's config)
+_UNTRACED: RunnableConfig = {"callbacks": []}
 
 
 def structured_call(
@@ -539,79 +634,21 @@ def structured_call(
         raise TypeError(
             f"default must be a {schema.__name__} instance or a factory, got {type(default)!r}"
         )
-    msgs = _as_messages(messages)
-    fallbacks: list[str] = []
-    policy = retry or _NO_RETRY
-
-    def fatal(stage: str, exc: BaseException) -> LLMCallError:
-        return LLMCallError(
-            f"chat model call failed during structured output stage {stage!r}: {_describe(exc)}",
-            stage=stage,
-            fallbacks=fallbacks,
-            retryable=_is_retryable(exc),
-        )
-
-    instruction = _LazyInstruction(schema)
-
-    # Stages 1-2: the provider's own structured-output modes.
-    result, last_raw = _provider_stages(
-        llm,
-        msgs,
-        schema,
-        instruction,
-        config=config,
-        policy=policy,
-        fallbacks=fallbacks,
-        fatal=fatal,
-    )
-    if result is not None:
-        return result
-
-    # Stage 3: plain call, tolerant extraction.
-    extraction_msgs = [*msgs, instruction.message]
+    # the model calls get what a direct call in this place would inherit, never the chain's
+    # own (untraced) callback scope
+    config = ensure_config(config)
+    if config.get("callbacks") is None:
+        config["callbacks"] = []
+    call = _Call(llm, _as_messages(messages), schema, config, retry or _NO_RETRY)
     try:
-        reply = policy.call(lambda: llm.invoke(extraction_msgs, config=config))
-    except Exception as exc:
-        raise fatal("extraction", exc) from exc
-    text = message_text(reply)
-    last_raw = text
-    value, reason = _parse_text(text, schema)
-    if value is not None:
-        return StructuredResult(value=value, method="extraction", fallbacks=fallbacks, raw=text)
-    fallbacks.append(f"extraction: {reason}")
-
-    # Stage 4: one repair re-prompt.
-    echoed = text if len(text) <= _REPAIR_ECHO_CHARS else text[:_REPAIR_ECHO_CHARS] + "\n[...]"
-    repair_msgs = [
-        *extraction_msgs,
-        AIMessage(content=echoed),
-        HumanMessage(
-            content=(
-                f"Your reply could not be used: {reason}.\n"
-                "Reply again with ONLY the JSON object: no explanation, no code fences, no "
-                f"reasoning. It must conform to this JSON schema:\n{_schema_json(schema)}"
-            )
-        ),
-    ]
-    try:
-        repaired = policy.call(lambda: llm.invoke(repair_msgs, config=config))
-    except Exception as exc:
-        if is_transport_error(exc):
-            raise fatal("repair", exc) from exc
-        fallbacks.append(f"repair: call rejected ({_describe(exc)})")
-    else:
-        repaired_text = message_text(repaired)
-        last_raw = repaired_text
-        value, reason = _parse_text(repaired_text, schema)
-        if value is not None:
-            return StructuredResult(
-                value=value, method="repair", fallbacks=fallbacks, raw=repaired_text
-            )
-        fallbacks.append(f"repair: {reason}")
-
+        return _STAGES.invoke(call, config=_UNTRACED)
+    except _NoValue:
+        pass
     # Stage 5: the typed default.
     # a model default is copied: callers may mutate it, keep theirs intact
     value = default.model_copy(deep=True) if isinstance(default, BaseModel) else default()
     if not isinstance(value, schema):
         raise TypeError(f"default factory returned {type(value)!r}, not {schema.__name__}")
-    return StructuredResult(value=value, method="default", fallbacks=fallbacks, raw=last_raw)
+    return StructuredResult(
+        value=value, method="default", fallbacks=call.fallbacks, raw=call.last_raw
+    )

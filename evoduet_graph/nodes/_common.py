@@ -9,7 +9,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from evoduet_graph.context import Context, resolve_context
+from evoduet_graph.context import Context
 from evoduet_graph.llm import LLMCallError, structured_call
 from evoduet_graph.rundir.events import check_event
 from evoduet_graph.search.cache import SearchOutcome, cached_search
@@ -17,13 +17,16 @@ from evoduet_graph.state import GateDecision, InnerState
 
 
 def context_of(runtime: Runtime[Context]) -> Context:
-    """The run's `Context` (a lazy Studio context is resolved; see `resolve_context`).
+    """The run's `Context`, ``runtime.context``.
+
+    The outer graph's nodes see it resolved (`evoduet_graph.graphs.studio_context.bind_context`),
+    the inner loop and the in-flight iterations are invoked with it.
 
     Raises:
         RuntimeError: the graph was invoked without ``context=Context(...)``.
     """
-    ctx = resolve_context(runtime.context)
-    if ctx is None:
+    ctx = runtime.context
+    if not isinstance(ctx, Context):
         raise RuntimeError(
             "this graph needs a runtime context: call graph.invoke(..., context=Context(...)) "
             "or use evoduet_graph.run(), which builds it"

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from tavily import TavilyClient
 
-from evoduet_graph.config import RetrievalConfig
+from evoduet_graph.config import RetrievalConfig, config_options
 from evoduet_graph.search.base import Document, SearchUnavailableError
 
 _KEY_ENV = "TAVILY_API_KEY"
@@ -29,6 +29,18 @@ _FATAL_ERRORS = (
     "UsageLimitExceededError",
     "TavilyKeylessLimitError",
 )
+
+
+_CONFIG_KEYS = {
+    "search_depth": "tavily_search_depth",
+    "include_raw_content": "tavily_include_raw_content",
+    "timeout_s": "search_timeout_s",
+    "topic": "tavily_topic",
+    "time_range": "tavily_time_range",
+    "include_domains": "tavily_include_domains",
+    "exclude_domains": "exclude_domains",
+}
+"""`TavilySearcher` argument → the ``retrieval`` key it comes from (`from_config`)."""
 
 
 class TavilySearcher:
@@ -77,16 +89,7 @@ class TavilySearcher:
     @classmethod
     def from_config(cls, cfg: RetrievalConfig, *, client: Any | None = None) -> TavilySearcher:
         """The searcher ``retrieval.tavily_*`` and ``retrieval.exclude_domains`` describe."""
-        return cls(
-            search_depth=cfg.tavily_search_depth,
-            include_raw_content=cfg.tavily_include_raw_content,
-            timeout_s=cfg.search_timeout_s,
-            topic=cfg.tavily_topic,
-            time_range=cfg.tavily_time_range,
-            include_domains=cfg.tavily_include_domains,
-            exclude_domains=cfg.exclude_domains,
-            client=client,
-        )
+        return cls(client=client, **config_options(cfg, _CONFIG_KEYS))
 
     def _options(self) -> dict[str, Any]:
         options: dict[str, Any] = {
