@@ -239,7 +239,18 @@ class ViewProcess:
             self.proc.kill()
             self.proc.wait()
 
+    @classmethod
+    def attach(cls, url: str) -> ViewProcess:
+        """A client of a page served elsewhere (``evoduet run --view``): `get` and `text`."""
+        view = cls.__new__(cls)
+        view.url = url
+        return view
+
+    def text(self, path: str) -> str:
+        """The body of ``GET <url><path>`` as text."""
+        with urllib.request.urlopen(self.url + path, timeout=30) as resp:
+            return str(resp.read().decode("utf-8"))
+
     def get(self, path: str) -> Any:
         """The JSON of ``GET <url><path>``."""
-        with urllib.request.urlopen(self.url + path, timeout=30) as resp:
-            return json.loads(resp.read())
+        return json.loads(self.text(path))

@@ -28,6 +28,7 @@ from evoduet_graph.report.summary_types import RunSummary
 from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.read import load_programs, read_json, read_jsonl
 from evoduet_graph.rundir.store import ProgramRow
+from evoduet_graph.rundir.usage import INCLUSIVE_NODES
 from evoduet_graph.search.base import normalize_url
 from evoduet_graph.search.database import SearchDatabase, load_search_db
 
@@ -58,6 +59,11 @@ _EXPECTED = {
 
 
 T = TypeVar("T")
+
+
+_EVIDENCE_NODES = ("query_evolution", "retrieve", "look_up")
+"""Nodes whose event lists the documents handed to ``generate`` (``documents``): the inner
+loop (``query_evolution``; ``retrieve`` in older runs) and the look-up."""
 
 
 class ViewError(ValueError):
@@ -393,7 +399,7 @@ class RunSource:
                         "doc_ids": ev.get("doc_ids"),
                     }
                 )
-            elif kind == "node" and ev.get("node") in ("retrieve", "look_up") and "error" not in ev:
+            elif kind == "node" and ev.get("node") in _EVIDENCE_NODES and "error" not in ev:
                 entry["evidence"] = [str(d) for d in ev.get("documents") or []]
             elif kind == "node" and ev.get("node") == "evaluate" and "error" not in ev:
                 entry["candidates"] = [
@@ -493,6 +499,8 @@ class RunSource:
                         "output_tokens": usage.output_tokens,
                         "latency_s": usage.latency_s,
                         "usd": usd,
+                        # its figures include other nodes' (the inner loop): not summed
+                        "inclusive": node in INCLUSIVE_NODES,
                     }
                 )
             return {

@@ -125,7 +125,7 @@ function drawTree() {
   const { pos, rows, byId } = layoutTree(programs);
   const maxIt = Math.max(1, ...programs.map(p => p.iteration));
   const scores = programs.filter(p => p.valid && p.score !== null).map(p => p.score);
-  const lo = Math.min(...scores, 0), hi = Math.max(...scores, lo + 1e-9);
+  const lo = scores.length ? Math.min(...scores) : 0, hi = Math.max(...scores, lo + 1e-9);
   const W = Math.max(600, maxIt * 24), H = Math.max(300, rows * 12);
   const x = it => 30 + (it / maxIt) * (W - 60), y = r => 20 + r * ((H - 40) / Math.max(rows - 1, 1));
   const onBest = new Set(lineage);
@@ -294,9 +294,9 @@ function chart(title, series, { w = 460, h = 260, xl = "iteration", yl = "", ste
 }
 
 function bars(title, rows, key, unit = "") {
-  const data = rows.filter(r => r[key] !== null && r[key] !== undefined);
-  if (!data.length || data.every(r => !r[key])) return `<div class="chart"><h3>${esc(title)}</h3><p class="hint">none${key === "usd" ? " (the model is not priced)" : ""}</p></div>`;
-  const w = 460, bh = 18, h = data.length * (bh + 4) + 10, L = 130, max = Math.max(...data.map(r => r[key]), 1e-12);
+  const data = rows.filter(r => r[key]).map(r => ({ ...r, node: r.inclusive ? r.node + " (incl. inner)" : r.node }));
+  if (!data.length) return `<div class="chart"><h3>${esc(title)}</h3><p class="hint">none${key === "usd" ? " (the model is not priced)" : ""}</p></div>`;
+  const w = 460, bh = 18, h = data.length * (bh + 4) + 10, L = 170, max = Math.max(...data.map(r => r[key]), 1e-12);
   const g = data.map((r, i) => `<text x="${L - 4}" y="${i * (bh + 4) + 17}" text-anchor="end">${esc(r.node)}</text>` +
     `<rect x="${L}" y="${i * (bh + 4) + 5}" height="${bh}" width="${(w - L - 70) * r[key] / max}" fill="#2f6fdf"/>` +
     `<text x="${L + (w - L - 70) * r[key] / max + 4}" y="${i * (bh + 4) + 17}">${fmt(r[key], 4)}${unit}</text>`).join("");
