@@ -269,7 +269,7 @@ function chart(title, series, { w = 460, h = 260, xl = "iteration", yl = "", ste
   let [y0, y1] = [Math.min(...pts.map(p => p[1])), Math.max(...pts.map(p => p[1]))];
   if (diagonal) { x0 = y0 = Math.min(x0, y0); x1 = y1 = Math.max(x1, y1); }
   if (x1 === x0) x1 = x0 + 1; if (y1 === y0) { y1 = y0 + Math.abs(y0 || 1) * 0.1; }
-  const L = 46, R = 10, T = 8, B = 30;
+  const L = 58, R = 10, T = 8, B = 30;
   const X = v => L + (v - x0) / (x1 - x0) * (w - L - R), Y = v => h - B - (v - y0) / (y1 - y0) * (h - T - B);
   const g = [];
   for (let i = 0; i <= 4; i++) {
