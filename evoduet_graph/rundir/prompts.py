@@ -9,9 +9,11 @@ program with ``log_prompts``; ``evoduet view`` shows it). A line:
 "reply", "error"}`` — ``attempt`` is 0, or 1 for the novelty resample (`draft`); ``reply`` is
 None and ``error`` the reason when the call failed.
 
-Append-only like the event log; a last line torn by a kill is repaired when the log is opened
-again (`evoduet_graph.rundir.events`), and readers skip any line that is not a JSON object
-(`evoduet_graph.rundir.read.iter_jsonl`).
+Append-only like the event log: a ``generate`` node replayed after a resume appends its calls
+again, and readers keep the last record per candidate and attempt (the replay's, whose child
+is the one in the program store). As with the event log, a last line torn by a kill is repaired
+when the log is opened again (`evoduet_graph.rundir.events`), and readers skip any line that is
+not a JSON object (`evoduet_graph.rundir.read.iter_jsonl`).
 """
 
 from __future__ import annotations

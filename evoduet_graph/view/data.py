@@ -184,10 +184,15 @@ class RunSource:
 
     def _prompts(self) -> dict[str, list[dict[str, Any]]]:
         def build() -> dict[str, list[dict[str, Any]]]:
+            # a generate node replayed after a resume logs its calls again, and its program
+            # row is the replay's: the last record per (candidate, attempt) is the one shown
             records, _ = read_jsonl(self.path / layout.PROMPTS)
-            by_id: dict[str, list[dict[str, Any]]] = {}
+            last: dict[tuple[str, Any], dict[str, Any]] = {}
             for rec in records:
-                by_id.setdefault(str(rec.get("candidate")), []).append(rec)
+                last[(str(rec.get("candidate")), rec.get("attempt"))] = rec
+            by_id: dict[str, list[dict[str, Any]]] = {}
+            for (cid, _attempt), rec in sorted(last.items(), key=lambda kv: str(kv[0])):
+                by_id.setdefault(cid, []).append(rec)
             return by_id
 
         return self._cached("prompts", build)
