@@ -53,7 +53,7 @@ from evoduet_graph.tasks.languages import ToolchainError
 from evoduet_graph.tasks.settings import apply_task_settings
 
 if TYPE_CHECKING:  # the web server is imported only for --view
-    from evoduet_graph.view.app import ViewServer
+    from evoduet_graph.view.beside import ViewBesideRun
 
 
 def _failed_stop(result: RunResult) -> bool:
@@ -190,18 +190,21 @@ def _run_with_display(
     reviewed = kwargs.pop("reviewed", False)
     if reviewed:
         _check_can_review(json_lines)
-    server = _start_view(kwargs["run_dir"], view_port, quiet or json_lines) if view else None
+    server = _view_beside(kwargs["run_dir"], view_port) if view else None
     try:
         with LiveDisplay(
             shown, total, console=console, enabled=not (quiet or json_lines), done=done
         ) as display:
-            display.status.view_url = server.url if server is not None else None
             on_event = sink.on_event if sink is not None else display.on_event
             pending = [] if (quiet or json_lines) else list(preamble)
+            if server is not None:
+                server.on_url = functools.partial(_show_view_url, display)
 
             def forward(event: Any, target: Any = on_event) -> None:
                 while pending:
                     console.print(pending.pop(0), markup=False, highlight=False)
+                if server is not None:
+                    server.poke()
                 target(event)
 
             if reviewed:
@@ -225,26 +228,36 @@ def _run_with_display(
     _exit_for_stop(result)
 
 
-def _start_view(run_dir: Path, port: int, announce: bool) -> ViewServer:
-    """Serve the run's page (``--view``) from a background thread of this process.
+def _view_beside(run_dir: Path, port: int) -> ViewBesideRun:
+    """The ``--view`` server of a run: ``evoduet view RUN_DIR`` in its own process.
 
-    The server only reads the run directory (`evoduet_graph.view.data`), from its own
-    thread: the run's nodes never wait for it. ``announce``: print its address now (no live
-    display to show it).
+    The port is checked now (a taken one fails before the run starts; 0 picks a free one);
+    the server starts with the run's first progress event, when the run directory exists
+    (`evoduet_graph.view.beside`). A server that cannot start is a warning: the run goes on.
     """
-    from evoduet_graph.view.app import serve_in_thread
-    from evoduet_graph.view.data import RunSource
+    from evoduet_graph.view.beside import ViewBesideRun, check_port
 
+    host = "127.0.0.1"
     try:
-        server = serve_in_thread([RunSource(run_dir, run_dir.name)], port=port)
+        port = check_port(host, port)
     except OSError as exc:
         _fail(
             f"--view cannot listen on port {port}: {exc.strerror or exc}; "
             "pass another --view-port (0 picks a free one)"
         )
-    if announce:
-        console.print(f"view: {server.url}", markup=False, highlight=False)
-    return server
+
+    def warn(message: str) -> None:
+        console.print("[yellow]warning:[/] ", end="")
+        console.print(message, markup=False, highlight=False)
+
+    return ViewBesideRun(run_dir, host, port, on_url=lambda _url: None, on_error=warn)
+
+
+def _show_view_url(display: LiveDisplay, url: str) -> None:
+    """Show the page's address: a line of the live display, or on stderr without one."""
+    display.status.view_url = url
+    if not display.enabled:
+        console.print(f"view: {url}", markup=False, highlight=False)
 
 
 def _needs_review(cfg: Any) -> bool:

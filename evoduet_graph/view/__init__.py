@@ -7,7 +7,7 @@ asset ships in the package). The page and its endpoints: docs/view.md.
 
 from __future__ import annotations
 
-from evoduet_graph.view.app import make_app, serve_in_thread
+from evoduet_graph.view.app import make_app, make_server
 from evoduet_graph.view.data import RunSource, ViewError, sources_for
 
-__all__ = ["RunSource", "ViewError", "make_app", "serve_in_thread", "sources_for"]
+__all__ = ["RunSource", "ViewError", "make_app", "make_server", "sources_for"]

@@ -19,7 +19,6 @@ they run in Starlette's thread pool, so a slow read does not block the server.
 from __future__ import annotations
 
 import socket
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -125,36 +124,3 @@ def make_server(sources: list[RunSource]) -> uvicorn.Server:
         make_app(sources), log_level="warning", access_log=False, lifespan="off"
     )
     return uvicorn.Server(config)
-
-
-class ViewServer:
-    """A view server running in a daemon thread (``evoduet run --view``); `stop` ends it."""
-
-    def __init__(self, server: uvicorn.Server, sock: socket.socket) -> None:
-        self.server = server
-        self.url = url_of(sock)
-        self._sock = sock
-        self._thread = threading.Thread(
-            target=server.run, kwargs={"sockets": [sock]}, name="evoduet-view", daemon=True
-        )
-
-    def start(self) -> ViewServer:
-        """Start serving; returns self."""
-        self._thread.start()
-        return self
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """Ask the server to exit and wait for it (at most ``timeout`` seconds)."""
-        self.server.should_exit = True
-        self._thread.join(timeout)
-        self._sock.close()
-
-
-def serve_in_thread(sources: list[RunSource], host: str = "127.0.0.1", port: int = 0) -> ViewServer:
-    """Serve ``sources`` from a background thread; the page's address is ``.url``.
-
-    Raises:
-        OSError: ``host:port`` cannot be bound.
-    """
-    sock = bind(host, port)
-    return ViewServer(make_server(sources), sock).start()

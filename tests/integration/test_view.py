@@ -253,3 +253,27 @@ def test_run_with_view_serves_the_page_beside_the_run(tmp_path: Path) -> None:
     assert proc.returncode == 0, err[-3000:]
     with pytest.raises(OSError):  # the page stops with the run
         view.get("api/runs")
+
+
+def test_the_live_display_shows_the_address() -> None:
+    from evoduet_graph.report.live import RunStatus
+
+    status = RunStatus()
+    assert not any(line.startswith("view:") for line in status.lines())
+    status.view_url = "http://127.0.0.1:8765/"
+    assert status.lines()[-1] == "view: http://127.0.0.1:8765/"
+
+
+def test_run_with_view_refuses_a_taken_port_before_it_starts(tmp_path: Path) -> None:
+    from evoduet_graph.view.app import bind
+
+    sock = bind("127.0.0.1", 0)
+    try:
+        port = sock.getsockname()[1]
+        with scripted_server() as server:
+            proc = start_run(server, tmp_path / "run", 2, "--view", "--view-port", str(port))
+            _, err = proc.communicate(timeout=120)
+    finally:
+        sock.close()
+    assert proc.returncode == 2 and "--view cannot listen on port" in err
+    assert not (tmp_path / "run").exists()
