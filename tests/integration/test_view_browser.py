@@ -118,14 +118,18 @@ def test_click_a_program_see_its_diff_and_a_new_iteration_appear(browser: Any, t
                 assert "initial" in ids and "it00001-c0" in ids
                 diff = _click_program(browser, "it00001-c0")
                 assert "-    radius = 0.6  #" in diff and "+    radius = 0.6200  #" in diff
+                browser.find_element(By.CSS_SELECTOR, "#detail details summary").click()
+                assert browser.find_element(By.ID, "code").is_displayed()
                 # the page polls: a program of a later iteration appears without a reload
                 seen = len(ids)
                 _wait(lambda: len(_nodes(browser)) > seen, 120, "a new iteration in the tree")
                 assert proc.poll() is None  # the run was still going
                 newest = max(n.get_attribute("data-id") for n in _nodes(browser))
                 assert newest > max(ids)
-                # the selection survives the redraw, and the timeline shows the iterations
+                # the selection and its open code survive the redraw; the timeline shows the
+                # iterations
                 assert browser.find_element(By.ID, "detail-id").text == "it00001-c0"
+                assert browser.find_element(By.ID, "code").is_displayed()
                 browser.find_element(By.CSS_SELECTOR, "[data-tab=knowledge]").click()
                 cards = _wait(
                     lambda: browser.find_elements(By.CSS_SELECTOR, "#timeline details.iter"),

@@ -116,8 +116,13 @@ async function loadTree() {
     window.__firstTreeRender = performance.now();
     document.body.dataset.treeRendered = String(data.programs.length);
   }
-  if (state.selected) selectProgram(state.selected, false);
+  // the open program's panel is fetched again only when the program changed (e.g. it was
+  // evaluated): a redraw must not close the code or prompt the reader opened
+  const sel = state.selected && data.programs.find(p => p.id === state.selected);
+  if (sel && signature(sel) !== state.selectedSig) selectProgram(state.selected, false);
 }
+
+function signature(p) { return `${p.status}|${p.score}|${p.error}`; }
 
 function drawTree() {
   const { programs, best_lineage: lineage } = state.tree;
@@ -149,7 +154,10 @@ function drawTree() {
   for (let it = 0; it <= maxIt; it += step) {
     axis.push(`<text x="${x(it)}" y="${H - 4}" text-anchor="middle" font-size="10" fill="#7a8599">${it}</text>`);
   }
-  if (!state.view || state.view.W !== W || state.view.H !== H) state.view = { W, H, x: 0, y: 0, w: W, h: H };
+  // a new iteration widens the drawing: fit it again, unless the reader zoomed or panned
+  if (!state.view || (!state.view.moved && (state.view.W !== W || state.view.H !== H))) {
+    state.view = { W, H, x: 0, y: 0, w: W, h: H, moved: false };
+  }
   setViewBox();
   svg.innerHTML = `<g>${edges.join("")}</g><g>${axis.join("")}</g><g>${nodes.join("")}</g>`;
   document.getElementById("tree-legend").innerHTML =
@@ -176,9 +184,10 @@ function initTreeEvents() {
     const k = e.deltaY > 0 ? 1.2 : 1 / 1.2;
     const fx = (e.clientX - rect.left) / rect.width, fy = (e.clientY - rect.top) / rect.height;
     const nw = v.w * k, nh = v.h * k;
-    v.x += (v.w - nw) * fx; v.y += (v.h - nh) * fy; v.w = nw; v.h = nh;
+    v.x += (v.w - nw) * fx; v.y += (v.h - nh) * fy; v.w = nw; v.h = nh; v.moved = true;
     setViewBox();
   }, { passive: false });
+  svg.addEventListener("dblclick", () => { state.view = null; if (state.tree) drawTree(); });
   let drag = null;
   svg.addEventListener("mousedown", e => { drag = { x: e.clientX, y: e.clientY, moved: false }; delete svg.dataset.dragged; });
   window.addEventListener("mousemove", e => {
@@ -186,6 +195,7 @@ function initTreeEvents() {
     const rect = svg.getBoundingClientRect(), v = state.view;
     const dx = (e.clientX - drag.x) * v.w / rect.width, dy = (e.clientY - drag.y) * v.h / rect.height;
     if (Math.abs(e.clientX - drag.x) + Math.abs(e.clientY - drag.y) > 3) { drag.moved = true; svg.dataset.dragged = "1"; }
+    if (drag.moved) v.moved = true;
     v.x -= dx; v.y -= dy; drag.x = e.clientX; drag.y = e.clientY; setViewBox();
   });
   window.addEventListener("mouseup", () => { drag = null; setTimeout(() => delete svg.dataset.dragged, 0); });
@@ -201,6 +211,8 @@ function diffHtml(diff) {
 
 async function selectProgram(id, scroll) {
   state.selected = id;
+  const row = state.tree && state.tree.programs.find(q => q.id === id);
+  state.selectedSig = row ? signature(row) : null;
   document.querySelectorAll("#tree .node.selected").forEach(n => n.classList.remove("selected"));
   const node = document.querySelector(`#tree .node[data-id="${CSS.escape(id)}"]`);
   if (node) node.classList.add("selected");
