@@ -31,10 +31,10 @@ def view_cmd(
     Its data is also served as JSON (docs/view.md). Stop it with Ctrl-C.
     """
     from evoduet_graph.view.app import bind, make_server, url_of
-    from evoduet_graph.view.data import ViewError, sources_for
+    from evoduet_graph.view.data import Catalogue, ViewError
 
     try:
-        sources = sources_for(list(run_dirs))
+        catalogue = Catalogue(list(run_dirs))
     except ViewError as exc:
         _fail(f"cannot view: {exc}")
     try:
@@ -44,12 +44,12 @@ def view_cmd(
             f"cannot listen on {host}:{port}: {exc.strerror or exc}; pass another --port "
             "(0 picks a free one)"
         )
-    runs = ", ".join(s.label for s in sources)
+    runs = ", ".join(s.label for s in catalogue.sources)
     console.print(f"evoduet view of {runs}", markup=False, highlight=False)
     # the address on stdout, alone on its line, for scripts (and the tests) to read
     typer.echo(f"serving on {url_of(sock)}")
     try:
-        make_server(sources).run(sockets=[sock])
+        make_server(catalogue).run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn handles SIGINT itself; a second one lands here
         pass
     finally:

@@ -8,6 +8,6 @@ asset ships in the package). The page and its endpoints: docs/view.md.
 from __future__ import annotations
 
 from evoduet_graph.view.app import make_app, make_server
-from evoduet_graph.view.data import RunSource, ViewError, sources_for
+from evoduet_graph.view.data import Catalogue, RunSource, ViewError, sources_for
 
-__all__ = ["RunSource", "ViewError", "make_app", "make_server", "sources_for"]
+__all__ = ["Catalogue", "RunSource", "ViewError", "make_app", "make_server", "sources_for"]

@@ -29,7 +29,7 @@ from starlette.responses import FileResponse, JSONResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from evoduet_graph.view.data import RunSource
+from evoduet_graph.view.data import Catalogue, RunSource
 
 STATIC = Path(__file__).parent / "static"
 """The page's files: ``index.html``, ``view.js``, ``view.css`` (package data)."""
@@ -39,11 +39,18 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-def make_app(sources: list[RunSource]) -> Starlette:
-    """The app serving ``sources`` (one run, several runs, or a bench folder's runs)."""
+def make_app(catalogue: Catalogue | list[RunSource]) -> Starlette:
+    """The app serving a catalogue of runs (one run, several runs, or bench folders' runs).
+
+    A plain list of `RunSource` is served as it is (nothing is added later).
+    """
+
+    def runs_now() -> list[RunSource]:
+        return catalogue.refresh() if isinstance(catalogue, Catalogue) else list(catalogue)
 
     def source(request: Request) -> RunSource | JSONResponse:
         raw = request.path_params["run"]
+        sources = runs_now()
         if not raw.isdigit() or int(raw) >= len(sources):
             return _error(404, f"no run {raw!r}: /api/runs lists runs 0..{len(sources) - 1}")
         return sources[int(raw)]
@@ -61,7 +68,7 @@ def make_app(sources: list[RunSource]) -> Starlette:
         return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
 
     def runs(_request: Request) -> JSONResponse:
-        return JSONResponse({"runs": [{"id": i, **s.overview()} for i, s in enumerate(sources)]})
+        return JSONResponse({"runs": [{"id": i, **s.overview()} for i, s in enumerate(runs_now())]})
 
     def program(request: Request) -> JSONResponse:
         src = source(request)
@@ -75,7 +82,7 @@ def make_app(sources: list[RunSource]) -> Starlette:
 
     def compare(_request: Request) -> JSONResponse:
         return JSONResponse(
-            {"runs": [{"id": i, "label": s.label, **s.compare()} for i, s in enumerate(sources)]}
+            {"runs": [{"id": i, "label": s.label, **s.compare()} for i, s in enumerate(runs_now())]}
         )
 
     routes = [
@@ -118,9 +125,9 @@ def url_of(sock: socket.socket) -> str:
     return f"http://{shown}:{port}/"
 
 
-def make_server(sources: list[RunSource]) -> uvicorn.Server:
+def make_server(catalogue: Catalogue | list[RunSource]) -> uvicorn.Server:
     """A uvicorn server of `make_app` (quiet: warnings only; no access log)."""
     config = uvicorn.Config(
-        make_app(sources), log_level="warning", access_log=False, lifespan="off"
+        make_app(catalogue), log_level="warning", access_log=False, lifespan="off"
     )
     return uvicorn.Server(config)

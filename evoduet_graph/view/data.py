@@ -32,7 +32,7 @@ from evoduet_graph.rundir.usage import INCLUSIVE_NODES
 from evoduet_graph.search.base import normalize_url
 from evoduet_graph.search.database import SearchDatabase, load_search_db
 
-__all__ = ["RunSource", "ViewError", "is_bench_dir", "sources_for"]
+__all__ = ["Catalogue", "RunSource", "ViewError", "is_bench_dir", "sources_for"]
 
 _WATCHED = (
     layout.EVENTS,
@@ -94,37 +94,67 @@ def bench_runs(path: Path) -> list[tuple[str, Path]]:
     return out
 
 
-def sources_for(paths: list[Path]) -> list[RunSource]:
-    """The runs to show for ``evoduet view PATH...``: run directories, bench folders' runs.
+class Catalogue:
+    """The runs shown for ``evoduet view PATH...``: run directories and bench folders' runs.
+
+    A bench folder is read again at every `refresh` (the page's ``/api/runs``), so the runs a
+    bench starts after the page opened appear too; runs keep their index (new ones are
+    appended).
 
     Raises:
         ViewError: a path does not exist, or is neither a run directory nor a bench folder
             with runs (the message says which and what it expected).
     """
-    sources: list[RunSource] = []
-    used: set[str] = set()
-    for path in paths:
-        if not path.is_dir():
-            raise ViewError(f"{path} is not a directory: give a run directory or a bench folder")
-        if is_bench_dir(path):
-            runs = bench_runs(path)
-            if not runs:
+
+    def __init__(self, paths: list[Path]) -> None:
+        self.sources: list[RunSource] = []
+        self._benches: list[Path] = []
+        self._known: set[Path] = set()
+        self._used: set[str] = set()
+        self._lock = threading.Lock()
+        for path in paths:
+            if not path.is_dir():
                 raise ViewError(
-                    f"{path} is a bench folder without a run directory of this package under "
-                    "runs/<task>/<method>/seed<k>/run (OpenEvolve's runs cannot be shown)"
+                    f"{path} is not a directory: give a run directory or a bench folder"
                 )
-            for name, rdir in runs:
-                label = name if name not in used else run_label(rdir, used)
-                used.add(label)
-                sources.append(RunSource(rdir, label))
-        elif is_run_dir(path) or (path / layout.PROGRAMS).is_file():
-            sources.append(RunSource(path, run_label(path.resolve(), used)))
-        else:
-            raise ViewError(
-                f"{path} is neither a run directory (no {layout.RUN_META} or {layout.EVENTS}) "
-                "nor a bench folder (no manifest.json and runs/)"
-            )
-    return sources
+            if is_bench_dir(path):
+                if not bench_runs(path):
+                    raise ViewError(
+                        f"{path} is a bench folder without a run directory of this package "
+                        "under runs/<task>/<method>/seed<k>/run (OpenEvolve's runs cannot be "
+                        "shown)"
+                    )
+                self._benches.append(path)
+                self._add_bench(path)
+            elif is_run_dir(path) or (path / layout.PROGRAMS).is_file():
+                self._add(path, run_label(path.resolve(), self._used))
+            else:
+                raise ViewError(
+                    f"{path} is neither a run directory (no {layout.RUN_META} or "
+                    f"{layout.EVENTS}) nor a bench folder (no manifest.json and runs/)"
+                )
+
+    def _add(self, rdir: Path, label: str) -> None:
+        self._known.add(rdir.resolve())
+        self._used.add(label)
+        self.sources.append(RunSource(rdir, label))
+
+    def _add_bench(self, path: Path) -> None:
+        for name, rdir in bench_runs(path):
+            if rdir.resolve() not in self._known:
+                self._add(rdir, name if name not in self._used else run_label(rdir, self._used))
+
+    def refresh(self) -> list[RunSource]:
+        """The runs, with any a bench folder gained since the last call appended."""
+        with self._lock:
+            for path in self._benches:
+                self._add_bench(path)
+            return list(self.sources)
+
+
+def sources_for(paths: list[Path]) -> list[RunSource]:
+    """The runs of ``paths`` as `Catalogue` finds them now (see there; raises `ViewError`)."""
+    return Catalogue(paths).sources
 
 
 def _num(value: Any) -> float | None:

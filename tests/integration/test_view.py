@@ -203,6 +203,13 @@ def test_a_bench_folder_opens_as_the_comparison_of_its_runs(finished: Path, tmp_
         ]
         rows = view.get("api/compare")["runs"]
         assert [r["label"] for r in rows] == labels and all(r["best"] for r in rows)
+        # a run the bench starts later appears, after the ones already shown
+        shutil.copytree(
+            finished, bench / "runs" / "smoke_polygon_area" / "evoduet" / "seed1" / "run"
+        )
+        labels = [r["label"] for r in view.get("api/runs")["runs"]]
+        assert labels[-1] == "smoke_polygon_area/evoduet/seed1" and len(labels) == 3
+        assert view.get("api/runs/2/programs")["programs"]
 
 
 @pytest.mark.parametrize("make", ["missing", "not_a_run", "empty_bench"])
