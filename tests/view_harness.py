@@ -89,10 +89,10 @@ def start_run(
     )
 
 
-def scripted_run(run_dir: Path, iterations: int = 4) -> Path:
+def scripted_run(run_dir: Path, iterations: int = 4, *extra: str) -> Path:
     """A finished run of the scripted model (see the module docstring)."""
     with scripted_server() as server:
-        proc = start_run(server, run_dir, iterations)
+        proc = start_run(server, run_dir, iterations, *extra)
         out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err[-3000:]
     return run_dir

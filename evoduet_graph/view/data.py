@@ -23,7 +23,12 @@ from typing import Any, TypeVar, cast
 
 from evoduet_graph.report.compare import compare_row, run_label
 from evoduet_graph.report.series import run_series
-from evoduet_graph.report.summary import gate_by_iteration, latest_by_iteration, run_summary
+from evoduet_graph.report.summary import (
+    gate_by_iteration,
+    latest_by_iteration,
+    node_costs,
+    run_summary,
+)
 from evoduet_graph.report.summary_types import RunSummary
 from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.read import load_programs, read_json, read_jsonl
@@ -155,10 +160,6 @@ class Catalogue:
 def sources_for(paths: list[Path]) -> list[RunSource]:
     """The runs of ``paths`` as `Catalogue` finds them now (see there; raises `ViewError`)."""
     return Catalogue(paths).sources
-
-
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 class RunSource:
@@ -518,26 +519,21 @@ class RunSource:
             summary = self._summary()
             series = run_series(self.path, summary=summary)
             cost = summary.cost
-            pin, pout = _num(cost.usd_per_mtok_input), _num(cost.usd_per_mtok_output)
-            per_node = []
-            for node, usage in summary.llm.by_node.items():
-                usd = (
-                    (usage.input_tokens * pin + usage.output_tokens * pout) / 1e6
-                    if pin is not None and pout is not None
-                    else None
-                )
-                per_node.append(
-                    {
-                        "node": node,
-                        "calls": usage.calls,
-                        "input_tokens": usage.input_tokens,
-                        "output_tokens": usage.output_tokens,
-                        "latency_s": usage.latency_s,
-                        "usd": usd,
-                        # its figures include other nodes' (the inner loop): not summed
-                        "inclusive": node in INCLUSIVE_NODES,
-                    }
-                )
+            events, _ = self._events()
+            usd = node_costs(events, self.path, cost)
+            per_node = [
+                {
+                    "node": node,
+                    "calls": usage.calls,
+                    "input_tokens": usage.input_tokens,
+                    "output_tokens": usage.output_tokens,
+                    "latency_s": usage.latency_s,
+                    "usd": usd.get(node),
+                    # its figures include other nodes' (the inner loop): not summed
+                    "inclusive": node in INCLUSIVE_NODES,
+                }
+                for node, usage in summary.llm.by_node.items()
+            ]
             return {
                 "task": series["task"],
                 "metric": series["metric"],

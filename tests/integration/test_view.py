@@ -36,9 +36,16 @@ def _files(rdir: Path) -> dict[str, tuple[int, int]]:
     }
 
 
+PRICES = (1.0, 2.0)
+"""USD per million input / output tokens of the scripted model (``budget.prices``)."""
+
+
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return scripted_run(tmp_path_factory.mktemp("view") / "run", iterations=4)
+    tmp = tmp_path_factory.mktemp("view")
+    config = tmp / "priced.yaml"
+    config.write_text(f"budget:\n  prices:\n    scripted: [{PRICES[0]}, {PRICES[1]}]\n")
+    return scripted_run(tmp / "run", 4, "--config", str(config))
 
 
 def test_endpoints_of_a_finished_run_and_nothing_written(finished: Path) -> None:
@@ -103,6 +110,18 @@ def test_endpoints_of_a_finished_run_and_nothing_written(finished: Path) -> None
         nodes = {r["node"]: r for r in curves["llm"]}
         assert nodes["generate"]["calls"] == 4 and nodes["gate"]["calls"] == 4
         assert nodes["query_evolution"]["inclusive"] is True
+        # cost per node at the configured prices; the nodes' costs add up to the run's
+        for row in nodes.values():
+            if row["inclusive"]:
+                assert row["usd"] is None
+            else:
+                expected = (
+                    row["input_tokens"] * PRICES[0] + row["output_tokens"] * PRICES[1]
+                ) / 1e6
+                assert row["usd"] == pytest.approx(expected)
+        assert nodes["generate"]["usd"] > 0
+        total = sum(r["usd"] for r in nodes.values() if not r["inclusive"])
+        assert curves["llm_usd"] == pytest.approx(total)
 
         compare = view.get("api/compare")["runs"]
         assert compare[0]["row"]["iterations"] == 4 and compare[0]["best"] == curves["best"]
