@@ -6,7 +6,9 @@ Usage (from the checkout, with the dev extra and Debian's ``chromium`` / ``chrom
 
 Makes a run of the smoke task with the scripted model of the tests (12 iterations, 2
 candidates each, the LLM gate retrieving, looking up and going on alone in turn: see
-``tests/view_harness.py``), serves it with ``evoduet view`` and saves ``view_tree.png``
+``tests/view_harness.py``; the scripted model is priced at $1 / $2 per million input / output
+tokens through ``budget.prices``, so the cost chart has bars), serves it with ``evoduet view``
+and saves ``view_tree.png``
 (a program selected: its diff), ``view_knowledge.png`` (the latest retrieve opened) and
 ``view_curves.png`` from headless Chromium.
 """
@@ -44,7 +46,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         rdir = Path(tmp) / "smoke_polygon_area-demo"
         with scripted_server() as server:
-            proc = start_run(server, rdir, 12, "--candidates", "2")
+            config = Path(tmp) / "priced.yaml"
+            config.write_text("budget:\n  prices:\n    scripted: [1.0, 2.0]\n")
+            proc = start_run(server, rdir, 12, "--candidates", "2", "--config", str(config))
             _, err = proc.communicate(timeout=600)
             if proc.returncode != 0:
                 raise SystemExit(err[-2000:])

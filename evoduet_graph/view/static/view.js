@@ -274,7 +274,7 @@ async function loadTimeline() {
 // ---------------------------------------------------------------------------------------
 // charts (SVG)
 // ---------------------------------------------------------------------------------------
-function chart(title, series, { w = 460, h = 260, xl = "iteration", yl = "", step = false, scatter = false, diagonal = false } = {}) {
+function chart(title, series, { w = 420, h = 250, xl = "iteration", yl = "", step = false, scatter = false, diagonal = false } = {}) {
   const pts = series.flatMap(s => s.points).filter(p => p[0] !== null && p[1] !== null);
   if (!pts.length) return `<div class="chart"><h3>${esc(title)}</h3><p class="hint">no data yet</p></div>`;
   let [x0, x1] = [Math.min(...pts.map(p => p[0])), Math.max(...pts.map(p => p[0]))];
@@ -308,7 +308,7 @@ function chart(title, series, { w = 460, h = 260, xl = "iteration", yl = "", ste
 function bars(title, rows, key, unit = "") {
   const data = rows.filter(r => r[key]).map(r => ({ ...r, node: r.inclusive ? r.node + " (incl. inner)" : r.node }));
   if (!data.length) return `<div class="chart"><h3>${esc(title)}</h3><p class="hint">none${key === "usd" ? " (the model is not priced)" : ""}</p></div>`;
-  const w = 460, bh = 18, h = data.length * (bh + 4) + 10, L = 170, max = Math.max(...data.map(r => r[key]), 1e-12);
+  const w = 420, bh = 18, h = data.length * (bh + 4) + 10, L = 170, max = Math.max(...data.map(r => r[key]), 1e-12);
   const g = data.map((r, i) => `<text x="${L - 4}" y="${i * (bh + 4) + 17}" text-anchor="end">${esc(r.node)}</text>` +
     `<rect x="${L}" y="${i * (bh + 4) + 5}" height="${bh}" width="${(w - L - 70) * r[key] / max}" fill="#2f6fdf"/>` +
     `<text x="${L + (w - L - 70) * r[key] / max + 4}" y="${i * (bh + 4) + 17}">${fmt(r[key], 4)}${unit}</text>`).join("");
@@ -324,7 +324,7 @@ async function loadCurves() {
     chart("Predicted vs realised child score", [{ points: c.predictions.map(p => [p.predicted, p.realised]) }], { xl: "predicted", yl: "realised", scatter: true, diagonal: true }),
     bars("LLM calls per node", c.llm, "calls"),
     bars("LLM tokens per node (input + output)", tokens, "tokens"),
-    bars(`LLM cost per node (USD${c.price_source ? ", " + c.price_source : ""})`, c.llm, "usd", " $"),
+    bars(`LLM cost per node (USD${c.price_source ? ", " + c.price_source : ""})`, c.llm, "usd"),
   ].join("");
 }
 
