@@ -29,14 +29,25 @@ from starlette.responses import FileResponse, JSONResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from evoduet_graph.rundir.events import _jsonable
 from evoduet_graph.view.data import Catalogue, RunSource
 
 STATIC = Path(__file__).parent / "static"
 """The page's files: ``index.html``, ``view.js``, ``view.css`` (package data)."""
 
 
+class _Json(JSONResponse):
+    """JSON with every non-finite float (a NaN metric, an infinite Δ) as null.
+
+    Starlette refuses NaN (``allow_nan=False``), and a browser's ``JSON.parse`` could not read it.
+    """
+
+    def render(self, content: Any) -> bytes:
+        return super().render(_jsonable(content))
+
+
 def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+    return _Json({"error": message}, status_code=status)
 
 
 def make_app(catalogue: Catalogue | list[RunSource]) -> Starlette:
@@ -60,7 +71,7 @@ def make_app(catalogue: Catalogue | list[RunSource]) -> Starlette:
             src = source(request)
             if isinstance(src, JSONResponse):
                 return src
-            return JSONResponse(getattr(src, name)())
+            return _Json(getattr(src, name)())
 
         return endpoint
 
@@ -68,7 +79,7 @@ def make_app(catalogue: Catalogue | list[RunSource]) -> Starlette:
         return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
 
     def runs(_request: Request) -> JSONResponse:
-        return JSONResponse({"runs": [{"id": i, **s.overview()} for i, s in enumerate(runs_now())]})
+        return _Json({"runs": [{"id": i, **s.overview()} for i, s in enumerate(runs_now())]})
 
     def program(request: Request) -> JSONResponse:
         src = source(request)
@@ -76,12 +87,12 @@ def make_app(catalogue: Catalogue | list[RunSource]) -> Starlette:
             return src
         pid = request.path_params["pid"]
         try:
-            return JSONResponse(src.program(pid))
+            return _Json(src.program(pid))
         except KeyError:
             return _error(404, f"no program {pid!r} in {src.label}")
 
     def compare(_request: Request) -> JSONResponse:
-        return JSONResponse(
+        return _Json(
             {"runs": [{"id": i, "label": s.label, **s.compare()} for i, s in enumerate(runs_now())]}
         )
 

@@ -1,4 +1,7 @@
-"""The prompt log (``prompts.jsonl``) and the view's read-only reading of a run directory."""
+"""The prompt log and the view's reading of a run directory.
+
+Read-only, the last prompt per candidate and attempt, non-finite numbers served as null.
+"""
 
 from __future__ import annotations
 
@@ -128,3 +131,24 @@ def test_a_replayed_generate_shows_its_last_call(tmp_path: Path) -> None:
         (1, "the novelty resample"),
     ]
     assert program["diff"].splitlines()[-2:] == ["-a = 1", "+a = 2"]
+
+
+def test_a_non_finite_number_in_a_log_is_served_as_null(tmp_path: Path) -> None:
+    from starlette.testclient import TestClient
+
+    from evoduet_graph.view.app import make_app
+
+    rdir = _run_dir(tmp_path)
+    # json.loads reads NaN / Infinity; a line written by hand or by another tool may hold them
+    (rdir / layout.EVENTS).write_text(
+        '{"event": "gate_decision", "iteration": 1, "decision": "retrieve"}\n'
+        '{"event": "impact", "iteration": 1, "record_id": "ret_000001", "delta": NaN,'
+        ' "realised": Infinity, "outcome": "improved"}\n',
+        encoding="utf-8",
+    )
+    client = TestClient(make_app([RunSource(rdir, "run")]))
+    response = client.get("/api/runs/0/timeline")
+    assert response.status_code == 200
+    (impact,) = response.json()["iterations"][0]["impacts"]
+    assert impact["delta"] is None and impact["realised"] is None
+    assert client.get("/api/runs/0/programs").json()["best_lineage"] == ["initial", "it00001-c0"]
