@@ -2,8 +2,9 @@
 
 Headless Chromium (Debian's ``chromium`` and ``chromium-driver`` packages) driven by Selenium:
 the page loads, a click on a program shows its diff, a new iteration of a run that is still
-going appears without a reload, and the tree of a 1,000-program run renders in under 2 s
-(measured in the browser: ``performance.now()`` when the tree is drawn, from navigation start).
+going appears without a reload, a bench folder opens on the comparison, and the tree of a
+1,000-program run renders in under 2 s (measured in the browser: ``performance.now()`` when
+the tree is drawn, from navigation start).
 
 Without a browser these tests skip, unless ``EVODUET_REQUIRE_BROWSER=1`` (set by CI's
 ``.ci/run``, which installs the packages): then they fail.
@@ -165,3 +166,29 @@ def test_first_render_of_a_1000_program_run_is_under_2_s(browser: Any, tmp_path:
         # and it is interactive: a click on a deep program shows its diff
         diff = _click_program(browser, "it00500-c0")
         assert "+    radius = " in diff
+
+
+def test_a_bench_folder_opens_on_the_comparison(browser: Any, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    bench = tmp_path / "bench"
+    for seed in (0, 1):
+        synthetic_run(
+            bench / "runs" / "smoke_polygon_area" / "evoduet" / f"seed{seed}" / "run",
+            programs=40,
+            seed=seed,
+        )
+    (bench / "manifest.json").write_text("{}")
+    with ViewProcess(bench) as view:
+        browser.get(view.url)
+        rows = _wait(
+            lambda: browser.find_elements(By.CSS_SELECTOR, "#compare-table tr"), 30, "the table"
+        )
+        assert len(rows) == 3  # the header and one row per run
+        assert "smoke_polygon_area/evoduet/seed1" in rows[2].text
+        series = browser.find_elements(By.CSS_SELECTOR, "#compare path.series")
+        labels = {s.get_attribute("data-label") for s in series}
+        assert labels == {"smoke_polygon_area/evoduet/seed0", "smoke_polygon_area/evoduet/seed1"}
+        # each run's own views are a pick in the run menu
+        options = browser.find_elements(By.CSS_SELECTOR, "#run-select option")
+        assert [o.text for o in options] == sorted(labels)
