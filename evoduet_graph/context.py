@@ -25,6 +25,7 @@ from evoduet_graph.llm.structured import RetryPolicy
 from evoduet_graph.population import Population
 from evoduet_graph.rundir.budget import Budget
 from evoduet_graph.rundir.events import EventLog
+from evoduet_graph.rundir.prompts import PromptLog
 from evoduet_graph.rundir.store import ProgramStore
 from evoduet_graph.search.base import Searcher
 from evoduet_graph.search.cache import SearchCache
@@ -70,6 +71,8 @@ class Context:
         inflight: the iterations running in the background when ``max_iterations_in_flight``
             > 1 (`evoduet_graph.inflight.IterationPool`, made by ``dispatch``); None
             until the first dispatch.
+        prompts: the log of every ``generate`` call's prompt and reply
+            (`evoduet_graph.rundir.prompts.PromptLog`, ``prompts.jsonl``); None: not kept.
     """
 
     task: Task
@@ -91,6 +94,7 @@ class Context:
     role_llms: dict[str, BaseChatModel] = field(default_factory=dict)
     memory: TaskMemory | None = None
     inflight: IterationPool | None = None
+    prompts: PromptLog | None = None
 
     def require_search_db(self) -> SearchDatabase:
         """The search database D_search, which every knowledge-layer node writes.

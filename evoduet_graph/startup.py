@@ -27,6 +27,7 @@ from evoduet_graph.prompts import template_overrides
 from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.budget import budget_for
 from evoduet_graph.rundir.events import EventLog
+from evoduet_graph.rundir.prompts import PromptLog
 from evoduet_graph.rundir.store import ProgramStore
 from evoduet_graph.scaffolds import check_scaffold
 from evoduet_graph.search import Searcher, SearchUnavailableError, make_searcher
@@ -268,6 +269,7 @@ def build_context(
         budget=budget_for(config, events),
         novelty=novelty,
         role_llms=role_llms,
+        prompts=PromptLog(run_dir / layout.PROMPTS) if run_dir else None,
         search_cache=(
             SearchCache.for_run(run_dir, config.retrieval.cache_dir)
             if searcher is not None and config.retrieval.cache

@@ -2,7 +2,8 @@
 
 `evoduet_graph.cli.common` holds the typer ``app`` every command registers on, the stderr
 console and the one-line errors; ``run`` / ``resume`` live in `evoduet_graph.cli.run`, ``eval``
-in `evoduet_graph.cli.evaluate`, ``report`` / ``compare`` in `evoduet_graph.cli.report`,
+in `evoduet_graph.cli.evaluate`, ``report`` / ``compare`` in `evoduet_graph.cli.report`, ``view`` in
+`evoduet_graph.cli.view`,
 ``graph`` in `evoduet_graph.cli.graph`, ``bench`` in `evoduet_graph.cli.bench` and ``doctor``
 in `evoduet_graph.cli.doctor`. `main` is the ``evoduet`` console script; ``python -m
 evoduet_graph.cli`` runs it too.
@@ -15,7 +16,7 @@ from evoduet_graph.cli.common import app
 # The command modules register their commands on `app` when imported, in the order
 # ``evoduet --help`` lists them.
 # isort: off
-from evoduet_graph.cli import run, evaluate, report, graph, bench, doctor  # noqa: F401
+from evoduet_graph.cli import run, evaluate, report, view, graph, bench, doctor  # noqa: F401
 # isort: on
 
 __all__ = ["app", "main"]

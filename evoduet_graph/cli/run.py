@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
@@ -51,6 +51,9 @@ from evoduet_graph.task import Task, TaskError, load_task
 from evoduet_graph.tasks.environment import check_toolchain, requirements_warning
 from evoduet_graph.tasks.languages import ToolchainError
 from evoduet_graph.tasks.settings import apply_task_settings
+
+if TYPE_CHECKING:  # the web server is imported only for --view
+    from evoduet_graph.view.beside import ViewBesideRun
 
 
 def _failed_stop(result: RunResult) -> bool:
@@ -164,9 +167,15 @@ def _run_with_display(
     done: int = 0,
     write_report: bool = False,
     preamble: Sequence[str] = (),
+    view: bool = False,
+    view_port: int = 0,
     **kwargs: Any,
 ) -> None:
     """Run ``fn`` (api.run / api.resume) with the live display, ``--quiet`` or ``--json``.
+
+    With ``view`` the page of ``evoduet view`` is served beside the run (on ``view_port``; 0:
+    a free port) and its address shown in the live display (on stderr with ``--quiet`` /
+    ``--json``); it stops when the run ends.
 
     Then the summary (`_summary`), after writing the report when ``write_report``.
 
@@ -181,16 +190,21 @@ def _run_with_display(
     reviewed = kwargs.pop("reviewed", False)
     if reviewed:
         _check_can_review(json_lines)
+    server = _view_beside(kwargs["run_dir"], view_port) if view else None
     try:
         with LiveDisplay(
             shown, total, console=console, enabled=not (quiet or json_lines), done=done
         ) as display:
             on_event = sink.on_event if sink is not None else display.on_event
             pending = [] if (quiet or json_lines) else list(preamble)
+            if server is not None:
+                server.on_url = functools.partial(_show_view_url, display)
 
             def forward(event: Any, target: Any = on_event) -> None:
                 while pending:
                     console.print(pending.pop(0), markup=False, highlight=False)
+                if server is not None:
+                    server.poke()
                 target(event)
 
             if reviewed:
@@ -202,6 +216,9 @@ def _run_with_display(
         where = kwargs.get("run_dir") or "<run_dir>"
         console.print(f"[yellow]interrupted[/]: resume with `evoduet resume {where}`")
         raise typer.Exit(130) from None
+    finally:
+        if server is not None:
+            server.stop()
     if sink is not None:
         if write_report and result.run_dir is not None:
             write_report_files(result.run_dir)
@@ -209,6 +226,38 @@ def _run_with_display(
     else:
         _summary(result, time.perf_counter() - start, write_report=write_report)
     _exit_for_stop(result)
+
+
+def _view_beside(run_dir: Path, port: int) -> ViewBesideRun:
+    """The ``--view`` server of a run: ``evoduet view RUN_DIR`` in its own process.
+
+    The port is checked now (a taken one fails before the run starts; 0 picks a free one);
+    the server starts with the run's first progress event, when the run directory exists
+    (`evoduet_graph.view.beside`). A server that cannot start is a warning: the run goes on.
+    """
+    from evoduet_graph.view.beside import ViewBesideRun, check_port
+
+    host = "127.0.0.1"
+    try:
+        port = check_port(host, port)
+    except OSError as exc:
+        _fail(
+            f"--view cannot listen on port {port}: {exc.strerror or exc}; "
+            "pass another --view-port (0 picks a free one)"
+        )
+
+    def warn(message: str) -> None:
+        console.print("[yellow]warning:[/] ", end="")
+        console.print(message, markup=False, highlight=False)
+
+    return ViewBesideRun(run_dir, host, port, on_url=lambda _url: None, on_error=warn)
+
+
+def _show_view_url(display: LiveDisplay, url: str) -> None:
+    """Show the page's address: a line of the live display, or on stderr without one."""
+    display.status.view_url = url
+    if not display.enabled:
+        console.print(f"view: {url}", markup=False, highlight=False)
 
 
 def _needs_review(cfg: Any) -> bool:
@@ -293,6 +342,15 @@ def _backend_option(value: str | None) -> str | list[str] | None:
     return names[0] if len(names) == 1 else names
 
 
+ViewOpt = Annotated[
+    bool,
+    typer.Option(
+        "--view", help="Serve the live page of the run (evoduet view) while it goes; docs/view.md."
+    ),
+]
+ViewPortOpt = Annotated[int, typer.Option(help="Port of --view (0: a free one).")]
+
+
 @app.command("run")
 def run_cmd(
     task_dir: TaskDirArg,
@@ -356,6 +414,8 @@ def run_cmd(
         bool,
         typer.Option("--report", help="Write RUN_DIR/report/ (plots, report.md) at the end."),
     ] = False,
+    view: ViewOpt = False,
+    view_port: ViewPortOpt = 0,
 ) -> None:
     """Run an EvoDuet search on TASK_DIR and write a run directory.
 
@@ -434,6 +494,8 @@ def run_cmd(
         run_dir=out,
         preamble=preamble,
         reviewed=_needs_review(cfg),
+        view=view,
+        view_port=view_port,
     )
 
 
@@ -445,6 +507,8 @@ def resume_cmd(
     iterations: Annotated[
         int | None, typer.Option(help="New total iteration count (default: unchanged).")
     ] = None,
+    view: ViewOpt = False,
+    view_port: ViewPortOpt = 0,
 ) -> None:
     """Continue a run from its last checkpoint with the same configuration."""
     try:
@@ -462,6 +526,8 @@ def resume_cmd(
         run_dir=run_dir,
         iterations=iterations,
         reviewed=reviewed,
+        view=view,
+        view_port=view_port,
     )
 
 

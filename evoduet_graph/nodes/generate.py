@@ -150,7 +150,9 @@ def draft(
             text, _ = invoke_text(model, messages, config=config, retry=ctx.llm_retry("generate"))
     except LLMCallError as exc:  # a model fault fails this candidate only; a bug is raised
         row.error = f"LLM call failed: {type(exc).__name__}: {exc}"[:500]
+        log_prompt(ctx, row, messages, None, attempt=attempt)
         return
+    log_prompt(ctx, row, messages, text, attempt=attempt)
     cand = candidate_from_response(
         parent_code,
         text,
@@ -177,6 +179,26 @@ def draft(
     else:
         row.status, row.error = "invalid", cand.error or "no code in the response"
         row.artifacts = {"llm_response_head": text[:600]}
+
+
+def log_prompt(
+    ctx: Context, row: ProgramRow, messages: list[Any], reply: str | None, *, attempt: int
+) -> None:
+    """Write the call's prompt and reply to the run's prompt log (``prompts.jsonl``).
+
+    What ``evoduet view`` shows beside each program (OpenEvolve keeps the same pair per program
+    with ``log_prompts``); a call that failed is logged with its error and no reply.
+    """
+    if ctx.prompts is not None:
+        ctx.prompts.write(
+            iteration=row.iteration,
+            candidate=row.id,
+            parent=row.parent_id,
+            attempt=attempt,
+            messages=messages,
+            reply=reply,
+            error=row.error if reply is None else None,
+        )
 
 
 def population_references(

@@ -12,12 +12,14 @@ from evoduet_graph.report.markdown import md_pct, md_share, md_table, md_usd
 from evoduet_graph.report.plots import plot_compare
 from evoduet_graph.report.series import run_series
 from evoduet_graph.report.summary import paper_metrics, run_summary
+from evoduet_graph.report.summary_types import RunSummary
 from evoduet_graph.rundir import layout
 
 # -- comparisons -------------------------------------------------------------------------------
 
 
-def _run_label(rdir: Path, used: set[str]) -> str:
+def run_label(rdir: Path, used: set[str]) -> str:
+    """The run's name in a comparison: its folder name, numbered when ``used`` has it."""
     label = rdir.name or str(rdir)
     n = 2
     while label in used:
@@ -34,6 +36,28 @@ def _gate_mode(rdir: Path) -> str | None:
         return None
     gate = data.get("gate") if isinstance(data, dict) else None
     return gate.get("mode") if isinstance(gate, dict) else None
+
+
+def compare_row(rdir: Path, label: str, summary: RunSummary) -> dict[str, Any]:
+    """One run's row of the comparison (`compare_runs`; ``evoduet view``'s compare mode)."""
+    best = summary.best
+    total = summary.llm.total
+    return {
+        "run": label,
+        "run_dir": str(rdir),
+        "task": summary.task,
+        "model": summary.model,
+        "gate": _gate_mode(rdir),
+        "iterations": summary.iterations,
+        "best_score": best.score if best else None,
+        "metric_value": best.metric_value if best else None,
+        "ndg": best.ndg if best else None,
+        "improvements": summary.improvements,
+        "llm_calls": int(total.calls),
+        "tokens": int(total.input_tokens + total.output_tokens),
+        "wall_s": round(summary.wall_s, 1),
+        **paper_metrics(summary),
+    }
 
 
 def compare_runs(
@@ -61,27 +85,8 @@ def compare_runs(
         rdir = Path(run_dir)
         summary = run_summary(rdir)
         series = run_series(rdir, summary=summary)
-        label = _run_label(rdir, used)
-        best = summary.best
-        total = summary.llm.total
-        rows.append(
-            {
-                "run": label,
-                "run_dir": str(rdir),
-                "task": summary.task,
-                "model": summary.model,
-                "gate": _gate_mode(rdir),
-                "iterations": summary.iterations,
-                "best_score": best.score if best else None,
-                "metric_value": best.metric_value if best else None,
-                "ndg": best.ndg if best else None,
-                "improvements": summary.improvements,
-                "llm_calls": int(total.calls),
-                "tokens": int(total.input_tokens + total.output_tokens),
-                "wall_s": round(summary.wall_s, 1),
-                **paper_metrics(summary),
-            }
-        )
+        label = run_label(rdir, used)
+        rows.append(compare_row(rdir, label, summary))
         runs.append((label, series))
     headers = [
         "run",

@@ -55,6 +55,7 @@ class RunStatus:
         rejections: drafts the novelty check rejected before evaluation (``novelty_rejected``).
         index: a line about an offline index being built, or None.
         node_errors: node executions that raised.
+        view_url: the address of the run's page (``evoduet run --view``), or None.
     """
 
     def __init__(self, task: Task | None = None) -> None:
@@ -82,6 +83,7 @@ class RunStatus:
         self.rejections = 0
         self.index: str | None = None
         self.node_errors = 0
+        self.view_url: str | None = None
 
     # -- updating ----------------------------------------------------------------------------
 
@@ -202,6 +204,8 @@ class RunStatus:
         lines.append(self._best_line())
         if self.index:
             lines.append(self.index)
+        if self.view_url:
+            lines.append(f"view: {self.view_url}")
         return lines
 
     def _node_line(self) -> str:

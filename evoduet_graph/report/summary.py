@@ -62,6 +62,7 @@ __all__ = [
     "GATE_DECISIONS",
     "GATE_FALLBACK",
     "RunSummary",
+    "node_costs",
     "paper_metrics",
     "run_summary",
 ]
@@ -188,6 +189,37 @@ def _model_figures(
         m: ModelUsage(**{k: float(v) for k, v in c.items()}, usd=usd.get(m))
         for m, c in sorted(totals.by_model.items())
     }
+
+
+def node_costs(
+    events: list[dict[str, Any]], rdir: Path, cost: CostFigures
+) -> dict[str, float | None]:
+    """Estimated USD of each node's model calls, priced as the run's total (`_cost_figures`).
+
+    A node whose events name their models (``llm_by_model``) has each model at its own price
+    (`_llm_cost`: with ``llm.roles`` a node is priced at its role's model); otherwise its tokens
+    are priced at the configured model's ``cost`` rates. None for a node whose models are all
+    unpriced, and for the inclusive nodes (`INCLUSIVE_NODES`), whose calls are the inner
+    nodes' and are priced there.
+    """
+    by_node: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for ev in events:
+        if ev.get("event") == "node" and isinstance(ev.get("node"), str):
+            by_node[ev["node"]].append(ev)
+    pin, pout = cost.usd_per_mtok_input, cost.usd_per_mtok_output
+    out: dict[str, float | None] = {}
+    for node, evs in sorted(by_node.items()):
+        totals = usage_from_events(evs)
+        if node in INCLUSIVE_NODES:
+            out[node] = None
+        elif totals.by_model:
+            total, per_model = _llm_cost(rdir, totals, cost.model)
+            out[node] = None if all(v is None for v in per_model.values()) else total
+        elif pin is not None and pout is not None:
+            out[node] = (totals.input_tokens * pin + totals.output_tokens * pout) / 1e6
+        else:
+            out[node] = None
+    return out
 
 
 def _llm_cost(rdir: Path, totals: Any, model: str | None) -> tuple[float, dict[str, float | None]]:

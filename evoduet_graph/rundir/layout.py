@@ -21,6 +21,9 @@ PROGRAMS = "programs.sqlite"
 CHECKPOINTS = "checkpoints.sqlite"
 """LangGraph's SQLite checkpointer (resume after a kill)."""
 
+PROMPTS = "prompts.jsonl"
+"""The prompt and reply of every ``generate`` model call (`evoduet_graph.rundir.prompts`)."""
+
 SEARCH_DB = "search_database.jsonl"
 """D_search: retrieval records, documents and their realised outcomes."""
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from evoduet_graph.rundir.store import ProgramRow, ProgramStore
+from evoduet_graph.rundir.store import ProgramRow, all_programs
 
 
 def _scan(path: Path) -> Iterator[dict[str, Any] | None]:
@@ -83,17 +83,36 @@ def read_json(path: str | Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def connect_readonly(path: Path) -> sqlite3.Connection:
+    """A read-only connection to a SQLite file of a run directory, which it never writes.
+
+    While a run writes the file its ``-wal`` file exists and the connection reads through it
+    (``mode=ro``: it sees every committed transaction). Without one the database is complete
+    in its main file and is opened ``immutable``: SQLite then creates no ``-wal`` / ``-shm``
+    file beside it, so a finished run's directory is left exactly as it was.
+
+    Raises:
+        sqlite3.Error: the file cannot be opened.
+    """
+    wal = path.with_name(path.name + "-wal")
+    mode = "ro" if wal.exists() else "ro&immutable=1"
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode={mode}", uri=True)
+
+
 def load_programs(path: Path) -> list[ProgramRow] | None:
-    """Every program row of ``programs.sqlite`` (None when missing or unreadable)."""
+    """Every program row of ``programs.sqlite`` (None when missing or unreadable).
+
+    Read through `connect_readonly`: a report or ``evoduet view`` never writes the store.
+    """
     if not path.is_file():
         return None
     try:
-        store = ProgramStore(path)
+        conn = connect_readonly(path)
     except sqlite3.Error:
         return None
     try:
-        return store.all_programs()
+        return all_programs(conn)
     except sqlite3.Error:
         return None
     finally:
-        store.close()
+        conn.close()

@@ -216,11 +216,7 @@ class ProgramStore:
     def all_programs(self) -> list[ProgramRow]:
         """Every program in creation order (for reports and tests)."""
         with self._lock:
-            rows = self._conn.execute(
-                "SELECT id, code, parent_id, iteration, generation, kind, status, score, valid, "
-                "metrics, artifacts, error FROM programs ORDER BY iteration, id"
-            ).fetchall()
-        return [_row(r) for r in rows]
+            return all_programs(self._conn)
 
     # -- evaluations ------------------------------------------------------------------------
     def cached_evaluation(self, code: str) -> EvaluationOutcome | None:
@@ -299,6 +295,19 @@ class ProgramStore:
         with self._lock:
             rec = self._conn.execute("SELECT iteration, data FROM population").fetchone()
         return (int(rec[0]), json.loads(rec[1])) if rec else None
+
+
+def all_programs(conn: sqlite3.Connection) -> list[ProgramRow]:
+    """Every program of the store behind ``conn``, in creation order (iteration, id).
+
+    Raises:
+        sqlite3.Error: the database has no ``programs`` table or cannot be read.
+    """
+    rows = conn.execute(
+        "SELECT id, code, parent_id, iteration, generation, kind, status, score, valid, "
+        "metrics, artifacts, error FROM programs ORDER BY iteration, id"
+    ).fetchall()
+    return [_row(r) for r in rows]
 
 
 def _row(rec: tuple[Any, ...]) -> ProgramRow:
