@@ -220,7 +220,10 @@ def read_folder(folder: Path) -> FolderContents:
     if not files:
         raise BundleError(f"{folder} holds no text file to evolve")
     pack(files)  # refuses a header line inside a file, naming it
-    return FolderContents(files={p: t if t.endswith("\n") or not t else t + "\n" for p, t in files.items()}, carried=carried)
+    return FolderContents(
+        files={p: t if t.endswith("\n") or not t else t + "\n" for p, t in files.items()},
+        carried=carried,
+    )
 
 
 def materialise(
