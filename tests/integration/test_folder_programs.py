@@ -134,7 +134,7 @@ def test_a_folder_mixing_python_and_c_runs_three_iterations(tmp_path: Path) -> N
         row = store.get_program(f"it0000{k}-c0")
         assert row.status == "evaluated" and row.valid, row.error
         parent = store.get_program(row.parent_id or "")
-        assert changed_files(parent.code or "", row.code or "") == ["kernel.c", "combine.py"]
+        assert changed_files(parent.code or "", row.code or "") == ["combine.py", "kernel.c"]
         assert f"return {1 + k}.0;" in unpack(row.code or "")["kernel.c"]
         values.append(row.metrics["value"])
     assert values == [min(10.0, (1 + k) * (k + 0.5)) for k in (1, 2, 3)]
