@@ -47,6 +47,7 @@ from evoduet_graph.candidates.bundle import (
     file_language,
     pack,
     read_folder,
+    unpack,
 )
 from evoduet_graph.candidates.diffs import evolve_regions, has_evolve_blocks
 from evoduet_graph.errors import UserError
@@ -109,7 +110,9 @@ class Task(BaseModel):
         default_factory=lambda: list(DEFAULT_CASCADE_THRESHOLDS),
         description="Threshold i gates stage i+2 (on combined_score, else the metric mean).",
     )
-    has_evolve_blocks: bool = Field(False, description="Initial program has EVOLVE-BLOCK markers.")
+    has_evolve_blocks: bool = Field(
+        False, description="Initial program has EVOLVE-BLOCK markers (a folder: in any file)."
+    )
     language: str = Field("python", description="Program language (config.yaml `language`).")
     file_suffix: str = Field(".py", description="Suffix of candidate files (`.py`, `.rs`, ...).")
     program_file: str | None = Field(
@@ -468,7 +471,11 @@ def load_task(path: str | Path, program: str | Path | None = None) -> Task:
         timeout_s=timeout_s,
         cascade=cascade,
         cascade_thresholds=thresholds,
-        has_evolve_blocks=_has_markers(initial_program) if program_kind == "file" else False,
+        has_evolve_blocks=(
+            _has_markers(initial_program)
+            if program_kind == "file"
+            else any(_has_markers(text) for text in unpack(initial_program).values())
+        ),
         language=language,
         file_suffix=file_suffix,
         program_file=program_file,
