@@ -4,8 +4,9 @@ A task folder holds (docs/design.md §5):
 
 - the program to evolve (optional): ``initial_program.<ext>`` in any language, or the file
   named by ``--program``; or a folder, ``initial_program/`` (or ``--program DIR``), whose text
-  files are evolved together (`_load_folder_program`, `evoduet_graph.candidates.bundle`); the language comes from the config's ``language:`` (else
-  ``file_suffix:``, else the file's suffix) (`evoduet_graph.tasks.languages`). Code between
+  files are evolved together (`_load_folder_program`, `evoduet_graph.candidates.bundle`);
+  the language comes from the config's ``language:`` (else ``file_suffix:``, else the
+  file's suffix) (`evoduet_graph.tasks.languages`). Code between
   ``EVOLVE-BLOCK-START`` / ``EVOLVE-BLOCK-END`` marker lines (any comment syntax: ``#``,
   ``//``, ``--``, ``/* */``) is what the model may change; without markers the whole file may
   change (SkyDiscover's rule). Without a program, the first iteration asks the model for one
@@ -551,7 +552,9 @@ def _load_folder_program(
     try:
         contents = read_folder(program_dir)
     except (BundleError, OSError) as exc:
-        raise TaskError(f"task folder {folder}: folder program {program_dir.name}/: {exc}") from None
+        raise TaskError(
+            f"task folder {folder}: folder program {program_dir.name}/: {exc}"
+        ) from None
     evolvable = evolvable_paths(contents.files, evolve_all=meta.evolve == "all")
     if not evolvable:
         raise TaskError(

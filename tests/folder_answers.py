@@ -1,4 +1,4 @@
-"""Scripted model answers for the folder-program tests (tasks/tsp_folder, tests/data/folder_mixed_c).
+"""Scripted model answers for the folder-program tests (tsp_folder, folder_mixed_c).
 
 Each answer edits two files of the folder at once: a per-file rewrite of one file and a
 SEARCH/REPLACE block (or a second rewrite) for the other, so a child differs from its parent in

@@ -80,7 +80,7 @@ class FolderContents:
 
 
 def check_path(path: str) -> str | None:
-    """Why ``path`` cannot name a file of a folder program, or None when it can.
+    r"""Why ``path`` cannot name a file of a folder program, or None when it can.
 
     Refused: empty, absolute (``/x``, ``C:\\x``), a backslash, a ``..`` component, a ``.``
     only path, a NUL or a line break.

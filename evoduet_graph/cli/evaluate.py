@@ -24,7 +24,8 @@ from evoduet_graph.tasks.languages import ToolchainError
 def eval_cmd(
     task_dir: TaskDirArg,
     program: Annotated[
-        Path | None, typer.Argument(help="Program file or folder to evaluate (default: initial program).")
+        Path | None,
+        typer.Argument(help="Program file or folder to evaluate (default: initial program)."),
     ] = None,
     timeout: Annotated[float | None, typer.Option(help="Timeout in seconds.")] = None,
 ) -> None:

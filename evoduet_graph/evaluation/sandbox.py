@@ -143,7 +143,7 @@ class SandboxSetupError(EvoDuetError, RuntimeError):
 
 
 def program_file_name(task: Task) -> str:
-    """The candidate's name in the sandbox: ``program`` + the task's suffix (a folder: ``program``)."""
+    """The candidate's name in the sandbox: ``program`` + suffix (a folder: ``program``)."""
     if task.is_folder:
         return "program"
     suffix = task.file_suffix if task.file_suffix.startswith(".") else f".{task.file_suffix}"

@@ -38,7 +38,7 @@ def lineage(store: ProgramStore, program_id: str) -> list[dict[str, Any]]:
 
 
 def best_program_name(task: Task) -> str:
-    """``best_program`` + the task's suffix (``best_program.py`` for Python; a folder: no suffix)."""
+    """``best_program`` + the task's suffix (``best_program.py``; a folder: ``best_program``)."""
     if task.is_folder:
         return layout.BEST_STEM
     suffix = task.file_suffix if task.file_suffix.startswith(".") else f".{task.file_suffix}"

@@ -33,7 +33,9 @@ def cities():
 
 def tour_length(points, tour):
     return sum(
-        math.hypot(points[tour[i - 1]][0] - points[tour[i]][0], points[tour[i - 1]][1] - points[tour[i]][1])
+        math.hypot(
+            points[tour[i - 1]][0] - points[tour[i]][0], points[tour[i - 1]][1] - points[tour[i]][1]
+        )
         for i in range(len(tour))
     )
 
@@ -47,7 +49,9 @@ def _fail(reason, stderr=""):
 
 def check_tour(tour):
     """None for a valid tour of CITIES cities, else the reason it is not one."""
-    if not isinstance(tour, list) or not all(isinstance(c, int) and not isinstance(c, bool) for c in tour):
+    if not isinstance(tour, list) or not all(
+        isinstance(c, int) and not isinstance(c, bool) for c in tour
+    ):
         return "the output is not a JSON list of integers"
     if len(tour) != CITIES:
         return f"the tour visits {len(tour)} cities, expected {CITIES}"

@@ -127,7 +127,10 @@ def test_an_answer_editing_two_files_changes_both() -> None:
 
 
 def test_a_per_file_rewrite_keeps_the_fixed_code() -> None:
-    answer = "### File: pkg/b.py\n```python\nimport a\n\n# EVOLVE-BLOCK-START\ndef f():\n    return 7\n# EVOLVE-BLOCK-END\n```\n"
+    answer = (
+        "### File: pkg/b.py\n```python\nimport a\n\n# EVOLVE-BLOCK-START\ndef f():\n"
+        "    return 7\n# EVOLVE-BLOCK-END\n```\n"
+    )
     cand = folder_candidate(PARENT, answer, diff_based=False, policy=MARKED)
     assert cand.error is None and cand.kind == "rewrite"
     assert unpack(cand.code or "")["pkg/b.py"].startswith("import a\n")

@@ -36,9 +36,7 @@ def render_prompt(task: str, diff_based: bool) -> str:
     initial = env.ctx.store.get_program(env.state["parent_id"])
     code = initial.code or ""
     assert old in code, f"{task}: the scripted change no longer applies"
-    add_program(
-        env, "it00001-c0", code.replace(old, new), 0.5, 1, metrics={"combined_score": 0.5}
-    )
+    add_program(env, "it00001-c0", code.replace(old, new), 0.5, 1, metrics={"combined_score": 0.5})
     add_program(env, "it00001-c1", code + "\n", None, 1, error="timeout after 10 s")
     payload = {
         "iteration": 2,

@@ -6,4 +6,6 @@ SCALE = 1.0
 
 def combine(weight):
     return SCALE * weight
+
+
 # EVOLVE-BLOCK-END
