@@ -309,3 +309,37 @@ def test_the_folder_prompt_shows_the_tree_and_outlines_what_does_not_fit() -> No
     )
     assert "data/cities.bin  (binary, not shown)" in tight
     assert "def distance_matrix(points):" in tight and "dist[i][j] = dist[j][i]" not in tight
+
+
+def test_a_skydiscover_script_gets_the_candidate_folder(tmp_path: Path) -> None:
+    from evoduet_graph.evaluation.sandbox import SandboxEvaluator
+
+    folder = tmp_path / "script_task"
+    (folder / "evaluator").mkdir(parents=True)
+    (folder / "initial_program").mkdir()
+    (folder / "initial_program" / "value.sh").write_text(
+        "# EVOLVE-BLOCK-START\nVALUE=2\n# EVOLVE-BLOCK-END\n"
+    )
+    (folder / "evaluator" / "evaluate.sh").write_text(
+        '[ -d "$1" ] || { echo "not a folder: $1" >&2; exit 3; }\n'
+        '. "$1/value.sh"\n'
+        'echo "{\\"status\\": \\"success\\", \\"combined_score\\": $VALUE, '
+        '\\"metrics\\": {\\"value\\": $VALUE}}"\n'
+    )
+    task = load_task(folder)
+    assert task.is_folder and task.evaluator_kind == "shell"
+    sandbox = SandboxEvaluator(task, workers=1)
+    assert sandbox.evaluate(task.initial_program).metrics["value"] == 2.0
+    child = task.initial_program.replace("VALUE=2", "VALUE=5")
+    assert sandbox.evaluate(child).metrics["combined_score"] == 5.0
+
+
+def test_novelty_compares_the_evolvable_files_only() -> None:
+    from evoduet_graph.nodes.generate import novelty_text
+
+    task = load_task(TSP)
+    text = novelty_text(task, task.initial_program)
+    assert "### File: driver.py\n" in text and "### File: heuristics.py\n" in text
+    assert "geometry.py" not in text and "def distance_matrix" not in text
+    single = load_task(ROOT / "tasks" / "smoke_polygon_area")
+    assert novelty_text(single, single.initial_program) == single.initial_program
