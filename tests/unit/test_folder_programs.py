@@ -343,3 +343,24 @@ def test_novelty_compares_the_evolvable_files_only() -> None:
     assert "geometry.py" not in text and "def distance_matrix" not in text
     single = load_task(ROOT / "tasks" / "smoke_polygon_area")
     assert novelty_text(single, single.initial_program) == single.initial_program
+
+
+def test_the_real_openevolve_refuses_a_folder_task(tmp_path: Path) -> None:
+    from typing import Any, cast
+
+    from evoduet_graph.bench.openevolve_method import OpenEvolveError, run_openevolve
+
+    unused = cast(Any, None)
+    with pytest.raises(OpenEvolveError, match="its program is a folder .*openevolve-mode"):
+        run_openevolve(
+            load_task(TSP),
+            tmp_path,
+            iterations=1,
+            seed=0,
+            endpoint=unused,
+            env=unused,
+            evaluator=unused,
+            session=unused,
+            sessions=unused,
+        )
+    assert not any(tmp_path.iterdir())
