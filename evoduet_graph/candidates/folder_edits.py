@@ -49,10 +49,13 @@ from evoduet_graph.candidates.diffs import (
 
 __all__ = ["FolderCandidate", "FolderPolicy", "folder_candidate", "python_compile_errors"]
 
-# "### File: path", "File: `path`", "**File: path**", "// File: path" are all accepted.
+# "### File: path", "File: `path`", "**File: path**", "// File: path" are all accepted, with or
+# without the prompt's label after the path.
 _PART_RE = re.compile(
     r"^[ \t]*(?:#{1,6}[ \t]*|\*\*[ \t]*|//[ \t]*)?(?:File|FILE|file)[ \t]*:[ \t]*"
-    r"`?(?P<path>[^`*\s][^`*]*?)`?[ \t]*(?:\*\*)?[ \t]*$",
+    r"`?(?P<path>[^`*\s][^`*\n]*?)`?"
+    # the prompt labels files "### File: path (evolvable)"; an answer may copy the label
+    r"(?:[ \t]+\((?:evolvable|read-only|binary)[^)\n]*\))?[ \t]*(?:\*\*)?[ \t]*$",
     re.MULTILINE,
 )
 

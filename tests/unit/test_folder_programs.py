@@ -126,6 +126,14 @@ def test_an_answer_editing_two_files_changes_both() -> None:
     assert files["fixed.py"] == FIXED
 
 
+def test_a_file_label_copied_from_the_prompt_is_read_as_the_path() -> None:
+    answer = edit("a.py", "STEP = 1", "STEP = 4").replace(
+        "### File: a.py", "### File: `a.py` (evolvable)"
+    )
+    cand = folder_candidate(PARENT, answer, diff_based=True, policy=MARKED)
+    assert cand.error is None and cand.changed == ["a.py"]
+
+
 def test_a_per_file_rewrite_keeps_the_fixed_code() -> None:
     answer = (
         "### File: pkg/b.py\n```python\nimport a\n\n# EVOLVE-BLOCK-START\ndef f():\n"
