@@ -8,7 +8,7 @@ A run directory holds everything needed to inspect or resume a run::
     <run_dir>/checkpoints.sqlite  LangGraph SqliteSaver (WAL, synchronous=NORMAL)
     <run_dir>/programs.sqlite     program store (source, metrics, evaluations, population)
     <run_dir>/events.jsonl        one event per node execution
-    <run_dir>/best_program.py     best program so far
+    <run_dir>/best_program.py     best program so far (best_program/ for a folder program)
     <run_dir>/best_program.json   its metrics, iteration, NDG and parent chain
 
 The checks a run makes before anything is written and the assembly of its runtime context

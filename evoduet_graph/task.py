@@ -3,8 +3,10 @@
 A task folder holds (docs/design.md §5):
 
 - the program to evolve (optional): ``initial_program.<ext>`` in any language, or the file
-  named by ``--program``; the language comes from the config's ``language:`` (else
-  ``file_suffix:``, else the file's suffix) (`evoduet_graph.tasks.languages`). Code between
+  named by ``--program``; or a folder, ``initial_program/`` (or ``--program DIR``), whose text
+  files are evolved together (`_load_folder_program`, `evoduet_graph.candidates.bundle`);
+  the language comes from the config's ``language:`` (else ``file_suffix:``, else the
+  file's suffix) (`evoduet_graph.tasks.languages`). Code between
   ``EVOLVE-BLOCK-START`` / ``EVOLVE-BLOCK-END`` marker lines (any comment syntax: ``#``,
   ``//``, ``--``, ``/* */``) is what the model may change; without markers the whole file may
   change (SkyDiscover's rule). Without a program, the first iteration asks the model for one
@@ -40,6 +42,14 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from evoduet_graph.candidates.bundle import (
+    BundleError,
+    evolvable_paths,
+    file_language,
+    pack,
+    read_folder,
+    unpack,
+)
 from evoduet_graph.candidates.diffs import evolve_regions, has_evolve_blocks
 from evoduet_graph.errors import UserError
 from evoduet_graph.tasks.languages import Language, language_by_name, language_for_suffix
@@ -101,7 +111,9 @@ class Task(BaseModel):
         default_factory=lambda: list(DEFAULT_CASCADE_THRESHOLDS),
         description="Threshold i gates stage i+2 (on combined_score, else the metric mean).",
     )
-    has_evolve_blocks: bool = Field(False, description="Initial program has EVOLVE-BLOCK markers.")
+    has_evolve_blocks: bool = Field(
+        False, description="Initial program has EVOLVE-BLOCK markers (a folder: in any file)."
+    )
     language: str = Field("python", description="Program language (config.yaml `language`).")
     file_suffix: str = Field(".py", description="Suffix of candidate files (`.py`, `.rs`, ...).")
     program_file: str | None = Field(
@@ -126,6 +138,32 @@ class Task(BaseModel):
         "that run evaluate.sh (`evaluation.container: true`); None: the local sandbox.",
     )
     warnings: list[str] = Field(default_factory=list, description="Non-fatal load problems.")
+    program_kind: Literal["file", "folder"] = Field(
+        "file",
+        description="`file`: one evolved file; `folder`: `initial_program/` (or --program DIR) "
+        "is the program, carried as a bundle text (`evoduet_graph.candidates.bundle`).",
+    )
+    folder_evolve_all: bool = Field(
+        False,
+        description="Folder programs: every text file may change (task.yaml `folder.evolve: "
+        "all`); else only files with EVOLVE-BLOCK markers, between them.",
+    )
+    folder_new_files: bool = Field(
+        False, description="Folder programs: answers may create files (`folder.new_files`)."
+    )
+    folder_carried: list[str] = Field(
+        default_factory=list,
+        description="Folder programs: binary files and build outputs of the initial folder, "
+        "copied into every candidate folder, never shown to the model.",
+    )
+    program_dir: Path | None = Field(
+        None, description="Folder programs: absolute path of the initial program folder."
+    )
+
+    @property
+    def is_folder(self) -> bool:
+        """Whether the program is a folder (a bundle text in the store and the prompts)."""
+        return self.program_kind == "folder"
 
     def metric_value(self, metrics: dict[str, Any]) -> float | None:
         """The reported quantity ``metrics[self.metric]``.
@@ -184,6 +222,15 @@ class Task(BaseModel):
         return self.program_file or "the program the model writes first (no initial program)"
 
 
+class _FolderMeta(BaseModel):
+    """``task.yaml`` ``folder:``: what the model may change in a folder program."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    evolve: Literal["marked", "all"] = "marked"
+    new_files: bool = False
+
+
 class _TaskMeta(BaseModel):
     """Schema of our ``task.yaml`` (all optional)."""
 
@@ -197,6 +244,7 @@ class _TaskMeta(BaseModel):
     sota_source: str | None = None
     timeout_s: float | None = Field(None, gt=0)
     instruction: str | None = None
+    folder: _FolderMeta | None = None
 
     @field_validator("direction", mode="before")
     @classmethod
@@ -314,8 +362,9 @@ def load_task(path: str | Path, program: str | Path | None = None) -> Task:
         The immutable `Task`.
 
     Raises:
-        TaskError: the folder is missing or not a directory; no evaluator is found; the program
-            is a folder (a multi-file program) or several ``initial_program.*`` files compete; a
+        TaskError: the folder is missing or not a directory; no evaluator is found; several
+            ``initial_program.*`` files compete; a folder program cannot be packed or has
+            nothing the model may change (`_load_folder_program`); a
             file is unreadable; a YAML file has a syntax error or is not a mapping; a value has
             the wrong type (e.g. ``direction: up``); the Python evaluator has a syntax error or
             defines neither ``evaluate`` nor ``evaluate_stage1``; a Python initial program is
@@ -361,13 +410,29 @@ def load_task(path: str | Path, program: str | Path | None = None) -> Task:
     )
     language = lang.name
 
-    if initial_path is not None:
+    program_kind: Literal["file", "folder"] = "file"
+    folder_meta = meta.folder or _FolderMeta()
+    carried: list[str] = []
+    program_dir: Path | None = None
+    if initial_path is not None and initial_path.is_dir():
+        program_kind, program_dir = "folder", initial_path
+        initial_program, carried, folder_lang = _load_folder_program(
+            initial_path, folder, folder_meta
+        )
+        if not (config_language or config_suffix):
+            lang = folder_lang
+        file_suffix, language = "", lang.name
+        try:
+            program_file: str | None = str(initial_path.relative_to(folder))
+        except ValueError:
+            program_file = str(initial_path)
+    elif initial_path is not None:
         initial_program = _read_text(initial_path, folder)
         if lang.is_python:
             _check_python(initial_program, initial_path, folder)
         _check_evolve_blocks(initial_program, initial_path)
         try:
-            program_file: str | None = str(initial_path.relative_to(folder))
+            program_file = str(initial_path.relative_to(folder))
         except ValueError:
             program_file = str(initial_path)
     else:
@@ -407,7 +472,11 @@ def load_task(path: str | Path, program: str | Path | None = None) -> Task:
         timeout_s=timeout_s,
         cascade=cascade,
         cascade_thresholds=thresholds,
-        has_evolve_blocks=_has_markers(initial_program),
+        has_evolve_blocks=(
+            _has_markers(initial_program)
+            if program_kind == "file"
+            else any(_has_markers(text) for text in unpack(initial_program).values())
+        ),
         language=language,
         file_suffix=file_suffix,
         program_file=program_file,
@@ -415,29 +484,34 @@ def load_task(path: str | Path, program: str | Path | None = None) -> Task:
         evaluator_kind=kind,
         openevolve_config=oe_config,
         warnings=warnings,
+        program_kind=program_kind,
+        folder_evolve_all=folder_meta.evolve == "all",
+        folder_new_files=folder_meta.new_files,
+        folder_carried=carried,
+        program_dir=program_dir,
     )
 
 
 def _find_program(
     folder: Path, program: str | Path | None, suffix: str | None, language: str | None
 ) -> Path | None:
-    """The program file to evolve, or None when the folder has none (module docstring).
+    """The program file or folder to evolve, or None when the task has none (module docstring).
+
+    A folder ``initial_program/`` (or ``--program DIR``) is a folder program, as OpenEvolve's
+    multi-file ``tsp_tour_minimization`` example has it.
 
     Raises:
-        TaskError: ``program`` does not exist or is a folder; the folder's initial program is a
-            folder (OpenEvolve's multi-file ``tsp_tour_minimization``); several
-            ``initial_program.*`` files and no config saying which.
+        TaskError: ``program`` does not exist; several ``initial_program.*`` files and no
+            config saying which.
     """
     if program is not None:
         given = Path(program).expanduser()
         candidates = [given] if given.is_absolute() else [Path.cwd() / given, folder / given]
         for path in candidates:
-            if path.is_file():
+            if path.is_file() or path.is_dir():
                 return path.resolve()
-            if path.is_dir():
-                raise TaskError(_folder_program_message(folder, path))
         raise TaskError(
-            f"--program {program}: no such file (looked in the working directory and in "
+            f"--program {program}: no such file or folder (looked in the working directory and in "
             f"{folder}); pass the program file to evolve"
         )
     names = [f"{INITIAL_PROGRAM_STEM}{suffix}"] if suffix else []
@@ -448,7 +522,7 @@ def _find_program(
         if (folder / name).is_file():
             return folder / name
     if (folder / INITIAL_PROGRAM_STEM).is_dir():
-        raise TaskError(_folder_program_message(folder, folder / INITIAL_PROGRAM_STEM))
+        return folder / INITIAL_PROGRAM_STEM
     found = sorted(
         p
         for p in folder.glob(f"{INITIAL_PROGRAM_STEM}.*")
@@ -463,13 +537,43 @@ def _find_program(
     return found[0] if found else None
 
 
-def _folder_program_message(folder: Path, path: Path) -> str:
-    return (
-        f"task folder {folder}: the initial program {path.name}/ is a folder (a multi-file "
-        "program), which is not supported; evoduet evolves one file: "
-        f"{INITIAL_PROGRAM_STEM}.<ext> in any language, or the file named with --program FILE "
-        "(its evaluator must then accept that single file)"
-    )
+def _load_folder_program(
+    program_dir: Path, folder: Path, meta: _FolderMeta
+) -> tuple[str, list[str], Language]:
+    """``(bundle, carried paths, language)`` of a folder program (docs/tasks.md).
+
+    The bundle packs the folder's text files (`evoduet_graph.candidates.bundle.read_folder`);
+    the language is that of most evolvable files (ties: the first in path order).
+
+    Raises:
+        TaskError: the folder cannot be packed, no file may change (no EVOLVE-BLOCK markers and
+            no ``folder.evolve: all``), a Python file does not parse, or a block is empty.
+    """
+    try:
+        contents = read_folder(program_dir)
+    except (BundleError, OSError) as exc:
+        raise TaskError(
+            f"task folder {folder}: folder program {program_dir.name}/: {exc}"
+        ) from None
+    evolvable = evolvable_paths(contents.files, evolve_all=meta.evolve == "all")
+    if not evolvable:
+        raise TaskError(
+            f"task folder {folder}: no file of the folder program {program_dir.name}/ has "
+            "EVOLVE-BLOCK markers, so the model could change nothing; mark the code that may "
+            "change in the files that evolve, or set `folder: {evolve: all}` in task.yaml"
+        )
+    for rel, text in contents.files.items():
+        path = program_dir / rel
+        if file_language(rel).is_python:
+            _check_python(text, path, folder)
+        _check_evolve_blocks(text, path)
+    counts: dict[str, int] = {}
+    for rel in evolvable:
+        name = file_language(rel).name
+        counts[name] = counts.get(name, 0) + 1
+    top = max(counts, key=lambda n: counts[n])
+    lang = next(file_language(rel) for rel in evolvable if file_language(rel).name == top)
+    return pack(contents.files), contents.carried, lang
 
 
 def _find_evaluator(

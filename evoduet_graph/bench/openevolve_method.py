@@ -606,8 +606,15 @@ def run_openevolve(
 
     Raises:
         OpenEvolveError: the process failed or timed out (its log tail is in the message),
-            or it produced nothing to score.
+            or it produced nothing to score; the task's program is a folder, which OpenEvolve
+            cannot evolve (its ``tsp_tour_minimization`` example packs a folder with a driver
+            of its own).
     """
+    if task.is_folder:
+        raise OpenEvolveError(
+            f"task {task.name!r}: its program is a folder ({task.program_file}/), which "
+            "OpenEvolve cannot evolve; compare with the openevolve-mode method instead"
+        )
     run_dir = Path(run_dir).absolute()
     run_dir.mkdir(parents=True, exist_ok=True)
     output_dir = run_dir / OUTPUT_DIR

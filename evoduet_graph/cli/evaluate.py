@@ -24,14 +24,17 @@ from evoduet_graph.tasks.languages import ToolchainError
 def eval_cmd(
     task_dir: TaskDirArg,
     program: Annotated[
-        Path | None, typer.Argument(help="Program to evaluate (default: initial program).")
+        Path | None,
+        typer.Argument(help="Program file or folder to evaluate (default: initial program)."),
     ] = None,
     timeout: Annotated[float | None, typer.Option(help="Timeout in seconds.")] = None,
 ) -> None:
     """Evaluate PROGRAM through the sandbox; print its metrics as one JSON object on stdout."""
     try:
         task = (
-            load_task(task_dir, program) if program and program.is_file() else load_task(task_dir)
+            load_task(task_dir, program)
+            if program and (program.is_file() or program.is_dir())
+            else load_task(task_dir)
         )
         check_toolchain(task)
     except (TaskError, ToolchainError) as exc:
@@ -46,7 +49,11 @@ def eval_cmd(
         console.print("[yellow]warning:[/] ", end="")
         console.print(requirements, markup=False, highlight=False)
     try:
-        code = program.read_text(encoding="utf-8") if program else task.initial_program
+        code = (
+            program.read_text(encoding="utf-8")
+            if program and not task.is_folder
+            else task.initial_program  # a folder PROGRAM was packed by load_task
+        )
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         _fail(f"cannot read the program {program}: {reason}; pass a program file to evaluate")

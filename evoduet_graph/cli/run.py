@@ -373,7 +373,10 @@ def run_cmd(
     seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
     program: Annotated[
         Path | None,
-        typer.Option(help="The file to evolve (default: the folder's initial_program.<ext>)."),
+        typer.Option(
+            help="The file or folder to evolve (default: the task's initial_program.<ext> or "
+            "initial_program/)."
+        ),
     ] = None,
     gate: Annotated[
         str | None,

@@ -197,15 +197,23 @@ def unpack_task(bundle: TaskBundle, root: Path) -> Task:
     """Write ``bundle``'s files under ``root`` and return its `Task` with paths rebound there.
 
     The folder keeps the driver's folder name (``root/<name>``), so messages read the same.
+    A folder program's ``initial_program/`` ships inside the task folder, so its carried
+    binary files reach every candidate folder the worker unpacks; candidates themselves travel
+    as their bundle text.
     """
     folder = root / Path(bundle.task.path).name
     for rel, data in bundle.files.items():
         target = folder / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
-    return bundle.task.model_copy(
-        update={"path": folder, "evaluator_path": folder / _relative_evaluator(bundle.task)}
-    )
+    update: dict[str, Any] = {
+        "path": folder,
+        "evaluator_path": folder / _relative_evaluator(bundle.task),
+    }
+    program_file = bundle.task.program_file
+    if bundle.task.is_folder and program_file and not Path(program_file).is_absolute():
+        update["program_dir"] = folder / program_file  # the folder program ships with the task
+    return bundle.task.model_copy(update=update)
 
 
 def worker_sandbox(task: Task, settings: dict[str, Any]) -> SandboxEvaluator:

@@ -5,7 +5,9 @@ process (``runner.py``) that
 
 - runs in a fresh ``tempfile.mkdtemp`` directory (outside any run directory, removed afterwards)
   holding the candidate as ``program<suffix>`` (``program.py``, ``program.rs``: the task's
-  `Task.file_suffix`, so the evaluator compiles or runs it as what it is);
+  `Task.file_suffix`, so the evaluator compiles or runs it as what it is); a folder program
+  is unpacked there as the folder ``program/`` (its carried binary files copied from the task
+  snapshot's initial program folder), and the evaluator receives that folder's path;
 - is the leader of its own process group (``start_new_session=True``); on timeout the whole
   group gets ``SIGKILL`` so grandchildren die too, and stray group members are killed after a
   normal exit as well;
@@ -74,6 +76,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from evoduet_graph.candidates.bundle import BundleError, materialise
 from evoduet_graph.config import EvaluationConfig
 from evoduet_graph.errors import EvoDuetError
 from evoduet_graph.evaluation.base import EvaluationOutcome
@@ -140,7 +143,9 @@ class SandboxSetupError(EvoDuetError, RuntimeError):
 
 
 def program_file_name(task: Task) -> str:
-    """The candidate's file name in the sandbox: ``program`` + the task's suffix."""
+    """The candidate's name in the sandbox: ``program`` + suffix (a folder: ``program``)."""
+    if task.is_folder:
+        return "program"
     suffix = task.file_suffix if task.file_suffix.startswith(".") else f".{task.file_suffix}"
     return f"program{suffix}" if suffix != "." else PROGRAM_FILE
 
@@ -514,6 +519,26 @@ class SandboxEvaluator:
                 with contextlib.suppress(OSError):
                     os.close(fd)
 
+    def _write_folder(
+        self, code: str, target: Path, task_dir: Path, start: float
+    ) -> EvaluationOutcome | None:
+        """Unpack a folder candidate (a bundle) into ``target``, in the private temp dir.
+
+        The carried files (binary files, build outputs) are copied from the initial program
+        folder of the task snapshot this evaluation uses (a folder given with ``--program DIR``
+        outside the task folder: from that folder). Returns an invalid outcome when the bundle
+        cannot be unpacked, else None.
+        """
+        program_file = self.task.program_file or ""
+        source = task_dir / program_file if not Path(program_file).is_absolute() else None
+        if source is None or not source.is_dir():
+            source = self.task.program_dir
+        try:
+            materialise(code, target, carried_from=source, carried=self.task.folder_carried)
+        except BundleError as exc:
+            return invalid_outcome(f"the folder program cannot be unpacked: {exc}", {}, {}, start)
+        return None
+
     def _run_child(
         self,
         code: str,
@@ -525,7 +550,12 @@ class SandboxEvaluator:
         report_w: int,
     ) -> EvaluationOutcome:
         spec = self._spec(tmp, task_dir, report_w)
-        Path(spec["program"]).write_text(code, encoding="utf-8")
+        if self.task.is_folder:
+            bad = self._write_folder(code, Path(spec["program"]), task_dir, start)
+            if bad is not None:
+                return bad
+        else:
+            Path(spec["program"]).write_text(code, encoding="utf-8")
         spec_path = tmp / "spec.json"
         spec_path.write_text(json.dumps(spec), encoding="utf-8")
         stdout_path, stderr_path = tmp / "stdout.txt", tmp / "stderr.txt"

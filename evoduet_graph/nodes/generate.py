@@ -16,6 +16,12 @@ for a first complete program from the instruction (SkyDiscover's start from scra
 config's ``max_code_length`` / ``max_solution_length``) is invalid with that reason, as in
 OpenEvolve and SkyDiscover.
 
+A folder program (`Task.is_folder`) is a bundle text (`evoduet_graph.candidates.bundle`): the
+answer's per-file edits are applied by `evoduet_graph.candidates.folder_edits.folder_candidate`
+(invalid reasons name the file; a path outside the folder is refused), every changed Python
+file is compiled, the size limit applies to the whole bundle, and novelty compares the
+evolvable files only (`novelty_text`).
+
 Before a child goes on to ``evaluate`` it passes the run's novelty check (`Context.novelty`,
 `evoduet_graph.candidates.novelty`): a near-duplicate of the parent or of a population program is
 rejected with its reason (event ``novelty_rejected``); with ``novelty.resample`` the model is
@@ -35,7 +41,14 @@ from typing import Any, cast
 
 from langgraph.runtime import Runtime
 
-from evoduet_graph.candidates.diffs import candidate_from_response
+from evoduet_graph.candidates.bundle import unpack
+from evoduet_graph.candidates.diffs import CandidateCode, candidate_from_response
+from evoduet_graph.candidates.folder_edits import (
+    FolderCandidate,
+    FolderPolicy,
+    folder_candidate,
+    python_compile_errors,
+)
 from evoduet_graph.candidates.novelty import NoveltyVerdict
 from evoduet_graph.config import NoveltyConfig
 from evoduet_graph.context import Context
@@ -56,6 +69,7 @@ from evoduet_graph.prompts.generate import (
 )
 from evoduet_graph.rundir.store import ProgramRow, ProgramStore, code_sha
 from evoduet_graph.state import CandidateRecord, CandidateStatus, GenerateInput
+from evoduet_graph.task import Task
 
 
 def candidate_id(iteration: int, index: int) -> str:
@@ -110,6 +124,38 @@ def compile_error(language: str, code: str) -> str | None:
     return None
 
 
+def folder_policy(task: Task) -> FolderPolicy:
+    """What an answer may change in the task's folder program (task.yaml ``folder:``)."""
+    return FolderPolicy(evolve_all=task.folder_evolve_all, new_files=task.folder_new_files)
+
+
+def folder_size_error(bundle: str, limit: int) -> str:
+    """The size-limit reason of a folder candidate, naming its largest file."""
+    files = unpack(bundle)
+    largest = max(files, key=lambda p: len(files[p]))
+    return (
+        f"the program folder is {len(bundle)} characters long, over the limit of {limit} "
+        f"(max_code_length); its largest file is {largest} ({len(files[largest])} "
+        "characters); make it shorter"
+    )
+
+
+def novelty_text(task: Task, code: str) -> str:
+    """What the novelty check compares: the program, or a folder's evolvable files only.
+
+    For a folder program the read-only files are equal in every candidate and would make
+    every pair look alike; the check compares the bundle of the files the model may change.
+    """
+    if not task.is_folder:
+        return code
+    try:
+        files = unpack(code)
+    except ValueError:
+        return code
+    keep = folder_policy(task).evolvable(files)
+    return "".join(f"### File: {p}\n{files[p]}" for p in keep) or code
+
+
 def draft(
     ctx: Context,
     row: ProgramRow,
@@ -153,24 +199,34 @@ def draft(
         log_prompt(ctx, row, messages, None, attempt=attempt)
         return
     log_prompt(ctx, row, messages, text, attempt=attempt)
-    cand = candidate_from_response(
-        parent_code,
-        text,
-        diff_based=diff_based and bool(parent_code),
-        restrict_to_evolve_blocks=ctx.task.has_evolve_blocks and bool(parent_code),
-        language=ctx.task.language,
-    )
+    if ctx.task.is_folder and parent_code:
+        cand: CandidateCode | FolderCandidate = folder_candidate(
+            parent_code, text, diff_based=diff_based, policy=folder_policy(ctx.task)
+        )
+    else:
+        cand = candidate_from_response(
+            parent_code,
+            text,
+            diff_based=diff_based and bool(parent_code),
+            restrict_to_evolve_blocks=ctx.task.has_evolve_blocks and bool(parent_code),
+            language=ctx.task.language,
+        )
     row.kind = cand.kind
     limit = ctx.config.max_code_length
     problem = None
     if cand.code is not None and cand.error is None:
-        problem = compile_error(ctx.task.language, cand.code)
+        if isinstance(cand, FolderCandidate):
+            problem = python_compile_errors(cand.code, cand.changed)
+        else:
+            problem = compile_error(ctx.task.language, cand.code)
     if cand.code is not None and cand.error is None and limit and len(cand.code) > limit:
         row.code, row.status = cand.code, "invalid"
         row.error = (
             f"the program is {len(cand.code)} characters long, over the limit of {limit} "
             "(max_code_length); make it shorter"
         )
+        if isinstance(cand, FolderCandidate):
+            row.error = folder_size_error(cand.code, limit)
     elif cand.code is not None and cand.error is None and problem is None:
         row.code, row.status = cand.code, "generated"
     elif problem is not None:
@@ -257,7 +313,10 @@ def check_novelty(
         references = population_references(
             ctx.config.novelty, ctx.store, ctx.population, row.parent_id, shown_ids
         )
-        verdict: NoveltyVerdict = ctx.novelty.check(row.code, references)
+        verdict: NoveltyVerdict = ctx.novelty.check(
+            novelty_text(ctx.task, row.code),
+            [(pid, novelty_text(ctx.task, code)) for pid, code in references],
+        )
     except Exception as exc:  # noqa: BLE001 - a faulty check must not stop the run
         ctx.events.emit(
             "novelty_error",
@@ -305,6 +364,7 @@ def generation_messages(
         direction=ctx.task.direction,
         strategy_instruction=payload.get("mutation_instruction") or "",
         language=ctx.task.lang,
+        folder_new_files=ctx.task.folder_new_files if ctx.task.is_folder else None,
     )
 
 

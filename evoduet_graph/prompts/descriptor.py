@@ -8,14 +8,18 @@ the knowledge state, c_t, where the search stands and D_search with realised Δ)
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from typing import Any
 
 import numpy as np
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
+from evoduet_graph.candidates.bundle import BundleError, bundle_diff_summary, changed_files
 from evoduet_graph.candidates.diffs import code_diff_summary
+from evoduet_graph.candidates.folder_edits import FolderPolicy
 from evoduet_graph.context import Context
+from evoduet_graph.prompts.folder import folder_program_text
 from evoduet_graph.prompts.generate import (
     AttemptView,
     ProgramView,
@@ -98,7 +102,8 @@ def recent_attempt_views(ctx: Context, iteration: int) -> list[AttemptView]:
     for row in reversed(rows):
         summary = ""
         if row.code is not None and row.parent_id and ctx.store.has_program(row.parent_id):
-            summary = code_diff_summary(ctx.store.get_code(row.parent_id), row.code)
+            diff_of = bundle_diff_summary if ctx.task.is_folder else code_diff_summary
+            summary = diff_of(ctx.store.get_code(row.parent_id), row.code)
         parent_score = (
             ctx.store.get_program(row.parent_id).score
             if row.parent_id and ctx.store.has_program(row.parent_id)
@@ -204,6 +209,29 @@ def context_text(
         attempts=recent_attempt_views(ctx, iteration),
         cfg=ctx.config.prompt,
         language=ctx.task.lang,
+        folder_text=folder_text(ctx, parent_id) if ctx.task.is_folder else None,
+    )
+
+
+def folder_text(ctx: Context, program_id: str) -> str:
+    """The current-program section of a folder program (`folder_program_text`).
+
+    The files the program changed against its own parent are shown first.
+    """
+    row = ctx.store.get_program(program_id)
+    code = row.code or ""
+    changed: list[str] = []
+    if row.parent_id and ctx.store.has_program(row.parent_id):
+        with contextlib.suppress(BundleError):
+            changed = changed_files(ctx.store.get_code(row.parent_id), code)
+    return folder_program_text(
+        code,
+        policy=FolderPolicy(
+            evolve_all=ctx.task.folder_evolve_all, new_files=ctx.task.folder_new_files
+        ),
+        carried=ctx.task.folder_carried,
+        changed=changed,
+        max_chars=ctx.config.prompt.max_program_chars,
     )
 
 

@@ -49,9 +49,11 @@ from dataclasses import dataclass, field
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
+from evoduet_graph.candidates.bundle import bundle_diff_summary
 from evoduet_graph.candidates.diffs import code_diff_summary, evolve_marker_lines, evolve_regions
 from evoduet_graph.config import PromptConfig
 from evoduet_graph.prompts import load_prompt
+from evoduet_graph.prompts.folder import FOLDER_EDIT_SCOPE, folder_output_format
 from evoduet_graph.prompts.render import render
 from evoduet_graph.prompts.untrusted import neutralise
 from evoduet_graph.tasks.languages import Language, language_by_name
@@ -238,9 +240,18 @@ def _direction_phrase(direction: str) -> str:
 
 
 def _other_programs(
-    programs: list[ProgramView], parent: ProgramView, skip: set[str], limit: int, max_chars: int
+    programs: list[ProgramView],
+    parent: ProgramView,
+    skip: set[str],
+    limit: int,
+    max_chars: int,
+    folder: bool = False,
 ) -> tuple[str, set[str]]:
-    """Programs as diffs against the parent; skips the parent, ``skip`` ids and clones."""
+    """Programs as diffs against the parent; skips the parent, ``skip`` ids and clones.
+
+    ``folder``: the programs are folder bundles, diffed file by file (`bundle_diff_summary`).
+    """
+    summary = bundle_diff_summary if folder else code_diff_summary
     parts: list[str] = []
     shown: set[str] = set()
     for program in programs:
@@ -248,7 +259,7 @@ def _other_programs(
             break
         if program.id == parent.id or program.id in skip or program.id in shown:
             continue
-        diff = code_diff_summary(parent.code, program.code, max_lines=_OTHER_PROGRAM_DIFF_LINES)
+        diff = summary(parent.code, program.code, max_lines=_OTHER_PROGRAM_DIFF_LINES)
         if diff == _NO_CHANGE:
             continue
         head = f"### {program.id} (iteration {program.iteration}, score {_score(program.score)})"
@@ -314,6 +325,7 @@ def context_message_text(
     attempts: list[AttemptView],
     cfg: PromptConfig,
     language: Language | None = None,
+    folder_text: str | None = None,
 ) -> str:
     """The context c_t as the user message of every call of an iteration starts with it.
 
@@ -323,7 +335,9 @@ def context_message_text(
     ``cfg.num_top_programs`` of ``top`` that are not the parent and differ from it) and the
     inspirations (the first ``cfg.num_inspirations`` not shown yet), each as a diff against the
     parent; the recent attempts (`attempts_text`). Empty sections are left out. The mutation
-    prompt's own part (`build_generation_messages`) follows it.
+    prompt's own part (`build_generation_messages`) follows it. ``folder_text`` (a folder
+    program, `evoduet_graph.prompts.folder.folder_program_text`) stands in for the fenced code,
+    and the other programs are then diffed file by file.
 
     Returns:
         The text; identical inputs give identical text.
@@ -331,17 +345,18 @@ def context_message_text(
     lang = language or language_by_name("python")
     note = "... ({n} more characters not shown)"
     code = _head(parent.code, cfg.max_program_chars, f"# {note}" if lang.is_python else note)
+    folder = folder_text is not None
     top_text, shown = _other_programs(
-        top, parent, set(), cfg.num_top_programs, cfg.max_program_chars
+        top, parent, set(), cfg.num_top_programs, cfg.max_program_chars, folder
     )
     inspiration_text, _ = _other_programs(
-        inspirations, parent, shown, cfg.num_inspirations, cfg.max_program_chars
+        inspirations, parent, shown, cfg.num_inspirations, cfg.max_program_chars, folder
     )
     return render(
         "context",
         drop_empty=True,
         parent_summary=_parent_summary(parent),
-        parent_code=fenced(code, lang.fence),
+        parent_code=folder_text if folder_text is not None else fenced(code, lang.fence),
         top_programs=top_text,
         inspirations=inspiration_text,
         attempts=attempts_text(attempts, cfg),
@@ -381,6 +396,7 @@ def build_generation_messages(
     direction: str,
     strategy_instruction: str = "",
     language: Language | None = None,
+    folder_new_files: bool | None = None,
 ) -> list[BaseMessage]:
     """The messages that ask the model for one improved child program.
 
@@ -414,6 +430,9 @@ def build_generation_messages(
         language: the program's language (default Python): the tag of the requested
             rewrite's code fence; the EVOLVE-BLOCK rule quotes the parent's
             own marker lines (any comment syntax).
+        folder_new_files: None for a single-file program; for a folder program whether
+            answers may create files: the task line then states the folder's edit rule and
+            the output format is ``format_folder.md`` (`evoduet_graph.prompts.folder`).
 
     Returns:
         ``[SystemMessage, HumanMessage]``; identical inputs give identical messages.
@@ -432,10 +451,16 @@ def build_generation_messages(
         evidence=evidence_text,
         metric_name=_one_line(metric_name, 80) or "score",
         metric_direction=_direction_phrase(direction),
-        edit_scope=_edit_scope(parent.code),
+        edit_scope=_edit_scope(parent.code) if folder_new_files is None else FOLDER_EDIT_SCOPE,
         strategy_instruction=_strategy_line(strategy_instruction),
-        output_format=_output_format(
-            cfg.diff_based is not False, lang, parent.code, block=cfg.rewrite_scope == "block"
+        output_format=(
+            _output_format(
+                cfg.diff_based is not False, lang, parent.code, block=cfg.rewrite_scope == "block"
+            )
+            if folder_new_files is None
+            else folder_output_format(
+                diff_based=cfg.diff_based is not False, new_files=folder_new_files
+            )
         ),
     )
     return [SystemMessage(content=system), HumanMessage(content=f"{context.rstrip()}\n\n{job}")]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from evoduet_graph.candidates.bundle import FILE_HEADER, bundle_diff_summary
 from evoduet_graph.candidates.diffs import code_diff_summary
 from evoduet_graph.report.summary import (
     candidates_by_iteration,
@@ -102,7 +103,8 @@ def lineage_steps(
 
     ``id``, ``iteration``, ``score``, ``metric_value`` (with ``task``), ``delta`` (score change from
     the parent) and ``diff`` (`evoduet_graph.candidates.diffs.code_diff_summary` from the parent;
-    None for the first program).
+    None for the first program; a folder program: one diff per changed file,
+    `evoduet_graph.candidates.bundle.bundle_diff_summary`).
     """
     rows = {p.id: p for p in programs or []}
     chain: list[Any] = []
@@ -113,6 +115,8 @@ def lineage_steps(
         chain.append(rows[current])
         current = rows[current].parent_id
     chain.reverse()
+    folder = task.is_folder if task is not None else _looks_like_bundles(chain)
+    diff_of = bundle_diff_summary if folder else code_diff_summary
     steps = []
     for i, row in enumerate(chain):
         parent = chain[i - 1] if i else None
@@ -131,13 +135,18 @@ def lineage_steps(
                     else None
                 ),
                 "diff": (
-                    code_diff_summary(parent.code or "", row.code or "", max_lines=max_lines)
+                    diff_of(parent.code or "", row.code or "", max_lines=max_lines)
                     if parent is not None
                     else None
                 ),
             }
         )
     return steps
+
+
+def _looks_like_bundles(chain: list[Any]) -> bool:
+    """Without the task folder: whether every program of the chain is a folder bundle."""
+    return bool(chain) and all((row.code or "").startswith(FILE_HEADER) for row in chain)
 
 
 def run_series(run_dir: str | Path, *, summary: RunSummary | None = None) -> dict[str, Any]:

@@ -365,3 +365,20 @@ def test_a_local_instance_started_by_connect_outlives_the_call(tmp_path):
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=180
     )
     assert proc.stdout.strip().splitlines()[-1:] == ["True True"], proc.stderr[-2000:]
+
+
+def test_a_folder_program_is_shipped_to_the_ray_worker(local_ray):
+    """The task folder and each candidate's bundle reach the worker.
+
+    The task folder ships with its ``initial_program/`` (a binary file included); the evaluator
+    on the worker gets the unpacked candidate folder.
+    """
+    from evoduet_graph.candidates.bundle import pack, unpack
+
+    task = load_task(ROOT / "tests" / "data" / "folder_mixed_c")
+    files = unpack(task.initial_program)
+    files["kernel.c"] = files["kernel.c"].replace("return 1.0;", "return 3.0;")
+    with RayEvaluator(task, workers=1) as evaluator:
+        initial, child = evaluator.evaluate_many([task.initial_program, pack(files)], ["i", "c"])
+    assert initial.valid and child.valid, (initial.error, child.error)
+    assert (initial.metrics["value"], child.metrics["value"]) == (1.0, 3.0)

@@ -61,6 +61,7 @@ def test_docs_describe_methods_not_the_best_known_solution(name: str) -> None:
         ("lennard_jones_10", "many random starts L-BFGS-B analytic gradient", "multistart_lbfgs"),
         ("circle_packing_10", "linear program radii for fixed centres layouts", "layouts_and"),
         ("heilbronn_triangle_7", "simulated annealing barycentric moves", "local_search"),
+        ("tsp_folder", "2-opt segment reversal Or-opt tour improvement", "local_search"),
     ],
 )
 def test_offline_backend_finds_the_task_documents(

@@ -151,7 +151,9 @@ def test_whole_file_task_without_markers_lets_the_model_rewrite_everything(
     assert "EVOLVE-BLOCK-START`" not in user  # no edit-scope rule without markers
 
 
-def test_program_option_picks_the_file_and_folder_programs_are_refused(tmp_path: Path) -> None:
+def test_program_option_picks_the_file_and_a_folder_without_markers_is_refused(
+    tmp_path: Path,
+) -> None:
     folder = _folder(
         tmp_path,
         "multi",
@@ -161,7 +163,7 @@ def test_program_option_picks_the_file_and_folder_programs_are_refused(tmp_path:
             "initial_program/main.cpp": "int main() {}\n",
         },
     )
-    with pytest.raises(TaskError, match="is a folder .*not supported.*--program FILE"):
+    with pytest.raises(TaskError, match="no file of the folder program initial_program/ has "):
         load_task(folder)
     task = load_task(folder, program=folder / "src" / "solver.rs")
     assert (task.language, task.file_suffix, task.program_file) == ("rust", ".rs", "src/solver.rs")
