@@ -37,7 +37,7 @@ from evoduet_graph.rundir.usage import INCLUSIVE_NODES
 from evoduet_graph.search.base import normalize_url
 from evoduet_graph.search.database import SearchDatabase, load_search_db
 
-__all__ = ["Catalogue", "RunSource", "ViewError", "is_bench_dir", "sources_for"]
+__all__ = ["Catalogue", "RunSource", "ViewError", "is_bench_dir"]
 
 _WATCHED = (
     layout.EVENTS,
@@ -155,11 +155,6 @@ class Catalogue:
             for path in self._benches:
                 self._add_bench(path)
             return list(self.sources)
-
-
-def sources_for(paths: list[Path]) -> list[RunSource]:
-    """The runs of ``paths`` as `Catalogue` finds them now (see there; raises `ViewError`)."""
-    return Catalogue(paths).sources
 
 
 class RunSource:
