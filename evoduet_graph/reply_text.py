@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["FencedBlock", "fenced_blocks", "has_reasoning", "remove_reasoning"]
+__all__ = ["FencedBlock", "clean_reply", "fenced_blocks", "has_reasoning", "remove_reasoning"]
 
 # Reasoning blocks emitted by reasoning models (DeepSeek-R1, Qwen3, QwQ, ...).
 _THINK_OPEN = re.compile(r"<(?:think|thinking)\b[^>]*>", re.IGNORECASE)
@@ -46,6 +46,11 @@ def remove_reasoning(text: str) -> str:
     for last in _THINK_CLOSE.finditer(out):  # noqa: B007 - the last orphan is wanted
         pass
     return out[last.end() :] if last is not None else out
+
+
+def clean_reply(text: str) -> str:
+    """A reply with LF line ends and without its reasoning (`remove_reasoning`)."""
+    return remove_reasoning(text.replace("\r\n", "\n").replace("\r", "\n"))
 
 
 def has_reasoning(text: str) -> bool:

@@ -54,7 +54,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-from evoduet_graph.reply_text import fenced_blocks, remove_reasoning
+from evoduet_graph.reply_text import clean_reply, fenced_blocks
 from evoduet_graph.tasks.languages import language_by_name
 
 __all__ = [
@@ -158,11 +158,6 @@ class _Match:
 # --------------------------------------------------------------------------------------------
 
 
-def _clean_response(text: str) -> str:
-    """Normalise line ends and drop ``<think>`` reasoning (`remove_reasoning`)."""
-    return remove_reasoning(text.replace("\r\n", "\n").replace("\r", "\n"))
-
-
 def _trim_section(lines: list[str]) -> list[str]:
     """Strip a fence line at either end and leading/trailing blank lines of a block part."""
     lines = list(lines)
@@ -242,7 +237,7 @@ def parse_diff_blocks(text: str) -> list[DiffBlock]:
     Returns:
         The blocks in response order (possibly empty).
     """
-    blocks, _, _ = _parse(_clean_response(text))
+    blocks, _, _ = _parse(clean_reply(text))
     return [block for _, block in blocks]
 
 
@@ -630,7 +625,7 @@ def apply_diff(parent: str, text: str, *, restrict_to_evolve_blocks: bool) -> Ap
         An `ApplyResult`; ``failed`` also lists malformed blocks. A response without any block
         gives ``ApplyResult(parent, 0, [], False)``.
     """
-    blocks, problems, _ = _parse(_clean_response(text))
+    blocks, problems, _ = _parse(clean_reply(text))
     failures: dict[int, str] = dict(problems)
     lines = parent.split("\n")
     applied = 0
@@ -1085,7 +1080,7 @@ def extract_rewrite(
     """
     try:
         return _extract_rewrite(
-            _clean_response(text),
+            clean_reply(text),
             parent,
             restrict=restrict_to_evolve_blocks,
             allow_fragment=True,
@@ -1199,7 +1194,7 @@ def candidate_from_response(
         found"`` when the response holds neither. When both forms are present and fail, the error
         of the requested form is reported.
     """
-    text = _clean_response(response_text)
+    text = clean_reply(response_text)
     restrict = restrict_to_evolve_blocks
     order = ("diff", "rewrite") if diff_based else ("rewrite", "diff")
     first_failure: CandidateCode | None = None

@@ -40,12 +40,8 @@ from evoduet_graph.candidates.bundle import (
     pack,
     unpack,
 )
-from evoduet_graph.candidates.diffs import (
-    _clean_response,
-    _code_blocks,
-    candidate_from_response,
-    has_evolve_blocks,
-)
+from evoduet_graph.candidates.diffs import candidate_from_response, has_evolve_blocks
+from evoduet_graph.reply_text import clean_reply, fenced_blocks
 
 __all__ = ["FolderCandidate", "FolderPolicy", "folder_candidate", "python_compile_errors"]
 
@@ -109,9 +105,9 @@ def split_parts(text: str) -> list[tuple[str, str]]:
 
 
 def _new_file_text(part: str) -> str | None:
-    blocks = _code_blocks(part)
+    blocks = fenced_blocks(part)
     if blocks:
-        lines = max(blocks, key=lambda b: len(b[1]))[1]
+        lines = max(blocks, key=lambda b: len(b.lines)).lines
         return "\n".join(lines).rstrip("\n") + "\n"
     stripped = part.strip("\n")
     return stripped + "\n" if stripped.strip() else None
@@ -136,7 +132,7 @@ def folder_candidate(
         files = unpack(parent)
     except BundleError as exc:
         return FolderCandidate(None, "none", f"the parent folder program is malformed: {exc}")
-    text = _clean_response(response_text)
+    text = clean_reply(response_text)
     evolvable = policy.evolvable(files)
     parts = split_parts(text)
     if not parts:
