@@ -60,7 +60,8 @@ from evoduet_graph.evaluation import Evaluator
 from evoduet_graph.graphs.outer import NodeFn, OuterStateGraph, build_outer_graph
 from evoduet_graph.graphs.registry import split_nodes
 from evoduet_graph.llm import LLMConfigError, parse_model_string
-from evoduet_graph.llm.roles import make_role_models
+from evoduet_graph.llm.factory import check_model, shares_endpoint
+from evoduet_graph.llm.roles import make_role_models, role_config
 from evoduet_graph.prompts import template_overrides
 from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.continuation import acquire_lock, check_continuation, check_run_dir
@@ -148,24 +149,46 @@ def _from_dict(data: dict[str, Any]) -> EvoDuetConfig:
 
 
 def validate_model(config: EvoDuetConfig) -> None:
-    """Check ``llm.model`` names a known provider (no model is built, nothing is sent).
+    """The model preflight: every configured model's form, integration package and key.
+
+    ``llm.model``, the ``llm.models`` members and the ``llm.roles`` models
+    (`evoduet_graph.llm.factory.check_model`); no model is built, nothing is sent.
 
     Raises:
         ConfigError: ``llm.model: unknown model ...`` with the valid forms.
+        LLMConfigError: a missing integration package (naming the extra) or key (naming the
+            variable), in one line.
     """
+    llm = config.llm
     try:
-        if config.llm.models:
-            for member in config.llm.models:
+        if llm.models:
+            for member in llm.models:
                 parse_model_string(member.model)
-        elif config.llm.model.strip().lower() == "task":
+        elif llm.model.strip().lower() == "task":
             raise LLMConfigError(
                 "model 'task' needs model settings in the task folder's config.yaml "
                 "(llm.models, or llm.primary_model / secondary_model); this task has none"
             )
         else:
-            parse_model_string(config.llm.model)
+            parse_model_string(llm.model)
     except LLMConfigError as exc:
         raise ConfigError(f"llm.model: {exc}") from None
+    members = [
+        llm.model_copy(
+            update={
+                "model": m.model,
+                "models": [],
+                "api_key_env": m.api_key_env or llm.api_key_env,
+                "base_url": m.base_url
+                or (llm.base_url if shares_endpoint(llm.model, m.model) else None),
+            }
+        )
+        for m in llm.models
+    ]
+    for cfg in members or [llm]:
+        check_model(cfg)
+    for role in llm.roles:
+        check_model(role_config(llm, role))
 
 
 def check_initial_program(task: Task, config: EvoDuetConfig, evaluator: Evaluator) -> Any:

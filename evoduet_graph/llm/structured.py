@@ -3,8 +3,12 @@
 `structured_call` asks a chat model for an object of a pydantic schema and never fails because
 of what the model wrote. It tries, in order:
 
-1. ``json_schema`` — ``llm.with_structured_output(schema, method="json_schema")`` (OpenAI
-   structured outputs, vLLM/Ollama guided decoding, the embedded model's grammar);
+1. ``json_schema`` — the provider's own structured output:
+   ``llm.with_structured_output(schema, method=...)`` with the method the provider's quirks name
+   (`evoduet_graph.llm.providers.structured_method`): ``json_schema`` for OpenAI structured
+   outputs, Gemini, vLLM/Ollama guided decoding and the embedded model's grammar;
+   ``function_calling`` (the provider's tool calling) for Anthropic, Mistral, Groq and Bedrock.
+   The stage keeps its name in `StructuredResult.method` and the fallback lines;
 2. ``json_mode`` — ``method="json_mode"`` (any-JSON mode) with the schema in the prompt;
 3. ``extraction`` — a plain call with the schema in the prompt; the reply goes through
    `extract_json_object` (strips ``<think>``, code fences, prose) and pydantic validation;
@@ -77,6 +81,7 @@ from tenacity import (
 from tenacity.stop import stop_base
 
 from evoduet_graph.errors import EvoDuetError
+from evoduet_graph.llm.providers import mark_cache_prefix, structured_method
 from evoduet_graph.llm.text import extract_json_object, message_text, strip_think
 
 __all__ = [
@@ -324,7 +329,9 @@ def invoke_text(
     Args:
         llm: any LangChain chat model (or one with tools bound: ``bind_tools``).
         messages: a prompt string, a `PromptValue`, or a sequence of messages (anything
-            ``convert_to_messages`` accepts).
+            ``convert_to_messages`` accepts). For a provider that caches prompts only on
+            request (Anthropic) the system message is marked as the cached prefix
+            (`evoduet_graph.llm.providers.mark_cache_prefix`); so it is in `structured_call`.
         config: passed to ``llm.invoke`` (callbacks such as `UsageTracker`, tags, metadata).
         retry: retries of retryable failures (module docstring); default none.
 
@@ -336,7 +343,7 @@ def invoke_text(
         LLMCallError: the call raised (any exception; chained). ``retryable`` tells whether
             waiting may help.
     """
-    msgs = _as_messages(messages)
+    msgs = mark_cache_prefix(llm, _as_messages(messages))
     policy = retry or _NO_RETRY
     try:
         reply = policy.call(lambda: llm.invoke(msgs, config=config))
@@ -465,8 +472,9 @@ def _provider_stages(
     method: Literal["json_schema", "json_mode"]
     for method in ("json_schema", "json_mode"):
         stage_msgs = msgs if method == "json_schema" else [*msgs, instruction.message]
+        call_method = structured_method(llm) if method == "json_schema" else method
         try:
-            runnable = llm.with_structured_output(schema, method=method, include_raw=True)
+            runnable = llm.with_structured_output(schema, method=call_method, include_raw=True)
         except Exception as exc:  # noqa: BLE001 - NotImplementedError, ValueError("unsupported")
             fallbacks.append(f"{method}: not supported by the model ({_describe(exc)})")
             continue
@@ -536,7 +544,7 @@ def structured_call(
         raise TypeError(
             f"default must be a {schema.__name__} instance or a factory, got {type(default)!r}"
         )
-    msgs = _as_messages(messages)
+    msgs = mark_cache_prefix(llm, _as_messages(messages))
     fallbacks: list[str] = []
     policy = retry or _NO_RETRY
 

@@ -82,7 +82,9 @@ class CallStats:
         cached_input_tokens: prompt tokens served from a prompt cache:
             ``usage_metadata["input_token_details"]["cache_read"]`` (the embedded model: the
             evaluated prefix llama.cpp reused; OpenAI-compatible endpoints:
-            ``prompt_tokens_details.cached_tokens``, which LangChain maps there).
+            ``prompt_tokens_details.cached_tokens``; Anthropic: ``cache_read_input_tokens``;
+            Gemini: ``cachedContentTokenCount``; each integration maps its field there, and
+            counts them in ``input_tokens`` too: `evoduet_graph.llm.providers`).
         prompt_eval_s: seconds evaluating the prompt (embedded model).
         decode_s: seconds generating the reply (embedded model).
         lock_wait_s: seconds the call waited for the embedded model's lock.
@@ -158,7 +160,12 @@ class NodeUsage(TokenCounts):
             reasons[stats.finish_reason] = reasons.get(stats.finish_reason, 0) + 1
         self.add_model(
             stats.model,
-            {"calls": 1, "input_tokens": stats.input_tokens, "output_tokens": stats.output_tokens},
+            {
+                "calls": 1,
+                "input_tokens": stats.input_tokens,
+                "cached_input_tokens": stats.cached_input_tokens or 0,
+                "output_tokens": stats.output_tokens,
+            },
         )
         if self.call_log is not None:
             self.call_log.append(stats)
