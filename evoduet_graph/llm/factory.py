@@ -211,7 +211,7 @@ def _plugin_model(
         target = import_attribute(
             spec, what="llm.model", example="python:my_models:make_chat_model"
         )
-        model = build_plugin(
+        model: BaseChatModel = build_plugin(
             target,
             kinds=(BaseChatModel,),
             what="llm.model",
@@ -249,7 +249,7 @@ def _provider_model(
     from langchain.chat_models import init_chat_model  # imports the integration lazily
 
     try:
-        return init_chat_model(name, model_provider=provider, **kwargs)
+        model: BaseChatModel = init_chat_model(name, model_provider=provider, **kwargs)
     except ImportError:
         raise LLMConfigError(
             f"model {cfg.model!r} needs the {quirks.package} package: {quirks.install}"
@@ -257,6 +257,7 @@ def _provider_model(
     except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
         text = " ".join(str(exc).split())[:300]
         raise LLMConfigError(f"model {cfg.model!r} cannot be built: {text}") from None
+    return model
 
 
 def make_chat_model(
