@@ -219,3 +219,15 @@ def test_a_role_on_another_provider_missing_its_key_stops_the_run(
     assert result.exit_code == 2, result.output
     assert "ANTHROPIC_API_KEY" in _one_error_line(result.output)
     assert not out.exists()
+
+
+def test_bench_takes_a_provider_model_and_checks_it_first(tmp_path, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    out = tmp_path / "bench"
+    common = ["bench", "--out", str(out), "--tasks", "smoke_polygon_area", "--iterations", "1"]
+    model = ["--model", "anthropic:claude-haiku-4-5"]
+    oe = runner.invoke(app, [*common, *model, "--methods", "evoduet,openevolve"])
+    assert oe.exit_code == 2 and "openevolve method speaks only the OpenAI API" in oe.output
+    keyless = runner.invoke(app, [*common, *model, "--methods", "evoduet"])
+    assert keyless.exit_code == 2 and "$ANTHROPIC_API_KEY is not set" in keyless.output
+    assert not list(out.rglob("run.json"))  # no job started
