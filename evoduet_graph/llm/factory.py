@@ -28,7 +28,6 @@ warning when the model is built.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 from collections.abc import Sequence
@@ -42,7 +41,14 @@ from evoduet_graph.config import LLMConfig
 from evoduet_graph.errors import UserError
 from evoduet_graph.llm import local
 from evoduet_graph.llm.ensemble import EnsembleChatModel
-from evoduet_graph.llm.providers import PROVIDERS, Quirks, quirks_for, request_settings
+from evoduet_graph.llm.providers import (
+    PROVIDERS,
+    Quirks,
+    key_is_set,
+    package_installed,
+    quirks_for,
+    request_settings,
+)
 from evoduet_graph.plugins import PluginError, build_plugin, import_attribute
 
 __all__ = [
@@ -123,11 +129,7 @@ def shares_endpoint(model: str, other: str) -> bool:
 
 def _require_package(model: str, quirks: Quirks) -> None:
     """Raise a one-line `LLMConfigError` when the provider's integration package is missing."""
-    try:
-        found = importlib.util.find_spec(quirks.module) is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
+    if not package_installed(quirks):
         raise LLMConfigError(
             f"model {model!r} needs the {quirks.package} package: {quirks.install}"
         )
@@ -149,7 +151,7 @@ def _key_arguments(cfg: LLMConfig, quirks: Quirks) -> dict[str, Any]:
                 f"model {cfg.model!r} needs an API key: ${cfg.api_key_env} is not set"
             )
         return {quirks.key_param: key}
-    if quirks.key_env and not any(os.environ.get(name) for name in quirks.key_env):
+    if not key_is_set(quirks):
         names = " or ".join(f"${name}" for name in quirks.key_env)
         raise LLMConfigError(
             f"model {cfg.model!r} needs an API key: {names} is not set. "

@@ -28,6 +28,8 @@ iteration 40.
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -41,7 +43,9 @@ __all__ = [
     "SAMPLING_PARAMS",
     "Family",
     "Quirks",
+    "key_is_set",
     "mark_cache_prefix",
+    "package_installed",
     "provider_of",
     "quirks_for",
     "request_settings",
@@ -327,6 +331,19 @@ FAMILIES: tuple[Family, ...] = (
         "Groq's JSON-schema mode serves these models; others answer through tool calling",
     ),
 )
+
+
+def package_installed(quirks: Quirks) -> bool:
+    """Whether the provider's integration package can be imported (nothing is imported)."""
+    try:
+        return importlib.util.find_spec(quirks.module) is not None
+    except (ImportError, ValueError, AttributeError):  # a module set to None: not installed
+        return False
+
+
+def key_is_set(quirks: Quirks) -> bool:
+    """Whether one of the provider's key variables is set (True when it needs none)."""
+    return not quirks.key_env or any(os.environ.get(name) for name in quirks.key_env)
 
 
 def provider_of(model: str) -> str | None:

@@ -235,3 +235,18 @@ def test_usage_cost_prices_an_answer_by_its_configured_provider():
     }
     assert total == pytest.approx(claude.cost(1000, 50, 800))
     assert claude.cost(1000, 50, 800) < claude.cost(1000, 50)
+
+
+def test_doctor_lists_the_providers_a_run_could_use(monkeypatch):
+    from evoduet_graph.doctor import check_providers
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.setitem(sys.modules, "langchain_groq", None)
+    found = check_providers()
+    assert found.status == "OK"
+    ready, no_key, missing = found.detail.split("; ")
+    assert "anthropic" in ready and "ollama" in ready
+    assert "google_genai ($GOOGLE_API_KEY)" in no_key
+    assert "groq [groq]" in missing
