@@ -36,6 +36,7 @@ from pydantic import ValidationError
 import evoduet_graph.llm
 from evoduet_graph.candidates.novelty import make_novelty_checker
 from evoduet_graph.config import ConfigError, EvoDuetConfig, graph_concurrency, load_config
+from evoduet_graph.context import Context
 from evoduet_graph.driver import (
     REVIEW_PREFIX,
     THREAD_ID,
@@ -60,8 +61,8 @@ from evoduet_graph.evaluation import Evaluator
 from evoduet_graph.graphs.outer import NodeFn, OuterStateGraph, build_outer_graph
 from evoduet_graph.graphs.registry import split_nodes
 from evoduet_graph.llm import LLMConfigError, parse_model_string
-from evoduet_graph.llm.factory import check_model, shares_endpoint
-from evoduet_graph.llm.roles import make_role_models, role_config
+from evoduet_graph.llm.factory import check_model, unsent_message, unsent_settings
+from evoduet_graph.llm.roles import configured_models, make_role_models
 from evoduet_graph.prompts import template_overrides
 from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.continuation import acquire_lock, check_continuation, check_run_dir
@@ -173,22 +174,8 @@ def validate_model(config: EvoDuetConfig) -> None:
             parse_model_string(llm.model)
     except LLMConfigError as exc:
         raise ConfigError(f"llm.model: {exc}") from None
-    members = [
-        llm.model_copy(
-            update={
-                "model": m.model,
-                "models": [],
-                "api_key_env": m.api_key_env or llm.api_key_env,
-                "base_url": m.base_url
-                or (llm.base_url if shares_endpoint(llm.model, m.model) else None),
-            }
-        )
-        for m in llm.models
-    ]
-    for cfg in members or [llm]:
+    for cfg in configured_models(llm):
         check_model(cfg)
-    for role in llm.roles:
-        check_model(role_config(llm, role))
 
 
 def check_initial_program(task: Task, config: EvoDuetConfig, evaluator: Evaluator) -> Any:
@@ -361,10 +348,24 @@ def run(
         for note in notes:
             ctx.events.emit("config_change", message=note)
         report_sandbox(ctx)
+        if model_name == cfg.llm.model:  # built from the config: what it leaves out
+            _report_unsent(ctx, cfg)
         graph_input = None if resuming else {"max_iterations": cfg.iterations}
         if resuming and snapshot.values.get("max_iterations") != cfg.iterations:
             ctx.max_iterations = cfg.iterations  # applied by `record` at the iteration's end
         return drive(graph, graph_input, thread, ctx, rdir, progress, on_event, review)
+
+
+def _report_unsent(ctx: Context, cfg: EvoDuetConfig) -> None:
+    """A ``warning`` event per configured model whose provider refuses some of its settings.
+
+    The factory logged the same line when it built the model; the event keeps it in the run.
+    """
+    for model_cfg in configured_models(cfg.llm):
+        dropped = unsent_settings(model_cfg)
+        if dropped:
+            message = unsent_message(model_cfg.model, dropped)
+            ctx.events.emit("warning", node="llm", message=message)
 
 
 def _check_setup(

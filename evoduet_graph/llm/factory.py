@@ -37,7 +37,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
 from langchain_openai import ChatOpenAI
 
-from evoduet_graph.config import LLMConfig
+from evoduet_graph.config import LLMConfig, WeightedModelConfig
 from evoduet_graph.errors import UserError
 from evoduet_graph.llm import local
 from evoduet_graph.llm.ensemble import EnsembleChatModel
@@ -57,6 +57,8 @@ __all__ = [
     "check_model",
     "make_chat_model",
     "parse_model_string",
+    "unsent_message",
+    "unsent_settings",
 ]
 
 logger = logging.getLogger(__name__)
@@ -125,6 +127,22 @@ def shares_endpoint(model: str, other: str) -> bool:
     except LLMConfigError:
         return False
     return theirs == "openai" or (theirs == mine and theirs not in ("local", PLUGIN_PREFIX))
+
+
+def member_config(cfg: LLMConfig, member: WeightedModelConfig) -> LLMConfig:
+    """The ``llm`` settings of one ``llm.models`` member: its own fields over ``cfg``'s."""
+    return cfg.model_copy(
+        update={
+            "model": member.model,
+            "models": [],
+            "roles": {},
+            "base_url": member.base_url
+            or (cfg.base_url if shares_endpoint(cfg.model, member.model) else None),
+            "api_key_env": member.api_key_env or cfg.api_key_env,
+            "temperature": cfg.temperature if member.temperature is None else member.temperature,
+            "max_tokens": member.max_tokens or cfg.max_tokens,
+        }
+    )
 
 
 def _require_package(model: str, quirks: Quirks) -> None:
@@ -196,9 +214,35 @@ def _openai_key(cfg: LLMConfig) -> tuple[str | None, str]:
     return base_url, api_key
 
 
+def unsent_settings(cfg: LLMConfig) -> tuple[str, ...]:
+    """The sampling settings of ``cfg`` its model's provider refuses, one line each.
+
+    What `make_chat_model` leaves out of the model it builds (and warns about once); empty
+    for ``local``, ``python:`` and an unknown model string.
+    """
+    try:
+        provider, name = parse_model_string(cfg.model)
+    except LLMConfigError:
+        return ()
+    if provider in ("local", PLUGIN_PREFIX):
+        return ()
+    settings = request_settings(
+        quirks_for(provider, name or ""),
+        sampling=_sampling(cfg),
+        max_tokens=cfg.max_tokens,
+        timeout_s=cfg.timeout_s,
+    )
+    return settings.dropped
+
+
+def unsent_message(model: str, dropped: Sequence[str]) -> str:
+    """The one warning about settings left out of ``model``'s requests."""
+    return f"model {model}: not sent: {'; '.join(dropped)}"
+
+
 def _warn_dropped(model: str, dropped: Sequence[str]) -> None:
     if dropped:
-        logger.warning("model %s: not sent: %s", model, "; ".join(dropped))
+        logger.warning("%s", unsent_message(model, dropped))
 
 
 def _sampling(cfg: LLMConfig) -> dict[str, float | None]:
@@ -295,19 +339,7 @@ def make_chat_model(
     if cfg.models:
         members = []
         for member in cfg.models:
-            member_cfg = cfg.model_copy(
-                update={
-                    "model": member.model,
-                    "models": [],
-                    "base_url": member.base_url
-                    or (cfg.base_url if shares_endpoint(cfg.model, member.model) else None),
-                    "api_key_env": member.api_key_env or cfg.api_key_env,
-                    "temperature": cfg.temperature
-                    if member.temperature is None
-                    else member.temperature,
-                    "max_tokens": member.max_tokens or cfg.max_tokens,
-                }
-            )
+            member_cfg = member_config(cfg, member)
             members.append((member.model, make_chat_model(member_cfg, seed=seed), member.weight))
         ensemble = EnsembleChatModel.from_members(members, seed=seed)
         if callbacks:

@@ -31,6 +31,7 @@ from evoduet_graph.config import ConfigError, LLMConfig
 from evoduet_graph.llm.factory import (
     LLMConfigError,
     make_chat_model,
+    member_config,
     parse_model_string,
     shares_endpoint,
 )
@@ -107,6 +108,23 @@ def check_roles(cfg: LLMConfig) -> None:
             raise ConfigError(f"llm.roles: role {role!r}: {where}: {err['msg']}") from None
         except LLMConfigError as exc:
             raise ConfigError(f"llm.roles: role {role!r}: {exc}") from None
+
+
+def configured_models(cfg: LLMConfig) -> list[LLMConfig]:
+    """The settings of every model a run builds.
+
+    The ensemble's members (or ``llm.model``) and each role's own model, in that order (roles
+    with the same settings once); a member's unset fields come from ``cfg``
+    (`evoduet_graph.llm.factory.member_config`).
+    """
+    out = [member_config(cfg, m) for m in cfg.models] or [cfg.model_copy(update={"roles": {}})]
+    seen = {_key(c) for c in out}
+    for role in cfg.roles:
+        rc = role_config(cfg, role)
+        if _key(rc) not in seen and not rc.models:
+            seen.add(_key(rc))
+            out.append(rc)
+    return out
 
 
 def _key(cfg: LLMConfig) -> str:

@@ -23,6 +23,7 @@ from evoduet_graph import EvoDuetConfig, run
 from evoduet_graph.cli import app
 from evoduet_graph.report.markdown import report_markdown
 from evoduet_graph.report.summary import run_summary
+from evoduet_graph.rundir.events import read_events
 from evoduet_graph.rundir.pricing import price_for
 from tests.conftest import RADIUS_UP
 from tests.fake_provider_servers import AnthropicServer, GeminiServer, OllamaServer
@@ -126,6 +127,11 @@ def test_anthropic_run(tmp_path, monkeypatch):
     assert forced and len(forced) < len(bodies)
     # one tool per schema: the gate's reply, the queries, the predicted scores
     assert len({b["tool_choice"]["name"] for b in forced}) >= 3
+    # the dropped top_p: one warning, kept in the run's events
+    warnings = [e["message"] for e in read_events(rdir / "events.jsonl") if e["event"] == "warning"]
+    assert [w for w in warnings if "not sent" in w] == [
+        f"model anthropic:{model}: not sent: top_p=0.9 (refused together with temperature)"
+    ]
     price = price_for(f"anthropic:{model}")
     assert price is not None and price.cache_read_per_mtok < price.input_per_mtok
     _check_usage(rdir, model, f"anthropic:{model}", cached=True)
@@ -145,6 +151,8 @@ def test_google_genai_run(tmp_path, monkeypatch):
     schemas = [b["generationConfig"].get("responseJsonSchema") for b in bodies]
     assert any(s is not None for s in schemas) and any(s is None for s in schemas)
     _check_usage(rdir, model, f"google_genai:{model}", cached=True)
+    events = read_events(rdir / "events.jsonl")
+    assert not [e for e in events if e["event"] == "warning" and e.get("node") == "llm"]
 
 
 def test_ollama_run(tmp_path):
