@@ -43,6 +43,7 @@ __all__ = [
     "SAMPLING_PARAMS",
     "Family",
     "Quirks",
+    "cache_read_path",
     "key_is_set",
     "mark_cache_prefix",
     "package_installed",
@@ -56,6 +57,9 @@ SAMPLING_PARAMS = ("temperature", "top_p")
 """The sampling settings of the ``llm`` section, in the order they win a conflict."""
 
 StructuredVia = Literal["json_schema", "function_calling"]
+
+CACHE_READ = ("input_token_details", "cache_read")
+"""Where LangChain's ``usage_metadata`` keeps the input tokens read from a prompt cache."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,7 @@ class Quirks:
     sampling: frozenset[str] = frozenset(SAMPLING_PARAMS)
     exclusive: frozenset[str] = frozenset()
     structured: StructuredVia = "function_calling"
-    cache_read: tuple[str, ...] | None = ("input_token_details", "cache_read")
+    cache_read: tuple[str, ...] | None = CACHE_READ
     cache_control: bool = False
     price_provider: str | None = None
     free: bool = False
@@ -457,6 +461,18 @@ def _quirks_of_model(llm: Any) -> Quirks | None:
     if provider not in PROVIDERS:
         return None
     return quirks_for(provider, model)
+
+
+def cache_read_path(ls_provider: str | None) -> tuple[str, ...] | None:
+    """Where a reply of the provider LangChain calls ``ls_provider`` says its cached input.
+
+    `CACHE_READ` for a provider no row of `PROVIDERS` claims (the embedded model, a user's
+    model, an OpenAI-compatible server); None for a provider that reports none (Ollama).
+    """
+    provider = _LS_ALIASES.get(ls_provider or "", ls_provider)
+    if provider not in PROVIDERS:
+        return CACHE_READ
+    return PROVIDERS[provider].cache_read
 
 
 def structured_method(llm: Any) -> StructuredVia:

@@ -250,3 +250,34 @@ def test_doctor_lists_the_providers_a_run_could_use(monkeypatch):
     assert "anthropic" in ready and "ollama" in ready
     assert "google_genai ($GOOGLE_API_KEY)" in no_key
     assert "groq [groq]" in missing
+
+
+def test_cached_tokens_are_read_where_the_provider_reports_them():
+    from uuid import uuid4
+
+    from langchain_core.messages import AIMessage
+    from langchain_core.outputs import ChatGeneration, LLMResult
+
+    from evoduet_graph.llm.providers import CACHE_READ, cache_read_path
+    from evoduet_graph.llm.usage import UsageTracker, track_node
+
+    assert cache_read_path("anthropic") == cache_read_path("google_genai") == CACHE_READ
+    assert cache_read_path(None) == CACHE_READ and cache_read_path("ollama") is None
+    usage = {
+        "input_tokens": 10,
+        "output_tokens": 2,
+        "total_tokens": 12,
+        "input_token_details": {"cache_read": 6},
+    }
+    result = LLMResult(
+        generations=[[ChatGeneration(message=AIMessage(content="x", usage_metadata=usage))]]
+    )
+    tracker = UsageTracker()
+    cached = {}
+    for provider in ("anthropic", "ollama"):
+        with track_node(provider) as scope:
+            run_id = uuid4()
+            tracker.on_chat_model_start({}, [[]], run_id=run_id, metadata={"ls_provider": provider})
+            tracker.on_llm_end(result, run_id=run_id)
+        cached[provider] = scope.cached_input_tokens
+    assert cached == {"anthropic": 6, "ollama": 0}
