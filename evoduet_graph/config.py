@@ -88,8 +88,9 @@ class LLMConfig(_Section):
         None,
         gt=0.0,
         le=1.0,
-        description="Nucleus sampling; None: not sent. A provider that refuses it together "
-        "with `temperature` (Anthropic) gets `temperature` only, with one warning at startup.",
+        description="Nucleus sampling; None: not sent (the embedded model keeps its 0.95). A "
+        "provider that refuses it together with `temperature` (Anthropic) gets `temperature` "
+        "only, with one warning at startup.",
     )
     max_tokens: int = Field(1024, ge=16, description="Completion token limit per call.")
     timeout_s: float = Field(300.0, gt=0, description="Per-request timeout in seconds.")

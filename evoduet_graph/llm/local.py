@@ -765,7 +765,8 @@ def make_local_chat_model(
     """The embedded model as a chat model, assembling the GGUF first if needed (docs/design.md §4).
 
     Args:
-        cfg: ``temperature``, ``max_tokens``, ``local_n_ctx``, ``local_n_threads`` (default:
+        cfg: ``temperature``, ``top_p`` (when set; else the model's 0.95), ``max_tokens``,
+            ``local_n_ctx``, ``local_n_threads`` (default:
             ``os.cpu_count()``), ``local_parallel``, ``local_prompt_cache_mib``,
             ``local_isolation``, ``local_engine`` and ``local_cache_dir`` are used.
         cache_dir: overrides ``cfg.local_cache_dir``.
@@ -785,6 +786,7 @@ def make_local_chat_model(
         n_ctx=cfg.local_n_ctx,
         n_threads=cfg.local_n_threads or os.cpu_count() or 1,
         temperature=cfg.temperature,
+        **({"top_p": cfg.top_p} if cfg.top_p is not None else {}),
         max_tokens=cfg.max_tokens,
         parallel=cfg.local_parallel,
         prompt_cache_mib=cfg.local_prompt_cache_mib,

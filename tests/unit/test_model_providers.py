@@ -281,3 +281,16 @@ def test_cached_tokens_are_read_where_the_provider_reports_them():
             tracker.on_llm_end(result, run_id=run_id)
         cached[provider] = scope.cached_input_tokens
     assert cached == {"anthropic": 6, "ollama": 0}
+
+
+def test_the_embedded_model_takes_top_p_when_set(monkeypatch, tmp_path):
+    import threading
+
+    from evoduet_graph.llm import local
+
+    loaded = local._Loaded(llama=object(), lock=threading.Lock())
+    monkeypatch.setattr(local, "_load_llama", lambda *_args, **_kwargs: loaded)
+    monkeypatch.setattr(local, "assemble_model", lambda cache_dir=None: tmp_path / "m.gguf")
+    base = {"model": "local", "local_isolation": "none"}
+    assert local.make_local_chat_model(LLMConfig(**base)).top_p == 0.95
+    assert local.make_local_chat_model(LLMConfig(**base, top_p=0.8)).top_p == 0.8
