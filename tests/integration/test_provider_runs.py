@@ -239,3 +239,38 @@ def test_bench_takes_a_provider_model_and_checks_it_first(tmp_path, monkeypatch)
     keyless = runner.invoke(app, [*common, *model, "--methods", "evoduet"])
     assert keyless.exit_code == 2 and "$ANTHROPIC_API_KEY is not set" in keyless.output
     assert not list(out.rglob("run.json"))  # no job started
+
+
+def test_roles_on_two_providers_each_priced_by_its_own(tmp_path, monkeypatch):
+    """The knowledge layer on Ollama, the mutation on Claude: each on its own wire format."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    responder = KnowledgeResponder(gate="retrieve", generate=RADIUS_UP)
+    with AnthropicServer(responder) as claude, OllamaServer(responder) as ollama:
+        data = _config(tmp_path, "anthropic:claude-haiku-4-5", claude.base_url)
+        layer = {"model": "ollama:qwen2.5-coder:7b", "base_url": ollama.base_url}
+        data["llm"]["roles"] = {
+            "gate": layer,
+            "construct_query": layer,
+            "hypothetical_score": layer,
+        }
+        rdir = tmp_path / "run"
+        result = run(
+            Path(__file__).parents[2] / "tasks" / "smoke_polygon_area",
+            EvoDuetConfig.model_validate(data),
+            run_dir=rdir,
+        )
+        claude_bodies, ollama_bodies = claude.bodies(), ollama.bodies()
+    assert result.iterations == 2
+    assert claude_bodies and all("tool_choice" not in b for b in claude_bodies)  # mutation only
+    assert ollama_bodies and all(isinstance(b.get("format"), dict) for b in ollama_bodies)
+    models = run_summary(rdir).llm_models
+    assert set(models) == {"claude-haiku-4-5", "qwen2.5-coder:7b"}
+    assert models["qwen2.5-coder:7b"].usd == 0.0
+    claude_price = price_for("anthropic:claude-haiku-4-5")
+    assert claude_price is not None
+    u = models["claude-haiku-4-5"]
+    expected = claude_price.cost(
+        int(u.input_tokens), int(u.output_tokens), int(u.cached_input_tokens)
+    )
+    assert u.usd == pytest.approx(expected) and u.usd > 0
+    assert run_summary(rdir).cost.llm_usd == pytest.approx(expected)
