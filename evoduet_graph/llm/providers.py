@@ -31,11 +31,13 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import threading
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 __all__ = [
     "FAMILIES",
@@ -49,6 +51,7 @@ __all__ = [
     "package_installed",
     "provider_of",
     "quirks_for",
+    "remember_shared_prefix",
     "request_settings",
     "structured_method",
 ]
@@ -488,23 +491,62 @@ def structured_method(llm: Any) -> StructuredVia:
 CACHE_CONTROL = {"type": "ephemeral"}
 """Anthropic's marker of a prompt prefix to cache (five minutes)."""
 
+_SHARED_PREFIXES: deque[str] = deque(maxlen=32)
+_SHARED_LOCK = threading.Lock()
+_MIN_PREFIX_CHARS = 200  # a shorter context is not worth a cache breakpoint
+
+
+def remember_shared_prefix(text: str) -> None:
+    """Note the iteration context c_t that this iteration's user messages will start with.
+
+    `evoduet_graph.prompts.descriptor.context_text` calls it for every context it renders;
+    `mark_cache_prefix` then ends a cache block exactly where the context ends. The last 32
+    contexts are kept (iterations in flight render several at once).
+    """
+    text = text.rstrip()
+    if len(text) >= _MIN_PREFIX_CHARS:
+        with _SHARED_LOCK:
+            if text not in _SHARED_PREFIXES:
+                _SHARED_PREFIXES.append(text)
+
+
+def _shared_prefix_of(text: str) -> str | None:
+    with _SHARED_LOCK:
+        found = [p for p in _SHARED_PREFIXES if text.startswith(p) and len(text) > len(p)]
+    return max(found, key=len) if found else None
+
 
 def mark_cache_prefix(llm: Any, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     """``messages`` with the shared prefix marked for a provider that caches only on request.
 
     Every call of an iteration starts with the same system message (`prompts/system.md`,
-    equal for the whole run; docs/methods.md "Prompt order and prompt caching"). For a
-    provider with ``cache_control`` (Anthropic) that system message becomes one text block
-    carrying ``cache_control: ephemeral``, so the gate, the inner loop and the mutation read
-    it from the cache after the first call; other providers get ``messages`` unchanged.
+    equal for the whole run) and a user message that opens with the iteration's context c_t
+    (docs/methods.md "Prompt order and prompt caching"). For a provider with
+    ``cache_control`` (Anthropic) the system message becomes one text block carrying
+    ``cache_control: ephemeral``, and the first user message is split into two text blocks,
+    the context (marked the same way: `remember_shared_prefix`) and the node's own part, so the
+    gate, the inner loop and the mutation read both from the cache after the first call. The
+    text sent is unchanged; other providers get ``messages`` as they are.
     """
     quirks = _quirks_of_model(llm)
     if quirks is None or not quirks.cache_control:
         return list(messages)
     out = list(messages)
+    system_done = user_done = False
     for i, message in enumerate(out):
-        if isinstance(message, SystemMessage) and isinstance(message.content, str):
+        if not isinstance(message.content, str):
+            continue
+        if isinstance(message, SystemMessage) and not system_done:
             block = {"type": "text", "text": message.content, "cache_control": CACHE_CONTROL}
             out[i] = message.model_copy(update={"content": [block]})
-            break
+            system_done = True
+        elif isinstance(message, HumanMessage) and not user_done:
+            user_done = True
+            prefix = _shared_prefix_of(message.content)
+            if prefix is not None:
+                blocks = [
+                    {"type": "text", "text": prefix, "cache_control": CACHE_CONTROL},
+                    {"type": "text", "text": message.content[len(prefix) :]},
+                ]
+                out[i] = message.model_copy(update={"content": blocks})
     return out

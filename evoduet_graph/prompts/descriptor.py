@@ -16,6 +16,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from evoduet_graph.candidates.diffs import code_diff_summary
 from evoduet_graph.context import Context
+from evoduet_graph.llm.providers import remember_shared_prefix
 from evoduet_graph.prompts.generate import (
     AttemptView,
     ProgramView,
@@ -194,10 +195,11 @@ def context_text(
     After `system_text` it is the stable prefix of the gate's, ``construct_query``'s,
     ``hypothetical_score``'s and ``generate``'s prompts (`iteration_messages`): equal within
     one iteration, so a model server that caches the evaluated prefix (llama.cpp, hosted
-    prompt caches) only reads each node's own part.
+    prompt caches) only reads each node's own part. It is noted for providers that cache only
+    a marked prefix (`evoduet_graph.llm.providers.remember_shared_prefix`).
     """
     inspirations = [pid for pid in inspiration_ids or [] if pid != parent_id]
-    return context_message_text(
+    text = context_message_text(
         parent=program_view(ctx.store, parent_id),
         top=[program_view(ctx.store, pid) for pid in top_program_ids(ctx, parent_id)],
         inspirations=[program_view(ctx.store, pid) for pid in inspirations],
@@ -205,6 +207,8 @@ def context_text(
         cfg=ctx.config.prompt,
         language=ctx.task.lang,
     )
+    remember_shared_prefix(text)  # where a provider's prompt-cache block ends (Anthropic)
+    return text
 
 
 def database_text(ctx: Context, unresolved: str | None) -> str:

@@ -121,7 +121,16 @@ def test_anthropic_run(tmp_path, monkeypatch):
         [block] = body["system"]
         assert block["cache_control"] == {"type": "ephemeral"} and block["text"].strip()
     systems = {body["system"][0]["text"] for body in bodies}
-    assert len(systems) == 1  # one prefix for the gate, the inner loop and the mutation
+    assert len(systems) == 1  # one system message for the gate, the inner loop and the mutation
+    # the user message: the iteration's context c_t as a marked block, then the node's part
+    contexts: dict[str, int] = {}
+    for body in bodies:
+        context, own = body["messages"][0]["content"]
+        assert context["cache_control"] == {"type": "ephemeral"} and "cache_control" not in own
+        assert own["text"].strip()
+        contexts[context["text"]] = contexts.get(context["text"], 0) + 1
+    # one context per iteration, read by its gate, queries, scores and mutation
+    assert 1 <= len(contexts) <= 2 and all(n >= 4 for n in contexts.values())
     # structured output through Anthropic's tool calling, plain text for the mutation
     forced = [b for b in bodies if (b.get("tool_choice") or {}).get("type") == "tool"]
     assert forced and len(forced) < len(bodies)

@@ -21,6 +21,7 @@ from evoduet_graph.llm.providers import (
     PROVIDERS,
     mark_cache_prefix,
     quirks_for,
+    remember_shared_prefix,
     request_settings,
     structured_method,
 )
@@ -136,13 +137,26 @@ def test_structured_output_method_follows_the_provider(monkeypatch):
 
 def test_only_anthropic_marks_the_shared_prefix(monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
-    messages = [SystemMessage(content="role and task"), HumanMessage(content="context + job")]
+    context = "## Current program\n" + "\n".join(["x = 1"] * 60)
+    remember_shared_prefix(context + "\n\n")  # what context_text renders
+    messages = [
+        SystemMessage(content="role and task"),
+        HumanMessage(content=context + "\n\n## Your job now: the gate"),
+    ]
     claude = make_chat_model(LLMConfig(model=ANTHROPIC))
     marked = mark_cache_prefix(claude, messages)
+    ephemeral = {"type": "ephemeral"}
     assert marked[0].content == [
-        {"type": "text", "text": "role and task", "cache_control": {"type": "ephemeral"}}
+        {"type": "text", "text": "role and task", "cache_control": ephemeral}
     ]
-    assert marked[1] is messages[1] and messages[0].content == "role and task"
+    assert marked[1].content == [
+        {"type": "text", "text": context, "cache_control": ephemeral},
+        {"type": "text", "text": "\n\n## Your job now: the gate"},
+    ]
+    assert messages[0].content == "role and task"  # the caller's messages are left alone
+    # a user message that does not start with a known context: the system message only
+    other = mark_cache_prefix(claude, [messages[0], HumanMessage(content="short")])
+    assert other[1].content == "short"
     ollama = make_chat_model(LLMConfig(model="ollama:qwen2.5-coder:7b"))
     assert mark_cache_prefix(ollama, messages) == messages
 
