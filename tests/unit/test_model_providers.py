@@ -55,7 +55,7 @@ def test_model_string_keeps_colons_of_the_model_name():
     assert parse_model_string("local") == ("local", None)
 
 
-def test_the_extras_named_by_the_issue():
+def test_each_named_provider_has_its_extra():
     extras = {p: PROVIDERS[p].extra for p in PROVIDERS if PROVIDERS[p].extra}
     assert extras == {
         "anthropic": "anthropic",
