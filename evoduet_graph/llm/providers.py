@@ -35,6 +35,7 @@ import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -75,9 +76,12 @@ class Quirks:
         module: its import name.
         extra: the ``evoduet-graph`` extra that installs it (None: install the package itself).
         key_env: environment variables that hold the key, any one of them (empty: no key).
+        key_files: credential files that stand for a key when one exists (AWS's shared
+            credentials and config files).
         key_param: the constructor argument a key from ``llm.api_key_env`` is passed as.
         limit_param: the constructor argument of the completion limit (``llm.max_tokens``).
         timeout_param: the constructor argument of the request timeout (None: not settable).
+        timeout_int: the timeout is whole seconds (Mistral, Bedrock Converse).
         retries_param: the constructor argument of the client's own retries (None: none; the
             run's retry policy retries).
         no_retries: the value of ``retries_param`` that means "no retries" (Google's SDK reads
@@ -100,9 +104,11 @@ class Quirks:
     module: str
     extra: str | None = None
     key_env: tuple[str, ...] = ()
+    key_files: tuple[str, ...] = ()
     key_param: str = "api_key"
     limit_param: str = "max_tokens"
     timeout_param: str | None = "timeout"
+    timeout_int: bool = False
     retries_param: str | None = "max_retries"
     no_retries: int = 0
     base_url_param: str | None = "base_url"
@@ -120,6 +126,16 @@ class Quirks:
         if self.extra is not None:
             return f"pip install 'evoduet-graph[{self.extra}]'"
         return f"pip install {self.package}"
+
+
+_AWS_KEY_ENV = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_PROFILE",
+    "AWS_BEARER_TOKEN_BEDROCK",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+)
+_AWS_KEY_FILES = ("~/.aws/credentials", "~/.aws/config")
 
 
 def _q(provider: str, package: str, module: str, **kwargs: Any) -> Quirks:
@@ -177,12 +193,11 @@ PROVIDERS: dict[str, Quirks] = {
             "langchain-aws",
             "langchain_aws",
             extra="bedrock",
-            key_env=("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_BEARER_TOKEN_BEDROCK"),
+            key_env=_AWS_KEY_ENV,
+            key_files=_AWS_KEY_FILES,
             key_param="aws_secret_access_key",
-            timeout_param=None,
-            retries_param=None,
-            base_url_param="endpoint_url",
-            exclusive=frozenset(SAMPLING_PARAMS),
+            timeout_int=True,
+            retries_param=None,  # botocore's own retry mode
             price_provider="aws",
         ),
         _q(
@@ -190,12 +205,12 @@ PROVIDERS: dict[str, Quirks] = {
             "langchain-aws",
             "langchain_aws",
             extra="bedrock",
-            key_env=("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_BEARER_TOKEN_BEDROCK"),
+            key_env=_AWS_KEY_ENV,
+            key_files=_AWS_KEY_FILES,
             key_param="aws_secret_access_key",
             timeout_param=None,
             retries_param=None,
             base_url_param="endpoint_url",
-            exclusive=frozenset(SAMPLING_PARAMS),
             price_provider="aws",
         ),
         _q(
@@ -204,7 +219,7 @@ PROVIDERS: dict[str, Quirks] = {
             "langchain_mistralai",
             extra="mistral",
             key_env=("MISTRAL_API_KEY",),
-            base_url_param="endpoint",
+            timeout_int=True,
             price_provider="mistral",
         ),
         _q(
@@ -332,6 +347,18 @@ FAMILIES: tuple[Family, ...] = (
         "OpenAI's reasoning models refuse sampling parameters other than the defaults",
     ),
     Family(
+        "bedrock_converse",
+        r"([a-z]+\.)?anthropic\.",
+        {"exclusive": frozenset(SAMPLING_PARAMS)},
+        "Claude on Bedrock refuses temperature together with top_p, as on Anthropic's API",
+    ),
+    Family(
+        "bedrock",
+        r"([a-z]+\.)?anthropic\.",
+        {"exclusive": frozenset(SAMPLING_PARAMS)},
+        "Claude on Bedrock refuses temperature together with top_p, as on Anthropic's API",
+    ),
+    Family(
         "groq",
         r"(openai/gpt-oss|qwen/qwen3|deepseek-r1)",
         {"structured": "json_schema"},
@@ -349,8 +376,13 @@ def package_installed(quirks: Quirks) -> bool:
 
 
 def key_is_set(quirks: Quirks) -> bool:
-    """Whether one of the provider's key variables is set (True when it needs none)."""
-    return not quirks.key_env or any(os.environ.get(name) for name in quirks.key_env)
+    """Whether one of the provider's key variables is set (True when it needs none).
+
+    A credential file of `Quirks.key_files` counts too (AWS's default profile).
+    """
+    if not quirks.key_env or any(os.environ.get(name) for name in quirks.key_env):
+        return True
+    return any(Path(name).expanduser().is_file() for name in quirks.key_files)
 
 
 def provider_of(model: str) -> str | None:
@@ -425,7 +457,7 @@ def request_settings(
         kwargs[name] = value
         sent.append(name)
     if quirks.timeout_param is not None:
-        kwargs[quirks.timeout_param] = timeout_s
+        kwargs[quirks.timeout_param] = max(1, round(timeout_s)) if quirks.timeout_int else timeout_s
     elif quirks.provider == "ollama":
         kwargs["client_kwargs"] = {"timeout": timeout_s}
     if quirks.retries_param is not None:

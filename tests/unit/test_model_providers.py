@@ -308,3 +308,27 @@ def test_the_embedded_model_takes_top_p_when_set(monkeypatch, tmp_path):
     base = {"model": "local", "local_isolation": "none"}
     assert local.make_local_chat_model(LLMConfig(**base)).top_p == 0.95
     assert local.make_local_chat_model(LLMConfig(**base, top_p=0.8)).top_p == 0.8
+
+
+def test_claude_on_bedrock_is_exclusive_and_timeouts_are_whole_seconds():
+    claude = quirks_for("bedrock_converse", "us.anthropic.claude-3-5-haiku-20241022-v1:0")
+    llama = quirks_for("bedrock_converse", "meta.llama3-70b-instruct-v1:0")
+    sampling = {"temperature": 0.5, "top_p": 0.9}
+    on_claude = request_settings(claude, sampling=sampling, max_tokens=64, timeout_s=12.6)
+    on_llama = request_settings(llama, sampling=sampling, max_tokens=64, timeout_s=12.6)
+    assert "top_p" not in on_claude.kwargs and on_claude.dropped
+    assert on_llama.kwargs["top_p"] == 0.9 and on_llama.dropped == ()
+    assert on_claude.kwargs["timeout"] == 13  # botocore takes whole seconds
+
+
+def test_aws_credentials_file_stands_for_a_key(monkeypatch, tmp_path):
+    from evoduet_graph.llm.providers import key_is_set
+
+    quirks = quirks_for("bedrock_converse")
+    for name in quirks.key_env:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert not key_is_set(quirks)
+    (tmp_path / ".aws").mkdir()
+    (tmp_path / ".aws" / "credentials").write_text("[default]\n")
+    assert key_is_set(quirks)
