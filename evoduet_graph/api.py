@@ -36,6 +36,7 @@ from pydantic import ValidationError
 import evoduet_graph.llm
 from evoduet_graph.candidates.novelty import make_novelty_checker
 from evoduet_graph.config import ConfigError, EvoDuetConfig, graph_concurrency, load_config
+from evoduet_graph.context import Context
 from evoduet_graph.driver import (
     REVIEW_PREFIX,
     THREAD_ID,
@@ -57,7 +58,8 @@ from evoduet_graph.evaluation import Evaluator
 from evoduet_graph.graphs.outer import NodeFn, OuterStateGraph, build_outer_graph
 from evoduet_graph.graphs.registry import split_nodes
 from evoduet_graph.llm import LLMConfigError, parse_model_string
-from evoduet_graph.llm.roles import make_role_models
+from evoduet_graph.llm.factory import check_model, unsent_message, unsent_settings
+from evoduet_graph.llm.roles import configured_models, make_role_models
 from evoduet_graph.prompts import template_overrides
 from evoduet_graph.rundir import layout
 from evoduet_graph.rundir.continuation import acquire_lock, check_continuation, check_run_dir
@@ -146,24 +148,32 @@ def _from_dict(data: dict[str, Any]) -> EvoDuetConfig:
 
 
 def validate_model(config: EvoDuetConfig) -> None:
-    """Check ``llm.model`` names a known provider (no model is built, nothing is sent).
+    """The model preflight: every configured model's form, integration package and key.
+
+    ``llm.model``, the ``llm.models`` members and the ``llm.roles`` models
+    (`evoduet_graph.llm.factory.check_model`); no model is built, nothing is sent.
 
     Raises:
         ConfigError: ``llm.model: unknown model ...`` with the valid forms.
+        LLMConfigError: a missing integration package (naming the extra) or key (naming the
+            variable), in one line.
     """
+    llm = config.llm
     try:
-        if config.llm.models:
-            for member in config.llm.models:
+        if llm.models:
+            for member in llm.models:
                 parse_model_string(member.model)
-        elif config.llm.model.strip().lower() == "task":
+        elif llm.model.strip().lower() == "task":
             raise LLMConfigError(
                 "model 'task' needs model settings in the task folder's config.yaml "
                 "(llm.models, or llm.primary_model / secondary_model); this task has none"
             )
         else:
-            parse_model_string(config.llm.model)
+            parse_model_string(llm.model)
     except LLMConfigError as exc:
         raise ConfigError(f"llm.model: {exc}") from None
+    for cfg in configured_models(llm):
+        check_model(cfg)
 
 
 def check_initial_program(task: Task, config: EvoDuetConfig, evaluator: Evaluator) -> Any:
@@ -334,10 +344,24 @@ def run(
             stack.callback(ctx.search_cache.close)
         if initial is not None:
             ctx.store.put_evaluation(task.initial_program, initial)
+        if model_name == cfg.llm.model:  # built from the config: what it leaves out
+            _report_unsent(ctx, cfg)
         graph_input = None if resuming else {"max_iterations": cfg.iterations}
         if resuming and snapshot.values.get("max_iterations") != cfg.iterations:
             ctx.max_iterations = cfg.iterations  # applied by `record` at the iteration's end
         return drive(graph, graph_input, thread, ctx, rdir, progress, on_event, review)
+
+
+def _report_unsent(ctx: Context, cfg: EvoDuetConfig) -> None:
+    """A ``warning`` event per configured model whose provider refuses some of its settings.
+
+    The factory logged the same line when it built the model; the event keeps it in the run.
+    """
+    for model_cfg in configured_models(cfg.llm):
+        dropped = unsent_settings(model_cfg)
+        if dropped:
+            message = unsent_message(model_cfg.model, dropped)
+            ctx.events.emit("warning", node="llm", message=message)
 
 
 def _check_setup(

@@ -48,7 +48,7 @@ class WeightedModelConfig(_Section):
     entries, ``primary_model`` / ``secondary_model`` with their weights).
     """
 
-    model: str = Field(description="`local` or `openai:<model>`, as `llm.model`.")
+    model: str = Field(description="A model string, as `llm.model`.")
     weight: float = Field(1.0, gt=0, description="Relative probability of being picked.")
     base_url: str | None = Field(None, description="Endpoint of this member; default llm's.")
     api_key_env: str | None = Field(None, description="Key variable; default llm's.")
@@ -62,8 +62,12 @@ class LLMConfig(_Section):
     model: str = Field(
         "local",
         description="`local` (embedded Qwen2.5-Coder-1.5B GGUF), `openai:<model>` for any "
-        "OpenAI-compatible endpoint (OpenAI, OpenRouter, vLLM, Ollama, llama.cpp server), or "
-        "`task`: the model settings of the task folder's config.yaml, as `models`.",
+        "OpenAI-compatible endpoint (OpenAI, OpenRouter, vLLM, Ollama, llama.cpp server), "
+        "`<provider>:<model>` for any other provider of LangChain's `init_chat_model` "
+        "(`anthropic:`, `google_genai:`, `ollama:`, `bedrock_converse:`, `mistralai:`, "
+        "`groq:`, ...; its integration package is an extra), `python:<module>:<factory>` for "
+        "a chat model of your own, or `task`: the model settings of the task folder's "
+        "config.yaml, as `models`.",
     )
     models: list[WeightedModelConfig] = Field(
         default_factory=list,
@@ -71,10 +75,24 @@ class LLMConfig(_Section):
         "weight / sum of weights (seeded by `seed`); empty: the one `model`.",
     )
     base_url: str | None = Field(
-        None, description="OpenAI-compatible base URL; default: $OPENAI_BASE_URL or OpenAI."
+        None,
+        description="Endpoint: an OpenAI-compatible base URL for `openai:` (default: "
+        "$OPENAI_BASE_URL or OpenAI), else the provider's own endpoint setting (a gateway).",
     )
-    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable with the key.")
+    api_key_env: str = Field(
+        "OPENAI_API_KEY",
+        description="Environment variable with the key; left at its default, another provider "
+        "reads its own (ANTHROPIC_API_KEY, GOOGLE_API_KEY, ...: docs/models.md).",
+    )
     temperature: float = Field(0.7, ge=0.0, le=2.0, description="Sampling temperature.")
+    top_p: float | None = Field(
+        None,
+        gt=0.0,
+        le=1.0,
+        description="Nucleus sampling; None: not sent (the embedded model keeps its 0.95). A "
+        "provider that refuses it together with `temperature` (Anthropic) gets `temperature` "
+        "only, with one warning at startup.",
+    )
     max_tokens: int = Field(1024, ge=16, description="Completion token limit per call.")
     timeout_s: float = Field(300.0, gt=0, description="Per-request timeout in seconds.")
     max_retries: int = Field(3, ge=0, description="Retries of a failed request (with backoff).")

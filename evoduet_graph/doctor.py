@@ -17,6 +17,9 @@ child process).
   (`isolation.probe_bwrap`, the probe runs use), and whether they run without network.
 * **search index**: whether the offline search backend can cache its index.
 * **disk** and **memory**: room to assemble the model (~1.2 GB) and to load it (~1.5 GB).
+* **model providers**: which providers' integration packages are installed and have their key
+  variable set (`evoduet_graph.llm.providers`), so a ``<provider>:<model>`` run would start;
+  always ``OK`` (the embedded model needs none of them).
 
 `exit_code` is 1 when any finding is a ``FAIL``, else 0.
 """
@@ -35,6 +38,7 @@ from typing import Any, Literal
 
 from evoduet_graph.evaluation import isolation
 from evoduet_graph.llm import model_file, runtime
+from evoduet_graph.llm.providers import PROVIDERS, key_is_set, package_installed
 from evoduet_graph.search import offline
 
 __all__ = [
@@ -48,6 +52,7 @@ __all__ = [
     "check_disk",
     "check_memory",
     "check_model_file",
+    "check_providers",
     "check_runtime",
     "check_sandbox",
     "check_search_index",
@@ -579,6 +584,32 @@ def check_memory(
     )
 
 
+def check_providers() -> Finding:
+    """Which model providers a run could use here: package installed and key set.
+
+    The providers with an ``evoduet-graph`` extra, and ``openai``; the same checks a run's
+    preflight makes (`evoduet_graph.llm.factory.check_model`), without a model string.
+    """
+    ready: list[str] = []
+    no_key: list[str] = []
+    missing: list[str] = []
+    for name, quirks in PROVIDERS.items():
+        if quirks.extra is None and name != "openai":
+            continue
+        if not package_installed(quirks):
+            missing.append(f"{name} [{quirks.extra}]")
+        elif not key_is_set(quirks):
+            no_key.append(f"{name} (${quirks.key_env[0]})")
+        else:
+            ready.append(name)
+    parts = [f"ready: {', '.join(ready) or 'none'}"]
+    if no_key:
+        parts.append(f"key not set: {', '.join(no_key)}")
+    if missing:
+        parts.append(f"not installed (extra): {', '.join(missing)}")
+    return Finding("model providers", "OK", "; ".join(parts))
+
+
 # --------------------------------------------------------------------------------------------
 # All checks
 # --------------------------------------------------------------------------------------------
@@ -627,7 +658,7 @@ def run_checks(*, quick: bool = False) -> list[Finding]:
         model = jobs["model"].result()
         runtime_finding = _relate(jobs["runtime"].result(), model)
         sandbox = jobs["sandbox"].result()
-    return [runtime_finding, model, sandbox, index, disk, memory]
+    return [runtime_finding, model, sandbox, index, disk, memory, check_providers()]
 
 
 def exit_code(findings: Sequence[Finding]) -> int:

@@ -105,6 +105,7 @@ from evoduet_graph.bench.output import collect_runs, write_csvs, write_manifest
 from evoduet_graph.bench.server import LlamaCppServer, ServerError
 from evoduet_graph.bench.tables import write_plots, write_summary
 from evoduet_graph.config import deep_merge
+from evoduet_graph.llm.factory import LLMConfigError, check_model
 from evoduet_graph.llm.model_file import (
     EXPECTED_SHA256,
     MODEL_NAME,
@@ -255,7 +256,10 @@ def _setup_model(
     needs_endpoint: bool,
     log: LogFn,
 ) -> _Model:
-    """Serve the embedded model or point at ``openai:<m>``; fill our config accordingly.
+    """Serve the embedded model, point at ``openai:<m>`` or name a provider's model.
+
+    A native provider's model (``anthropic:<m>``, ...) has no endpoint object: our methods
+    build it from ``llm.model`` (its package and key checked here).
 
     Raises:
         BenchError: bad model string, missing server dependencies, model or server failure.
@@ -271,6 +275,15 @@ def _setup_model(
         "timeout_s": llm.timeout_s,
         "max_retries": llm.max_retries,
     }
+    if provider not in ("openai", "local"):  # a native provider: our methods build it
+        cfg = base.with_overrides({"llm.model": settings.model})
+        try:
+            check_model(cfg.llm)
+        except LLMConfigError as exc:
+            raise BenchError(str(exc)) from None
+        return _Model(
+            None, cfg, {"model": settings.model, "base_url": llm.base_url, "model_sha256": None}
+        )
     if provider == "openai":
         assert name is not None
         base_url = llm.base_url or os.environ.get("OPENAI_BASE_URL") or None
@@ -466,9 +479,15 @@ def _check_settings(settings: BenchSettings) -> None:
     if settings.executor not in EXECUTORS:
         raise BenchError(f"unknown executor {settings.executor!r}; known: {', '.join(EXECUTORS)}")
     try:
-        parse_model_string(settings.model)
+        provider, _ = parse_model_string(settings.model)
     except ValueError as exc:
         raise BenchError(str(exc)) from None
+    if provider not in ("openai", "local") and "openevolve" in settings.methods:
+        raise BenchError(
+            f"--model {settings.model}: the openevolve method speaks only the OpenAI API; use "
+            "--model openai:<model> with an OpenAI-compatible endpoint of that provider, or "
+            "leave openevolve out of --methods"
+        )
     _check_plotting()
 
 

@@ -35,7 +35,11 @@ def bench_cmd(
     iterations: Annotated[int, typer.Option(help="Iterations per run.")] = 10,
     seeds: Annotated[str, typer.Option(help="Comma-separated seeds.")] = "0,1,2",
     model: Annotated[
-        str, typer.Option(help="`local` (served by llama.cpp on 127.0.0.1) or `openai:<model>`.")
+        str,
+        typer.Option(
+            help="`local` (served by llama.cpp on 127.0.0.1), `openai:<model>`, or another "
+            "provider's `<provider>:<model>` (our methods only: not with openevolve)."
+        ),
     ] = "local",
     methods: Annotated[
         str,

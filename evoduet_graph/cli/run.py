@@ -366,8 +366,10 @@ def run_cmd(
     model: Annotated[
         str | None,
         typer.Option(
-            help="`local` (embedded), `openai:<model>`, or `task` (the task config's models, "
-            "as a weighted ensemble)."
+            help="`local` (embedded), `openai:<model>`, `<provider>:<model>` (anthropic, "
+            "google_genai, ollama, bedrock_converse, mistralai, groq, ...), "
+            "`python:<module>:<factory>`, or `task` (the task config's models, as a weighted "
+            "ensemble)."
         ),
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,

@@ -155,8 +155,9 @@ class StudioContext:
         config_file: a YAML config (e.g. one of ``configs/*.yaml``); default:
             ``$EVODUET_CONFIG`` when set, else all defaults (the EvoDuet method).
         config: overrides merged into it, as nested keys (``{"gate": {"mode": "never"}}``).
-        model: ``local``, ``openai:<model>`` (overrides ``llm.model``), or
-            ``python:<module>:<attribute>`` for a chat model object or factory of your own.
+        model: ``local``, ``openai:<model>`` or any ``<provider>:<model>`` (overrides
+            ``llm.model``), or ``python:<module>:<attribute>`` for a chat model object or
+            factory of your own.
     """
 
     task_dir: str = field(default=DEFAULT_TASK, metadata={"description": "OpenEvolve task folder."})
@@ -177,7 +178,8 @@ class StudioContext:
     model: str | None = field(
         default=None,
         metadata={
-            "description": "local | openai:<model> | python:<module>:<attribute> (own model)."
+            "description": "local | openai:<model> | <provider>:<model> (anthropic, "
+            "google_genai, ollama, ...) | python:<module>:<attribute> (own model)."
         },
     )
 

@@ -1,7 +1,9 @@
 """Chat models and LLM helpers (docs/design.md §4, §6).
 
-* `make_chat_model` — ``LLMConfig`` → ``BaseChatModel`` (``local`` or ``openai:<model>``, or a
-  weighted ensemble of them from ``llm.models``);
+* `make_chat_model` — ``LLMConfig`` → ``BaseChatModel`` (``local``, ``openai:<model>``, any
+  ``<provider>:<model>`` of LangChain's ``init_chat_model``, ``python:<module>:<factory>``, or
+  a weighted ensemble of them from ``llm.models``); each provider's quirks as data in
+  `evoduet_graph.llm.providers`;
 * `EnsembleChatModel`, `WeightedChoice` — the seeded weighted ensemble
   (`evoduet_graph.llm.ensemble`);
 * `structured_call` — typed output with the json_schema → json_mode → extraction → repair →

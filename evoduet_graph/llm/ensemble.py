@@ -15,6 +15,9 @@ API for other layers (per-node roles build on it):
 * `make_chat_model` (``evoduet_graph.llm.factory``) builds one from ``llm.models``.
 
 Which member answered is recorded in each reply's ``response_metadata["ensemble_member"]``.
+Each call gets its member's provider quirks (`evoduet_graph.llm.providers`): the prompt-cache
+marker on the shared prefix, and for ``method="json_schema"`` the member's own structured
+output (tool calling for Anthropic).
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatResult
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from pydantic import ConfigDict, PrivateAttr
+
+from evoduet_graph.llm.providers import mark_cache_prefix, structured_method
 
 __all__ = ["EnsembleChatModel", "WeightedChoice"]
 
@@ -121,6 +126,7 @@ class EnsembleChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         name, member = self.pick_member()
+        messages = mark_cache_prefix(member, messages)
         result = member._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
         for generation in result.generations:
             message = getattr(generation, "message", None)
@@ -131,10 +137,20 @@ class EnsembleChatModel(BaseChatModel):
         return ChatResult(generations=result.generations, llm_output=llm_output)
 
     def with_structured_output(self, schema: Any, **kwargs: Any) -> Runnable[Any, Any]:
-        """Structured output from one member per call (the member's own implementation)."""
+        """Structured output from one member per call (the member's own implementation).
+
+        ``method="json_schema"`` asks for the member's native structured output
+        (`evoduet_graph.llm.providers.structured_method`).
+        """
 
         def call(value: Any, config: RunnableConfig | None = None) -> Any:
             _, member = self.pick_member()
-            return member.with_structured_output(schema, **kwargs).invoke(value, config=config)
+            member_kwargs = dict(kwargs)
+            if member_kwargs.get("method") == "json_schema":
+                member_kwargs["method"] = structured_method(member)
+            if isinstance(value, list) and all(isinstance(m, BaseMessage) for m in value):
+                value = mark_cache_prefix(member, value)
+            runnable = member.with_structured_output(schema, **member_kwargs)
+            return runnable.invoke(value, config=config)
 
         return RunnableLambda(call)

@@ -769,7 +769,8 @@ def make_local_chat_model(
     """The embedded model as a chat model, assembling the GGUF first if needed (docs/design.md §4).
 
     Args:
-        cfg: ``temperature``, ``max_tokens``, ``local_n_ctx``, ``local_n_threads`` (default:
+        cfg: ``temperature``, ``top_p`` (when set; else the model's 0.95), ``max_tokens``,
+            ``local_n_ctx``, ``local_n_threads`` (default:
             ``os.cpu_count()``), ``local_parallel``, ``local_prompt_cache_mib``,
             ``local_isolation``, ``local_engine`` and ``local_cache_dir`` are used.
         cache_dir: overrides ``cfg.local_cache_dir``.
@@ -787,6 +788,7 @@ def make_local_chat_model(
     return LocalChatModel(
         model_path=str(path),
         n_threads=cfg.local_n_threads or os.cpu_count() or 1,
+        **({"top_p": cfg.top_p} if cfg.top_p is not None else {}),
         callbacks=list(callbacks) if callbacks else None,
         **config_options(cfg, _CONFIG_KEYS),
     )

@@ -4,9 +4,10 @@ Model roles: which chat model each LLM-calling node uses (docs/design.md §4 "op
 roles").
 
 ``llm.roles`` maps a node name (`ROLE_NODES`) to a model: a model string (``openai:<m>``,
-``local``) or a mapping of `ROLE_FIELDS` laid over the ``llm`` section (e.g. another
-``base_url`` or ``temperature``). A cheap model can then serve the world-knowledge layer
-(gate, query construction, hypothetical scoring) while a strong one mutates. Without roles
+``anthropic:<m>``, any ``<provider>:<m>``, ``local``) or a mapping of `ROLE_FIELDS` laid over
+the ``llm`` section (e.g. another ``base_url`` or ``temperature``). A cheap model can then
+serve the world-knowledge layer (gate, query construction, hypothetical scoring) while a strong
+one mutates. Without roles
 every node uses ``llm.model`` — the paper's setting of one frozen model (§4.1), which stays the
 default. Roles that resolve to the same settings share one model object (the embedded model is
 loaded once).
@@ -27,7 +28,13 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import ValidationError
 
 from evoduet_graph.config import ConfigError, LLMConfig
-from evoduet_graph.llm.factory import LLMConfigError, make_chat_model, parse_model_string
+from evoduet_graph.llm.factory import (
+    LLMConfigError,
+    make_chat_model,
+    member_config,
+    parse_model_string,
+    shares_endpoint,
+)
 
 ROLE_NODES = (
     "gate",
@@ -44,6 +51,7 @@ ROLE_FIELDS = (
     "base_url",
     "api_key_env",
     "temperature",
+    "top_p",
     "max_tokens",
     "timeout_s",
     "max_retries",
@@ -68,7 +76,7 @@ def role_config(cfg: LLMConfig, role: str) -> LLMConfig:
     update: dict[str, Any] = {"model": value} if isinstance(value, str) else dict(value)
     if "model" in update:
         update["models"] = []  # a role's own model replaces the ensemble (``llm.models``)
-        if "base_url" not in update and not update["model"].startswith("openai:"):
+        if "base_url" not in update and not shares_endpoint(cfg.model, update["model"]):
             update["base_url"] = None
     return type(cfg).model_validate({**cfg.model_dump(), **update, "roles": {}})
 
@@ -100,6 +108,23 @@ def check_roles(cfg: LLMConfig) -> None:
             raise ConfigError(f"llm.roles: role {role!r}: {where}: {err['msg']}") from None
         except LLMConfigError as exc:
             raise ConfigError(f"llm.roles: role {role!r}: {exc}") from None
+
+
+def configured_models(cfg: LLMConfig) -> list[LLMConfig]:
+    """The settings of every model a run builds.
+
+    The ensemble's members (or ``llm.model``) and each role's own model, in that order (roles
+    with the same settings once); a member's unset fields come from ``cfg``
+    (`evoduet_graph.llm.factory.member_config`).
+    """
+    out = [member_config(cfg, m) for m in cfg.models] or [cfg.model_copy(update={"roles": {}})]
+    seen = {_key(c) for c in out}
+    for role in cfg.roles:
+        rc = role_config(cfg, role)
+        if _key(rc) not in seen and not rc.models:
+            seen.add(_key(rc))
+            out.append(rc)
+    return out
 
 
 def _key(cfg: LLMConfig) -> str:

@@ -6,9 +6,12 @@ each a runnable, joined by ``with_fallbacks`` (a stage that gets no value raises
 which moves the chain to the next; any other error passes straight through), then the
 caller's typed default:
 
-1. ``json_schema`` — ``llm.with_structured_output(schema, method="json_schema",
-   include_raw=True)`` (OpenAI structured outputs, vLLM/Ollama guided decoding, the embedded
-   model's grammar);
+1. ``json_schema`` — the provider's own structured output:
+   ``llm.with_structured_output(schema, method=...)`` with the method the provider's quirks name
+   (`evoduet_graph.llm.providers.structured_method`): ``json_schema`` for OpenAI structured
+   outputs, Gemini, vLLM/Ollama guided decoding and the embedded model's grammar;
+   ``function_calling`` (the provider's tool calling) for Anthropic, Mistral, Groq and Bedrock.
+   The stage keeps its name in `StructuredResult.method` and the fallback lines;
 2. ``json_mode`` — ``method="json_mode"`` (any-JSON mode) with the schema in the prompt;
 3. ``extraction`` — a plain call with the schema in the prompt; the reply goes through
    `extract_json_object` (strips ``<think>``, code fences, prose; repairs broken JSON with the
@@ -86,6 +89,7 @@ from tenacity import (
 from tenacity.stop import stop_base
 
 from evoduet_graph.errors import EvoDuetError
+from evoduet_graph.llm.providers import mark_cache_prefix, structured_method
 from evoduet_graph.llm.text import extract_json_object, message_text, strip_think
 
 __all__ = [
@@ -335,7 +339,9 @@ def invoke_text(
     Args:
         llm: any LangChain chat model (or one with tools bound: ``bind_tools``).
         messages: a prompt string, a `PromptValue`, or a sequence of messages (anything
-            ``convert_to_messages`` accepts).
+            ``convert_to_messages`` accepts). For a provider that caches prompts only on
+            request (Anthropic) the system message is marked as the cached prefix
+            (`evoduet_graph.llm.providers.mark_cache_prefix`); so it is in `structured_call`.
         config: passed to ``llm.invoke`` (callbacks such as `UsageTracker`, tags, metadata).
         retry: retries of retryable failures (module docstring); default none.
 
@@ -347,7 +353,7 @@ def invoke_text(
         LLMCallError: the call raised (any exception; chained). ``retryable`` tells whether
             waiting may help.
     """
-    msgs = _as_messages(messages)
+    msgs = mark_cache_prefix(llm, _as_messages(messages))
     policy = retry or _NO_RETRY
     try:
         reply = policy.call(lambda: llm.invoke(msgs, config=config))
@@ -494,8 +500,12 @@ class _Call(Generic[T]):
         next call is made (result method ``"extraction"``).
         """
         msgs = self.msgs if method == "json_schema" else [*self.msgs, self.instruction]
+        # the first stage uses the provider's own mechanism (tool calling or JSON schema)
+        call_method = structured_method(self.llm) if method == "json_schema" else method
         try:
-            runnable = self.llm.with_structured_output(self.schema, method=method, include_raw=True)
+            runnable = self.llm.with_structured_output(
+                self.schema, method=call_method, include_raw=True
+            )
         except Exception as exc:  # noqa: BLE001 - NotImplementedError, ValueError("unsupported")
             raise self.fail(f"{method}: not supported by the model ({_describe(exc)})") from None
         try:
@@ -639,7 +649,8 @@ def structured_call(
     config = ensure_config(config)
     if config.get("callbacks") is None:
         config["callbacks"] = []
-    call = _Call(llm, _as_messages(messages), schema, config, retry or _NO_RETRY)
+    msgs = mark_cache_prefix(llm, _as_messages(messages))
+    call = _Call(llm, msgs, schema, config, retry or _NO_RETRY)
     try:
         return _STAGES.invoke(call, config=_UNTRACED)
     except _NoValue:

@@ -59,6 +59,7 @@ from langchain_core.callbacks import UsageMetadataCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 
+from evoduet_graph.llm.providers import CACHE_READ, cache_read_path
 from evoduet_graph.rundir.usage import TokenCounts
 
 __all__ = ["CallStats", "NodeUsage", "UsageTracker", "current_node", "track_node"]
@@ -82,7 +83,9 @@ class CallStats:
         cached_input_tokens: prompt tokens served from a prompt cache:
             ``usage_metadata["input_token_details"]["cache_read"]`` (the embedded model: the
             evaluated prefix llama.cpp reused; OpenAI-compatible endpoints:
-            ``prompt_tokens_details.cached_tokens``, which LangChain maps there).
+            ``prompt_tokens_details.cached_tokens``; Anthropic: ``cache_read_input_tokens``;
+            Gemini: ``cachedContentTokenCount``; each integration maps its field there, and
+            counts them in ``input_tokens`` too: `evoduet_graph.llm.providers`).
         prompt_eval_s: seconds evaluating the prompt (embedded model).
         decode_s: seconds generating the reply (embedded model).
         lock_wait_s: seconds the call waited for the embedded model's lock.
@@ -158,7 +161,12 @@ class NodeUsage(TokenCounts):
             reasons[stats.finish_reason] = reasons.get(stats.finish_reason, 0) + 1
         self.add_model(
             stats.model,
-            {"calls": 1, "input_tokens": stats.input_tokens, "output_tokens": stats.output_tokens},
+            {
+                "calls": 1,
+                "input_tokens": stats.input_tokens,
+                "cached_input_tokens": stats.cached_input_tokens or 0,
+                "output_tokens": stats.output_tokens,
+            },
         )
         if self.call_log is not None:
             self.call_log.append(stats)
@@ -264,6 +272,7 @@ class _Run:
     scopes: tuple[_Scope, ...]
     started: float
     model: str | None
+    provider: str | None = None
 
 
 def _model_from_start(serialized: dict[str, Any] | None, kwargs: dict[str, Any]) -> str | None:
@@ -327,11 +336,13 @@ class UsageTracker(UsageMetadataCallbackHandler):
     ) -> None:
         scopes = _SCOPES.get()
         node = scopes[-1].name if scopes else _node_from_run(metadata, kwargs.get("tags"))
+        provider = (metadata or {}).get("ls_provider")  # LangChain's tracing parameters
         run = _Run(
             node=node,
             scopes=scopes,
             started=time.perf_counter(),
             model=_model_from_start(serialized, kwargs),
+            provider=provider if isinstance(provider, str) else None,
         )
         with self._lock:
             self._runs[run_id] = run
@@ -364,7 +375,10 @@ class UsageTracker(UsageMetadataCallbackHandler):
         """Count one finished call with its tokens and latency."""
         run_id: UUID = kwargs.pop("run_id")  # LangChain always passes it (keyword)
         super().on_llm_end(response, **kwargs)  # per-model totals (LangChain's handler)
-        self._finish(run_id, _usage_of(response))
+        with self._lock:
+            run = self._runs.get(run_id)
+        path = cache_read_path(run.provider if run is not None else None)
+        self._finish(run_id, _usage_of(response, path))
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """Count one failed call (latency only)."""
@@ -413,14 +427,21 @@ def _add_opt(a: float | None, b: float | None) -> float | None:
     return b if a is None else a if b is None else a + b
 
 
-def _cached_tokens(usage: Any) -> int | None:
-    details = usage.get("input_token_details") if isinstance(usage, dict) else None
-    value = details.get("cache_read") if isinstance(details, dict) else None
+def _cached_tokens(usage: Any, path: tuple[str, ...] | None) -> int | None:
+    """The cached input tokens at ``path`` of a reply's ``usage_metadata`` (None: not said)."""
+    if path is None:
+        return None
+    value: Any = usage
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _usage_of(response: LLMResult) -> CallStats:
+def _usage_of(response: LLMResult, cache_path: tuple[str, ...] | None = CACHE_READ) -> CallStats:
     """What a finished call's result says: tokens, model name and the other `CallStats` fields.
+
+    ``cache_path`` is where the provider's usage says the cached input tokens
+    (`evoduet_graph.llm.providers.cache_read_path`; None: the provider reports none).
 
     ``model`` is "" when the result names none, ``node`` and ``latency_s`` are left to the
     tracker (`UsageTracker._finish`).
@@ -441,7 +462,7 @@ def _usage_of(response: LLMResult) -> CallStats:
                 found = True
                 out["input_tokens"] += int(usage.get("input_tokens", 0) or 0)
                 out["output_tokens"] += int(usage.get("output_tokens", 0) or 0)
-                cached = _cached_tokens(usage)
+                cached = _cached_tokens(usage, cache_path)
                 if cached is not None:
                     cached_total = (cached_total or 0) + cached
             for key in _SECONDS_KEYS:

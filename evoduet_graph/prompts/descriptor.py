@@ -19,6 +19,7 @@ from evoduet_graph.candidates.bundle import BundleError, bundle_diff_summary, ch
 from evoduet_graph.candidates.diffs import code_diff_summary
 from evoduet_graph.candidates.folder_edits import FolderPolicy
 from evoduet_graph.context import Context
+from evoduet_graph.llm.providers import remember_shared_prefix
 from evoduet_graph.prompts.folder import folder_program_text
 from evoduet_graph.prompts.generate import (
     AttemptView,
@@ -199,10 +200,11 @@ def context_text(
     After `system_text` it is the stable prefix of the gate's, ``construct_query``'s,
     ``hypothetical_score``'s and ``generate``'s prompts (`iteration_messages`): equal within
     one iteration, so a model server that caches the evaluated prefix (llama.cpp, hosted
-    prompt caches) only reads each node's own part.
+    prompt caches) only reads each node's own part. It is noted for providers that cache only
+    a marked prefix (`evoduet_graph.llm.providers.remember_shared_prefix`).
     """
     inspirations = [pid for pid in inspiration_ids or [] if pid != parent_id]
-    return context_message_text(
+    text = context_message_text(
         parent=program_view(ctx.store, parent_id),
         top=[program_view(ctx.store, pid) for pid in top_program_ids(ctx, parent_id)],
         inspirations=[program_view(ctx.store, pid) for pid in inspirations],
@@ -211,6 +213,8 @@ def context_text(
         language=ctx.task.lang,
         folder_text=folder_text(ctx, parent_id) if ctx.task.is_folder else None,
     )
+    remember_shared_prefix(text)  # where a provider's prompt-cache block ends (Anthropic)
+    return text
 
 
 def folder_text(ctx: Context, program_id: str) -> str:

@@ -115,7 +115,7 @@ def _calls_section(figures: CallFigures | None) -> list[str]:
 
 
 def _model_section(models: Mapping[str, ModelUsage]) -> list[str]:
-    """``## LLM usage per model`` (calls, tokens, estimated USD), when the events have it."""
+    """``## LLM usage per model`` (calls, tokens, cached tokens, estimated USD), when known."""
     if not models:
         return []
     rows = [
@@ -123,15 +123,17 @@ def _model_section(models: Mapping[str, ModelUsage]) -> list[str]:
             m,
             int(u.calls),
             int(u.input_tokens),
+            int(u.cached_input_tokens),
             int(u.output_tokens),
             "n/a" if u.usd is None else round(u.usd, 6),
         ]
         for m, u in models.items()
     ]
+    header = ["model", "calls", "input tokens", "cached input tokens", "output tokens"]
     return [
         "## LLM usage per model",
         "",
-        md_table(["model", "calls", "input tokens", "output tokens", "USD (estimated)"], rows),
+        md_table([*header, "USD (estimated)"], rows),
         "",
     ]
 

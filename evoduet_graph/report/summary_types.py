@@ -226,12 +226,17 @@ CallFigures = PerNode[CallRow]
 
 @dataclass(frozen=True)
 class ModelUsage(_Plain):
-    """Calls, tokens and estimated USD of one model (``usd`` None when unpriced)."""
+    """Calls, tokens and estimated USD of one model (``usd`` None when unpriced).
+
+    ``cached_input_tokens`` is the part of ``input_tokens`` the provider read from its prompt
+    cache (priced at the cache-read price).
+    """
 
     calls: float
     input_tokens: float
     output_tokens: float
     usd: float | None
+    cached_input_tokens: float = 0.0
 
 
 @dataclass(frozen=True)

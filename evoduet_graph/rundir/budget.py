@@ -56,10 +56,12 @@ def usage_cost(
     Each model of ``by_model`` at its own price (`evoduet_graph.rundir.pricing.price_for`), the rest
     (usage without a model name) at ``default_model``'s.
 
-    ``by_model`` holds the names the answers reported. A name the pricing does not know is
-    priced as the configured model string it is the bare name of (``default_model`` or one of
-    ``role_models``, the ``llm.roles`` models); a name that is none of them (``unknown-model``,
-    an injected model's class name) is priced as ``default_model``, as the budget always did.
+    ``by_model`` holds the names the answers reported. A name that is the bare name of a
+    configured model string (``default_model`` or one of ``role_models``, the ``llm.roles`` and
+    ``llm.models`` models) is priced as that string (its provider's price; ``ollama:`` is
+    free), else by the name itself; a name that neither prices (``unknown-model``, an injected
+    model's class name) is priced as ``default_model``, as the budget always did. Input tokens
+    read from a prompt cache (``cached_input_tokens``) are priced at the cache-read price.
 
     Returns:
         ``(total USD, USD per model name)``; an unpriced model's USD is None and counts 0 in
@@ -74,11 +76,13 @@ def usage_cost(
         return memo[name]
 
     def price_of_answer(name: str) -> Any:
-        found = price(name)
-        if found is not None:
-            return found
+        # the configured string first: it names the provider (``ollama:`` is free, and a
+        # provider behind a gateway keeps its own price)
         owners = [m for m in configured if m and model_name(m) == model_name(name)]
-        return price(owners[0]) if owners else price(default_model)
+        found = price(owners[0]) if owners else None
+        if found is None:
+            found = price(name)
+        return found if found is not None or owners else price(default_model)
 
     per_model: dict[str, float | None] = {}
     rest_in, rest_out = totals.input_tokens, totals.output_tokens
@@ -87,7 +91,13 @@ def usage_cost(
         rest_out -= counts["output_tokens"]
         p = price_of_answer(model)
         per_model[model] = (
-            p.cost(counts["input_tokens"], counts["output_tokens"]) if p is not None else None
+            p.cost(
+                counts["input_tokens"],
+                counts["output_tokens"],
+                counts.get("cached_input_tokens", 0),
+            )
+            if p is not None
+            else None
         )
     if rest_in > 0 or rest_out > 0:
         p = price(default_model)

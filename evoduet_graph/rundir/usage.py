@@ -59,8 +59,9 @@ def _int(value: Any) -> int:
         return 0
 
 
-MODEL_COUNT_KEYS = ("calls", "input_tokens", "output_tokens")
-"""The per-model counts of a ``by_model`` table (`add_model_counts`)."""
+MODEL_COUNT_KEYS = ("calls", "input_tokens", "cached_input_tokens", "output_tokens")
+"""The per-model counts of a ``by_model`` table (`add_model_counts`); ``cached_input_tokens``
+are the part of ``input_tokens`` the provider read from its prompt cache (0 in older runs)."""
 
 
 def add_model_counts(
@@ -72,7 +73,8 @@ def add_model_counts(
     node events' ``llm_by_model`` written from it, and `UsageTotals` read back from them.
 
     Args:
-        by_model: model name → ``{"calls", "input_tokens", "output_tokens"}``, updated in place.
+        by_model: model name → ``{"calls", "input_tokens", "cached_input_tokens",
+            "output_tokens"}``, updated in place.
         model: the model name the answer reported.
         counts: what to add, by the keys of `MODEL_COUNT_KEYS`.
     """
@@ -93,7 +95,7 @@ class TokenCounts:
         input_tokens: input tokens over all calls.
         output_tokens: output tokens over all calls.
         by_model: per model name the answer reported: ``{"calls", "input_tokens",
-            "output_tokens"}`` (for pricing; `add_model_counts`).
+            "cached_input_tokens", "output_tokens"}`` (for pricing; `add_model_counts`).
     """
 
     input_tokens: int = 0

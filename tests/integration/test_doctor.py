@@ -74,7 +74,9 @@ def test_doctor_on_this_machine_probes_the_real_runtime():
         "search index",
         "disk",
         "memory",
+        "model providers",
     ]
+    assert found["model providers"]["status"] == "OK"
     assert found["model runtime"]["status"] == "OK", found["model runtime"]
     assert "decoded 4 tokens" in found["model runtime"]["detail"]
     assert found["model file"]["status"] == "OK", found["model file"]

@@ -365,7 +365,7 @@ def test_factory_base_url_without_key_uses_placeholder(no_openai_env, monkeypatc
     assert llm.kwargs["base_url"] == "http://vllm:8000/v1"
 
 
-@pytest.mark.parametrize("model", ["anthropic:claude", "gpt-4o", "openai:", "", "locale"])
+@pytest.mark.parametrize("model", ["antropic:claude", "gpt-4o", "openai:", "", "locale"])
 def test_factory_unknown_forms(no_openai_env, model):
     with pytest.raises(LLMConfigError) as info:
         make_chat_model(LLMConfig(model=model))
@@ -700,7 +700,7 @@ def test_usage_nested_scopes_and_metadata_fallback():
     assert tracker.total().total_tokens == 6 * 15
     assert tracker.usage_metadata["staged"]["input_tokens"] == 60  # LangChain's per-model view
     assert nodes["gate"].by_model == {
-        "staged": {"calls": 1, "input_tokens": 10, "output_tokens": 5}
+        "staged": {"calls": 1, "input_tokens": 10, "cached_input_tokens": 0, "output_tokens": 5}
     }
 
 
@@ -731,7 +731,7 @@ def test_usage_errors_and_llm_output_fallback():
         tracker.on_llm_end(result, run_id=run_id)
     assert (score.input_tokens, score.output_tokens) == (3, 4)
     assert tracker.by_node()["score"].by_model == {
-        "m": {"calls": 1, "input_tokens": 3, "output_tokens": 4}
+        "m": {"calls": 1, "input_tokens": 3, "cached_input_tokens": 0, "output_tokens": 4}
     }
 
 
