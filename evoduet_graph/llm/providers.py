@@ -142,6 +142,18 @@ def _q(provider: str, package: str, module: str, **kwargs: Any) -> Quirks:
     return Quirks(provider=provider, package=package, module=module, **kwargs)
 
 
+_BEDROCK: dict[str, Any] = {
+    "package": "langchain-aws",
+    "module": "langchain_aws",
+    "extra": "bedrock",
+    "key_env": _AWS_KEY_ENV,
+    "key_files": _AWS_KEY_FILES,
+    "key_param": "aws_secret_access_key",
+    "retries_param": None,  # botocore's own retry mode
+    "price_provider": "aws",
+}
+"""What both Bedrock clients (Converse and InvokeModel) share."""
+
 PROVIDERS: dict[str, Quirks] = {
     q.provider: q
     for q in (
@@ -188,31 +200,8 @@ PROVIDERS: dict[str, Quirks] = {
             cache_read=None,
             free=True,
         ),
-        _q(
-            "bedrock_converse",
-            "langchain-aws",
-            "langchain_aws",
-            extra="bedrock",
-            key_env=_AWS_KEY_ENV,
-            key_files=_AWS_KEY_FILES,
-            key_param="aws_secret_access_key",
-            timeout_int=True,
-            retries_param=None,  # botocore's own retry mode
-            price_provider="aws",
-        ),
-        _q(
-            "bedrock",
-            "langchain-aws",
-            "langchain_aws",
-            extra="bedrock",
-            key_env=_AWS_KEY_ENV,
-            key_files=_AWS_KEY_FILES,
-            key_param="aws_secret_access_key",
-            timeout_param=None,
-            retries_param=None,
-            base_url_param="endpoint_url",
-            price_provider="aws",
-        ),
+        _q("bedrock_converse", **_BEDROCK, timeout_int=True),
+        _q("bedrock", **_BEDROCK, timeout_param=None, base_url_param="endpoint_url"),
         _q(
             "mistralai",
             "langchain-mistralai",
