@@ -732,11 +732,10 @@ class LlamaBackend:
         lib.llama_sampler_apply(sampler.chain.sampler, ctypes.byref(cur))
         n = int(cur.size)
         address = ctypes.cast(cur.data, ctypes.c_void_p).value  # samplers may move the data
-        kept = np.frombuffer(
-            (ctypes.c_char * (n * _TOKEN_DATA.itemsize)).from_address(address), dtype=_TOKEN_DATA
-        )
-        if n == 0:
+        if n == 0 or not address:
             raise RuntimeError("the sampler chain left no candidate token")
+        raw = (ctypes.c_char * (n * _TOKEN_DATA.itemsize)).from_address(address)
+        kept = np.frombuffer(memoryview(raw), dtype=_TOKEN_DATA)
         if sampler.greedy:
             best = int(np.argmax(kept["logit"]))
             return np.array([kept["id"][best]]), np.ones(1)
