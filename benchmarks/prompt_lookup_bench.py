@@ -23,7 +23,7 @@ cost of a verify step of the mean drafted size).
 Run from the repository root (it loads the model twice: run it alone, e.g. under ``flock``)::
 
     .venv/bin/python benchmarks/prompt_lookup_bench.py [--tasks DIR ...] [--seeds 1 2 3 4]
-        [--out benchmarks/results/prompt-lookup]
+        [--threads T] [--max-tokens 1024] [--out benchmarks/results/prompt-lookup]
 
 Exit code 0 when every task's median ratio is at least 2, 1 otherwise.
 """
@@ -120,13 +120,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", nargs="*", type=Path, default=DEFAULT_TASKS)
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3, 4])
-    parser.add_argument("--out", type=Path, default=None, help="write results.json/.md here")
+    parser.add_argument("--out", type=Path, default=None, help="write results.json here")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="llm.local_n_threads (default: all cores)"
+    )
+    parser.add_argument("--max-tokens", type=int, default=1024, help="llm.max_tokens")
     args = parser.parse_args(argv)
 
     load_before = os.getloadavg()
     models = {
         lookup: make_local_chat_model(
-            LLMConfig(model="local", local_isolation="none", local_prompt_lookup=lookup)
+            LLMConfig(
+                model="local",
+                local_isolation="none",
+                local_prompt_lookup=lookup,
+                local_n_threads=args.threads,
+                max_tokens=args.max_tokens,
+            )
         )
         for lookup in (False, True)
     }
@@ -205,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         "temperature": models[True].temperature,
         "max_tokens": models[True].max_tokens,
         "seeds": args.seeds,
+        "threads": models[True].n_threads,
         "target_ratio": TARGET,
         "verify_ms": costs,
         "machine": {
