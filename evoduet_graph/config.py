@@ -118,6 +118,15 @@ class LLMConfig(_Section):
         "batch (the N candidates of an iteration: shared prompt evaluated once, one decode step "
         "for all); 1 serves them one at a time.",
     )
+    local_prompt_lookup: bool = Field(
+        True,
+        description="Prompt-lookup speculative decoding in the embedded model's batched decoder: "
+        "each step drafts the continuation of every sequence from its prompt (a child copies "
+        "its parent) or its own output, verifies the draft in the same decode and keeps the "
+        "accepted prefix; the output is distributed exactly as without it (greedy: the same "
+        "tokens). false: one token per sequence per step. Free-text calls with "
+        "`local_parallel` > 1 only.",
+    )
     local_prompt_cache_mib: int = Field(
         0,
         ge=0,

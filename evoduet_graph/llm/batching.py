@@ -36,6 +36,17 @@ Sequence 0 belongs to ``llama_cpp.Llama`` (its own prompt cache); batched sequen
 them. When a batch ends its sequences are removed and the first request's prompt becomes
 sequence 0's cache, exactly what a sequential call would have left there.
 
+Prompt-lookup speculative decoding (`evoduet_graph.llm.prompt_lookup`, on by default for the
+embedded model, ``llm.local_prompt_lookup: false`` turns it off): every decode step, each live
+sequence whose last tokens occur earlier in its prompt or output gets a draft (the tokens that
+followed them there); the step evaluates the last sampled token and the draft together, the
+acceptance rule keeps a prefix of the draft plus one token, and the KV cells of the rejected
+part are removed (``llama_memory_seq_rm``). With drafting, tokens are drawn in Python from the
+sampler chain's final distribution (the chain without its last ``dist``/``greedy`` stage,
+applied by llama.cpp; a numpy generator seeded with the call's seed): the output is distributed
+as the sampler's own, but a fixed seed draws a different stream than with drafting off; with
+greedy decoding the output is the same token for token (kernel rounding aside, as above).
+
 `BatchDecoder` runs the schedule against a small `DecodeBackend` protocol; `LlamaBackend`
 is the llama.cpp implementation, unit tests use a fake one.
 """
@@ -51,7 +62,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
+import numpy as np
+
 from evoduet_graph.llm import runtime
+from evoduet_graph.llm.prompt_lookup import (
+    DraftLength,
+    PromptLookup,
+    draw,
+    find_draft,
+    verify_draft,
+)
 
 __all__ = [
     "BatchDecoder",
@@ -94,6 +114,9 @@ class SequenceRequest:
         decode_s: seconds from its first sampled token to its last (shared steps included).
         queued_s: seconds from submission to admission into a batch.
         batch_size: most sequences decoded together while this one was live.
+        decode_steps: decode steps that sampled tokens for it (its first token's included).
+        draft_tokens: tokens drafted for it by prompt lookup (0 with drafting off).
+        draft_accepted: drafted tokens accepted.
         error: the exception that ended it, if any.
     """
 
@@ -109,6 +132,9 @@ class SequenceRequest:
     decode_s: float = 0.0
     queued_s: float = 0.0
     batch_size: int = 0
+    decode_steps: int = 0
+    draft_tokens: int = 0
+    draft_accepted: int = 0
     error: BaseException | None = None
     submitted: float = field(default_factory=time.perf_counter)
     done: threading.Event = field(default_factory=threading.Event)
@@ -147,6 +173,23 @@ class DecodeBackend(Protocol):
     def free_sampler(self, sampler: Any) -> None:
         """Free a sampler chain."""
 
+    # -- prompt-lookup drafting (only called by a decoder with a `PromptLookup`)
+
+    def new_filter(self, params: SamplingParams) -> Any:
+        """The sampler chain of ``params`` without its final draw (``dist`` / ``greedy``)."""
+
+    def distribution(self, sampler: Any, index: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(ids, probabilities)`` the sampler would draw from for entry ``index``.
+
+        Greedy chains give a point mass on the token ``greedy`` would pick.
+        """
+
+    def accept_token(self, sampler: Any, token: int) -> None:
+        """Tell a filter chain that ``token`` was emitted (repetition penalties)."""
+
+    def truncate(self, seq_id: int, pos: int) -> None:
+        """Remove the cells of ``seq_id`` at positions ``pos`` and after."""
+
     def is_eog(self, token: int) -> bool:
         """Whether ``token`` ends generation."""
 
@@ -173,6 +216,9 @@ class _Slot:
     evaluated: int = 0  # positions [0, evaluated) have KV cells
     out: bytearray = field(default_factory=bytearray)
     started: float = 0.0
+    rng: np.random.Generator | None = None  # drafting: draws from the filter's distribution
+    length: DraftLength | None = None  # drafting: the adaptive draft length
+    follow: int | None = None  # drafting: where the last draft's source continues
 
 
 class BatchDecoder:
@@ -181,6 +227,7 @@ class BatchDecoder:
     Args:
         backend: the model context.
         max_sequences: most sequences decoded together (ids ``1..max_sequences``).
+        lookup: prompt-lookup drafting settings; None: one token per sequence per step.
     """
 
     #: A batch starts once no call has joined the queue for this long (at most `GATHER_MAX_S`),
@@ -188,11 +235,14 @@ class BatchDecoder:
     GATHER_QUIET_S = 0.03
     GATHER_MAX_S = 0.25
 
-    def __init__(self, backend: DecodeBackend, max_sequences: int) -> None:
+    def __init__(
+        self, backend: DecodeBackend, max_sequences: int, lookup: PromptLookup | None = None
+    ) -> None:
         if max_sequences < 1:
             raise ValueError("max_sequences must be at least 1")
         self.backend = backend
         self.max_sequences = max_sequences
+        self.lookup = lookup
         self.steps = 0  # decode steps of the last run (for tests and benches)
         self._adopt: _Slot | None = None  # the run's first request: its prompt becomes seq 0's
 
@@ -327,7 +377,12 @@ class BatchDecoder:
         for slot in admitted:
             req = slot.req
             try:
-                slot.sampler = backend.new_sampler(req.sampling)
+                if self.lookup is None:
+                    slot.sampler = backend.new_sampler(req.sampling)
+                else:
+                    slot.sampler = backend.new_filter(req.sampling)
+                    slot.rng = np.random.default_rng(req.sampling.seed)
+                    slot.length = DraftLength.of(self.lookup)
                 src, shared = self._best_source(req, [*slots.values(), *ready])
                 if src is not None:
                     backend.seq_cp(src, slot.seq_id, shared)
@@ -362,12 +417,55 @@ class BatchDecoder:
             slots[slot.seq_id] = slot
         for index, slot in enumerate(ready):
             slot.req.batch_size = len(slots)
-            self._accept(slot, slots, backend.sample(slot.sampler, index))
+            slot.req.decode_steps += 1
+            self._accept(slot, slots, self._sample(slot, index))
+
+    def _sample(self, slot: _Slot, index: int) -> int:
+        """A token for ``slot`` from the logits of entry ``index`` (no draft)."""
+        if self.lookup is None:
+            return self.backend.sample(slot.sampler, index)
+        assert slot.rng is not None
+        token = draw(*self.backend.distribution(slot.sampler, index), slot.rng)
+        self.backend.accept_token(slot.sampler, token)
+        return token
+
+    def _draft(self, slot: _Slot, room: int) -> list[int]:
+        """The prompt-lookup draft of ``slot`` for this step (at most ``room`` tokens).
+
+        It stays inside the sequence's KV reservation: accepted whole, plus the token after it,
+        it does not pass ``max_tokens`` or the context.
+        """
+        lookup, req = self.lookup, slot.req
+        if lookup is None or slot.length is None:
+            return []
+        limit = min(
+            slot.length.value,
+            req.max_tokens - req.completion_tokens - 1,
+            self.backend.n_ctx - 1 - slot.evaluated,
+            room,
+        )
+        draft, start = find_draft(
+            slot.tokens,
+            limit,
+            ngram_max=lookup.ngram_max,
+            ngram_min=lookup.ngram_min,
+            follow=slot.follow,
+        )
+        slot.follow = start
+        return draft
 
     def _step(self, slots: dict[int, _Slot]) -> None:
-        """One decode step: the last sampled token of every live sequence, one batch."""
+        """One decode step: the last sampled token of every live sequence (and its draft)."""
         live = list(slots.values())
-        entries = [(s.tokens[-1], s.evaluated, s.seq_id, True) for s in live]
+        entries: list[tuple[int, int, int, bool]] = []
+        plans: list[tuple[_Slot, int, list[int]]] = []
+        room = self.backend.n_batch - len(live)
+        for slot in live:
+            draft = self._draft(slot, room)
+            room -= len(draft)
+            plans.append((slot, len(entries), draft))
+            entries.append((slot.tokens[-1], slot.evaluated, slot.seq_id, True))
+            entries += [(t, slot.evaluated + 1 + j, slot.seq_id, True) for j, t in enumerate(draft)]
         try:
             self.backend.decode(entries)
         except Exception as exc:  # noqa: BLE001 - no KV room etc.: these sequences fail
@@ -375,17 +473,54 @@ class BatchDecoder:
                 self._finish(slot, slots, None, error=exc)
             return
         self.steps += 1
-        for index, slot in enumerate(live):
-            slot.evaluated += 1
+        for slot, index, draft in plans:
             slot.req.batch_size = max(slot.req.batch_size, len(live))
-            self._accept(slot, slots, self.backend.sample(slot.sampler, index))
+            slot.req.decode_steps += 1
+            if self.lookup is None:
+                slot.evaluated += 1
+                self._accept(slot, slots, self.backend.sample(slot.sampler, index))
+            else:
+                self._verify(slot, slots, index, draft)
 
-    def _accept(self, slot: _Slot, slots: dict[int, _Slot], token: int) -> None:
-        """Append a sampled token to its sequence; finish the sequence when it stops."""
+    def _verify(self, slot: _Slot, slots: dict[int, _Slot], index: int, draft: list[int]) -> None:
+        """Keep the accepted prefix of ``slot``'s draft and one more token; drop the rest's cells.
+
+        Entry ``index`` of the last decode holds the logits after the sequence's last token,
+        ``index + 1 + i`` those after ``draft[i]``.
+        """
+        backend, req = self.backend, slot.req
+        assert slot.rng is not None and slot.length is not None
+        start = slot.evaluated  # position of the token evaluated before the draft
+        req.draft_tokens += len(draft)
+        emitted = 0
+
+        def distribution(i: int) -> tuple[np.ndarray, np.ndarray]:
+            return backend.distribution(slot.sampler, index + i)
+
+        def emit(token: int, drafted: bool) -> bool:
+            nonlocal emitted
+            emitted += 1
+            req.draft_accepted += drafted
+            backend.accept_token(slot.sampler, token)
+            return self._accept(slot, slots, token)
+
+        accepted = verify_draft(draft, distribution, emit, slot.rng)
+        slot.length.update(len(draft), accepted)
+        if slot.follow is not None:
+            slot.follow += emitted  # where the copy goes on if the next draft continues it
+        slot.evaluated = start + 1 + accepted
+        if accepted < len(draft) and slot.seq_id in slots and slots[slot.seq_id] is slot:
+            backend.truncate(slot.seq_id, slot.evaluated)  # the rejected draft's cells
+
+    def _accept(self, slot: _Slot, slots: dict[int, _Slot], token: int) -> bool:
+        """Append a sampled token to its sequence; finish the sequence when it stops.
+
+        Returns whether the sequence goes on.
+        """
         req = slot.req
         if self.backend.is_eog(token):
             self._finish(slot, slots, "stop")
-            return
+            return False
         slot.tokens.append(token)
         slot.out += self.backend.piece(token)
         req.completion_tokens += 1
@@ -394,9 +529,11 @@ class BatchDecoder:
             cut = min((i for i in (text.find(s) for s in req.stop if s) if i >= 0), default=-1)
             if cut >= 0:
                 self._finish(slot, slots, "stop", text=text[:cut])
-                return
+                return False
         if req.completion_tokens >= req.max_tokens:
             self._finish(slot, slots, "length")
+            return False
+        return True
 
     def _finish(
         self,
@@ -450,6 +587,18 @@ def enable_parallel_sequences(llama: Any, n_seq_max: int) -> None:
     llama.reset()
 
 
+#: numpy layout of llama.cpp's ``llama_token_data`` (id, logit, p).
+_TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
+
+
+@dataclass
+class _Filter:
+    """A sampler chain without its final draw, and whether that draw was ``greedy``."""
+
+    chain: Any  # llama_cpp._internals.LlamaSampler
+    greedy: bool
+
+
 class LlamaBackend:
     """`DecodeBackend` over a ``llama_cpp.Llama`` with several sequences.
 
@@ -466,6 +615,9 @@ class LlamaBackend:
         self._vocab = llama._model.vocab
         self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
         self._pieces: dict[int, bytes] = {}
+        self._n_vocab = int(llama._n_vocab)
+        self._ids = np.arange(self._n_vocab, dtype=np.int32)
+        self._candidates = np.zeros(self._n_vocab, dtype=_TOKEN_DATA)  # llama_token_data[]
 
     def close(self) -> None:
         """Free the batch buffer."""
@@ -523,6 +675,19 @@ class LlamaBackend:
 
     def new_sampler(self, params: SamplingParams) -> Any:
         """The chain ``Llama._init_sampler`` builds (same order, same defaults)."""
+        sampler = self._filter_chain(params)
+        if params.temperature < 0.0 or params.temperature > 0.0:
+            sampler.add_dist(params.seed)
+        else:
+            sampler.add_greedy()
+        return sampler
+
+    def new_filter(self, params: SamplingParams) -> Any:
+        """`new_sampler`'s chain without its last stage (``dist`` or ``greedy``)."""
+        return _Filter(self._filter_chain(params), greedy=params.temperature == 0.0)
+
+    def _filter_chain(self, params: SamplingParams) -> Any:
+        """Penalties, then (at a positive temperature) top-k, typical, top-p, min-p, temp."""
         sampler = self._lib._internals.LlamaSampler()
         sampler.add_penalties(
             n_vocab=self.llama._n_vocab,
@@ -531,26 +696,67 @@ class LlamaBackend:
             penalty_freq=0.0,
             penalty_present=0.0,
         )
-        if params.temperature < 0.0:
-            sampler.add_dist(params.seed)
-        elif params.temperature == 0.0:
-            sampler.add_greedy()
-        else:
+        if params.temperature > 0.0:
             sampler.add_top_k(params.top_k)
             sampler.add_typical(1.0, 1)
             sampler.add_top_p(params.top_p, 1)
             sampler.add_min_p(params.min_p, 1)
             sampler.add_temp(params.temperature)
-            sampler.add_dist(params.seed)
         return sampler
 
     def sample(self, sampler: Any, index: int) -> int:
         """Sample (and accept) a token from the logits of entry ``index``."""
         return int(self._lib.llama_sampler_sample(sampler.sampler, self.llama._ctx.ctx, index))
 
+    def distribution(self, sampler: Any, index: int) -> tuple[np.ndarray, np.ndarray]:
+        """What the full chain's last stage would draw from for entry ``index``.
+
+        The filter chain runs in llama.cpp over every token's logit, as in
+        ``llama_sampler_sample``; the probabilities are the softmax of the logits it leaves
+        (what ``dist`` computes), or a point mass on the first largest one (``greedy``).
+        """
+        lib = self._lib
+        logits = lib.llama_get_logits_ith(self.llama._ctx.ctx, index)
+        if not logits:
+            raise RuntimeError(f"no logits for batch entry {index}")
+        cand = self._candidates
+        cand["id"] = self._ids
+        cand["logit"] = np.ctypeslib.as_array(logits, shape=(self._n_vocab,))
+        cand["p"] = 0.0
+        cur = lib.llama_token_data_array(
+            data=cand.ctypes.data_as(lib.llama_token_data_p),
+            size=self._n_vocab,
+            selected=-1,
+            sorted=False,
+        )
+        lib.llama_sampler_apply(sampler.chain.sampler, ctypes.byref(cur))
+        n = int(cur.size)
+        address = ctypes.cast(cur.data, ctypes.c_void_p).value  # samplers may move the data
+        if n == 0 or not address:
+            raise RuntimeError("the sampler chain left no candidate token")
+        raw = (ctypes.c_char * (n * _TOKEN_DATA.itemsize)).from_address(address)
+        kept = np.frombuffer(memoryview(raw), dtype=_TOKEN_DATA)
+        if sampler.greedy:
+            best = int(np.argmax(kept["logit"]))
+            return np.array([kept["id"][best]]), np.ones(1)
+        scores = kept["logit"].astype(np.float64)
+        probs = np.exp(scores - scores.max())
+        return kept["id"].copy(), probs / probs.sum()
+
+    def accept_token(self, sampler: Any, token: int) -> None:
+        """Tell the filter chain that ``token`` was emitted (its penalties' history)."""
+        self._lib.llama_sampler_accept(sampler.chain.sampler, token)
+
+    def truncate(self, seq_id: int, pos: int) -> None:
+        """Remove the cells of ``seq_id`` at positions ``pos`` and after."""
+        if seq_id == 0:
+            raise ValueError("sequence 0 belongs to llama_cpp.Llama")
+        if not self._lib.llama_memory_seq_rm(self.llama._ctx.memory, seq_id, pos, -1):
+            raise RuntimeError(f"llama.cpp could not remove positions >= {pos} of {seq_id}")
+
     def free_sampler(self, sampler: Any) -> None:
-        """Free a sampler chain."""
-        sampler.close()
+        """Free a sampler chain (or a filter's)."""
+        (sampler.chain if isinstance(sampler, _Filter) else sampler).close()
 
     def is_eog(self, token: int) -> bool:
         """Whether ``token`` ends generation."""

@@ -16,7 +16,8 @@ Concurrent free-text calls (the N candidates of an iteration, or ``model.batch([
 decode together as one llama.cpp batch (`evoduet_graph.llm.batching`): the prompt
 prefix they share is evaluated once and each decode step advances every sequence. Calls with
 a ``response_format`` (JSON grammar) stay single-sequence ``create_chat_completion`` calls.
-``local_parallel: 1`` turns batching off.
+``local_parallel: 1`` turns batching off. The batched decoder drafts with prompt lookup
+(`evoduet_graph.llm.prompt_lookup`) unless ``local_prompt_lookup`` is false.
 
 ``local_prompt_cache_mib`` > 0 gives the loaded ``Llama`` a bounded in-memory prompt cache
 (`evoduet_graph.llm.prompt_cache`): sequential calls can start from the state
@@ -69,6 +70,7 @@ from evoduet_graph.llm.batching import (
     resolve_seed,
 )
 from evoduet_graph.llm.model_file import INSTALL_HINT, MODEL_NAME, LocalModelError, assemble_model
+from evoduet_graph.llm.prompt_lookup import PromptLookup
 from evoduet_graph.llm.text import message_text
 from evoduet_graph.llm.worker import IN_WORKER_ENV, ModelWorker, WorkerSettings
 
@@ -92,7 +94,8 @@ def _prompt_cache() -> ModuleType:
 
 
 # --------------------------------------------------------------------------------------------
-# Loading (one llama.cpp model per process per (path, n_ctx, n_threads, parallel, prompt cache))
+# Loading (one llama.cpp model per process per (path, n_ctx, n_threads, parallel, prompt cache,
+# prompt lookup))
 # --------------------------------------------------------------------------------------------
 
 
@@ -148,7 +151,7 @@ class _Loaded:
         self.llama.close()
 
 
-_LOADED: dict[tuple[str, int, int, int, int], _Loaded] = {}
+_LOADED: dict[tuple[str, int, int, int, int, bool], _Loaded] = {}
 _LOADED_GUARD = threading.Lock()
 
 
@@ -167,7 +170,12 @@ def _close_loaded() -> None:
 
 
 def _load_llama(
-    model_path: str, n_ctx: int, n_threads: int, parallel: int = 1, prompt_cache_mib: int = 0
+    model_path: str,
+    n_ctx: int,
+    n_threads: int,
+    parallel: int = 1,
+    prompt_cache_mib: int = 0,
+    prompt_lookup: bool = True,
 ) -> _Loaded:
     """The shared ``Llama`` of these settings, loaded on first use.
 
@@ -179,7 +187,14 @@ def _load_llama(
         raise ValueError(f"prompt_cache_mib must be an int, got {prompt_cache_mib!r}")
     if prompt_cache_mib < 0:
         raise ValueError(f"prompt_cache_mib must be >= 0 (0: no cache), got {prompt_cache_mib}")
-    key = (str(Path(model_path).resolve()), n_ctx, n_threads, parallel, prompt_cache_mib)
+    key = (
+        str(Path(model_path).resolve()),
+        n_ctx,
+        n_threads,
+        parallel,
+        prompt_cache_mib,
+        prompt_lookup,
+    )
     with _LOADED_GUARD:
         loaded = _LOADED.get(key)
         if loaded is not None:
@@ -222,7 +237,8 @@ def _load_llama(
                 raise LocalModelError(
                     f"llama.cpp could not create a {parallel}-sequence context for {key[0]}: {exc}"
                 ) from exc
-            decoder = BatchDecoder(LlamaBackend(llama), parallel)
+            lookup = PromptLookup() if prompt_lookup else None
+            decoder = BatchDecoder(LlamaBackend(llama), parallel, lookup)
             _chat_prompt(llama, [{"role": "user", "content": ""}])  # compile the template now:
             # concurrent first calls then reach the batch together (same start, same rounding)
         loaded = _Loaded(
@@ -240,6 +256,7 @@ def load_engine(settings: WorkerSettings) -> _Loaded:
         settings.n_threads,
         settings.parallel,
         settings.prompt_cache_mib,
+        settings.prompt_lookup,
     )
 
 
@@ -406,6 +423,11 @@ class LocalChatModel(BaseChatModel):
         description="Memory bound of the in-memory prompt cache of sequential calls "
         "(`evoduet_graph.llm.prompt_cache`); 0: none.",
     )
+    prompt_lookup: bool = Field(
+        True,
+        description="Prompt-lookup speculative decoding of batched free-text calls "
+        "(`evoduet_graph.llm.prompt_lookup`).",
+    )
 
     isolation: Literal["process", "none"] = Field(
         "process",
@@ -425,7 +447,12 @@ class LocalChatModel(BaseChatModel):
         """Load (or reuse) the llama.cpp model at construction, so failures surface early."""
         if self.isolation == "none":
             self._loaded = _load_llama(
-                self.model_path, self.n_ctx, self.n_threads, self.parallel, self.prompt_cache_mib
+                self.model_path,
+                self.n_ctx,
+                self.n_threads,
+                self.parallel,
+                self.prompt_cache_mib,
+                self.prompt_lookup,
             )
         else:
             self._loaded = _worker_engine(
@@ -436,6 +463,7 @@ class LocalChatModel(BaseChatModel):
                     parallel=self.parallel,
                     prompt_cache_mib=self.prompt_cache_mib,
                     engine=self.engine,
+                    prompt_lookup=self.prompt_lookup,
                 )
             )
         return self
@@ -659,6 +687,9 @@ def _complete_batched(
             "prompt_eval_s": round(request.prompt_eval_s, 4),
             "decode_s": round(request.decode_s, 4),
             "batch_size": request.batch_size,
+            "decode_steps": request.decode_steps,
+            "draft_tokens": request.draft_tokens,
+            "draft_accepted": request.draft_accepted,
         },
     }
 
@@ -772,13 +803,14 @@ def make_local_chat_model(
         cfg: ``temperature``, ``top_p`` (when set; else the model's 0.95), ``max_tokens``,
             ``local_n_ctx``, ``local_n_threads`` (default:
             ``os.cpu_count()``), ``local_parallel``, ``local_prompt_cache_mib``,
+            ``local_prompt_lookup``,
             ``local_isolation``, ``local_engine`` and ``local_cache_dir`` are used.
         cache_dir: overrides ``cfg.local_cache_dir``.
         callbacks: LangChain callback handlers attached to the model (e.g. `UsageTracker`).
 
     Returns:
-        A `LocalChatModel`; the weights are loaded once per process per
-        (path, n_ctx, n_threads, parallel, prompt cache size) and shared by every instance.
+        A `LocalChatModel`; the weights are loaded once per process per (path, n_ctx,
+        n_threads, parallel, prompt cache size, prompt lookup) and shared by every instance.
 
     Raises:
         LocalModelError: the parts are missing or corrupt, llama-cpp-python is not installed,
@@ -800,6 +832,7 @@ _CONFIG_KEYS = {
     "max_tokens": "max_tokens",
     "parallel": "local_parallel",
     "prompt_cache_mib": "local_prompt_cache_mib",
+    "prompt_lookup": "local_prompt_lookup",
     "isolation": "local_isolation",
     "engine": "local_engine",
 }

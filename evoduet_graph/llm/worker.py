@@ -87,6 +87,7 @@ class WorkerSettings:
     parallel: int
     prompt_cache_mib: int
     engine: str = "evoduet_graph.llm.local:load_engine"
+    prompt_lookup: bool = True
 
 
 def _import(path: str) -> Callable[..., Any]:

@@ -164,6 +164,7 @@ RESUME_APPLIED: tuple[str, ...] = (
     "llm.local_n_ctx",
     "llm.local_n_threads",
     "llm.local_parallel",
+    "llm.local_prompt_lookup",
     "llm.local_cache_dir",
     "evaluation.workers",
     "evaluation.executor",
