@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from evoduet_graph.candidates.diffs import has_evolve_blocks
+from evoduet_graph.candidates.diffs import code_diff_summary, has_evolve_blocks
 from evoduet_graph.tasks.languages import Language, language_for_suffix
 
 __all__ = [
@@ -273,8 +273,6 @@ def bundle_diff_summary(parent: str, child: str, max_lines: int = 40) -> str:
     try:
         old, new = unpack(parent), unpack(child)
     except BundleError:
-        from evoduet_graph.candidates.diffs import code_diff_summary
-
         return code_diff_summary(parent, child, max_lines)
     lines: list[str] = []
     for path in dict.fromkeys([*old, *new]):

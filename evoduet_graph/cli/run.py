@@ -235,6 +235,7 @@ def _view_beside(run_dir: Path, port: int) -> ViewBesideRun:
     the server starts with the run's first progress event, when the run directory exists
     (`evoduet_graph.view.beside`). A server that cannot start is a warning: the run goes on.
     """
+    # start-up: the web server (starlette, uvicorn) is imported only for --view
     from evoduet_graph.view.beside import ViewBesideRun, check_port
 
     host = "127.0.0.1"

@@ -30,6 +30,7 @@ def view_cmd(
     The page updates while a run goes; it reads the run directories and never writes them.
     Its data is also served as JSON (docs/view.md). Stop it with Ctrl-C.
     """
+    # start-up: the web server (starlette, uvicorn) loads only when `view` runs
     from evoduet_graph.view.app import bind, make_server, url_of
     from evoduet_graph.view.data import Catalogue, ViewError
 

@@ -290,6 +290,7 @@ PROVIDERS: dict[str, Quirks] = {
 def _builtin_providers() -> dict[str, str]:
     """``init_chat_model``'s providers → the module of their chat model class."""
     try:
+        # start-up: langchain's chat-model table loads only when a provider string is read
         from langchain.chat_models.base import _BUILTIN_PROVIDERS
     except ImportError:  # another langchain layout: the table above is what is known
         return {}
