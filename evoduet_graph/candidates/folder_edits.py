@@ -18,7 +18,9 @@ Rules (docs/tasks.md, "Folder programs"):
 - an answer without any ``### File:`` line is applied to the only evolvable file when there is
   exactly one (a small model often forgets the line), else it is invalid;
 - every failure names the file; one failing part rejects the whole answer (as a partial diff
-  does for a single file).
+  does for a single file); a part that repeats its file unchanged is skipped (a small model
+  often copies a file it did not mean to change), and an answer that changes no file is
+  invalid.
 
 Deviation from OpenEvolve: it has no folder programs; its ``tsp_tour_minimization`` example
 packs a folder into one text and lets the model edit that text as one program, where the file
@@ -54,6 +56,11 @@ _PART_RE = re.compile(
     r"(?:[ \t]+\((?:evolvable|read-only|binary)[^)\n]*\))?[ \t]*(?:\*\*)?[ \t]*$",
     re.MULTILINE,
 )
+
+
+#: Single-file reasons that mean "this part leaves its file as it is" (`diffs._from_rewrite`,
+#: `diffs._from_diff`): a folder answer that repeats an unchanged file goes on with the others.
+_UNCHANGED = ("the rewrite is identical to the current program", "diff produced no change")
 
 
 @dataclass(frozen=True)
@@ -184,6 +191,8 @@ def folder_candidate(
             restrict_to_evolve_blocks=has_evolve_blocks(files[path]),
             language=file_language(path).name,
         )
+        if cand.code is None and (cand.error or "").startswith(_UNCHANGED):
+            continue  # the file repeated as it is: no edit of it, not a failure
         if cand.code is None:
             return FolderCandidate(None, cand.kind, f"{path}: {cand.error}")
         new_files[path] = cand.code if cand.code.endswith("\n") else cand.code + "\n"

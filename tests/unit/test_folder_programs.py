@@ -134,6 +134,19 @@ def test_a_file_label_copied_from_the_prompt_is_read_as_the_path() -> None:
     assert cand.error is None and cand.changed == ["a.py"]
 
 
+def test_a_file_repeated_unchanged_is_skipped_and_the_other_edit_applies() -> None:
+    repeated = f"### File: a.py\n```python\n{A}```\n"
+    cand = folder_candidate(
+        PARENT,
+        repeated + edit("pkg/b.py", "    return a.STEP", "    return 3"),
+        diff_based=False,
+        policy=MARKED,
+    )
+    assert cand.error is None and cand.changed == ["pkg/b.py"]
+    alone = folder_candidate(PARENT, repeated, diff_based=False, policy=MARKED)
+    assert alone.code is None and alone.error == "the answer changed no file of the folder"
+
+
 def test_a_per_file_rewrite_keeps_the_fixed_code() -> None:
     answer = (
         "### File: pkg/b.py\n```python\nimport a\n\n# EVOLVE-BLOCK-START\ndef f():\n"
