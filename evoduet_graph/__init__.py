@@ -43,7 +43,7 @@ from evoduet_graph.config import ConfigError, EvoDuetConfig, LLMConfig, load_con
 from evoduet_graph.context import Context
 from evoduet_graph.errors import EvoDuetError, RunError, UserError
 from evoduet_graph.evaluation import Evaluator, make_evaluator, score_from_metrics
-from evoduet_graph.llm import make_chat_model, parse_model_string
+from evoduet_graph.llm import check_model, make_chat_model, parse_model_string
 from evoduet_graph.nodes.stop_rules import MODEL_DOWN_PREFIX, TARGET_PREFIX
 from evoduet_graph.report.summary import RunSummary, paper_metrics, run_summary
 from evoduet_graph.search import Searcher
@@ -68,6 +68,7 @@ __all__ = [
     "build_context",
     "build_graph",
     "can_retrieve",
+    "check_model",
     "checked_config",
     "graph",
     "load_config",

@@ -70,6 +70,8 @@ from evoduet_graph import (
     ConfigError,
     EvoDuetConfig,
     TaskError,
+    UserError,
+    check_model,
     checked_config,
     load_task,
     merge_config,
@@ -105,7 +107,6 @@ from evoduet_graph.bench.output import collect_runs, write_csvs, write_manifest
 from evoduet_graph.bench.server import LlamaCppServer, ServerError
 from evoduet_graph.bench.tables import write_plots, write_summary
 from evoduet_graph.config import deep_merge
-from evoduet_graph.llm.factory import LLMConfigError, check_model
 from evoduet_graph.llm.model_file import (
     EXPECTED_SHA256,
     MODEL_NAME,
@@ -279,7 +280,7 @@ def _setup_model(
         cfg = base.with_overrides({"llm.model": settings.model})
         try:
             check_model(cfg.llm)
-        except LLMConfigError as exc:
+        except UserError as exc:  # a missing package or key, in one line
             raise BenchError(str(exc)) from None
         return _Model(
             None, cfg, {"model": settings.model, "base_url": llm.base_url, "model_sha256": None}

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from evoduet_graph.candidates.diffs import code_diff_summary, has_evolve_blocks
+from evoduet_graph.errors import UserError
 from evoduet_graph.tasks.languages import Language, language_for_suffix
 
 __all__ = [
@@ -62,7 +63,7 @@ MAX_TEXT_FILE_BYTES = 1_000_000
 _DIFF_LINE_CHARS = 160
 
 
-class BundleError(ValueError):
+class BundleError(UserError, ValueError):
     """A bundle or a folder cannot be read as a folder program; the message says why."""
 
 

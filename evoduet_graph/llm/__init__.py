@@ -17,7 +17,12 @@
 from __future__ import annotations
 
 from evoduet_graph.llm.ensemble import EnsembleChatModel, WeightedChoice
-from evoduet_graph.llm.factory import LLMConfigError, make_chat_model, parse_model_string
+from evoduet_graph.llm.factory import (
+    LLMConfigError,
+    check_model,
+    make_chat_model,
+    parse_model_string,
+)
 from evoduet_graph.llm.local import LocalChatModel, make_local_chat_model
 from evoduet_graph.llm.model_file import LocalModelError, assemble_model
 from evoduet_graph.llm.structured import (
@@ -37,6 +42,7 @@ from evoduet_graph.llm.text import (
 from evoduet_graph.llm.usage import NodeUsage, UsageTracker, current_node, track_node
 
 __all__ = [
+    "check_model",
     "EnsembleChatModel",
     "LLMCallError",
     "LLMConfigError",

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from evoduet_graph.errors import UserError
 from evoduet_graph.report.compare import compare_row, run_label
 from evoduet_graph.report.series import run_series
 from evoduet_graph.report.summary import (
@@ -71,7 +72,7 @@ _EVIDENCE_NODES = ("query_evolution", "retrieve", "look_up")
 loop (``query_evolution``; ``retrieve`` in older runs) and the look-up."""
 
 
-class ViewError(ValueError):
+class ViewError(UserError, ValueError):
     """A path given to ``evoduet view`` that is neither a run directory nor a bench folder."""
 
 

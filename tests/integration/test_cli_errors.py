@@ -238,7 +238,7 @@ def test_negative_iterations_are_an_error_and_zero_only_evaluates(
     assert (out / "best_program.json").is_file()
 
 
-@pytest.mark.parametrize("model", ["anthropic:claude-3", "gpt-4o", "openai:"])
+@pytest.mark.parametrize("model", ["nosuchprovider:claude-3", "gpt-4o", "openai:"])
 def test_unknown_model_provider(task_copy: Path, tmp_path: Path, model: str) -> None:
     code, lines = _run(
         "run", str(task_copy), "--iterations", "1", "--model", model, "--out", str(tmp_path / "r")
