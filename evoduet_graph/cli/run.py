@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
@@ -51,9 +51,7 @@ from evoduet_graph.task import Task, TaskError, load_task
 from evoduet_graph.tasks.environment import check_toolchain, requirements_warning
 from evoduet_graph.tasks.languages import ToolchainError
 from evoduet_graph.tasks.settings import apply_task_settings
-
-if TYPE_CHECKING:  # the web server is imported only for --view
-    from evoduet_graph.view.beside import ViewBesideRun
+from evoduet_graph.view.beside import ViewBesideRun, check_port
 
 
 def _failed_stop(result: RunResult) -> bool:
@@ -235,9 +233,6 @@ def _view_beside(run_dir: Path, port: int) -> ViewBesideRun:
     the server starts with the run's first progress event, when the run directory exists
     (`evoduet_graph.view.beside`). A server that cannot start is a warning: the run goes on.
     """
-    # start-up: the web server (starlette, uvicorn) is imported only for --view
-    from evoduet_graph.view.beside import ViewBesideRun, check_port
-
     host = "127.0.0.1"
     try:
         port = check_port(host, port)

@@ -8,6 +8,8 @@ from typing import Annotated
 import typer
 
 from evoduet_graph.cli.common import _fail, app, console
+from evoduet_graph.view.app import bind, make_server, url_of
+from evoduet_graph.view.data import Catalogue, ViewError
 
 HostOpt = Annotated[
     str,
@@ -30,10 +32,6 @@ def view_cmd(
     The page updates while a run goes; it reads the run directories and never writes them.
     Its data is also served as JSON (docs/view.md). Stop it with Ctrl-C.
     """
-    # start-up: the web server (starlette, uvicorn) loads only when `view` runs
-    from evoduet_graph.view.app import bind, make_server, url_of
-    from evoduet_graph.view.data import Catalogue, ViewError
-
     try:
         catalogue = Catalogue(list(run_dirs))
     except ViewError as exc:

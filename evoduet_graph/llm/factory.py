@@ -33,6 +33,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from langchain.chat_models import init_chat_model
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
 from langchain_openai import ChatOpenAI
@@ -292,8 +293,6 @@ def _provider_model(
     kwargs.update(settings.kwargs)
     if callbacks:
         kwargs["callbacks"] = list(callbacks)
-    from langchain.chat_models import init_chat_model  # imports the integration lazily
-
     try:
         model: BaseChatModel = init_chat_model(name, model_provider=provider, **kwargs)
     except ImportError:

@@ -287,13 +287,14 @@ PROVIDERS: dict[str, Quirks] = {
 }
 
 
+try:  # a private table of langchain's: `_builtin_providers` reads the provider names off it
+    from langchain.chat_models.base import _BUILTIN_PROVIDERS
+except ImportError:  # another langchain layout: the table above is what is known
+    _BUILTIN_PROVIDERS = {}
+
+
 def _builtin_providers() -> dict[str, str]:
     """``init_chat_model``'s providers → the module of their chat model class."""
-    try:
-        # start-up: langchain's chat-model table loads only when a provider string is read
-        from langchain.chat_models.base import _BUILTIN_PROVIDERS
-    except ImportError:  # another langchain layout: the table above is what is known
-        return {}
     return {name: spec[0].split(".", 1)[0] for name, spec in _BUILTIN_PROVIDERS.items()}
 
 
