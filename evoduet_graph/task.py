@@ -199,7 +199,8 @@ class Task(BaseModel):
         span = self.sota_score - self.initial_score
         if span == 0 or not math.isfinite(metric_value):
             return None
-        return (metric_value - self.initial_score) / span * 100.0
+        # + 0.0 turns the -0.0 of an unchanged minimised metric into 0.0
+        return (metric_value - self.initial_score) / span * 100.0 + 0.0
 
     @property
     def lang(self) -> Language:

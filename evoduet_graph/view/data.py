@@ -58,8 +58,8 @@ _EXPECTED = {
         "no search_database.jsonl: this run never searched (e.g. --gate never), or has not yet"
     ),
     layout.PROMPTS: (
-        "no prompts.jsonl: the run was made by an older version or made no generate call yet;"
-        " prompts cannot be shown"
+        "no prompts.jsonl yet: no generate call has finished (or the run was made by a version"
+        " that did not log prompts)"
     ),
 }
 

@@ -330,6 +330,9 @@ def test_ndg_minimisation_flips_both_signs() -> None:
     assert task.ndg(6.0) == 50.0
     assert task.ndg(2.0) == 100.0
     assert task.ndg(12.0) == -25.0
+    # an unchanged minimised metric is 0.0, never -0.0 (printed "-0.00%")
+    unchanged = task.ndg(10.0)
+    assert unchanged is not None and math.copysign(1.0, unchanged) == 1.0
 
 
 @pytest.mark.parametrize(
