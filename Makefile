@@ -3,9 +3,8 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 # `make run`: EvoDuet (LLM gate, offline search over the task's docs/) on the embedded model,
-# 10-20 minutes on 2 cores: a no-op iteration of the smoke task takes 1.5-2 min, a retrieving
-# one (the 3-round inner loop) 5-8 min; several times longer on a machine shared with other jobs
-# (figures: benchmarks/results/embedded/).
+# 3-8 minutes on an idle 2-core CPU, up to 15 on one shared with other jobs (figures with the
+# machine's load: benchmarks/results/embedded/; the README's "One run explained").
 TASK ?= tasks/smoke_polygon_area
 ITERATIONS ?= 3
 PORT ?= 2024
