@@ -59,9 +59,12 @@ def scripted_server(delay_s: float = 0.0) -> FaultyServer:
 
 
 def start_run(
-    server: FaultyServer, run_dir: Path, iterations: int, *extra: str
+    server: FaultyServer, run_dir: Path, iterations: int, *extra: str, quiet: bool = True
 ) -> subprocess.Popen[str]:
-    """``evoduet run`` of the smoke task against ``server`` (LLM gate, offline search)."""
+    """``evoduet run`` of the smoke task against ``server`` (LLM gate, offline search).
+
+    Output goes to pipes (not a terminal); ``quiet=False`` keeps the live display on.
+    """
     env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "test"}
     return subprocess.Popen(
         [
@@ -78,7 +81,7 @@ def start_run(
             "llm",
             "--out",
             str(run_dir),
-            "--quiet",
+            *(["--quiet"] if quiet else []),
             *extra,
         ],
         cwd=ROOT,

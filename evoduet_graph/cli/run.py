@@ -250,9 +250,13 @@ def _view_beside(run_dir: Path, port: int) -> ViewBesideRun:
 
 
 def _show_view_url(display: LiveDisplay, url: str) -> None:
-    """Show the page's address: a line of the live display, or on stderr without one."""
+    """Show the page's address: a line of the live display, and a line of its own.
+
+    The line of its own is printed without a live display, or when the output is not a
+    terminal (there the live display prints only its last frame, after the page has stopped).
+    """
     display.status.view_url = url
-    if not display.enabled:
+    if not display.enabled or not console.is_terminal:
         console.print(f"view: {url}", markup=False, highlight=False)
 
 

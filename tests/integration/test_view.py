@@ -252,10 +252,13 @@ def test_bad_paths_are_refused_with_one_line(tmp_path: Path, make: str) -> None:
     assert str(target) in " ".join(proc.stderr.split())
 
 
-def test_run_with_view_serves_the_page_beside_the_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("quiet", [True, False], ids=["quiet", "live-display-not-a-terminal"])
+def test_run_with_view_serves_the_page_beside_the_run(tmp_path: Path, quiet: bool) -> None:
+    # without --quiet and with the output not a terminal, the live display prints only its
+    # last frame: the address must still come while the run goes
     rdir = tmp_path / "run"
     with scripted_server(delay_s=0.2) as server:
-        proc = start_run(server, rdir, 6, "--view")
+        proc = start_run(server, rdir, 6, "--view", quiet=quiet)
         try:
             assert proc.stderr is not None
             line = proc.stderr.readline()
