@@ -114,9 +114,14 @@ def test_make_local_chat_model_passes_the_cache_size(monkeypatch, tmp_path):
 
     monkeypatch.setattr(local, "_load_llama", load)
     monkeypatch.setattr(local, "assemble_model", lambda cache_dir=None: tmp_path / "m.gguf")
-    cfg = LLMConfig(local_prompt_cache_mib=96, local_n_threads=2, local_isolation="none")
+    cfg = LLMConfig(
+        local_prompt_cache_mib=96,
+        local_prompt_lookup=False,
+        local_n_threads=2,
+        local_isolation="none",
+    )
     local.make_local_chat_model(cfg)
-    assert seen[-1][-1] == 96
+    assert seen[-1][-2:] == (96, False)  # prompt_cache_mib, prompt_lookup
 
 
 # ------------------------------------------------------------------------------ the cache
