@@ -323,6 +323,7 @@ def _setup_model(
         n_threads=llm.local_n_threads,
         log_path=settings.out / "server.log",
         startup_timeout_s=settings.server_startup_timeout_s,
+        prompt_lookup=llm.local_prompt_lookup,
     )
     log(f"starting the model server: {' '.join(server.command())}")
     start = time.monotonic()

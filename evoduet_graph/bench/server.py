@@ -13,7 +13,8 @@ The command it runs is llama-cpp-python's server through `evoduet_graph.bench.ll
 (which registers the portable build's CPU backend first), with the server's own arguments::
 
     python -m evoduet_graph.bench.llama_server --model FILE --model_alias ALIAS \
-        --host 127.0.0.1 --port PORT --n_ctx N [--n_threads T] [--seed S]
+        --host 127.0.0.1 --port PORT --n_ctx N [--n_threads T] [--seed S] \
+        [--draft_model prompt-lookup-decoding]
 
 (the ``llama-cpp-python[server]`` extra: uvicorn, fastapi, sse-starlette, starlette-context,
 pydantic-settings). Entering starts it in its own process group and waits until
@@ -203,6 +204,12 @@ class LlamaCppServer:
         python: interpreter that runs the server; default: this one.
         log_path: where the server's stdout/stderr go; default: a file in the temp dir.
         startup_timeout_s: how long to wait for ``/v1/models`` to answer.
+        prompt_lookup: prompt-lookup speculative decoding (llama-cpp-python's
+            ``--draft_model prompt-lookup-decoding``): the continuation is drafted from the
+            prompt by n-gram match and verified in one decode, the sampled output unchanged
+            (each position is still sampled from the model's own distribution; a draft token
+            is kept only where the sample equals it). A full rewrite copies most of its parent
+            from the prompt, so this is the bench's counterpart of ``llm.local_prompt_lookup``.
         extra_args: appended to the command line verbatim.
 
     Attributes:
@@ -223,6 +230,7 @@ class LlamaCppServer:
         python: str | None = None,
         log_path: str | Path | None = None,
         startup_timeout_s: float = 180.0,
+        prompt_lookup: bool = False,
         extra_args: list[str] | None = None,
     ) -> None:
         self.model_path = Path(model_path)
@@ -239,6 +247,7 @@ class LlamaCppServer:
             else Path(os.environ.get("TMPDIR", "/tmp")) / f"evoduet-llama-server-{self.port}.log"
         )
         self.startup_timeout_s = float(startup_timeout_s)
+        self.prompt_lookup = prompt_lookup
         self.extra_args = list(extra_args or [])
         self.process: subprocess.Popen[bytes] | None = None
         self.models: dict[str, Any] | None = None
@@ -269,6 +278,8 @@ class LlamaCppServer:
         cmd += ["--n_threads", str(threads), "--n_threads_batch", str(threads)]
         if self.seed is not None:
             cmd += ["--seed", str(self.seed)]
+        if self.prompt_lookup:
+            cmd += ["--draft_model", "prompt-lookup-decoding"]
         return cmd + self.extra_args
 
     def check_dependencies(self) -> None:

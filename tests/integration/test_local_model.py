@@ -162,3 +162,38 @@ def test_the_bench_server_answers_on_the_portable_runtime(model_path, tmp_path):
         with urllib.request.urlopen(request, timeout=120) as response:
             reply = json.load(response)
     assert reply["choices"][0]["message"]["content"]
+
+
+def _bench_server_reply(model_path, log_path, prompt, *, prompt_lookup):
+    from evoduet_graph.bench.server import LlamaCppServer
+
+    server = LlamaCppServer(
+        model_path, alias="qwen", n_ctx=1024, log_path=log_path, prompt_lookup=prompt_lookup
+    )
+    assert ("--draft_model" in server.command()) is prompt_lookup
+    with server as srv:
+        body = {
+            "model": "qwen",
+            "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": 48,
+            "temperature": 0.0,
+        }
+        request = urllib.request.Request(
+            f"{srv.base_url}/chat/completions",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=300) as response:
+            return json.load(response)["choices"][0]["message"]["content"]
+
+
+def test_the_bench_server_drafts_from_the_prompt_without_changing_a_greedy_reply(
+    model_path, tmp_path
+):
+    """The bench's server with prompt-lookup drafting writes the same greedy tokens."""
+    code = "def area(w, h):\n    # the area of a w x h rectangle\n    return w * h\n"
+    prompt = f"Copy this Python code exactly, then stop:\n\n{code}"
+    plain = _bench_server_reply(model_path, tmp_path / "a.log", prompt, prompt_lookup=False)
+    drafted = _bench_server_reply(model_path, tmp_path / "b.log", prompt, prompt_lookup=True)
+    assert "return w * h" in plain
+    assert drafted == plain
