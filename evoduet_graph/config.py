@@ -125,7 +125,8 @@ class LLMConfig(_Section):
         "its parent) or its own output, verifies the draft in the same decode and keeps the "
         "accepted prefix; the output is distributed exactly as without it (greedy: the same "
         "tokens). false: one token per sequence per step. Free-text calls with "
-        "`local_parallel` > 1 only.",
+        "`local_parallel` > 1 only. `evoduet bench --model local` passes it to its model "
+        "server (llama-cpp-python's `--draft_model prompt-lookup-decoding`).",
     )
     local_prompt_cache_mib: int = Field(
         0,

@@ -33,19 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evoduet_graph import EvoDuetConfig, load_task
-from evoduet_graph.bench.common import BenchError, Endpoint, LogFn
-from evoduet_graph.bench.jobs import (
-    Job,
-    JobContext,
-    JobResult,
-    LLMFactory,
-    MethodRunner,
-    OpenEvolveSpec,
-    RunState,
-    SearcherFactory,
-    execute_job,
-)
+from evoduet_graph import load_task
+from evoduet_graph.bench.common import BenchError, LogFn
+from evoduet_graph.bench.jobs import BenchShared, Job, JobResult, RunState
 from evoduet_graph.bench.openevolve_method import ensure_openevolve
 from evoduet_graph.evaluation.ray_executor import RayUnavailableError, connect
 
@@ -84,15 +74,7 @@ class _Shipped:
     method: str
     seed: int
     iterations: int
-    runner: MethodRunner
-    graph_method: bool
-    endpoint: Endpoint | None
-    config: EvoDuetConfig
-    model_info: dict[str, Any]
-    versions: dict[str, Any]
-    llm_factory: LLMFactory | None
-    searcher_factory: SearcherFactory | None
-    openevolve: OpenEvolveSpec
+    shared: BenchShared
 
 
 def _run_shipped(job: _Shipped) -> tuple[bytes, JobResult, list[str]]:
@@ -104,37 +86,20 @@ def _run_shipped(job: _Shipped) -> tuple[bytes, JobResult, list[str]]:
         unpack_dir(job.task_tar, task_dir)
         unpack_dir(job.run_tar, run_dir)
         here = Job(load_task(task_dir), job.method, job.seed, job.iterations, run_dir)
-        spec = job.openevolve
-        ctx = JobContext(
+        spec = job.shared.openevolve
+        done = job.shared.run(
             here,
-            endpoint=job.endpoint,
-            config=job.config,
-            llm_factory=job.llm_factory if job.graph_method else None,
-            searcher_factory=job.searcher_factory,
             openevolve=lambda: ensure_openevolve(
                 spec.venv, version=spec.version, log=messages.append
             ),
             state=RunState(here),
             log=messages.append,
-            openevolve_timeout_s=spec.timeout_s,
         )
-        done = execute_job(ctx, job.runner, job.versions, job.model_info)
         return pack_dir(run_dir), done, messages
 
 
 def run_on_ray(
-    jobs: list[Job],
-    *,
-    runners: dict[str, MethodRunner],
-    graph_methods: set[str],
-    endpoint: Endpoint | None,
-    config: EvoDuetConfig,
-    model_info: dict[str, Any],
-    versions: dict[str, Any],
-    llm_factory: LLMFactory | None,
-    searcher_factory: SearcherFactory | None,
-    openevolve: OpenEvolveSpec,
-    log: LogFn,
+    jobs: list[Job], shared: BenchShared, *, log: LogFn
 ) -> Iterator[tuple[Job, JobResult]]:
     """Run ``jobs`` as Ray tasks; yield each with its result as it finishes.
 
@@ -165,15 +130,7 @@ def run_on_ray(
             method=job.method,
             seed=job.seed,
             iterations=job.iterations,
-            runner=runners[job.method],
-            graph_method=job.method in graph_methods,
-            endpoint=endpoint,
-            config=config,
-            model_info=model_info,
-            versions=versions,
-            llm_factory=llm_factory,
-            searcher_factory=searcher_factory,
-            openevolve=openevolve,
+            shared=shared.for_job(job),
         )
         futures[remote.remote(shipped)] = job
         log(f"ray  {job.label}: submitted")

@@ -11,8 +11,8 @@ from __future__ import annotations
 import contextlib
 import time
 import traceback
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import KW_ONLY, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from evoduet_graph.bench.common import (
 from evoduet_graph.rundir.read import read_json
 
 __all__ = [
+    "BenchShared",
     "BENCH_RUN",
     "DEFAULT_SEEDS",
     "GRAPH_METHODS",
@@ -166,8 +167,9 @@ LLMFactory = Callable[[Job], BaseChatModel]
 SearcherFactory = Callable[[Job], Searcher]
 
 
+@dataclass(frozen=True)
 class JobContext:
-    """Everything a method runner needs for one job (built by `run_bench`).
+    """Everything a method runner needs for one job (built by `BenchShared.context`).
 
     Attributes:
         job: the job.
@@ -176,31 +178,22 @@ class JobContext:
             ``llm.base_url``) — our methods derive their configuration from it.
         llm_factory: injected chat model for our methods (tests), else None.
         searcher_factory: injected search backend for our methods (tests), else None.
+        openevolve: installs OpenEvolve on first use and returns it (`openevolve_env`).
+        state: the job's ``bench_run.json``.
         log: progress messages.
+        openevolve_timeout_s: wall limit of one OpenEvolve process (None: its default).
     """
 
-    def __init__(
-        self,
-        job: Job,
-        *,
-        endpoint: Endpoint | None,
-        config: EvoDuetConfig,
-        llm_factory: LLMFactory | None,
-        searcher_factory: SearcherFactory | None,
-        openevolve: Callable[[], Any],
-        state: RunState,
-        log: LogFn,
-        openevolve_timeout_s: float | None = None,
-    ) -> None:
-        self.job = job
-        self.endpoint = endpoint
-        self.config = config
-        self.llm_factory = llm_factory
-        self.searcher_factory = searcher_factory
-        self._openevolve = openevolve
-        self._state = state
-        self.log = log
-        self.openevolve_timeout_s = openevolve_timeout_s
+    job: Job
+    _: KW_ONLY
+    endpoint: Endpoint | None
+    config: EvoDuetConfig
+    llm_factory: LLMFactory | None
+    searcher_factory: SearcherFactory | None
+    openevolve: Callable[[], Any]
+    state: RunState
+    log: LogFn
+    openevolve_timeout_s: float | None = None
 
     def openevolve_env(self) -> Any:
         """The installed OpenEvolve (`OpenEvolveEnv`), installing it on first use.
@@ -208,7 +201,7 @@ class JobContext:
         Raises:
             OpenEvolveError: the installation failed (every OpenEvolve job records it).
         """
-        return self._openevolve()
+        return self.openevolve()
 
     def evaluator(self) -> Evaluator:
         """OUR sandboxed evaluator of the task, configured like our methods' runs."""
@@ -217,15 +210,15 @@ class JobContext:
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
         """Time the enclosed work as one session of the run (persisted at once)."""
-        self._state.start_session()
+        self.state.start_session()
         try:
             yield
         finally:
-            self._state.end_session()
+            self.state.end_session()
 
     def sessions(self) -> list[Session]:
         """The run's sessions so far (earlier invocations included)."""
-        return list(self._state.sessions)
+        return list(self.state.sessions)
 
 
 MethodRunner = Callable[[JobContext], MethodOutcome]
@@ -325,6 +318,56 @@ class OpenEvolveSpec:
     timeout_s: float | None
 
 
+@dataclass(frozen=True)
+class BenchShared:
+    """What every job of one bench invocation shares, built once by `run_bench`.
+
+    Both executors run a job through it (`run`): the local one in this process, the Ray
+    one on a worker, which receives it with ``runners`` cut to the job's own method
+    (`for_job`), so that only that runner is pickled.
+
+    Attributes:
+        runners: method name → its runner.
+        graph_methods: the methods that are runs of our graph (the injected chat model,
+            when there is one, goes to these only).
+        endpoint / config / llm_factory / searcher_factory: as in `JobContext`.
+        model_info: the model's manifest entry (name, sha256, edit format).
+        versions: package versions recorded with every finished run.
+        openevolve: which OpenEvolve the OpenEvolve jobs install and run.
+    """
+
+    runners: Mapping[str, MethodRunner]
+    graph_methods: frozenset[str]
+    endpoint: Endpoint | None
+    config: EvoDuetConfig
+    model_info: dict[str, Any]
+    versions: dict[str, Any]
+    llm_factory: LLMFactory | None
+    searcher_factory: SearcherFactory | None
+    openevolve: OpenEvolveSpec
+
+    def for_job(self, job: Job) -> BenchShared:
+        """This, with ``runners`` cut to the job's method (what a Ray worker is sent)."""
+        return replace(self, runners={job.method: self.runners[job.method]})
+
+    def run(
+        self, job: Job, *, openevolve: Callable[[], Any], state: RunState, log: LogFn
+    ) -> JobResult:
+        """Run ``job`` with `execute_job` (its failure recorded and returned, never raised)."""
+        ctx = JobContext(
+            job,
+            endpoint=self.endpoint,
+            config=self.config,
+            llm_factory=self.llm_factory if job.method in self.graph_methods else None,
+            searcher_factory=self.searcher_factory,
+            openevolve=openevolve,
+            state=state,
+            log=log,
+            openevolve_timeout_s=self.openevolve.timeout_s,
+        )
+        return execute_job(ctx, self.runners[job.method], self.versions, self.model_info)
+
+
 def execute_job(
     ctx: JobContext, runner: MethodRunner, versions: dict[str, Any], model_info: dict[str, Any]
 ) -> JobResult:
@@ -333,7 +376,7 @@ def execute_job(
     The same for every executor: a run's failure is recorded and returned, never raised;
     KeyboardInterrupt propagates (the next invocation resumes the run).
     """
-    job, state, say = ctx.job, ctx._state, ctx.log
+    job, state, say = ctx.job, ctx.state, ctx.log
     say(f"run  {job.label}: {job.iterations} iterations")
     injected = ctx.llm_factory is not None
     state.save(

@@ -88,6 +88,7 @@ from evoduet_graph.bench.jobs import (
     METHODS,
     BenchResult,
     BenchSettings,
+    BenchShared,
     Job,
     JobContext,
     JobResult,
@@ -96,7 +97,6 @@ from evoduet_graph.bench.jobs import (
     OpenEvolveSpec,
     RunState,
     SearcherFactory,
-    execute_job,
 )
 from evoduet_graph.bench.openevolve_method import (
     OPENEVOLVE_VERSION,
@@ -592,38 +592,26 @@ def run_bench(
                 result.failed[job.label] = done.message
             write_csvs(out, result)
 
+        shared = BenchShared(
+            runners=table,
+            graph_methods=frozenset(graph_methods),
+            endpoint=model.endpoint,
+            config=model.config,
+            model_info=model.info,
+            versions=versions,
+            llm_factory=llm_factory,
+            searcher_factory=searcher_factory,
+            openevolve=OpenEvolveSpec(
+                settings.openevolve_venv, oe_version, settings.openevolve_timeout_s
+            ),
+        )
         if settings.executor == "ray":
-            for job, done in run_on_ray(
-                pending,
-                runners=table,
-                graph_methods=graph_methods,
-                endpoint=model.endpoint,
-                config=model.config,
-                model_info=model.info,
-                versions=versions,
-                llm_factory=llm_factory,
-                searcher_factory=searcher_factory,
-                openevolve=OpenEvolveSpec(
-                    settings.openevolve_venv, oe_version, settings.openevolve_timeout_s
-                ),
-                log=say,
-            ):
+            for job, done in run_on_ray(pending, shared, log=say):
                 record(job, done)
         else:
             for job in pending:
                 state = states[job.label]
-                ctx = JobContext(
-                    job,
-                    endpoint=model.endpoint,
-                    config=model.config,
-                    llm_factory=llm_factory if job.method in graph_methods else None,
-                    searcher_factory=searcher_factory,
-                    openevolve=openevolve_env,
-                    state=state,
-                    log=say,
-                    openevolve_timeout_s=settings.openevolve_timeout_s,
-                )
-                record(job, execute_job(ctx, table[job.method], versions, model.info))
+                record(job, shared.run(job, openevolve=openevolve_env, state=state, log=say))
 
     write_csvs(out, result)
     records = collect_runs(out)

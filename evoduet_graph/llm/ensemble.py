@@ -27,7 +27,6 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatResult
@@ -118,16 +117,11 @@ class EnsembleChatModel(BaseChatModel):
         self._local.last = self.names[index]
         return self.names[index], self.members[index]
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        """One member's reply (``stop``, ``run_manager`` and the rest passed through)."""
         name, member = self.pick_member()
         messages = mark_cache_prefix(member, messages)
-        result = member._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+        result = member._generate(messages, *args, **kwargs)
         for generation in result.generations:
             message = getattr(generation, "message", None)
             if message is not None:

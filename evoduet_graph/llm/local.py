@@ -34,7 +34,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from operator import itemgetter
 from pathlib import Path
 from types import ModuleType
@@ -169,26 +169,21 @@ def _close_loaded() -> None:
         _LOADED.clear()
 
 
-def _load_llama(
-    model_path: str,
-    n_ctx: int,
-    n_threads: int,
-    parallel: int = 1,
-    prompt_cache_mib: int = 0,
-    prompt_lookup: bool = True,
-) -> _Loaded:
-    """The shared ``Llama`` of these settings, loaded on first use.
+def _load_llama(settings: WorkerSettings) -> _Loaded:
+    """The shared ``Llama`` of these settings, loaded on first use (``engine`` is not read).
 
     The prompt cache size is part of the sharing key: a cache belongs to its ``Llama`` (it is
     consulted and filled by every sequential call on it), so models asking for different caches
     get different ``Llama`` objects rather than one silently taking the other's setting.
     """
+    n_ctx, n_threads, parallel = settings.n_ctx, settings.n_threads, settings.parallel
+    prompt_cache_mib, prompt_lookup = settings.prompt_cache_mib, settings.prompt_lookup
     if isinstance(prompt_cache_mib, bool) or not isinstance(prompt_cache_mib, int):
         raise ValueError(f"prompt_cache_mib must be an int, got {prompt_cache_mib!r}")
     if prompt_cache_mib < 0:
         raise ValueError(f"prompt_cache_mib must be >= 0 (0: no cache), got {prompt_cache_mib}")
     key = (
-        str(Path(model_path).resolve()),
+        str(Path(settings.model_path).resolve()),
         n_ctx,
         n_threads,
         parallel,
@@ -250,14 +245,7 @@ def _load_llama(
 
 def load_engine(settings: WorkerSettings) -> _Loaded:
     """The model worker's engine factory (`WorkerSettings.engine`): the in-process engine."""
-    return _load_llama(
-        settings.model_path,
-        settings.n_ctx,
-        settings.n_threads,
-        settings.parallel,
-        settings.prompt_cache_mib,
-        settings.prompt_lookup,
-    )
+    return _load_llama(settings)
 
 
 # --------------------------------------------------------------------------------------------
@@ -445,27 +433,11 @@ class LocalChatModel(BaseChatModel):
     @model_validator(mode="after")
     def _load_weights(self) -> Self:
         """Load (or reuse) the llama.cpp model at construction, so failures surface early."""
-        if self.isolation == "none":
-            self._loaded = _load_llama(
-                self.model_path,
-                self.n_ctx,
-                self.n_threads,
-                self.parallel,
-                self.prompt_cache_mib,
-                self.prompt_lookup,
-            )
-        else:
-            self._loaded = _worker_engine(
-                WorkerSettings(
-                    model_path=str(Path(self.model_path).resolve()),
-                    n_ctx=self.n_ctx,
-                    n_threads=self.n_threads,
-                    parallel=self.parallel,
-                    prompt_cache_mib=self.prompt_cache_mib,
-                    engine=self.engine,
-                    prompt_lookup=self.prompt_lookup,
-                )
-            )
+        # the worker's settings are this model's fields of the same names
+        own = self.model_dump(include={f.name for f in fields(WorkerSettings)})
+        settings = WorkerSettings(**{**own, "model_path": str(Path(self.model_path).resolve())})
+        in_process = self.isolation == "none"
+        self._loaded = _load_llama(settings) if in_process else _worker_engine(settings)
         return self
 
     @property

@@ -27,17 +27,16 @@ from langgraph.runtime import Runtime
 from evoduet_graph.context import Context
 from evoduet_graph.llm import LLMCallError, structured_call
 from evoduet_graph.nodes._common import context_of, inner_llm_config
-from evoduet_graph.nodes.retrieve import record_id_for
 from evoduet_graph.prompts.descriptor import context_text, iteration_messages
 from evoduet_graph.prompts.knowledge import documents_text, knowledge_text, scores_schema
 from evoduet_graph.prompts.render import render
-from evoduet_graph.search.database import Prediction
+from evoduet_graph.search.database import Prediction, SearchDatabase
 from evoduet_graph.state import DocumentRef, InnerState, KnowledgeState
 
 
 def loop_record_id(state: InnerState) -> str:
     """The D_search record id of the inner loop (``ret_<iteration>``) that owns its predictions."""
-    return state.get("record_id") or record_id_for("ret", int(state["iteration"]))
+    return state.get("record_id") or SearchDatabase.record_id_for(int(state["iteration"]))
 
 
 def _stored_knowledge(ctx: Context, record_id: str, round_: int) -> KnowledgeState | None:

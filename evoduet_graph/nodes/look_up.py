@@ -15,7 +15,8 @@ from langgraph.runtime import Runtime
 
 from evoduet_graph.context import Context
 from evoduet_graph.nodes._common import context_of
-from evoduet_graph.nodes.retrieve import add_evidence_record, record_id_for
+from evoduet_graph.nodes.retrieve import add_evidence_record
+from evoduet_graph.search.database import SearchDatabase
 from evoduet_graph.state import DocumentRef, OuterState
 
 
@@ -39,7 +40,7 @@ def look_up(state: OuterState, runtime: Runtime[Context]) -> dict[str, Any]:
                 predicted_score=prediction.predicted_score if prediction is not None else None,
             )
         )
-    record_id = record_id_for("lku", iteration)
+    record_id = SearchDatabase.record_id_for(iteration, "lku")
     add_evidence_record(
         ctx,
         decision="look-up",

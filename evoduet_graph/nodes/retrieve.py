@@ -19,7 +19,7 @@ from evoduet_graph.context import Context
 from evoduet_graph.nodes._common import context_of
 from evoduet_graph.rundir.store import ProgramRow
 from evoduet_graph.search.database import RoundLog as SearchRoundLog
-from evoduet_graph.search.database import RoundResult, SearchRecord
+from evoduet_graph.search.database import RoundResult, SearchDatabase, SearchRecord
 from evoduet_graph.state import (
     DocumentRef,
     InnerRoundLog,
@@ -27,11 +27,6 @@ from evoduet_graph.state import (
     KnowledgeState,
     OuterState,
 )
-
-
-def record_id_for(kind: str, iteration: int) -> str:
-    """Deterministic D_search record id: ``ret_000012`` / ``lku_000012``."""
-    return f"{kind}_{iteration:06d}"
 
 
 def inner_rounds(ctx: Context) -> int:
@@ -58,7 +53,7 @@ def add_evidence_record(
         decision: ``retrieve`` or ``look-up``.
         docs: the documents handed to the outer loop.
         rounds: the inner-loop rounds (empty for a look-up).
-        record_id: the deterministic id (`record_id_for`).
+        record_id: the deterministic id (`SearchDatabase.record_id_for`).
         parent: the iteration's parent program.
         iteration: the outer iteration.
         knowledge_state: the final knowledge state (None: empty).
@@ -106,7 +101,7 @@ def make_retrieve(inner: CompiledStateGraph[InnerState, Context, InnerState, Inn
         ctx = context_of(runtime)
         iteration = state["iteration"]
         parent = ctx.store.get_program(state["parent_id"] or "")
-        record_id = record_id_for("ret", iteration)
+        record_id = SearchDatabase.record_id_for(iteration)
         inner_input = InnerState(
             iteration=iteration,
             record_id=record_id,

@@ -461,9 +461,13 @@ class SearchDatabase:
     # -- records and impacts ---------------------------------------------------------------
 
     @staticmethod
-    def record_id_for(iteration: int) -> str:
-        """Replay-stable record id of the (single) retrieval record of ``iteration``."""
-        return f"ret_{iteration:06d}"
+    def record_id_for(iteration: int, kind: str = "ret") -> str:
+        """Replay-stable id of a record of ``iteration``: ``ret_000012`` / ``lku_000012``.
+
+        One record of each kind per iteration at most: its retrieval (``ret``), its look-up
+        (``lku``).
+        """
+        return f"{kind}_{iteration:06d}"
 
     def next_record_id(self) -> str:
         """``ret_<n+1>`` for n stored records (not replay-stable; see `record_id_for`)."""

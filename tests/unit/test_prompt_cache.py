@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from evoduet_graph.config import LLMConfig
 from evoduet_graph.llm import local
 from evoduet_graph.llm.prompt_cache import MIB, PromptStateCache, entry_bytes, reuse_source
+from evoduet_graph.llm.worker import WorkerSettings
 
 N_CTX, VOCAB = 16, 1000
 
@@ -87,13 +88,13 @@ def fake_llama_class(monkeypatch):
 
 def test_load_sets_a_prompt_cache_of_the_configured_size(fake_llama_class, tmp_path):
     path = str(tmp_path / "m.gguf")
-    cached = local._load_llama(path, 512, 1, 1, 64)
+    cached = local._load_llama(WorkerSettings(path, 512, 1, 1, 64))
     llama = cached.llama
     assert llama.set_cache_calls == 1
     assert isinstance(llama.cache, PromptStateCache)
     assert llama.cache.capacity_bytes == 64 * MIB
-    assert local._load_llama(path, 512, 1, 1, 64) is cached  # shared per settings
-    plain = local._load_llama(path, 512, 1, 1, 0)  # the cache size is part of the key
+    assert local._load_llama(WorkerSettings(path, 512, 1, 1, 64)) is cached  # shared per settings
+    plain = local._load_llama(WorkerSettings(path, 512, 1, 1, 0))  # cache size: part of the key
     assert plain is not cached and plain.llama.cache is None and plain.llama.set_cache_calls == 0
     assert len(fake_llama_class.made) == 2
 
@@ -101,7 +102,7 @@ def test_load_sets_a_prompt_cache_of_the_configured_size(fake_llama_class, tmp_p
 @pytest.mark.parametrize("bad", [-1, 2.5, True])
 def test_load_rejects_a_bad_cache_size_before_loading(fake_llama_class, tmp_path, bad):
     with pytest.raises(ValueError, match="prompt_cache_mib"):
-        local._load_llama(str(tmp_path / "m.gguf"), 512, 1, 1, bad)
+        local._load_llama(WorkerSettings(str(tmp_path / "m.gguf"), 512, 1, 1, bad))
     assert fake_llama_class.made == []
 
 
@@ -121,7 +122,8 @@ def test_make_local_chat_model_passes_the_cache_size(monkeypatch, tmp_path):
         local_isolation="none",
     )
     local.make_local_chat_model(cfg)
-    assert seen[-1][-2:] == (96, False)  # prompt_cache_mib, prompt_lookup
+    (settings,) = seen[-1]
+    assert (settings.prompt_cache_mib, settings.prompt_lookup) == (96, False)
 
 
 # ------------------------------------------------------------------------------ the cache
