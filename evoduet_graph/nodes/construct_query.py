@@ -70,31 +70,40 @@ def _texts(ctx: Context, docs: list[DocumentRef]) -> dict[str, str]:
     return {doc.doc_id: doc.content for doc in stored if doc is not None}
 
 
+def query_prompt(state: InnerState, ctx: Context) -> str:
+    """The query constructor's user message for this round (paper §3.3, query evolution).
+
+    The context c_t first (`evoduet_graph.prompts.descriptor.context_text`, the prefix shared
+    with the gate's and the mutation's prompts), then ``prompts/construct_query.md``'s own
+    part: the knowledge state, the population descriptor, the D_search selection, the
+    documents retained so far (bounded excerpts; none in round 0) and the queries issued.
+    """
+    issued = list(state["query_history"])
+    knowledge = state["knowledge_state"]
+    return render(
+        "construct_query",
+        context=context_text(
+            ctx, state["parent_id"], state["iteration"], state.get("inspiration_ids")
+        ),
+        knowledge=knowledge_text(knowledge),
+        descriptor=population_descriptor(ctx, dict(state)),
+        database=database_text(ctx, knowledge.get("unresolved") if knowledge else None),
+        retained=(
+            retained_text(state["retained"], _texts(ctx, state["retained"]))
+            if state["round"]
+            else "(none yet)"
+        ),
+        previous_queries="\n".join(f"- {q}" for q in issued) or "(none)",
+        num_queries=ctx.config.retrieval.queries_per_round,
+    )
+
+
 def construct_query(state: InnerState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Returns ``{"queries": [...]}`` (1..Q distinct, non-empty strings)."""
     ctx = context_of(runtime)
     retrieval = ctx.config.retrieval
     issued = list(state["query_history"])
-    knowledge = state["knowledge_state"]
-    prompt = iteration_messages(
-        ctx,
-        render(
-            "construct_query",
-            context=context_text(
-                ctx, state["parent_id"], state["iteration"], state.get("inspiration_ids")
-            ),
-            knowledge=knowledge_text(knowledge),
-            descriptor=population_descriptor(ctx, dict(state)),
-            database=database_text(ctx, knowledge.get("unresolved") if knowledge else None),
-            retained=(
-                retained_text(state["retained"], _texts(ctx, state["retained"]))
-                if state["round"]
-                else "(none yet)"
-            ),
-            previous_queries="\n".join(f"- {q}" for q in issued) or "(none)",
-            num_queries=retrieval.queries_per_round,
-        ),
-    )
+    prompt = iteration_messages(ctx, query_prompt(state, ctx))
     raw: list[str] = []
     dropped: list[str] = []
     schema = query_plan_schema(retrieval.queries_per_round)
