@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from evoduet_graph.candidates.bundle import file_language, order_for_prompt, outline, unpack
+from evoduet_graph.candidates.diffs import has_evolve_blocks
 from evoduet_graph.candidates.folder_edits import FolderPolicy
 from evoduet_graph.prompts.render import render
 
@@ -40,6 +41,35 @@ _NEW_FILES = (
     "file's whole text in one code block."
 )
 _NO_NEW_FILES = "- Do not create new files; this task evolves the files listed only."
+# The example shows an edit that changes what a function does, inside the markers: a small
+# model copies the example's kind of edit, and an example that nudged a constant drew answers
+# that nudged the only constant it saw, outside the markers of a fixed driver, every time.
+_DIFF_EXAMPLE = """### File: solver/moves.py
+<<<<<<< SEARCH
+def best_move(moves):
+    return moves[0]
+=======
+def best_move(moves):
+    \"\"\"The move that gains the most (the first one was taken before).\"\"\"
+    return max(moves, key=lambda move: move.gain)
+>>>>>>> REPLACE"""
+_REWRITE_EXAMPLE = """### File: solver/moves.py
+```python
+\"\"\"Moves of the solver.\"\"\"
+
+# EVOLVE-BLOCK-START
+def best_move(moves):
+    \"\"\"The move that gains the most (the first one was taken before).\"\"\"
+    return max(moves, key=lambda move: move.gain)
+# EVOLVE-BLOCK-END
+```"""
+
+
+def role(path: str, text: str, evolvable: Sequence[str]) -> str:
+    """How the prompt marks a file: read-only, evolvable, or evolvable inside its markers."""
+    if path not in evolvable:
+        return "read-only"
+    return "evolvable inside its EVOLVE-BLOCK markers" if has_evolve_blocks(text) else "evolvable"
 
 
 def _fence(text: str, tag: str) -> str:
@@ -70,7 +100,7 @@ def folder_program_text(
     tree = []
     for path in sorted([*files, *carried]):
         if path in files:
-            mark = "evolvable" if path in evolvable else "read-only"
+            mark = role(path, files[path], evolvable)
             if path in changed:
                 mark += ", changed by this program"
         else:
@@ -81,13 +111,13 @@ def folder_program_text(
     order = order_for_prompt(evolvable, changed) + [p for p in files if p not in evolvable]
     for path in order:
         text, lang = files[path], file_language(path)
-        role = "evolvable" if path in evolvable else "read-only"
+        mark = role(path, text, evolvable)
         if len(text) <= budget:
             budget -= len(text)
-            shown.append(f"### File: {path} ({role})\n{_fence(text, lang.fence)}")
+            shown.append(f"### File: {path} ({mark})\n{_fence(text, lang.fence)}")
         else:
             shown.append(
-                f"### File: {path} ({role}; outline only, the file is too long to show whole)\n"
+                f"### File: {path} ({mark}; outline only, the file is too long to show whole)\n"
                 + _fence(outline(text, lang), lang.fence)
             )
     return render(
@@ -104,4 +134,5 @@ def folder_output_format(*, diff_based: bool, new_files: bool) -> str:
         "format_folder",
         preferred_form=_DIFF_FORM if diff_based else _REWRITE_FORM,
         new_files_rule=_NEW_FILES if new_files else _NO_NEW_FILES,
+        example=_DIFF_EXAMPLE if diff_based else _REWRITE_EXAMPLE,
     ).strip()

@@ -83,7 +83,10 @@ def test_a_python_folder_task_runs_three_iterations(tmp_path: Path) -> None:
     run_dir, server = _run_cli(TSP_TASK, tmp_path, [tsp_two_files(1), tsp_two_files(2), OUTSIDE])
     prompts = _prompts(server)
     assert len(prompts) == 3
-    assert "driver.py  (evolvable)\ngeometry.py  (read-only)" in prompts[0]
+    assert (
+        "driver.py  (evolvable inside its EVOLVE-BLOCK markers)\ngeometry.py  (read-only)"
+        in prompts[0]
+    )
     assert "### File: <path>" in prompts[0]
     store = ProgramStore(run_dir / "programs.sqlite")
     initial = store.get_program("initial")

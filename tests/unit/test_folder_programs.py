@@ -34,6 +34,7 @@ B = "import a\n\n# EVOLVE-BLOCK-START\ndef f():\n    return a.STEP\n# EVOLVE-BLO
 FIXED = "def helper():\n    return 0\n"
 PARENT = pack({"a.py": A, "pkg/b.py": B, "fixed.py": FIXED})
 MARKED = FolderPolicy()
+MARKERS = "evolvable inside its EVOLVE-BLOCK markers"
 
 
 def edit(path: str, search: str, replace: str) -> str:
@@ -126,12 +127,26 @@ def test_an_answer_editing_two_files_changes_both() -> None:
     assert files["fixed.py"] == FIXED
 
 
-def test_a_file_label_copied_from_the_prompt_is_read_as_the_path() -> None:
+@pytest.mark.parametrize("label", ["(evolvable)", f"({MARKERS})"])
+def test_a_file_label_copied_from_the_prompt_is_read_as_the_path(label: str) -> None:
     answer = edit("a.py", "STEP = 1", "STEP = 4").replace(
-        "### File: a.py", "### File: `a.py` (evolvable)"
+        "### File: a.py", f"### File: `a.py` {label}"
     )
     cand = folder_candidate(PARENT, answer, diff_based=True, policy=MARKED)
     assert cand.error is None and cand.changed == ["a.py"]
+
+
+@pytest.mark.parametrize("diff_based", [True, False])
+def test_the_folder_format_example_edits_a_function_inside_the_markers(diff_based: bool) -> None:
+    from evoduet_graph.prompts.folder import folder_output_format
+
+    text = folder_output_format(diff_based=diff_based, new_files=False)
+    example = text[text.index("Example of the form only") :]
+    assert "### File: solver/moves.py" in example
+    assert "return max(moves, key=lambda move: move.gain)" in example
+    assert ("<<<<<<< SEARCH" in example) is diff_based
+    assert ("# EVOLVE-BLOCK-START" in example) is not diff_based
+    assert "$" not in text
 
 
 def test_a_file_repeated_unchanged_is_skipped_and_the_other_edit_applies() -> None:
@@ -313,8 +328,9 @@ def test_the_folder_prompt_shows_the_tree_and_outlines_what_does_not_fit() -> No
 
     task = load_task(TSP)
     full = folder_program_text(task.initial_program, policy=MARKED, max_chars=20_000)
-    assert "driver.py  (evolvable)\ngeometry.py  (read-only)\nheuristics.py  (evolvable)" in full
-    assert full.index("### File: driver.py (evolvable)") < full.index(
+    tree = f"driver.py  ({MARKERS})\ngeometry.py  (read-only)\nheuristics.py  ({MARKERS})"
+    assert tree in full
+    assert full.index(f"### File: driver.py ({MARKERS})") < full.index(
         "### File: geometry.py (read-only)"
     )
     files = unpack(task.initial_program)
@@ -325,8 +341,8 @@ def test_the_folder_prompt_shows_the_tree_and_outlines_what_does_not_fit() -> No
         carried=["data/cities.bin"],
         max_chars=len(files["heuristics.py"]) + 10,
     )
-    assert tight.index("### File: heuristics.py (evolvable)\n```python") < tight.index(
-        "### File: driver.py (evolvable; outline only"
+    assert tight.index(f"### File: heuristics.py ({MARKERS})\n```python") < tight.index(
+        f"### File: driver.py ({MARKERS}; outline only"
     )
     assert "data/cities.bin  (binary, not shown)" in tight
     assert "def distance_matrix(points):" in tight and "dist[i][j] = dist[j][i]" not in tight
