@@ -206,10 +206,12 @@ class LlamaCppServer:
         startup_timeout_s: how long to wait for ``/v1/models`` to answer.
         prompt_lookup: prompt-lookup speculative decoding (llama-cpp-python's
             ``--draft_model prompt-lookup-decoding``): the continuation is drafted from the
-            prompt by n-gram match and verified in one decode, the sampled output unchanged
-            (each position is still sampled from the model's own distribution; a draft token
-            is kept only where the sample equals it). A full rewrite copies most of its parent
-            from the prompt, so this is the bench's counterpart of ``llm.local_prompt_lookup``.
+            prompt by n-gram match and verified in one decode; the replies are distributed as
+            without it (each position is still sampled from the model's own distribution and a
+            draft token is kept only where the sample equals it), though a verify batch may
+            round differently from one-token steps, so a long greedy reply can differ. A full
+            rewrite copies most of its parent from the prompt, so this is the bench's
+            counterpart of ``llm.local_prompt_lookup``.
         extra_args: appended to the command line verbatim.
 
     Attributes:
