@@ -838,7 +838,18 @@ def cli_section(work: Path) -> None:
     )
     case("negative iterations", lambda f: None, "--iterations", "-2", needle="iterations")
     case(
-        "unknown model provider", lambda f: None, "--model", "anthropic:claude", needle="llm.model"
+        "unknown model provider",
+        lambda f: None,
+        "--model",
+        "nosuchprovider:claude",
+        needle="llm.model",
+    )
+    case(
+        "hosted provider without its API key",
+        lambda f: None,
+        "--model",
+        "anthropic:claude",
+        needle="ANTHROPIC_API_KEY",
     )
 
 
