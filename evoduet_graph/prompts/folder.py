@@ -41,28 +41,6 @@ _NEW_FILES = (
     "file's whole text in one code block."
 )
 _NO_NEW_FILES = "- Do not create new files; this task evolves the files listed only."
-# The example shows an edit that changes what a function does, inside the markers: a small
-# model copies the example's kind of edit, and an example that nudged a constant drew answers
-# that nudged the only constant it saw, outside the markers of a fixed driver, every time.
-_DIFF_EXAMPLE = """### File: solver/moves.py
-<<<<<<< SEARCH
-def best_move(moves):
-    return moves[0]
-=======
-def best_move(moves):
-    \"\"\"The move that gains the most (the first one was taken before).\"\"\"
-    return max(moves, key=lambda move: move.gain)
->>>>>>> REPLACE"""
-_REWRITE_EXAMPLE = """### File: solver/moves.py
-```python
-\"\"\"Moves of the solver.\"\"\"
-
-# EVOLVE-BLOCK-START
-def best_move(moves):
-    \"\"\"The move that gains the most (the first one was taken before).\"\"\"
-    return max(moves, key=lambda move: move.gain)
-# EVOLVE-BLOCK-END
-```"""
 
 
 def role(path: str, text: str, evolvable: Sequence[str]) -> str:
@@ -134,5 +112,10 @@ def folder_output_format(*, diff_based: bool, new_files: bool) -> str:
         "format_folder",
         preferred_form=_DIFF_FORM if diff_based else _REWRITE_FORM,
         new_files_rule=_NEW_FILES if new_files else _NO_NEW_FILES,
-        example=_DIFF_EXAMPLE if diff_based else _REWRITE_EXAMPLE,
+        # the example changes what a function does, inside the markers, in the form asked
+        # for: a small model copies the example's kind of edit, and an example that nudged a
+        # constant drew answers that nudged the only constant in view, in a driver's fixed code
+        example=render(
+            "format_folder_example_diff" if diff_based else "format_folder_example_rewrite"
+        ).rstrip("\n"),
     ).strip()
