@@ -1117,27 +1117,56 @@ def _from_diff(parent: str, text: str, restrict: bool) -> CandidateCode | None:
 _DIFF_MARKED = re.compile(r"^[+-](?=[ \t]|$|[A-Za-z_#@])")
 
 
+def _odd_indent(line: str) -> bool:
+    return (len(line) - len(line.lstrip(" "))) % 2 == 1
+
+
+def _hunk_context(lines: list[str], marked: set[int]) -> set[int]:
+    """Indices of the unmarked lines next to ``marked`` ones that kept a diff's context space.
+
+    In a unified diff an unchanged line is written with one leading space, so beside the
+    ``+``/``-`` lines a copied hunk has lines indented one column deeper than the code around
+    them (an odd indent in 4-space code). Walking up and down from each marked line, every
+    unmarked line with an odd indent is taken, up to the first line that has neither.
+    """
+    context: set[int] = set()
+    for i in marked:
+        for step in (-1, 1):
+            j = i + step
+            while 0 <= j < len(lines) and (j in marked or _odd_indent(lines[j])):
+                if j not in marked:
+                    context.add(j)
+                j += step
+    return context
+
+
 def _without_diff_markers(code: str) -> str | None:
     """A Python rewrite that kept unified-diff markers, read as the diff it was written as.
 
     The mutation prompt shows the top programs, inspirations and recent changes as unified
     diffs against the parent (`evoduet_graph.prompts.generate`), and a small model sometimes
     copies that form into its full rewrite: lines starting with ``-`` (to remove) and ``+``
-    (to add). No Python statement starts with ``+``/``-`` at column 0, so for a rewrite that
-    does not compile and has such lines, this drops the ``-`` lines and the ``+`` prefix of the
-    others. Returns the result only if it compiles, else ``None`` (the caller keeps the
-    rewrite, and its compile error is reported as usual).
+    (to add), often with the hunk's unchanged lines still carrying the diff's one leading
+    space. No Python statement starts with ``+``/``-`` at column 0, so for a rewrite that does
+    not compile and has such lines, this drops the ``-`` lines and the ``+`` prefix of the
+    others; if that does not compile, it also takes the context space off the unmarked lines
+    of the hunks (`_hunk_context`). Returns the first result that compiles, else ``None`` (the
+    caller keeps the rewrite, and its compile error is reported as usual).
     """
     lines = code.split("\n")
-    if not any(_DIFF_MARKED.match(line) for line in lines):
+    marked = {i for i, line in enumerate(lines) if _DIFF_MARKED.match(line)}
+    if not marked:
         return None
-    kept = [
-        line[1:] if line.startswith("+") else line
-        for line in lines
-        if not (line.startswith("-") and _DIFF_MARKED.match(line))
-    ]
-    repaired = "\n".join(kept)
-    return repaired if _compiles(repaired) else None
+    for context in (set(), _hunk_context(lines, marked)):
+        kept = [
+            line[1:] if i in context or (i in marked and line.startswith("+")) else line
+            for i, line in enumerate(lines)
+            if not (i in marked and line.startswith("-"))
+        ]
+        repaired = "\n".join(kept)
+        if _compiles(repaired):
+            return repaired
+    return None
 
 
 def _from_rewrite(

@@ -664,6 +664,32 @@ def test_rewrite_that_kept_diff_markers_is_read_as_its_diff() -> None:
     assert cand == CandidateCode(PARENT.replace("total += i", "total += 2 * i"), "rewrite", None)
 
 
+def test_rewrite_that_kept_a_whole_hunk_with_its_context_spaces_is_read_as_its_diff() -> None:
+    # the hunk copied whole: its unchanged lines keep the diff's one leading space, which
+    # indents them one column deeper than the lines around them
+    parent = (
+        "def f(n):\n    total = 0\n    for i in range(n):\n        total += i\n"
+        "        total *= 2\n    return total\n"
+    )
+    marked = parent.replace(
+        "        total += i\n        total *= 2\n",
+        "-        total += i\n+        total += 3 * i\n         total *= 2\n",
+    )
+    cand = candidate_from_response(
+        parent, fenced(marked), diff_based=False, restrict_to_evolve_blocks=True
+    )
+    assert cand == CandidateCode(parent.replace("total += i", "total += 3 * i"), "rewrite", None)
+    # blank lines written as a diff's marked blanks, the next definition with its context space
+    two = "def g():\n    return 1\n\n\ndef h():\n    return g()\n"
+    copied = "def g():\n    return 2\n-\n-\n+ \n+ \n def h():\n    return g()\n"
+    cand = candidate_from_response(
+        two, fenced(copied), diff_based=False, restrict_to_evolve_blocks=True
+    )
+    assert cand.code is not None
+    compile(cand.code, "child", "exec")
+    assert "return 2" in cand.code and "\ndef h():" in cand.code
+
+
 def test_rewrite_with_diff_markers_that_still_does_not_compile_is_kept_for_its_error() -> None:
     marked = PARENT.replace("        total += i\n", "+        total += (i\n")
     cand = candidate_from_response(
