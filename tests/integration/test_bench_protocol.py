@@ -40,7 +40,7 @@ def _scripted(_job):
     )
 
 
-@pytest.mark.parametrize("name", ["paper.yaml", "local.yaml"])
+@pytest.mark.parametrize("name", ["paper.yaml", "local.yaml", "local_baseline.yaml"])
 def test_the_shipped_protocols_resolve_every_task_method_and_key(name):
     labels = validate_protocol(PROTOCOLS / name)
     protocol = load_protocol(PROTOCOLS / name)
@@ -50,6 +50,17 @@ def test_the_shipped_protocols_resolve_every_task_method_and_key(name):
         assert protocol.iterations == 100 and len(protocol.seeds) == 4
         assert {"openevolve-mode", "oracle", "evoduet", "evoduet-n8"} <= set(labels)
         assert protocol.search_backend == "tavily" and protocol.model.startswith("openai:")
+
+
+def test_the_local_baseline_protocol_is_local_yaml_with_the_baseline_alone():
+    # run first into the same folder, so the task choice is checked on baseline runs only;
+    # every key but the methods must stay local.yaml's, or its runs would not be skipped later
+    local = load_protocol(PROTOCOLS / "local.yaml").model_dump()
+    baseline = load_protocol(PROTOCOLS / "local_baseline.yaml").model_dump()
+    assert baseline.pop("methods") == ["openevolve-mode"]
+    assert "openevolve-mode" in local.pop("methods")
+    local.pop("description"), baseline.pop("description")
+    assert baseline == local
 
 
 def test_a_variant_lays_its_settings_over_its_method_and_forced_settings_under_it(tmp_path):
