@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import evoduet_graph
 from evoduet_graph import Task, UserError
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "MethodOutcome",
     "Session",
     "best_by_fitness",
+    "bundled_tasks_dir",
     "cumulative_wall",
     "floored_ndg",
     "fmt",
@@ -341,6 +343,11 @@ def iteration_points(series: IterationSeries) -> list[IterationPoint]:
 
 
 LogFn = Callable[[str], None]
+
+
+def bundled_tasks_dir() -> Path:
+    """The repository's ``tasks/`` folder (the bundled tasks)."""
+    return Path(evoduet_graph.__file__).resolve().parent.parent / "tasks"
 
 
 class BenchError(UserError, RuntimeError):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from evoduet_graph import EvoDuetConfig, Task, TaskError, load_task
-from evoduet_graph.bench.common import MethodOutcome, floored_ndg, write_json
+from evoduet_graph.bench.common import MethodOutcome, bundled_tasks_dir, floored_ndg, write_json
 from evoduet_graph.bench.jobs import BENCH_RUN, METHOD_ORDER, BenchResult, BenchSettings
 from evoduet_graph.rundir.read import read_json
 
@@ -87,8 +87,26 @@ class RunRecord:
         return floored_ndg(self.task, best) if self.task is not None else None
 
 
+def _run_task(task_dir: str, name: str) -> Task | None:
+    """The run's task from its recorded folder, else the bundled task of the same name.
+
+    The fallback reads a bench folder brought from another machine (a Ray worker's, or one
+    whose results were copied elsewhere), where the recorded folder does not exist.
+    """
+    for folder in (task_dir, bundled_tasks_dir() / name if name else None):
+        if folder and Path(folder).is_dir():
+            try:
+                return load_task(folder)
+            except (TaskError, OSError):
+                continue
+    return None
+
+
 def collect_runs(out: Path) -> list[RunRecord]:
-    """Every ``bench_run.json`` under ``<out>/runs``, sorted by (task, method, seed)."""
+    """Every ``bench_run.json`` under ``<out>/runs``, sorted by (task, method, seed).
+
+    A run's task is loaded from the folder its record names, else the bundled task of its name.
+    """
     records = []
     tasks: dict[str, Task | None] = {}
     for path in sorted((out / "runs").glob(f"*/*/seed*/{BENCH_RUN}")):
@@ -97,10 +115,7 @@ def collect_runs(out: Path) -> list[RunRecord]:
             continue
         task_dir = str(data.get("task_dir") or "")
         if task_dir not in tasks:
-            try:
-                tasks[task_dir] = load_task(task_dir)
-            except (TaskError, OSError):
-                tasks[task_dir] = None
+            tasks[task_dir] = _run_task(task_dir, str(data.get("task") or ""))
         raw = data.get("outcome") if data.get("status") == "done" else None
         outcome = MethodOutcome.from_json(raw) if isinstance(raw, dict) else None
         records.append(RunRecord(tasks[task_dir], data, outcome))

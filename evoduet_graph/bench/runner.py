@@ -77,7 +77,13 @@ from evoduet_graph import (
     merge_config,
     parse_model_string,
 )
-from evoduet_graph.bench.common import BenchError, Endpoint, LogFn, MethodOutcome
+from evoduet_graph.bench.common import (
+    BenchError,
+    Endpoint,
+    LogFn,
+    MethodOutcome,
+    bundled_tasks_dir,
+)
 from evoduet_graph.bench.endpoint import probe_endpoint
 from evoduet_graph.bench.executor import run_on_ray
 from evoduet_graph.bench.graph_method import config_method, graph_runner, method_configs_dir
@@ -174,10 +180,6 @@ def parse_list(text: str | None) -> list[str]:
     return [p.strip() for p in (text or "").split(",") if p.strip()]
 
 
-def _bundled_tasks_dir() -> Path:
-    return Path(evoduet_graph.__file__).resolve().parent.parent / "tasks"
-
-
 def resolve_tasks(names: Sequence[str] | None, tasks_dir: Path | None = None) -> list[Path]:
     """Task folders from names or paths.
 
@@ -188,7 +190,7 @@ def resolve_tasks(names: Sequence[str] | None, tasks_dir: Path | None = None) ->
     Raises:
         BenchError: a name matches no folder, or there is no task at all.
     """
-    root = tasks_dir or (Path("tasks") if Path("tasks").is_dir() else _bundled_tasks_dir())
+    root = tasks_dir or (Path("tasks") if Path("tasks").is_dir() else bundled_tasks_dir())
     if not names:
         found = sorted(p for p in root.glob("*/") if (p / "evaluator.py").is_file())
         if not found:

@@ -214,6 +214,26 @@ def test_second_invocation_skips_finished_runs(tmp_path):
     assert len(run_json["sessions"]) == 2
 
 
+def test_the_run_records_alone_elsewhere_are_summarised_and_skipped(tmp_path):
+    # a bench's per-run records copied to another machine, where the recorded task folder
+    # does not exist: the task is the bundled one of the same name, the runs are not rerun
+    out = tmp_path / "bench"
+    settings = _settings(out, seeds=[0])
+    run_bench(settings, llm_factory=_llm(), searcher_factory=lambda _j: FakeSearcher())
+    moved = tmp_path / "moved"
+    for record in out.glob("runs/*/*/seed*/bench_run.json"):
+        data = json.loads(record.read_text())
+        data["task_dir"] = str(tmp_path / "gone" / data["task"])
+        target = moved / record.relative_to(out)
+        target.parent.mkdir(parents=True)
+        target.write_text(json.dumps(data))
+    again = run_bench(_settings(moved, seeds=[0]), llm_factory=lambda _j: pytest.fail("rerun"))
+    assert again.ran == [] and len(again.skipped) == 2
+    ndg = {r["method"]: r["ndg"] for r in _csv(out / "runs.csv")}
+    assert {r["method"]: r["ndg"] for r in _csv(moved / "runs.csv")} == ndg
+    assert all(value != "" for value in ndg.values())
+
+
 def test_a_killed_run_resumes_from_its_run_directory(tmp_path):
     out = tmp_path / "bench"
     job_dir = out / "runs" / "smoke_polygon_area" / "openevolve-mode" / "seed0"
