@@ -12,6 +12,7 @@ extras, which `make test` installs.
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -1135,3 +1136,30 @@ def test_best_by_fitness_takes_the_earliest_among_equals_and_ignores_later_itera
     assert curve == [10.0, 10.0, 20.0]
     assert best == programs[2]
     assert best_by_fitness([], 1) == ([None, None], None)
+
+
+def test_retrieval_cases_quote_the_documents_queries_and_child_of_each_iteration(tmp_path):
+    out = tmp_path / "bench"
+    run_bench(
+        _settings(out, methods=["evoduet"], seeds=[0], iterations=2),
+        llm_factory=lambda _j: ScriptedChatModel(
+            responses=[], default=KnowledgeResponder(gate="retrieve", generate=RADIUS_UP)
+        ),
+        searcher_factory=lambda _j: FakeSearcher(),
+    )
+    spec = importlib.util.spec_from_file_location(
+        "retrieval_cases", Path(__file__).parents[2] / "benchmarks" / "retrieval_cases.py"
+    )
+    assert spec is not None and spec.loader is not None
+    cases = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cases)
+    run_dir = out / "runs" / "smoke_polygon_area" / "evoduet" / "seed0" / "run"
+    blocks, picked = cases.run_cases(run_dir, max_diff_lines=10)
+    assert len(blocks) == 2 and picked["improved"] == 1
+    first = blocks[0]
+    assert first.startswith("#### iteration 1: retrieve, outcome improved")
+    assert "- query, round 0: “" in first and "- document " in first
+    assert "- child it00001-c0 of initial: evaluated, score" in first and "```diff" in first
+    # the command line: one section per run, an error line for a folder without runs
+    assert cases.main([str(out)]) == 0
+    assert cases.main([str(tmp_path / "empty")]) == 2

@@ -1,0 +1,159 @@
+"""What the documents did, iteration by iteration: the cases a reading of a bench quotes.
+
+For every run directory of a bench folder whose method put documents into mutation prompts
+(a retrieve or look-up of the gate, the oracle's fixed documents, a joint-level search), one
+Markdown block per iteration with documents: the gate decision and the knowledge state it
+wrote, the queries of each inner-loop round, the documents the prompt carried (title, URL,
+predicted child score), the realised outcome (Δ of the best valid child over its parent, as the
+run's ``impact`` event records it) and the child's change as a diff against its parent. Then,
+per run, the first iteration whose documents went with an improved child and the first whose
+child was evaluated and did not improve: the "one retrieval that changed a child and one that
+did not" of the bench's reading. From the repository root::
+
+    .venv/bin/python benchmarks/retrieval_cases.py <bench-out> [--methods evoduet,joint-search]
+        [--tasks lennard_jones_10] [--max-diff-lines 30] > cases.md
+
+Reads the run directories only (``events.jsonl``, ``search_database.jsonl``,
+``programs.sqlite``); a running run is read as far as it got.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from evoduet_graph.candidates.diffs import code_diff_summary
+from evoduet_graph.rundir.read import iter_jsonl, load_programs
+
+
+def _one_line(text: Any, limit: int = 300) -> str:
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, (int, float)) else "n/a"
+
+
+def _read_run(run_dir: Path) -> dict[str, Any]:
+    """The run's gate decisions, impacts and queries by iteration, its documents and programs."""
+    events = list(iter_jsonl(run_dir / "events.jsonl"))
+    queries: dict[int, list[tuple[int, str]]] = defaultdict(list)
+    for e in events:
+        if e.get("event") == "search" and e.get("query"):
+            queries[e["iteration"]].append((int(e.get("round") or 0), str(e["query"])))
+    programs = {p.id: p for p in load_programs(run_dir / "programs.sqlite") or []}
+    children: dict[int, list[Any]] = defaultdict(list)
+    for p in sorted(programs.values(), key=lambda p: p.id):
+        if p.iteration > 0:
+            children[p.iteration].append(p)
+    return {
+        "decisions": {e["iteration"]: e for e in events if e.get("event") == "gate_decision"},
+        "impacts": {e["iteration"]: e for e in events if e.get("event") == "impact"},
+        "queries": queries,
+        "docs": {
+            str(row.get("doc_id")): row
+            for row in iter_jsonl(run_dir / "search_database.jsonl")
+            if row.get("type") == "document"
+        },
+        "programs": programs,
+        "children": children,
+    }
+
+
+def _block(run: dict[str, Any], iteration: int, max_diff_lines: int) -> str:
+    """One iteration with documents as Markdown (see the module docstring)."""
+    impact = run["impacts"][iteration]
+    decision = run["decisions"].get(iteration, {})
+    lines = [
+        f"#### iteration {iteration}: {decision.get('decision', 'documents')}, "
+        f"outcome {impact.get('outcome')} (Δ {_fmt(impact.get('delta'))})",
+        "",
+    ]
+    state = decision.get("knowledge_state") or {}
+    lines += [
+        f"- knowledge state, {key}: {_one_line(state[key])}"
+        for key in ("known", "established", "unresolved")
+        if state.get(key)
+    ]
+    lines += [
+        f"- query, round {rnd}: “{_one_line(query, 200)}”"
+        for rnd, query in run["queries"].get(iteration, [])
+    ]
+    predicted = list(impact.get("predicted") or [])
+    for k, doc_id in enumerate(impact.get("doc_ids") or []):
+        doc = run["docs"].get(str(doc_id), {})
+        pred = predicted[k] if k < len(predicted) else None
+        lines.append(
+            f"- document {doc_id}: {_one_line(doc.get('title'), 120)} "
+            f"({doc.get('url', '?')}), predicted {_fmt(pred)}"
+        )
+    for child in run["children"].get(iteration, []):
+        parent = run["programs"].get(child.parent_id or "")
+        head = f"- child {child.id} of {child.parent_id}: {child.status}"
+        head += f", score {_fmt(child.score)}" if child.valid else ""
+        head += f", {_one_line(child.error, 160)}" if child.error else ""
+        lines.append(head)
+        if child.code and parent is not None and parent.code:
+            diff = code_diff_summary(parent.code, child.code, max_lines=max_diff_lines)
+            lines += ["", "```diff", diff.rstrip("\n"), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def run_cases(run_dir: Path, max_diff_lines: int) -> tuple[list[str], dict[str, int]]:
+    """Markdown blocks of ``run_dir``'s iterations with documents, and the picked cases.
+
+    Returns:
+        The blocks (one per iteration with documents, in order) and ``{"improved": i,
+        "not improved": j}``: the iterations picked as the run's two cases (absent when none).
+    """
+    run = _read_run(run_dir)
+    blocks: list[str] = []
+    picked: dict[str, int] = {}
+    for iteration in sorted(run["impacts"]):
+        impact = run["impacts"][iteration]
+        if not impact.get("doc_ids"):
+            continue
+        blocks.append(_block(run, iteration, max_diff_lines))
+        outcome = impact.get("outcome")
+        if outcome == "improved":
+            picked.setdefault("improved", iteration)
+        elif outcome in ("unchanged", "decreased"):
+            picked.setdefault("not improved", iteration)
+    return blocks, picked
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("bench", type=Path, help="a bench output folder (holds runs/)")
+    parser.add_argument("--methods", default="", help="comma-separated; default: all")
+    parser.add_argument("--tasks", default="", help="comma-separated; default: all")
+    parser.add_argument("--max-diff-lines", type=int, default=30)
+    args = parser.parse_args(argv)
+    methods = {m for m in args.methods.split(",") if m}
+    tasks = {t for t in args.tasks.split(",") if t}
+    runs = sorted((args.bench / "runs").glob("*/*/seed*/run"))
+    if not runs:
+        print(f"error: no run directories under {args.bench / 'runs'}", file=sys.stderr)
+        return 2
+    for run_dir in runs:
+        task, method, seed = run_dir.parts[-4:-1]
+        if (methods and method not in methods) or (tasks and task not in tasks):
+            continue
+        blocks, picked = run_cases(run_dir, args.max_diff_lines)
+        if not blocks:
+            continue
+        chosen = ", ".join(f"{k}: iteration {v}" for k, v in picked.items()) or "none"
+        print(f"## {task} / {method} / {seed}\n\nCases: {chosen}.\n")
+        print("\n".join(blocks))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
