@@ -6,12 +6,14 @@ and the probe that checks it answers before any run starts.
 
 from __future__ import annotations
 
+import random
+import threading
 from typing import Any, ClassVar, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.utils.function_calling import convert_to_json_schema
 from langchain_openai import ChatOpenAI
-from pydantic import SecretStr
+from pydantic import PrivateAttr, SecretStr
 
 from evoduet_graph import LLMConfig, make_chat_model
 from evoduet_graph.bench.common import (
@@ -29,11 +31,48 @@ class LlamaCppChatOpenAI(ChatOpenAI):
     falls back. ``with_structured_output(method="json_schema")`` is therefore sent as
     ``{"type": "json_object", "schema": <schema>}``: the same schema-constrained decoding, one
     request.
+
+    Sampling seeds: the server draws a request's seed from one stream that starts when the
+    server starts (llama-cpp-python's ``Llama`` does so for a request without ``seed``), so on a
+    server shared by a whole bench a run would sample according to the runs served before it,
+    not to its own seed. With ``sampling_seed`` set, every request carries the next seed of a
+    stream of this run's own that starts at that seed and is drawn the way ``Llama`` draws its
+    stream: what `evoduet_graph.llm.local.LocalChatModel.seed_sampling` does for the embedded
+    model in process. The same run with the same seed then asks for the same seeds in the same
+    order, whichever runs came before it on the server. Copies of the model (structured
+    output) share the stream.
     """
+
+    sampling_seed: int | None = None
+    """The run's seed: the first seed of the run's stream of request seeds (None: the server's
+    own stream)."""
+
+    _seeds: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     native_tool_calling: ClassVar[bool] = False
     """llama-cpp-python's server calls tools only with a function-calling chat format, which
     the embedded model is not served with: joint-level search takes its structured path."""
+
+    def _next_seed(self) -> int | None:
+        """The next seed of the run's stream (`Llama`'s draw: ``Random(previous).randint``)."""
+        if self.sampling_seed is None:
+            return None
+        stream = self._seeds
+        if "lock" not in stream:
+            stream.update(lock=threading.Lock(), last=int(self.sampling_seed) & 0xFFFFFFFF)
+        with stream["lock"]:
+            stream["last"] = random.Random(stream["last"]).randint(0, 2**32)
+            return int(stream["last"])
+
+    def _get_request_payload(
+        self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """`ChatOpenAI`'s request body, with the next seed of the run's stream."""
+        payload = super()._get_request_payload(input_, stop=stop, **kwargs)
+        seed = self._next_seed()
+        if seed is not None and payload.get("seed") is None:
+            payload["seed"] = seed
+        return payload
 
     def with_structured_output(
         self,
@@ -60,7 +99,9 @@ class LlamaCppChatOpenAI(ChatOpenAI):
         )
 
 
-def endpoint_chat_model(cfg: LLMConfig, *, llama_cpp_server: bool = False) -> BaseChatModel:
+def endpoint_chat_model(
+    cfg: LLMConfig, *, llama_cpp_server: bool = False, seed: int | None = None
+) -> BaseChatModel:
     """The chat model our methods use against the bench's endpoint.
 
     `make_chat_model` (``openai:<model>``), plus ``max_tokens`` in the request body for any
@@ -74,13 +115,17 @@ def endpoint_chat_model(cfg: LLMConfig, *, llama_cpp_server: bool = False) -> Ba
         cfg: the ``llm`` section (``openai:<model>``).
         llama_cpp_server: the endpoint is the bench's own llama.cpp server: use
             `LlamaCppChatOpenAI`.
+        seed: the run's seed, which starts the run's stream of request seeds on the bench's
+            llama.cpp server (`LlamaCppChatOpenAI.sampling_seed`).
     """
     model = make_chat_model(cfg)
     if isinstance(model, ChatOpenAI) and cfg.base_url:
         extra = dict(model.extra_body or {})
         extra.setdefault("max_tokens", cfg.max_tokens)
         if llama_cpp_server:
-            model = LlamaCppChatOpenAI(**_chat_openai_init(model), extra_body=extra)
+            model = LlamaCppChatOpenAI(
+                **_chat_openai_init(model), extra_body=extra, sampling_seed=seed
+            )
         else:
             model = model.model_copy(update={"extra_body": extra})
     return model

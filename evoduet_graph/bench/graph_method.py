@@ -116,7 +116,7 @@ def graph_runner(name: str, overlay: dict[str, Any], source: str | None = None) 
         if ctx.llm_factory is not None:
             llm = ctx.llm_factory(job)
         elif ctx.endpoint is not None:
-            llm = endpoint_chat_model(cfg.llm, llama_cpp_server=ctx.endpoint.local)
+            llm = endpoint_chat_model(cfg.llm, llama_cpp_server=ctx.endpoint.local, seed=cfg.seed)
         else:
             llm = None
         searcher = None

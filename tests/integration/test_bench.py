@@ -1066,6 +1066,41 @@ def test_llama_cpp_chat_model_sends_max_tokens_and_schema_as_json_object(fake_op
     assert not isinstance(other, LlamaCppChatOpenAI) and other.extra_body == {"max_tokens": 77}
 
 
+def test_each_run_samples_from_its_own_seed_stream_on_the_shared_server(fake_openai):
+    """A run's request seeds follow from its seed alone, not from the runs served before it."""
+    from pydantic import BaseModel
+
+    from evoduet_graph.bench.endpoint import endpoint_chat_model
+    from evoduet_graph.config import LLMConfig
+    from evoduet_graph.llm.structured import structured_call
+
+    class Decision(BaseModel):
+        decision: str
+
+    cfg = LLMConfig(model="openai:fake-model", base_url=fake_openai, api_key_env="NO_SUCH_KEY")
+
+    def seeds_of_a_run(seed: int) -> list[int]:
+        model = endpoint_chat_model(cfg, llama_cpp_server=True, seed=seed)
+        start = len(_FakeOpenAI.requests)
+        model.invoke("write")
+        _FakeOpenAI.reply = json.dumps({"decision": "no-op"})
+        try:
+            structured_call(model, "decide", Decision, default=Decision(decision="d"))
+        finally:
+            _FakeOpenAI.reply = RADIUS_UP
+        model.invoke("write again")
+        return [r.get("seed") for r in _FakeOpenAI.requests[start:]]
+
+    first = seeds_of_a_run(1)
+    assert len(first) == 3 and len(set(first)) == 3  # a structured copy draws from the stream
+    assert all(isinstance(s, int) for s in first)
+    seeds_of_a_run(7)  # another run on the same server in between
+    assert seeds_of_a_run(1) == first and seeds_of_a_run(2) != first
+    unseeded = endpoint_chat_model(cfg, llama_cpp_server=True)
+    unseeded.invoke("write")
+    assert "seed" not in _FakeOpenAI.requests[-1]  # the server's own stream, as before
+
+
 def test_ndg_is_the_metric_of_the_best_program_by_fitness_in_the_bench_and_the_report(tmp_path):
     """One definition of a run's best for NDG: the bench agrees with the run report.
 
