@@ -1,6 +1,6 @@
 """Batched candidates on the embedded model: N=1 vs N=4 generate calls, same prompt, one process.
 
-Issue 17, item 4. For each task (default ``tasks/smoke_polygon_area`` and
+For each task (default ``tasks/smoke_polygon_area`` and
 ``tasks/circle_packing_26``) the bench builds the real ``generate`` prompt for a child of the
 task's initial program (`evoduet_graph.prompting.build_generation_messages`, full rewrite as
 the embedded model is asked for) and sends it to the embedded model (product defaults:
@@ -8,7 +8,7 @@ the embedded model is asked for) and sends it to the embedded model (product def
 thread per candidate with seeds ``seed..seed+N-1`` — what the ``generate`` node's N
 ``Send``s do. With ``llm.local_parallel`` > 1 (the default) these decode as one llama.cpp
 batch (`evoduet_graph.llm.batching`); ``--sequential`` runs the same cases with
-``local_parallel: 1`` (one call after another, the behaviour before issue 17) for reference.
+``local_parallel: 1`` (one call after another, the behaviour before batching) for reference.
 
 Every case starts with an empty prompt cache, so N=1 and N=4 both pay the prompt evaluation.
 First it times raw decode steps with 1, 2 and 4 sequences after an 800- and a 2400-token
@@ -16,7 +16,7 @@ shared context (``--steps``): the kernel cost that batching works with. Per case
 wall time, CPU time of the process, prompt tokens evaluated and shared, output tokens per sequence,
 aggregate output tokens/s, how many replies give a compiling child program (the ``generate``
 node's parsing, `candidate_from_response` + `compile_error`), and the ratio of N=4 to N=1
-wall time (issue 17's target: ≤ 1.5×). The machine's load average before and after is
+wall time (the target set for batching: ≤ 1.5×). The machine's load average before and after is
 recorded. It loads the model: run it alone on the machine (e.g. under ``flock``).
 
 Run from the repository root::

@@ -1,8 +1,9 @@
 """Speed of the method on the embedded model: gate ``never`` vs gate ``llm``, N=1 vs N=4.
 
-Issue 17's yardstick. In ONE process, on ONE task (default ``tasks/smoke_polygon_area``), with
-the embedded model (Qwen2.5-Coder-1.5B Q4_K_M, llama.cpp in-process) loaded once, it runs the
-same seed and the same number of iterations through the public API (`evoduet_graph.run`):
+The yardstick of the method's speed on the embedded model. In ONE process, on ONE task
+(default ``tasks/smoke_polygon_area``), with the embedded model (Qwen2.5-Coder-1.5B Q4_K_M,
+llama.cpp in-process) loaded once, it runs the same seed and the same number of iterations
+through the public API (`evoduet_graph.run`):
 
 * ``gate``: gate ``never`` (the OpenEvolve baseline) vs gate ``llm`` (the method), N=1;
 * ``n``: N=1 vs N=4 candidates per iteration, gate ``never``.
@@ -27,7 +28,7 @@ Per case it prints and records:
   states, and the bytes one such entry holds (llama.cpp's state and the logits copy);
 * **valid-child rate** (valid candidates / candidates) and **NDG** of the run, and the gate
   decisions;
-* with ``--local-prompt-cache-mib M`` (``llm.local_prompt_cache_mib``, issue 17 item 2; the
+* with ``--local-prompt-cache-mib M`` (``llm.local_prompt_cache_mib``; the
   package's default otherwise, recorded as ``prompt_cache_mib``): the calls served from a cache
   entry, the entries and MiB the cache held at the end of the case;
 * **peak RSS** of the process during the case (``VmHWM``, reset before each case through
@@ -35,10 +36,10 @@ Per case it prints and records:
   model load.
 
 Where do the per-call figures come from: the run's ``llm_call`` events when the package writes
-them (issue 17 item 1; they also cover batched candidates), else a wrapper around
+them (they also cover batched candidates), else a wrapper around
 ``Llama.create_chat_completion`` of the loaded model that measures the same things at the
-llama.cpp boundary (so the bench also runs on code from before issue 17; ``calls_source`` in
-the results says which).
+llama.cpp boundary (so the bench also runs on code from before those events; ``calls_source``
+in the results says which).
 
 Results go to ``benchmarks/results/embedded/<label>-<task>.json`` and ``.md`` together with the
 machine's load (1/5/15-minute load average before and after, the busiest other processes) and
@@ -146,7 +147,7 @@ class CallMeter:
         cached = min(cached, max(prompt_tokens - 1, 0))
         self._recent = [*self._recent[-(self.cache_entries - 1) :], list(llama.input_ids)]
         from_cache = False
-        if entries:  # the package's prompt cache (issue 17 item 2): did this call load an entry?
+        if entries:  # the package's prompt cache: did this call load an entry?
             from evoduet_graph.llm.prompt_cache import reuse_source
 
             _, from_cache = reuse_source(live, entries, prompt)
@@ -390,12 +391,12 @@ def calls_from_events(path: Path) -> list[dict[str, Any]] | None:
     """The run's model calls from its ``llm_call`` events, or None.
 
     The run's model calls from its ``llm_call`` events (None when the package writes none:
-    code from before issue 17). They include calls that do not go through
+    code from before those events). They include calls that do not go through
     ``create_chat_completion`` (batched candidates), which the meter cannot see.
     """
     try:
         from evoduet_graph.rundir.events import read_events
-    except ImportError:  # the flat layout of the code from before issue 14
+    except ImportError:  # the flat layout from before the package's subpackages
         from evoduet_graph.events import read_events  # type: ignore[no-redef]
 
     out = [
@@ -754,7 +755,7 @@ def main(argv: list[str] | None = None) -> int:
         "cores": os.cpu_count(),
         "python": platform.python_version(),
         "model_load_s": load_s,
-        "local_parallel": getattr(llm_cfg, "local_parallel", None),  # absent before issue 17
+        "local_parallel": getattr(llm_cfg, "local_parallel", None),  # absent before batching
         "prompt_cache_mib": getattr(llm_cfg, "local_prompt_cache_mib", None),
         "rss_after_load_mib": rss_after_load,
         "started_utc": started_utc,

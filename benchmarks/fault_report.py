@@ -1,6 +1,6 @@
 r"""Fault-injection report: every listed fault injected, counted and checked for lost programs.
 
-Fault-injection report: inject every fault the reliability issue lists, count the injections,
+Fault-injection report: inject every fault of the areas below, count the injections,
 record the outcome (survived / clear error), and check that no program is lost.
 
 Areas: SIGKILL anywhere with resume (`tests.fault_harness`), model endpoint faults against a real
@@ -643,7 +643,7 @@ def sandbox_section(work: Path) -> None:
     tampering_rows(work, task.path, iso.filesystem == "namespace")
 
 
-#: Issue 13's routes to the evaluator, the task folder, the run directory and the program store:
+#: A candidate's routes to the evaluator, the task folder, the run directory and the program store:
 #: each program collects target paths ``T`` and appends a 1e9 wrapper to every one it can.
 TAMPER_ROUTES = {
     "sys.path[0] → evaluator.py": "import sys\nT = [sys.path[0] + '/evaluator.py']\n",
@@ -688,7 +688,7 @@ def tampering_rows(work: Path, task_dir: Path, namespace: bool) -> None:
     from evoduet_graph.evaluation.sandbox import RUNNER_PATH
     from evoduet_graph.task import load_task
 
-    area = "sandbox: tampering (issue 13)"
+    area = "sandbox: tampering"
     task = load_task(task_dir)
     run_dir = work / "tamper_run_dir"
     run_dir.mkdir(exist_ok=True)

@@ -1,6 +1,6 @@
 """Iterations in flight: does ``max_iterations_in_flight: 4`` cut the wall time of a hosted run?
 
-Issue 17's target: with a scripted endpoint answering every call after 2 s and a 1 s evaluator,
+The target: with a scripted endpoint answering every call after 2 s and a 1 s evaluator,
 20 gate-llm iterations with ``max_iterations_in_flight: 4`` take at most 0.35× the wall time
 of k = 1, with the same number of recorded iterations and no lost or doubled record.
 

@@ -61,7 +61,7 @@ from evoduet_graph.rundir.events import read_events
 from tests.fakes import ScriptedChatModel
 
 TARGET_RATIO = 1.5
-"""Issue 6 item 3: N=8 candidates per iteration take at most this multiple of N=1."""
+"""The target: N=8 candidates per iteration take at most this multiple of N=1."""
 
 LANGGRAPH_DEFAULT_POOL = min(32, (os.cpu_count() or 1) + 4)
 """Threads of the pool a LangGraph graph gets when invoked without ``max_concurrency``

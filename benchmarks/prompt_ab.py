@@ -7,8 +7,8 @@ tree's builder writes. Each reply's child is written to ``OUT/<label>-seed<k>.py
 ``evoduet eval tasks/smoke_polygon_area FILE``; one JSON line per seed on stdout.
 
 Run it with the root of the tree whose prompt to measure as the working directory (the
-package is imported from there), e.g. the tree from before issue 17 (``6c1fefb``, whose builder
-is ``evoduet_graph.prompting``) and this one::
+package is imported from there), e.g. the tree from before the shared prefix (``6c1fefb``,
+whose builder is ``evoduet_graph.prompting``) and this one::
 
     cd <old checkout> && PYTHONPATH=. python <this checkout>/benchmarks/prompt_ab.py before OUT
     python benchmarks/prompt_ab.py after OUT
@@ -30,7 +30,7 @@ TASK = "tasks/smoke_polygon_area"
 
 def messages_and_parser(task):
     """The first-iteration mutation prompt of the imported tree and its rewrite parser."""
-    try:  # the tree from before the redesign (issue 14) and the shared context (issue 17)
+    try:  # the tree from before the package's subpackages and the shared context c_t
         from evoduet_graph.diffs import candidate_from_response
         from evoduet_graph.prompting import ProgramView, build_generation_messages
 

@@ -11,7 +11,7 @@ Per call it records output tokens, decode seconds (first sampled token to last),
 speed (output tokens / decode seconds) and the whole call's (output tokens / wall seconds,
 prompt evaluation included), decode steps, tokens per step, drafted and accepted tokens, and
 whether the reply gives a compiling child program (the ``generate`` node's parsing). It prints
-the median over the seeds of the on/off ratio of the writing speed (the issue's target: at
+the median over the seeds of the on/off ratio of the writing speed (the target: at
 least 2x), and the machine's 1-minute load average before and after every call: on a shared
 machine the ratio of two calls made a minute apart is only as good as the load was steady.
 

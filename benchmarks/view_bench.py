@@ -10,7 +10,7 @@ process. Measured:
   tree is drawn, from navigation start; median of ``--loads`` fresh loads), when Debian's
   ``chromium`` and ``chromium-driver`` are installed.
 
-Ratios are against the smallest size, measured in the same run. The issue's bar: first render
+Ratios are against the smallest size, measured in the same run. The bar: first render
 of a 1,000-program run under 2 s (the browser test asserts it).
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/view_bench.py [--sizes 100 1000] [--loads 3]``.

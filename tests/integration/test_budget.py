@@ -1,4 +1,4 @@
-"""Budgets (issue item 5): LLM calls, tokens, estimated cost and wall time.
+"""Budgets: LLM calls, tokens, estimated cost and wall time.
 
 A limit stops the run cleanly after the iteration in flight, resumably, with the reason in the
 result, the events and the report; usage totals are counted from ``events.jsonl`` so they survive

@@ -1,4 +1,4 @@
-"""Candidates are checked before they cost an evaluation (issue 13).
+"""Candidates are checked before they cost an evaluation.
 
 Python code that does not compile is rejected with the compiler's message, and the evaluator never
 sees it.

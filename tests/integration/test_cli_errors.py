@@ -1,4 +1,4 @@
-"""Bad task folders, configs and concurrent use through the CLI (issue items 6 and 7).
+"""Bad task folders, configs and concurrent use through the CLI.
 
 Every start-up error is one line on stderr that names the file and the field, exit code 2, and
 nothing is written: no run directory (neither ``--out`` nor the default ``runs/...``).
@@ -255,7 +255,7 @@ def test_hosted_model_without_key_writes_nothing(
     _assert_clear_error(code, lines, tmp_path / "run", "OPENAI_API_KEY")
 
 
-# ------------------------------------------------------------------ concurrent use (item 7)
+# ------------------------------------------------------------------ concurrent use
 
 
 def test_second_process_on_a_locked_run_directory_refuses(task_copy: Path, tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Concurrent use (issue item 7).
+"""Concurrent use.
 
 The program store and the search database under N=8 parallel candidates and thread-heavy fakes. The
 run-directory lock (a second ``run``/``resume`` refuses) is tested through the CLI in

@@ -1,4 +1,4 @@
-"""Kill anywhere, resume exactly (issue item 1).
+"""Kill anywhere, resume exactly.
 
 `tests.fault_harness` runs a small deterministic run (smoke task, 3 iterations, LLM gate with
 2 inner rounds, 2-3 parallel candidates) in forked children that SIGKILL themselves at chosen

@@ -582,7 +582,7 @@ def test_search_database_survives_sigkill_mid_inner_loop(tmp_path):
 
 
 def test_every_call_of_an_iteration_starts_with_the_same_context_prefix(smoke_task_dir, tmp_path):
-    # issue 17: llama.cpp (and hosted prompt caches) reuse the evaluated prefix only when the
+    # llama.cpp (and hosted prompt caches) reuse the evaluated prefix only when the
     # gate, the inner loop's and the mutation prompts all start with the same text
     responder = KnowledgeResponder(gate="retrieve", generate=RADIUS_UP)
     llm = ScriptedChatModel(responses=[], default=responder)

@@ -1,4 +1,4 @@
-"""Batched candidates on the real embedded model (issue 17, item 4; `evoduet_graph.llm.batching`).
+"""Batched candidates on the real embedded model (`evoduet_graph.llm.batching`).
 
 Marked ``local_model`` (run under the machine's model lock, like `test_local_model.py`). Four
 concurrent free-text calls decode as one llama.cpp batch: their replies are valid, differ

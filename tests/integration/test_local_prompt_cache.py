@@ -1,4 +1,4 @@
-"""The prompt cache on the real embedded model (issue 17 item 2; `evoduet_graph.llm.prompt_cache`).
+"""The prompt cache on the real embedded model (`evoduet_graph.llm.prompt_cache`).
 
 Marked ``local_model`` (run under the machine's model lock, like `test_local_model.py`). Two
 JSON-grammar calls with different questions after one shared system message, then the first

@@ -132,8 +132,9 @@ def test_cli_memory_option_sets_the_store_path(smoke_task_dir, tmp_path, monkeyp
 def test_stateless_retrieval_neither_recalls_nor_writes_the_memory(smoke_task_dir, tmp_path):
     """Without a search database the long-term memory is left alone.
 
-    ``retrieval.use_search_database: false`` (issue 15's ablation) keeps no search
-    database, so the memory is left alone: nothing recalled, nothing written.
+    ``retrieval.use_search_database: false`` (the ablation ladder's row without the search
+    database) keeps no search database, so the memory is left alone: nothing recalled, nothing
+    written.
     """
     memory = str(tmp_path / "memory.sqlite")
     _run(smoke_task_dir, tmp_path / "first", _config(memory=memory), "first run query")

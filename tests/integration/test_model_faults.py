@@ -1,6 +1,6 @@
 """Model endpoint faults, against a real misbehaving HTTP server and fakes.
 
-Model endpoint faults (issue item 2), against a real misbehaving HTTP server on 127.0.0.1
+Model endpoint faults, against a real misbehaving HTTP server on 127.0.0.1
 (``openai:<model>`` with ``llm.base_url``) and against fakes.
 
 Retries: ChatOpenAI retries connection errors, timeouts, 429 (honouring ``retry-after``) and
@@ -442,7 +442,7 @@ def test_a_dead_endpoint_short_cli_run_exits_1_naming_the_model(
     )
     assert result.exit_code == 1, result.output
     assert result.output.count("the model did not answer") == 1, result.output
-    assert "done" not in result.output  # no green "done" line before the error (issue 13)
+    assert "done" not in result.output  # no green "done" line before the error
     assert "stopped in" in result.output
     assert "(openai:m at http://127.0.0.1:9/v1)" in result.output
     assert f"evoduet resume {out.resolve()}" in " ".join(result.output.split())
@@ -453,7 +453,7 @@ def test_a_dead_endpoint_short_cli_run_exits_1_naming_the_model(
 def test_a_connected_but_silent_endpoint_stops_the_run_within_its_call_deadlines(
     tmp_path: Path,
 ) -> None:
-    """Issue 13: an endpoint that accepts connections and never answers.
+    """An endpoint that accepts connections and never answers.
 
     Each call gives up at ``llm.call_deadline_s`` (one request: no retry starts after the deadline,
     whatever ``timeout_s`` × ``max_retries`` says), so the run stops after

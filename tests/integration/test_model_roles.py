@@ -97,7 +97,7 @@ def test_each_role_calls_its_model_and_cost_is_per_model(smoke_task_dir, tmp_pat
 
 
 def test_joint_search_runs_on_the_generate_role_model(smoke_task_dir, tmp_path, monkeypatch):
-    """Joint-level search (issue 15) is part of the mutation call.
+    """Joint-level search (an ablation-ladder row) is part of the mutation call.
 
     Its search turns and the final answer go to the ``generate`` role's model, never to the run's
     default model.
@@ -144,8 +144,8 @@ def test_joint_search_runs_on_the_generate_role_model(smoke_task_dir, tmp_path, 
 def test_stateless_gate_and_rerank_run_on_their_role_models(smoke_task_dir, tmp_path, monkeypatch):
     """The stateless gate and listwise rerank call their role models.
 
-    Issue 15's stateless gate (``use_search_database: false``) and listwise rerank call the
-    ``gate`` and ``rerank`` role models; mutation stays on the run's model.
+    The ablation ladder's stateless gate (``use_search_database: false``) and listwise rerank
+    call the ``gate`` and ``rerank`` role models; mutation stays on the run's model.
     """
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     responder = KnowledgeResponder(gate="retrieve", generate=RADIUS_UP)

@@ -1,4 +1,4 @@
-"""Resume with an edited ``config.yaml`` (issue 13, item 3).
+"""Resume with an edited ``config.yaml``.
 
 Every refused edit is one line, exit 2 and nothing written; every accepted edit is applied, and an
 edited model or seed is said in one line; the task folder must not change between sessions either.

@@ -158,7 +158,7 @@ def test_gate_review_refuses_a_look_up_of_unknown_documents(smoke_task_dir, tmp_
 def test_gate_review_wraps_the_stateless_gate_and_refuses_a_look_up(smoke_task_dir, tmp_path):
     """The stateless gate is reviewed like the method's gate.
 
-    ``retrieval.use_search_database: false`` (issue 15's stateless gate) is reviewed like
+    ``retrieval.use_search_database: false`` (the ablation ladder's stateless gate) is reviewed like
     the method's gate; a reviewer's look-up is refused (there is no search database).
     """
     cfg = _config(

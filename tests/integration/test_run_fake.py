@@ -65,7 +65,7 @@ def test_three_iterations_valid_invalid_garbage(smoke_task_dir, tmp_path):
     assert nodes.count("generate") == 3 and nodes.count("record") == 3
     gen = [e for e in events if e.get("node") == "generate"]
     assert all(e["llm_calls"] == 1 and e["output_tokens"] > 0 for e in gen)
-    # one llm_call event per model call, named by the node that made it (issue 17)
+    # one llm_call event per model call, named by the node that made it
     calls = [e for e in events if e["event"] == "llm_call"]
     assert [(e["from_node"], e["iteration"]) for e in calls] == [("generate", i) for i in (1, 2, 3)]
     assert all(e["input_tokens"] > 0 and e["latency_s"] >= 0 for e in calls)

@@ -1,4 +1,4 @@
-"""Search faults in a whole run (issue item 3).
+"""Search faults in a whole run.
 
 Backend errors, timeouts, empty results, oversized pages, non-UTF-8 content, duplicate URLs,
 malformed hits and prompt-injection text. The run goes on, D_search keeps clean, capped,

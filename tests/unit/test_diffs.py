@@ -522,7 +522,7 @@ def test_hoisted_imports_skip_future_and_duplicates_and_follow_the_block_indenta
     )
 
 
-# ------------------------------------------------------------------ tabs vs spaces (issue 13)
+# ------------------------------------------------------------------ tabs vs spaces
 
 SPACED = "def f(x):\n    if x:\n        y = 1\n    return x\n"
 

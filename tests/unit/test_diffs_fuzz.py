@@ -1,4 +1,4 @@
-"""Property-based fuzzing of diff application (issue item 8).
+"""Property-based fuzzing of diff application.
 
 Any model text either yields an exact, reviewable change or is rejected with a reason — never an
 exception.

@@ -1047,7 +1047,7 @@ def test_gate_prompt_holds_recent_document_excerpts_within_its_bound(smoke_task_
 
 
 def test_structured_replies_are_bounded_in_the_schema_the_grammar_enforces():
-    # issue 17 (lean outputs): llama.cpp compiles maxLength into the JSON grammar, so these
+    # lean outputs: llama.cpp compiles maxLength into the JSON grammar, so these
     # caps bound the output tokens of every gate / scoring / query call
     from evoduet_graph.nodes.gate_stateless import StatelessGateOutput
     from evoduet_graph.prompts.knowledge import (

@@ -1,4 +1,4 @@
-"""Unit tests of the embedded model's prompt cache (issue 17 item 2): no model weights.
+"""Unit tests of the embedded model's prompt cache: no model weights.
 
 `evoduet_graph.llm.prompt_cache` and its wiring in `evoduet_graph.llm.local`: the config field,
 ``Llama.set_cache`` with the configured capacity (part of the model-sharing key), the cache's

@@ -381,13 +381,13 @@ def test_block_answer_closed_by_a_lone_end_marker_is_spliced_into_the_parent() -
 
 @pytest.mark.parametrize("diff_based", [True, False])
 def test_mutation_prompt_is_the_one_from_before_the_shared_prefix(diff_based: bool) -> None:
-    """Without evidence or strategy: byte for byte the pre-issue-17 mutation prompt.
+    """Without evidence or strategy: byte for byte the mutation prompt from before c_t was shared.
 
     ``golden/mutation_prompt_*.txt`` was written by the mutation prompt builder of the tree
-    before issue 17 (commit 6c1fefb, ``evoduet_graph.prompting.build_generation_messages``)
-    from these inputs. Splitting the prompt into the shared context c_t and the mutation's own
-    part must not change a character of it: the embedded model then writes the same child for
-    a seed as before.
+    from before the shared prefix (commit 6c1fefb,
+    ``evoduet_graph.prompting.build_generation_messages``) from these inputs. Splitting the
+    prompt into the shared context c_t and the mutation's own part must not change a character
+    of it: the embedded model then writes the same child for a seed as before.
     """
     from evoduet_graph.prompts.generate import system_message_text
     from evoduet_graph.tasks.languages import language_by_name

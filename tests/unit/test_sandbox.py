@@ -502,7 +502,7 @@ def test_evaluate_many_edge_cases(sandbox: SandboxEvaluator) -> None:
 def test_missing_evaluator_is_a_setup_error(task: Task) -> None:
     sandbox = SandboxEvaluator(task, timeout_s=10)
     task.evaluator_path.unlink()
-    # a built sandbox evaluates from its run-start snapshot (issue 13); a new one cannot start
+    # a built sandbox evaluates from its run-start snapshot; a new one cannot start
     assert sandbox.evaluate(OK_PROGRAM).valid
     with pytest.raises(TaskError, match="evaluator"):
         SandboxEvaluator(task)

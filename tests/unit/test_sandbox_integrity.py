@@ -1,7 +1,7 @@
 """A candidate cannot rewrite the evaluator, the task folder or the run directory.
 
 A candidate cannot rewrite the evaluator, the task folder, the run directory or the program
-store (issue 13): by any route it either cannot write, or it is caught as ``tampering`` and
+store: by any route it either cannot write, or it is caught as ``tampering`` and
 restored — and the task folder's hash is unchanged afterwards.
 
 Both protection paths run here: the read-only mount namespace (bubblewrap; taken wherever this
@@ -42,8 +42,9 @@ def evaluate(program_path):
 HELPER = "def clip(v):\n    return float(min(max(v, 0.0), 1.0))\n"
 HONEST = "def value():\n    return 0.5\n"
 
-# Every route of the issue, each against every target it can reach. The candidate records what
-# it managed to write (it never stops at the first refusal), and still returns a normal value.
+# Every route a candidate could take to the evaluator, the task folder, the run directory or the
+# program store, each against every target it can reach. The candidate records what it managed to
+# write (it never stops at the first refusal), and still returns a normal value.
 ATTACKER = r"""
 import glob, inspect, os, sqlite3, subprocess, sys
 
@@ -282,9 +283,9 @@ def test_snapshot_reports_and_restores_every_kind_of_change(tmp_path: Path) -> N
 def test_run_records_the_task_hash_and_a_tampering_candidate_never_enters_the_population(
     tmp_path: Path,
 ) -> None:
-    """End to end: the issue's exploit is reported and kept out of the population.
+    """End to end: the evaluator-rewriting exploit is reported and kept out of the population.
 
-    End to end: a model proposes the issue's exploit (append a 1e9 wrapper to evaluator.py
+    End to end: a model proposes the exploit (append a 1e9 wrapper to evaluator.py
     through sys.path[0]); the run reports it, keeps it out of the population and leaves the
     task folder exactly as it was.
     """

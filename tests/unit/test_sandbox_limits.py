@@ -1,7 +1,7 @@
 """Hard sandbox limits hold against hostile candidates.
 
 Hard sandbox limits: fork bombs, network, CPU time, disk fillers, output floods, working
-directory and temp files (the issue's item 4). Wall-clock timeout with a process-group kill,
+directory and temp files. Wall-clock timeout with a process-group kill,
 the address-space limit and secret scrubbing are pinned in ``test_sandbox.py``.
 
 Process-count and network limits depend on what the machine allows; tests of the mechanism skip
@@ -38,8 +38,9 @@ def _isolation() -> Isolation:
 def _cgroup_or_reported() -> bool:
     """True when a pids cgroup limits candidates here.
 
-    Otherwise the sandbox must say why, and say it as a run warning (the issue's "when it cannot,
-    the run says so once"); the calling test then checks only that report — it is not skipped.
+    Otherwise the sandbox must say why, and say it as a run warning (when it cannot limit
+    processes, the run says so once); the calling test then checks only that report — it is not
+    skipped.
     """
     iso = _isolation()
     if iso.processes == "cgroup":

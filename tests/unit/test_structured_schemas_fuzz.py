@@ -1,4 +1,4 @@
-"""No structured reply can crash a run (issue 13, item 2).
+"""No structured reply can crash a run.
 
 Every structured-output schema, fed arbitrary JSON values for every field, validates or raises a
 pydantic validation error only, and `structured_call` always returns a typed value (parsed, or the
