@@ -177,6 +177,8 @@ def test_a_run_stops_within_seconds_mid_model_call_and_resumes(tmp_path, signum)
             "2",
             "--model",
             "openai:fake-model",
+            "--gate",
+            "never",  # one model call per iteration, as the bench's openevolve-mode
             "--config",
             str(cfg),
             "--quiet",
