@@ -21,7 +21,8 @@ The bench's ``bench_run.json`` of that run still says ``running``, which the nex
 continues. The children go with the process: the bench's model server and OpenEvolve get the
 parent-death signal (`evoduet_graph.bench.server.die_with_parent`; the server's watchdog ends it
 within a second of its parent, `evoduet_graph.bench.llama_server`), sandboxed evaluations are
-killed with their parent (bubblewrap's ``--die-with-parent``), and the callbacks given to
+killed with their parent (bubblewrap's ``--die-with-parent``; without bubblewrap they end at
+their CPU-time limit), and the callbacks given to
 `Interruptible.at_hard_exit` (the ``--view`` page server) run first. The run directory's lock is
 the kernel's and is released with the process.
 
