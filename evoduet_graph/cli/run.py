@@ -181,6 +181,10 @@ def _run_with_display(
     ``preamble`` lines (what the task is, the task config's settings in force) are printed
     when the run has started (its first progress event), with the live display only: a run
     refused at startup prints its one error line alone.
+
+    Ctrl-C or SIGTERM ends the command within seconds, a model call in flight or not
+    (`evoduet_graph.cli.interrupt`; the ``--view`` server is killed with it); ``evoduet resume``
+    redoes the iteration that was in flight.
     """
     if quiet and json_lines:
         _fail("--quiet and --json exclude each other: --json prints events on stdout; pick one")

@@ -17,12 +17,15 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from evoduet_graph.bench.server import free_port
 from evoduet_graph.rundir.events import read_events
 from tests.conftest import RADIUS_UP, ROOT, SMOKE_TASK
 from tests.fake_openai_server import FaultyServer, all_text
@@ -89,13 +92,19 @@ def _cli(*args: str) -> subprocess.Popen[str]:
     )
 
 
-def _interrupt_mid_call(proc: subprocess.Popen[str], model: _Model, signum: int) -> str:
-    """Send ``signum`` while the hanging request is in flight; the process must end soon.
+def _interrupt_mid_call(
+    proc: subprocess.Popen[str],
+    model: _Model,
+    signum: int,
+    before: Callable[[], object] = lambda: None,
+) -> str:
+    """Send ``signum`` while the hanging request is in flight (after ``before()``).
 
-    Returns its stderr.
+    The process must end soon. Returns its stderr.
     """
     try:
         assert model.hanging.wait(180), "the command never sent the hanging request"
+        before()
         time.sleep(0.5)  # well inside the call
         assert proc.poll() is None, proc.communicate()
         sent = time.monotonic()
@@ -115,6 +124,21 @@ def _interrupt_mid_call(proc: subprocess.Popen[str], model: _Model, signum: int)
     assert proc.returncode == 130, (proc.returncode, err)
     assert took < STOPPED_WITHIN_S
     return err
+
+
+def _page_answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def _until(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
 
 
 def _generate_iterations(run_dir: Path) -> list[int]:
@@ -167,6 +191,8 @@ def test_a_bench_stops_within_seconds_mid_model_call_and_resumes(tmp_path, signu
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
 def test_a_run_stops_within_seconds_mid_model_call_and_resumes(tmp_path, signum):
     run_dir = tmp_path / "run"
+    port = free_port()
+    page = f"http://127.0.0.1:{port}/"
     hanging = _Model(hang_at=2)
     with hanging.server:
         cfg = _config(tmp_path, hanging.server.base_url)
@@ -184,8 +210,18 @@ def test_a_run_stops_within_seconds_mid_model_call_and_resumes(tmp_path, signum)
             "--quiet",
             "--out",
             str(run_dir),
+            "--view",
+            "--view-port",
+            str(port),
         )
-        err = _interrupt_mid_call(proc, hanging, signum)
+        err = _interrupt_mid_call(
+            proc,
+            hanging,
+            signum,
+            before=lambda: _until(lambda: _page_answers(page), 120, "the page was not served"),
+        )
+    # the --view page server, a child nothing else stops, is killed with the run
+    _until(lambda: not _page_answers(page), 10, "the page server outlived its run")
     assert f"interrupted: resume with `evoduet resume {run_dir}`" in " ".join(err.split()), err
     assert _generate_iterations(run_dir) == [1]
 
