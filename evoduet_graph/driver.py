@@ -346,7 +346,13 @@ def _stream(
     progress: ProgressFn | None,
     on_event: EventFn | None,
 ) -> None:
-    """Run the graph until it ends or pauses, forwarding progress and custom events."""
+    """Run the graph until it ends or pauses, forwarding progress and custom events.
+
+    The nodes run in LangGraph's worker threads (the custom stream makes it use them), so a
+    KeyboardInterrupt in this thread leaves the stream only once the nodes in flight have
+    returned, a model call included; the CLI ends the process without waiting for them
+    (`evoduet_graph.cli.interrupt`).
+    """
     stream = graph.stream(
         graph_input,
         thread,

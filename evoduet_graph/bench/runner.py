@@ -518,7 +518,9 @@ def run_bench(
 
     Raises:
         BenchError: the bench cannot start (see `BenchError`). Failures of single runs are
-            recorded, never raised. KeyboardInterrupt propagates (rerun to resume).
+            recorded, never raised. KeyboardInterrupt propagates (rerun to resume); it waits
+            for a model call in flight (LangGraph joins its node threads), which ``evoduet
+            bench`` does not (`evoduet_graph.cli.interrupt`).
     """
     say = log or (lambda _msg: None)
     table = {**default_runners(), **(runners or {})}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import signal
 import sys
 import time
 from pathlib import Path
@@ -15,11 +14,8 @@ from evoduet_graph import bench
 from evoduet_graph.bench import BenchError, BenchSettings, resolve_tasks
 from evoduet_graph.bench.protocol import load_protocol, protocol_settings
 from evoduet_graph.bench.runner import parse_list
-from evoduet_graph.cli.common import (
-    _fail,
-    app,
-    console,
-)
+from evoduet_graph.cli.common import _fail, app, console
+from evoduet_graph.cli.interrupt import interruptible
 from evoduet_graph.config import load_config
 from evoduet_graph.errors import UserError
 
@@ -81,59 +77,52 @@ def bench_cmd(
         ),
     ] = None,
 ) -> None:
-    """Run every (task, method, seed), resumably; write results.csv, summary.md and plots."""
+    """Run every (task, method, seed), resumably; write results.csv, summary.md and plots.
 
-    def _terminate(_signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt  # SIGTERM stops the bench like Ctrl-C: children are killed
-
-    try:
-        previous = signal.signal(signal.SIGTERM, _terminate)
-    except ValueError:  # not the main thread
-        previous = None
-    try:
+    Ctrl-C or SIGTERM ends it within seconds, a model call in flight or not
+    (`evoduet_graph.cli.interrupt`); the same command resumes.
+    """
+    with interruptible("run the same command again to resume"):
         try:
-            seed_list = [int(s) for s in parse_list(seeds)]
-        except ValueError:
-            raise BenchError(
-                f"--seeds {seeds!r}: expected comma-separated integers, e.g. --seeds 0,1,2"
-            ) from None
-        if protocol is not None:
-            sources = {
-                name: getattr(ctx.get_parameter_source(name), "name", None)
-                for name in ("tasks", "methods", "seeds", "iterations", "model", "config")
-            }
-            given = [f"--{name}" for name, where in sources.items() if where == "COMMANDLINE"]
-            if given:
-                raise BenchError(f"--protocol replaces {', '.join(given)}: give one or the other")
-            settings = protocol_settings(load_protocol(protocol), out, source=str(protocol))
-        else:
-            settings = BenchSettings(
-                tasks=resolve_tasks(parse_list(tasks) or None),
-                out=out,
-                methods=parse_list(methods),
-                seeds=seed_list,
-                iterations=iterations,
-                model=model,
-                config=load_config(config),
+            try:
+                seed_list = [int(s) for s in parse_list(seeds)]
+            except ValueError:
+                raise BenchError(
+                    f"--seeds {seeds!r}: expected comma-separated integers, e.g. --seeds 0,1,2"
+                ) from None
+            if protocol is not None:
+                sources = {
+                    name: getattr(ctx.get_parameter_source(name), "name", None)
+                    for name in ("tasks", "methods", "seeds", "iterations", "model", "config")
+                }
+                given = [f"--{name}" for name, where in sources.items() if where == "COMMANDLINE"]
+                if given:
+                    raise BenchError(
+                        f"--protocol replaces {', '.join(given)}: give one or the other"
+                    )
+                settings = protocol_settings(load_protocol(protocol), out, source=str(protocol))
+            else:
+                settings = BenchSettings(
+                    tasks=resolve_tasks(parse_list(tasks) or None),
+                    out=out,
+                    methods=parse_list(methods),
+                    seeds=seed_list,
+                    iterations=iterations,
+                    model=model,
+                    config=load_config(config),
+                )
+            settings = dataclasses.replace(
+                settings,
+                openevolve_version=openevolve_version,
+                openevolve_venv=openevolve_venv,
+                openevolve_timeout_s=openevolve_timeout,
+                executor=executor or settings.executor,
             )
-        settings = dataclasses.replace(
-            settings,
-            openevolve_version=openevolve_version,
-            openevolve_venv=openevolve_venv,
-            openevolve_timeout_s=openevolve_timeout,
-            executor=executor or settings.executor,
-        )
-        start = time.perf_counter()
-        # looked up at call time, so a replaced bench.run_bench is the one called
-        result = bench.run_bench(settings, log=lambda msg: console.print(msg, markup=False))
-    except (ValueError, UserError) as exc:
-        _fail(str(exc))
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/]: run the same command again to resume")
-        raise typer.Exit(130) from None
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+            start = time.perf_counter()
+            # looked up at call time, so a replaced bench.run_bench is the one called
+            result = bench.run_bench(settings, log=lambda msg: console.print(msg, markup=False))
+        except (ValueError, UserError) as exc:
+            _fail(str(exc))
     console.print(
         f"[bold green]bench done[/] in {time.perf_counter() - start:.1f} s: "
         f"{len(result.ran)} run, {len(result.skipped)} skipped, {len(result.failed)} failed"

@@ -37,6 +37,7 @@ from evoduet_graph.cli.common import (
     app,
     console,
 )
+from evoduet_graph.cli.interrupt import interruptible
 from evoduet_graph.config import ConfigError, load_config
 from evoduet_graph.nodes.stop_rules import TARGET_PREFIX
 from evoduet_graph.report.live import JsonLines, LiveDisplay
@@ -180,6 +181,10 @@ def _run_with_display(
     ``preamble`` lines (what the task is, the task config's settings in force) are printed
     when the run has started (its first progress event), with the live display only: a run
     refused at startup prints its one error line alone.
+
+    Ctrl-C or SIGTERM ends the command within seconds, a model call in flight or not
+    (`evoduet_graph.cli.interrupt`; the ``--view`` server is killed with it); ``evoduet resume``
+    redoes the iteration that was in flight.
     """
     if quiet and json_lines:
         _fail("--quiet and --json exclude each other: --json prints events on stdout; pick one")
@@ -189,34 +194,34 @@ def _run_with_display(
     if reviewed:
         _check_can_review(json_lines)
     server = _view_beside(kwargs["run_dir"], view_port) if view else None
-    try:
-        with LiveDisplay(
-            shown, total, console=console, enabled=not (quiet or json_lines), done=done
-        ) as display:
-            on_event = sink.on_event if sink is not None else display.on_event
-            pending = [] if (quiet or json_lines) else list(preamble)
-            if server is not None:
-                server.on_url = functools.partial(_show_view_url, display)
-
-            def forward(event: Any, target: Any = on_event) -> None:
-                while pending:
-                    console.print(pending.pop(0), markup=False, highlight=False)
-                if server is not None:
-                    server.poke()
-                target(event)
-
-            if reviewed:
-                kwargs["review"] = lambda payload: _review_on_terminal(payload, display)
-            result = fn(on_event=forward, **kwargs)
-    except _user_errors() as exc:
-        _fail(str(exc))
-    except KeyboardInterrupt:
-        where = kwargs.get("run_dir") or "<run_dir>"
-        console.print(f"[yellow]interrupted[/]: resume with `evoduet resume {where}`")
-        raise typer.Exit(130) from None
-    finally:
+    where = kwargs.get("run_dir") or "<run_dir>"
+    with interruptible(f"resume with `evoduet resume {where}`") as guard:
         if server is not None:
-            server.stop()
+            guard.at_hard_exit(server.kill)
+        try:
+            with LiveDisplay(
+                shown, total, console=console, enabled=not (quiet or json_lines), done=done
+            ) as display:
+                on_event = sink.on_event if sink is not None else display.on_event
+                pending = [] if (quiet or json_lines) else list(preamble)
+                if server is not None:
+                    server.on_url = functools.partial(_show_view_url, display)
+
+                def forward(event: Any, target: Any = on_event) -> None:
+                    while pending:
+                        console.print(pending.pop(0), markup=False, highlight=False)
+                    if server is not None:
+                        server.poke()
+                    target(event)
+
+                if reviewed:
+                    kwargs["review"] = lambda payload: _review_on_terminal(payload, display)
+                result = fn(on_event=forward, **kwargs)
+        except _user_errors() as exc:
+            _fail(str(exc))
+        finally:
+            if server is not None:
+                server.stop()
     if sink is not None:
         if write_report and result.run_dir is not None:
             write_report_files(result.run_dir)

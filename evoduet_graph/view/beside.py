@@ -10,6 +10,7 @@ the run ends.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import subprocess
 import sys
@@ -102,6 +103,18 @@ class ViewBesideRun:
         self.url = match.group(0)
         if not self._stopped:
             self.on_url(self.url)
+
+    def kill(self) -> None:
+        """Kill the server now: no lock taken, nothing waited for.
+
+        What an interrupted command does just before it ends at once
+        (`evoduet_graph.cli.interrupt`), from a thread other than the one that may hold the lock.
+        """
+        self._stopped = True
+        proc = self._proc
+        if proc is not None:
+            with contextlib.suppress(OSError):
+                proc.kill()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the server (idempotent; nothing to do when it never started)."""
