@@ -1115,6 +1115,7 @@ def _from_diff(parent: str, text: str, restrict: bool) -> CandidateCode | None:
 
 
 _DIFF_MARKED = re.compile(r"^[+-](?=[ \t]|$|[A-Za-z_#@])")
+_HUNK_HEADER = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
 
 
 def _odd_indent(line: str) -> bool:
@@ -1147,21 +1148,24 @@ def _without_diff_markers(code: str) -> str | None:
     diffs against the parent (`evoduet_graph.prompts.generate`), and a small model sometimes
     copies that form into its full rewrite: lines starting with ``-`` (to remove) and ``+``
     (to add), often with the hunk's unchanged lines still carrying the diff's one leading
-    space. No Python statement starts with ``+``/``-`` at column 0, so for a rewrite that does
-    not compile and has such lines, this drops the ``-`` lines and the ``+`` prefix of the
-    others; if that does not compile, it also takes the context space off the unmarked lines
+    space, and sometimes the hunk's ``@@ -a,b +c,d @@`` header. No Python statement starts with
+    ``+``/``-``/``@@ -`` at column 0, so for a rewrite that does not compile and has such lines,
+    this drops the ``-`` lines and the headers and the ``+`` prefix of the others; if that does
+    not compile, it also takes the context space off the unmarked lines
     of the hunks (`_hunk_context`). Returns the first result that compiles, else ``None`` (the
     caller keeps the rewrite, and its compile error is reported as usual).
     """
     lines = code.split("\n")
-    marked = {i for i, line in enumerate(lines) if _DIFF_MARKED.match(line)}
+    marked = {
+        i for i, line in enumerate(lines) if _DIFF_MARKED.match(line) or _HUNK_HEADER.match(line)
+    }
     if not marked:
         return None
     for context in (set(), _hunk_context(lines, marked)):
         kept = [
             line[1:] if i in context or (i in marked and line.startswith("+")) else line
             for i, line in enumerate(lines)
-            if not (i in marked and line.startswith("-"))
+            if not (i in marked and line.startswith(("-", "@")))
         ]
         repaired = "\n".join(kept)
         if _compiles(repaired):

@@ -679,6 +679,12 @@ def test_rewrite_that_kept_a_whole_hunk_with_its_context_spaces_is_read_as_its_d
         parent, fenced(marked), diff_based=False, restrict_to_evolve_blocks=True
     )
     assert cand == CandidateCode(parent.replace("total += i", "total += 3 * i"), "rewrite", None)
+    # the hunk's header copied too
+    headed = marked.replace("-        total += i", "@@ -3,4 +3,4 @@\n-        total += i")
+    cand = candidate_from_response(
+        parent, fenced(headed), diff_based=False, restrict_to_evolve_blocks=True
+    )
+    assert cand == CandidateCode(parent.replace("total += i", "total += 3 * i"), "rewrite", None)
     # blank lines written as a diff's marked blanks, the next definition with its context space
     two = "def g():\n    return 1\n\n\ndef h():\n    return g()\n"
     copied = "def g():\n    return 2\n-\n-\n+ \n+ \n def h():\n    return g()\n"
