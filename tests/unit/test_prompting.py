@@ -387,7 +387,9 @@ def test_mutation_prompt_is_the_one_from_before_the_shared_prefix(diff_based: bo
     from before the shared prefix (commit 6c1fefb,
     ``evoduet_graph.prompting.build_generation_messages``) from these inputs. Splitting the
     prompt into the shared context c_t and the mutation's own part must not change a character
-    of it: the embedded model then writes the same child for a seed as before.
+    of it: the embedded model then writes the same child for a seed as before. One later
+    change is in the rewrite golden: the output format's example program (its constant,
+    ``STEP``, was copied by the embedded model into task code, so it became ``GREETING``).
     """
     from evoduet_graph.prompts.generate import system_message_text
     from evoduet_graph.tasks.languages import language_by_name
