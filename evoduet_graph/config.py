@@ -631,7 +631,9 @@ class NoveltyConfig(_Section):
     resample: bool = Field(
         True,
         description="On a rejection, ask the model once more with the same prompt; a second "
-        "rejection records the candidate as `duplicate`.",
+        "rejection records the candidate as `duplicate`. An answer that leaves the parent "
+        "unchanged (an identical rewrite, a diff that changes nothing) is resampled the same "
+        "way; unchanged twice, it stays invalid.",
     )
     embeddings: str | None = Field(
         None,

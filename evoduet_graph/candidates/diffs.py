@@ -62,6 +62,7 @@ __all__ = [
     "CandidateCode",
     "DiffBlock",
     "ParseOutcome",
+    "UNCHANGED_REASONS",
     "apply_diff",
     "candidate_from_response",
     "code_diff_summary",
@@ -1109,10 +1110,14 @@ def _from_diff(parent: str, text: str, restrict: bool) -> CandidateCode | None:
         )
     if not result.changed:
         return CandidateCode(
-            None, "diff", "diff produced no change (each REPLACE equals its SEARCH)"
+            None, "diff", f"{UNCHANGED_REASONS[1]} (each REPLACE equals its SEARCH)"
         )
     return CandidateCode(result.code, "diff", None)
 
+
+#: Rejection reasons that mean the answer left the parent as it was (`_from_rewrite`,
+#: `_from_diff`): the generate node resamples such an answer like a near-duplicate.
+UNCHANGED_REASONS = ("the rewrite is identical to the current program", "diff produced no change")
 
 _DIFF_MARKED = re.compile(r"^[+-](?=[ \t]|$|[A-Za-z_#@])")
 _HUNK_HEADER = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
@@ -1187,7 +1192,7 @@ def _from_rewrite(
     if language == "python" and not _compiles(code):
         code = _without_diff_markers(code) or code
     if code == parent or code.rstrip("\n") == parent.rstrip("\n"):
-        return CandidateCode(None, "rewrite", "the rewrite is identical to the current program")
+        return CandidateCode(None, "rewrite", UNCHANGED_REASONS[0])
     return CandidateCode(code, "rewrite", None)
 
 

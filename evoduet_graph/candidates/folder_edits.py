@@ -42,10 +42,20 @@ from evoduet_graph.candidates.bundle import (
     pack,
     unpack,
 )
-from evoduet_graph.candidates.diffs import candidate_from_response, has_evolve_blocks
+from evoduet_graph.candidates.diffs import (
+    UNCHANGED_REASONS,
+    candidate_from_response,
+    has_evolve_blocks,
+)
 from evoduet_graph.reply_text import clean_reply, fenced_blocks
 
-__all__ = ["FolderCandidate", "FolderPolicy", "folder_candidate", "python_compile_errors"]
+__all__ = [
+    "NO_FILE_CHANGED",
+    "FolderCandidate",
+    "FolderPolicy",
+    "folder_candidate",
+    "python_compile_errors",
+]
 
 # "### File: path", "File: `path`", "**File: path**", "// File: path" are all accepted, with or
 # without the prompt's label after the path.
@@ -58,9 +68,9 @@ _PART_RE = re.compile(
 )
 
 
-#: Single-file reasons that mean "this part leaves its file as it is" (`diffs._from_rewrite`,
-#: `diffs._from_diff`): a folder answer that repeats an unchanged file goes on with the others.
-_UNCHANGED = ("the rewrite is identical to the current program", "diff produced no change")
+#: A folder answer that changed nothing (`folder_candidate`); a part that leaves its own file
+#: as it is (`diffs.UNCHANGED_REASONS`) is skipped and the answer goes on with the others.
+NO_FILE_CHANGED = "the answer changed no file of the folder"
 
 
 @dataclass(frozen=True)
@@ -191,7 +201,7 @@ def folder_candidate(
             restrict_to_evolve_blocks=has_evolve_blocks(files[path]),
             language=file_language(path).name,
         )
-        if cand.code is None and (cand.error or "").startswith(_UNCHANGED):
+        if cand.code is None and (cand.error or "").startswith(UNCHANGED_REASONS):
             continue  # the file repeated as it is: no edit of it, not a failure
         if cand.code is None:
             return FolderCandidate(None, cand.kind, f"{path}: {cand.error}")
@@ -201,7 +211,7 @@ def folder_candidate(
             changed.append(path)
     changed = [p for p in changed if new_files.get(p) != files.get(p)]
     if not changed:
-        return FolderCandidate(None, "none", "the answer changed no file of the folder")
+        return FolderCandidate(None, "none", NO_FILE_CHANGED)
     try:
         code = pack(new_files)
     except BundleError as exc:

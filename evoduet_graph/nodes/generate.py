@@ -26,7 +26,11 @@ Before a child goes on to ``evaluate`` it passes the run's novelty check (`Conte
 `evoduet_graph.candidates.novelty`): a near-duplicate of the parent or of a population program is
 rejected with its reason (event ``novelty_rejected``); with ``novelty.resample`` the model is
 asked once more with the same prompt, and a second rejection records the candidate as
-``duplicate`` — stored with its code, never evaluated.
+``duplicate`` — stored with its code, never evaluated. An answer that leaves the parent as it
+was (an identical rewrite, a diff that changes nothing: `left_parent_unchanged`) is the exact
+duplicate of the parent and is resampled the same way (its ``novelty_rejected`` event is of
+kind ``exact``, similar to the parent); a second unchanged answer stays ``invalid`` with its
+reason, as it was without a resample.
 
 With ``joint_search.enabled`` the first draft's model call is the joint-level search loop of
 `evoduet_graph.nodes.joint_search` (the model may search before it writes the candidate); a
@@ -42,8 +46,13 @@ from typing import Any, cast
 from langgraph.runtime import Runtime
 
 from evoduet_graph.candidates.bundle import unpack
-from evoduet_graph.candidates.diffs import CandidateCode, candidate_from_response
+from evoduet_graph.candidates.diffs import (
+    UNCHANGED_REASONS,
+    CandidateCode,
+    candidate_from_response,
+)
 from evoduet_graph.candidates.folder_edits import (
+    NO_FILE_CHANGED,
     FolderCandidate,
     FolderPolicy,
     folder_candidate,
@@ -326,16 +335,44 @@ def check_novelty(
         )
         return NoveltyVerdict(novel=True)
     if not verdict.novel:
-        fields = {
-            "iteration": row.iteration,
-            "candidate_id": row.id,
-            "attempt": attempt,
-            "resampled": resampling,
-            "code_sha": code_sha(row.code),
-            **{k: v for k, v in verdict.as_event().items() if k != "novel"},
-        }
-        emit(ctx, runtime, "novelty_rejected", **fields)
+        _record_rejection(
+            ctx, runtime, row, verdict, row.code, attempt=attempt, resampling=resampling
+        )
     return verdict
+
+
+def _record_rejection(
+    ctx: Context,
+    runtime: Any,
+    row: ProgramRow,
+    verdict: NoveltyVerdict,
+    code: str,
+    *,
+    attempt: int,
+    resampling: bool,
+) -> None:
+    """The ``novelty_rejected`` event of ``row`` (its code ``code``) judged by ``verdict``."""
+    fields = {
+        "iteration": row.iteration,
+        "candidate_id": row.id,
+        "attempt": attempt,
+        "resampled": resampling,
+        "code_sha": code_sha(code),
+        **{k: v for k, v in verdict.as_event().items() if k != "novel"},
+    }
+    emit(ctx, runtime, "novelty_rejected", **fields)
+
+
+def left_parent_unchanged(row: ProgramRow) -> bool:
+    """Whether ``row``'s answer was rejected for leaving the parent as it was.
+
+    A rewrite identical to the parent, a diff whose every REPLACE equals its SEARCH, a folder
+    answer that changed no file (`UNCHANGED_REASONS`, `NO_FILE_CHANGED`): the most exact of
+    near-duplicates, the parent itself.
+    """
+    return row.status == "invalid" and (row.error or "").startswith(
+        (*UNCHANGED_REASONS, NO_FILE_CHANGED)
+    )
 
 
 def generation_messages(
@@ -418,11 +455,27 @@ def generate(payload: GenerateInput, runtime: Runtime[Context]) -> dict[str, Any
         evidence=len(payload["documents"]),
     )
     attempt_draft(attempt=0, answer=answer)
+    resample = ctx.novelty is not None and bool(getattr(ctx.novelty, "resample", False))
+    resampled = False
+    if resample and left_parent_unchanged(row):  # the parent itself: resampled likewise
+        unchanged = NoveltyVerdict(
+            novel=False,
+            kind="exact",
+            reason=f"the answer left the parent unchanged ({row.error})",
+            similar_to=parent.id,
+            similarity=1.0,
+            compared=1,
+        )
+        _record_rejection(ctx, runtime, row, unchanged, parent_code, attempt=1, resampling=True)
+        attempt_draft(attempt=1)  # the novelty resample: same prompt, no joint answer
+        resampled = True
     if row.status == "generated" and ctx.novelty is not None:
         shown = [*top_ids, *inspiration_ids]
-        resample = bool(getattr(ctx.novelty, "resample", False))
-        verdict = check_novelty(ctx, runtime, row, shown, attempt=1, resampling=resample)
-        if not verdict.novel and resample:
+        first = 2 if resampled else 1
+        verdict = check_novelty(
+            ctx, runtime, row, shown, attempt=first, resampling=resample and not resampled
+        )
+        if not verdict.novel and resample and not resampled:
             attempt_draft(attempt=1)  # the novelty resample: same prompt, no joint answer
             if row.status == "generated":
                 verdict = check_novelty(ctx, runtime, row, shown, attempt=2, resampling=False)

@@ -256,3 +256,40 @@ def test_kill_and_resume_around_rejections_reproduce_the_uninterrupted_run(tmp_p
         "llm:generate",
         "store:put_program",
     }
+
+
+def same():
+    """Answer: the current program exactly as it is (an unchanged rewrite)."""
+    return lambda messages: fenced(current_program(messages))
+
+
+def test_an_unchanged_answer_is_resampled_like_a_duplicate_of_its_parent(tmp_path):
+    # it1: the parent unchanged (rejected as its exact duplicate), resample: a real change;
+    # it2: the parent unchanged twice (the candidate stays invalid for that reason)
+    cfg = _config(iterations=2)
+    rdir = tmp_path / "run"
+    evaluator = _evaluator(cfg, tmp_path / "evaluated.jsonl")
+    llm = ScriptedChatModel(responses=[same(), grow(0.1), same(), same()])
+    result = run(SMOKE_TASK, cfg, llm=llm, evaluator=evaluator, run_dir=rdir)
+    assert llm.calls == 4 and result.iterations == 2
+    store = ProgramStore(rdir / "programs.sqlite")
+    rows = {r.id: r for r in store.all_programs()}
+    assert rows["it00001-c0"].status == "evaluated" and rows["it00001-c0"].valid
+    second = rows["it00002-c0"]
+    assert second.status == "invalid"
+    assert second.error == "the rewrite is identical to the current program"
+    assert [e["id"] for e in evaluator.evaluated()] == ["initial", "it00001-c0"]
+    events = _rejections(rdir)
+    assert [(e["candidate_id"], e["attempt"], e["resampled"]) for e in events] == [
+        ("it00001-c0", 1, True),
+        ("it00002-c0", 1, True),
+    ]
+    assert all(e["kind"] == "exact" and e["similar_to"] == "initial" for e in events)
+    assert "left the parent unchanged" in events[0]["reason"]
+    assert events[0]["code_sha"] == code_sha(rows["initial"].code)
+    store.close()
+    # without the resample, an unchanged answer is invalid at once
+    llm = ScriptedChatModel(responses=[], default=same())
+    cfg = _config(iterations=2, novelty={"resample": False})
+    run(SMOKE_TASK, cfg, llm=llm, run_dir=tmp_path / "no-resample")
+    assert llm.calls == 2 and not _rejections(tmp_path / "no-resample")
