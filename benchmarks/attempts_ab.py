@@ -1,0 +1,186 @@
+"""A/B of the recent-attempts section on recorded prompts: failed changes shown vs hidden.
+
+The context c_t lists the last attempts with their outcome, error, change (a diff against their
+parent) and artifact tails. On the embedded 1.5B model a child often repeats, line for line, a
+failed change that the section shows it, with the same error. This script measures that on the
+mutation prompts a bench actually sent: every first-attempt mutation prompt of the given run
+folders whose recent attempts show at least one invalid attempt with its change is replayed
+twice with the same seed, once as recorded (arm ``shown``) and once with the ``Change:`` block
+of each invalid attempt removed (arm ``hidden``: the error and the traceback stay). Each reply
+is read as the run read it (full rewrites) and its child evaluated by the task's evaluator in
+the sandbox. Per pair: valid or not, the error, and whether the error is one the prompt showed.
+
+    .venv/bin/python benchmarks/attempts_ab.py OUT.jsonl RUN_DIR [RUN_DIR ...] \
+        [--per-run 2] [--seed 1]
+
+RUN_DIR is a bench run's ``run/`` folder (``<bench>/runs/<task>/<method>/seed<k>/run``); its
+task is the bundled task of the bench record's name. OUT.jsonl gets one line per (prompt, arm)
+and is read back on a rerun, so a killed A/B continues where it stopped; the summary is printed
+at the end. The model is the embedded one in-process (``local_parallel: 1``), at the runs'
+sampling settings (temperature 0.7, 1,024 output tokens).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sqlite3
+import sys
+from collections import Counter
+from pathlib import Path
+
+from evoduet_graph.bench.common import bundled_tasks_dir
+from evoduet_graph.candidates.diffs import candidate_from_response
+from evoduet_graph.config import LLMConfig
+from evoduet_graph.evaluation import SandboxEvaluator
+from evoduet_graph.llm import make_local_chat_model
+from evoduet_graph.task import load_task
+
+ATTEMPTS_HEAD = "## Recent attempts"
+_CHANGE_BLOCK = re.compile(r"\nChange:\n```diff\n.*?\n```", re.S)
+
+
+def attempt_blocks(user: str) -> tuple[str, list[str]]:
+    """The user message split into the text up to the first attempt and one block per attempt."""
+    head, _, tail = user.partition(ATTEMPTS_HEAD)
+    parts = tail.split("\n### Iteration ")
+    return head + ATTEMPTS_HEAD + parts[0], ["### Iteration " + p for p in parts[1:]]
+
+
+def is_invalid(block: str) -> bool:
+    """Whether an attempt block's head line reports an invalid child."""
+    return ": invalid" in block.split("\n", 1)[0]
+
+
+def shown_errors(user: str) -> list[str]:
+    """The ``Error:`` lines of the invalid attempts the prompt shows."""
+    _, blocks = attempt_blocks(user)
+    return [
+        line[len("Error: ") :].strip()
+        for block in blocks
+        if is_invalid(block)
+        for line in block.split("\n")
+        if line.startswith("Error: ")
+    ]
+
+
+def hide_failed_changes(user: str) -> str:
+    """The user message with the ``Change:`` block of every invalid attempt removed."""
+    head, blocks = attempt_blocks(user)
+    kept = [_CHANGE_BLOCK.sub("", b, count=1) if is_invalid(b) else b for b in blocks]
+    return "\n".join([head, *kept]) if kept else head
+
+
+def qualifying_prompts(run: Path, per_run: int) -> list[dict]:
+    """The first ``per_run`` first-attempt prompts showing an invalid attempt with its change."""
+    found = []
+    for line in (run / "prompts.jsonl").read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record.get("attempt") != 0:
+            continue
+        user = next(m["content"] for m in record["messages"] if m["role"] == "user")
+        _, blocks = attempt_blocks(user)
+        if any(is_invalid(b) and _CHANGE_BLOCK.search(b) for b in blocks):
+            found.append(record)
+        if len(found) == per_run:
+            break
+    return found
+
+
+def summarise(rows: list[dict]) -> dict:
+    """Per arm: children, valid, invalid with an error the prompt showed, other invalid."""
+    out: dict[str, Counter] = {}
+    for row in rows:
+        counts = out.setdefault(row["arm"], Counter())
+        counts["children"] += 1
+        counts["valid"] += row["valid"]
+        counts["repeated_shown_error"] += row["repeated_shown_error"]
+    pairs: dict[tuple, dict] = {}
+    for row in rows:
+        pairs.setdefault((row["run"], row["candidate"], row["seed"]), {})[row["arm"]] = row
+    both = [p for p in pairs.values() if len(p) == 2]
+    return {
+        "arms": {arm: dict(c) for arm, c in out.items()},
+        "pairs": len(both),
+        "hidden_valid_shown_not": sum(
+            p["hidden"]["valid"] and not p["shown"]["valid"] for p in both
+        ),
+        "shown_valid_hidden_not": sum(
+            p["shown"]["valid"] and not p["hidden"]["valid"] for p in both
+        ),
+    }
+
+
+def main() -> int:
+    """Replay the qualifying prompts in both arms; print one JSON line per child and a summary."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("runs", type=Path, nargs="+")
+    parser.add_argument("--per-run", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    done = (
+        [json.loads(x) for x in args.out.read_text(encoding="utf-8").splitlines() if x.strip()]
+        if args.out.exists()
+        else []
+    )
+    have = {(r["run"], r["candidate"], r["seed"], r["arm"]) for r in done}
+    model = make_local_chat_model(LLMConfig(model="local", local_parallel=1)).bind(seed=args.seed)
+    for run in args.runs:
+        record = json.loads((run.parent / "bench_run.json").read_text(encoding="utf-8"))
+        label = f"{record['task']}/{record['method']}/seed{record['seed']}"
+        task = load_task(bundled_tasks_dir() / record["task"])
+        evaluator = SandboxEvaluator(task, workers=1)
+        store = sqlite3.connect(run / "programs.sqlite")
+        for prompt in qualifying_prompts(run, args.per_run):
+            parent = store.execute(
+                "select code from programs where id = ?", (prompt["parent"],)
+            ).fetchone()[0]
+            user = next(m["content"] for m in prompt["messages"] if m["role"] == "user")
+            errors = shown_errors(user)
+            for arm in ("shown", "hidden"):
+                if (label, prompt["candidate"], args.seed, arm) in have:
+                    continue
+                messages = [
+                    {**m, "content": hide_failed_changes(m["content"])}
+                    if arm == "hidden" and m["role"] == "user"
+                    else m
+                    for m in prompt["messages"]
+                ]
+                reply = model.invoke([(m["role"], m["content"]) for m in messages])
+                cand = candidate_from_response(
+                    parent,
+                    str(reply.content),
+                    diff_based=False,
+                    restrict_to_evolve_blocks=task.has_evolve_blocks,
+                    language=task.language,
+                )
+                if cand.code is None or cand.error:
+                    valid, error = False, cand.error or "no program in the reply"
+                elif cand.code == parent:
+                    valid, error = False, "unchanged"
+                else:
+                    outcome = evaluator.evaluate(cand.code, prompt["candidate"])
+                    valid, error = outcome.valid, outcome.error
+                row = {
+                    "run": label,
+                    "candidate": prompt["candidate"],
+                    "seed": args.seed,
+                    "arm": arm,
+                    "valid": bool(valid),
+                    "error": error,
+                    "repeated_shown_error": bool(
+                        error and any(error.strip()[:120] == e[:120] for e in errors)
+                    ),
+                }
+                done.append(row)
+                with args.out.open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(row) + "\n")
+                print(json.dumps(row), flush=True)
+    print(json.dumps(summarise(done), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

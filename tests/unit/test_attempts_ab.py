@@ -1,0 +1,60 @@
+"""The recent-attempts A/B (`benchmarks/attempts_ab.py`): what its `hidden` arm removes."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from evoduet_graph.config import PromptConfig
+from evoduet_graph.prompts.generate import AttemptView, ProgramView, context_message_text
+
+_SPEC = importlib.util.spec_from_file_location(
+    "attempts_ab", Path(__file__).parents[2] / "benchmarks" / "attempts_ab.py"
+)
+assert _SPEC is not None and _SPEC.loader is not None
+ab = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(ab)
+
+PARENT = ProgramView(id="p", code="def f():\n    return 1\n", score=0.5, metrics={}, iteration=2)
+FAILED = AttemptView(
+    3,
+    "p",
+    "invalid: NameError: name 'x' is not defined",
+    None,
+    "NameError: name 'x' is not defined",
+    {"traceback": "line 2\nNameError: name 'x'"},
+    "@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return x",
+)
+IMPROVED = AttemptView(
+    4, "p", "improved", 0.7, None, {}, "@@ -2 +2 @@\n-    return 1\n+    return 2"
+)
+
+
+def _context(attempts: list[AttemptView]) -> str:
+    return context_message_text(
+        parent=PARENT,
+        top=[],
+        inspirations=[],
+        attempts=attempts,
+        cfg=PromptConfig(diff_based=False),
+    )
+
+
+def test_the_hidden_arm_drops_only_the_failed_attempts_change():
+    text = _context([FAILED, IMPROVED])
+    assert text.count("Change:") == 2
+    hidden = ab.hide_failed_changes(text)
+    # the failed change is gone, its error and traceback stay; the improved change stays
+    assert "+    return x" not in hidden and "+    return 2" in hidden
+    assert hidden.count("Change:") == 1
+    assert "Error: NameError: name 'x' is not defined" in hidden and "line 2" in hidden
+    assert ab.shown_errors(text) == ["NameError: name 'x' is not defined"]
+    # nothing else of the message changes
+    block = "\nChange:\n```diff\n" + FAILED.diff_summary + "\n```"
+    assert block in text and hidden == text.replace(block, "", 1)
+
+
+def test_a_prompt_without_failed_attempts_is_left_as_it_is():
+    text = _context([IMPROVED])
+    assert ab.hide_failed_changes(text) == text
+    assert ab.shown_errors(text) == []
