@@ -12,6 +12,11 @@ the sandbox. Per pair: valid or not, the error, and whether the error is one the
 
     .venv/bin/python benchmarks/attempts_ab.py OUT.jsonl RUN_DIR [RUN_DIR ...] \
         [--per-run 2] [--seed 1]
+    .venv/bin/python benchmarks/attempts_ab.py --observe RUN_DIR [RUN_DIR ...]
+
+``--observe`` calls no model: it reads what the runs themselves did, every first-attempt child
+split by whether its prompt showed an invalid attempt, and counts the valid ones and the ones
+that failed with an error the prompt showed.
 
 RUN_DIR is a bench run's ``run/`` folder (``<bench>/runs/<task>/<method>/seed<k>/run``); its
 task is the bundled task of the bench record's name. OUT.jsonl gets one line per (prompt, arm)
@@ -112,14 +117,44 @@ def summarise(rows: list[dict]) -> dict:
     }
 
 
+def observe(runs: list[Path]) -> dict[str, Counter]:
+    """What the runs did: first-attempt children by whether their prompt showed a failure."""
+    out: dict[str, Counter] = {}
+    for run in runs:
+        store = sqlite3.connect(run / "programs.sqlite")
+        programs = {
+            row[0]: (bool(row[1]), row[2])
+            for row in store.execute("select id, valid, error from programs")
+        }
+        for line in (run / "prompts.jsonl").read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            if record.get("attempt") != 0 or record["candidate"] not in programs:
+                continue
+            valid, error = programs[record["candidate"]]
+            user = next(m["content"] for m in record["messages"] if m["role"] == "user")
+            errors = shown_errors(user)
+            counts = out.setdefault("failure shown" if errors else "no failure shown", Counter())
+            counts["children"] += 1
+            counts["valid"] += valid
+            counts["repeated_shown_error"] += bool(
+                not valid and error and any(error.strip()[:120] == e[:120] for e in errors)
+            )
+    return out
+
+
 def main() -> int:
     """Replay the qualifying prompts in both arms; print one JSON line per child and a summary."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("out", type=Path)
+    parser.add_argument("out", type=Path, nargs="?")
     parser.add_argument("runs", type=Path, nargs="+")
     parser.add_argument("--per-run", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--observe", action="store_true", help="count what the runs did; no model")
     args = parser.parse_args()
+    if args.observe:
+        runs = [args.out, *args.runs] if args.out else args.runs
+        print(json.dumps({k: dict(v) for k, v in observe(runs).items()}, indent=2))
+        return 0
     done = (
         [json.loads(x) for x in args.out.read_text(encoding="utf-8").splitlines() if x.strip()]
         if args.out.exists()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import sqlite3
 from pathlib import Path
 
 from evoduet_graph.config import PromptConfig
@@ -58,3 +60,28 @@ def test_a_prompt_without_failed_attempts_is_left_as_it_is():
     text = _context([IMPROVED])
     assert ab.hide_failed_changes(text) == text
     assert ab.shown_errors(text) == []
+
+
+def test_observe_counts_children_by_whether_their_prompt_showed_a_failure(tmp_path):
+    store = sqlite3.connect(tmp_path / "programs.sqlite")
+    store.execute("create table programs (id text, valid integer, error text)")
+    store.executemany(
+        "insert into programs values (?, ?, ?)",
+        [
+            ("c1", 0, "NameError: name 'x' is not defined"),  # repeats the shown failure
+            ("c2", 1, None),
+            ("c3", 0, "SyntaxError: invalid syntax"),
+        ],
+    )
+    store.commit()
+    failed, clean = _context([FAILED, IMPROVED]), _context([IMPROVED])
+    records = [
+        {"candidate": "c1", "attempt": 0, "messages": [{"role": "user", "content": failed}]},
+        {"candidate": "c1", "attempt": 1, "messages": [{"role": "user", "content": failed}]},
+        {"candidate": "c2", "attempt": 0, "messages": [{"role": "user", "content": failed}]},
+        {"candidate": "c3", "attempt": 0, "messages": [{"role": "user", "content": clean}]},
+    ]
+    (tmp_path / "prompts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    counts = ab.observe([tmp_path])
+    assert counts["failure shown"] == {"children": 2, "valid": 1, "repeated_shown_error": 1}
+    assert counts["no failure shown"] == {"children": 1, "valid": 0, "repeated_shown_error": 0}
