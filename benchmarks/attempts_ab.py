@@ -40,7 +40,7 @@ from evoduet_graph.candidates.diffs import candidate_from_response
 from evoduet_graph.config import LLMConfig
 from evoduet_graph.evaluation import SandboxEvaluator
 from evoduet_graph.llm import make_local_chat_model
-from evoduet_graph.task import load_task
+from evoduet_graph.task import Task, load_task
 
 ATTEMPTS_HEAD = "## Recent attempts"
 _CHANGE_BLOCK = re.compile(r"\nChange:\n```diff\n.*?\n```", re.S)
@@ -75,6 +75,30 @@ def hide_failed_changes(user: str) -> str:
     head, blocks = attempt_blocks(user)
     kept = [_CHANGE_BLOCK.sub("", b, count=1) if is_invalid(b) else b for b in blocks]
     return "\n".join([head, *kept]) if kept else head
+
+
+def child_outcome(
+    task: Task, evaluator: SandboxEvaluator, parent: str, reply: str, candidate: str
+) -> tuple[bool, str | None]:
+    """Read ``reply`` as the runs read it (a full rewrite of ``parent``) and evaluate the child.
+
+    Returns:
+        (valid, error): a reply with no program, or one that leaves ``parent`` unchanged, is
+        invalid without an evaluation.
+    """
+    cand = candidate_from_response(
+        parent,
+        reply,
+        diff_based=False,
+        restrict_to_evolve_blocks=task.has_evolve_blocks,
+        language=task.language,
+    )
+    if cand.code is None or cand.error:
+        return False, cand.error or "no program in the reply"
+    if cand.code == parent:
+        return False, "unchanged"
+    outcome = evaluator.evaluate(cand.code, candidate)
+    return bool(outcome.valid), outcome.error
 
 
 def qualifying_prompts(run: Path, per_run: int) -> list[dict]:
@@ -184,20 +208,9 @@ def main() -> int:
                     for m in prompt["messages"]
                 ]
                 reply = model.invoke([(m["role"], m["content"]) for m in messages])
-                cand = candidate_from_response(
-                    parent,
-                    str(reply.content),
-                    diff_based=False,
-                    restrict_to_evolve_blocks=task.has_evolve_blocks,
-                    language=task.language,
+                valid, error = child_outcome(
+                    task, evaluator, parent, str(reply.content), prompt["candidate"]
                 )
-                if cand.code is None or cand.error:
-                    valid, error = False, cand.error or "no program in the reply"
-                elif cand.code == parent:
-                    valid, error = False, "unchanged"
-                else:
-                    outcome = evaluator.evaluate(cand.code, prompt["candidate"])
-                    valid, error = outcome.valid, outcome.error
                 row = {
                     "run": label,
                     "candidate": prompt["candidate"],
