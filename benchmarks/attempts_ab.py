@@ -1,12 +1,15 @@
-"""A/B of the recent-attempts section on recorded prompts: failed changes shown vs hidden.
+"""A/B of the recent-attempts section on recorded prompts: what it shows of failed attempts.
 
 The context c_t lists the last attempts with their outcome, error, change (a diff against their
 parent) and artifact tails. On the embedded 1.5B model a child often repeats, line for line, a
 failed change that the section shows it, with the same error. This script measures that on the
 mutation prompts a bench actually sent: every first-attempt mutation prompt of the given run
 folders whose recent attempts show at least one invalid attempt with its change is replayed
-twice with the same seed, once as recorded (arm ``shown``) and once with the ``Change:`` block
-of each invalid attempt removed (arm ``hidden``: the error and the traceback stay). Each reply
+with the same seed once per arm: as recorded (arm ``shown``), with the ``Change:`` block of
+each invalid attempt removed (arm ``hidden``: the error and the traceback stay), and with only
+each invalid attempt's head line kept (arm ``outcome``: no error, change or traceback, close to
+OpenEvolve's history, which gives a failed attempt's change summary and metrics only). ``--arms``
+picks the arms (default ``shown,hidden``). Each reply
 is read as the run read it (full rewrites) and its child evaluated by the task's evaluator in
 the sandbox. Per pair: valid or not, the error, and whether the error is one the prompt showed.
 
@@ -70,6 +73,13 @@ def shown_errors(user: str) -> list[str]:
     ]
 
 
+def outcome_only(user: str) -> str:
+    """The user message with every invalid attempt cut to its head line."""
+    head, blocks = attempt_blocks(user)
+    kept = [b.split("\n", 1)[0] if is_invalid(b) else b for b in blocks]
+    return "\n".join([head, *kept]) if kept else head
+
+
 def hide_failed_changes(user: str) -> str:
     """The user message with the ``Change:`` block of every invalid attempt removed."""
     head, blocks = attempt_blocks(user)
@@ -118,27 +128,29 @@ def qualifying_prompts(run: Path, per_run: int) -> list[dict]:
 
 
 def summarise(rows: list[dict]) -> dict:
-    """Per arm: children, valid, invalid with an error the prompt showed, other invalid."""
+    """Per arm: children, valid, invalid with an error the prompt showed.
+
+    Each other arm is paired with ``shown`` (same prompt and seed): pairs, and pairs where only
+    one of the two children is valid.
+    """
     out: dict[str, Counter] = {}
     for row in rows:
         counts = out.setdefault(row["arm"], Counter())
         counts["children"] += 1
         counts["valid"] += row["valid"]
         counts["repeated_shown_error"] += row["repeated_shown_error"]
-    pairs: dict[tuple, dict] = {}
+    prompts: dict[tuple, dict] = {}
     for row in rows:
-        pairs.setdefault((row["run"], row["candidate"], row["seed"]), {})[row["arm"]] = row
-    both = [p for p in pairs.values() if len(p) == 2]
-    return {
-        "arms": {arm: dict(c) for arm, c in out.items()},
-        "pairs": len(both),
-        "hidden_valid_shown_not": sum(
-            p["hidden"]["valid"] and not p["shown"]["valid"] for p in both
-        ),
-        "shown_valid_hidden_not": sum(
-            p["shown"]["valid"] and not p["hidden"]["valid"] for p in both
-        ),
-    }
+        prompts.setdefault((row["run"], row["candidate"], row["seed"]), {})[row["arm"]] = row
+    versus = {}
+    for arm in sorted(set(out) - {"shown"}):
+        both = [p for p in prompts.values() if arm in p and "shown" in p]
+        versus[f"{arm} vs shown"] = {
+            "pairs": len(both),
+            f"only_{arm}_valid": sum(p[arm]["valid"] and not p["shown"]["valid"] for p in both),
+            "only_shown_valid": sum(p["shown"]["valid"] and not p[arm]["valid"] for p in both),
+        }
+    return {"arms": {arm: dict(c) for arm, c in out.items()}, **versus}
 
 
 def observe(runs: list[Path]) -> dict[str, Counter]:
@@ -166,6 +178,9 @@ def observe(runs: list[Path]) -> dict[str, Counter]:
     return out
 
 
+ARMS = {"shown": lambda user: user, "hidden": hide_failed_changes, "outcome": outcome_only}
+
+
 def main() -> int:
     """Replay the qualifying prompts in both arms; print one JSON line per child and a summary."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
@@ -173,6 +188,7 @@ def main() -> int:
     parser.add_argument("runs", type=Path, nargs="+")
     parser.add_argument("--per-run", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--arms", default="shown,hidden", help="of " + ", ".join(ARMS))
     parser.add_argument("--observe", action="store_true", help="count what the runs did; no model")
     args = parser.parse_args()
     if args.observe:
@@ -198,13 +214,11 @@ def main() -> int:
             ).fetchone()[0]
             user = next(m["content"] for m in prompt["messages"] if m["role"] == "user")
             errors = shown_errors(user)
-            for arm in ("shown", "hidden"):
+            for arm in args.arms.split(","):
                 if (label, prompt["candidate"], args.seed, arm) in have:
                     continue
                 messages = [
-                    {**m, "content": hide_failed_changes(m["content"])}
-                    if arm == "hidden" and m["role"] == "user"
-                    else m
+                    {**m, "content": ARMS[arm](m["content"])} if m["role"] == "user" else m
                     for m in prompt["messages"]
                 ]
                 reply = model.invoke([(m["role"], m["content"]) for m in messages])

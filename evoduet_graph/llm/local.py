@@ -69,7 +69,13 @@ from evoduet_graph.llm.batching import (
     new_request,
     resolve_seed,
 )
-from evoduet_graph.llm.model_file import INSTALL_HINT, MODEL_NAME, LocalModelError, assemble_model
+from evoduet_graph.llm.model_file import (
+    INSTALL_HINT,
+    MODEL_NAME,
+    REPEAT_PENALTY,
+    LocalModelError,
+    assemble_model,
+)
 from evoduet_graph.llm.prompt_lookup import PromptLookup
 from evoduet_graph.llm.text import message_text
 from evoduet_graph.llm.worker import IN_WORKER_ENV, ModelWorker, WorkerSettings
@@ -399,7 +405,9 @@ class LocalChatModel(BaseChatModel):
     top_p: float = 0.95
     top_k: int = 40
     min_p: float = 0.05
-    repeat_penalty: float = 1.0
+    repeat_penalty: float = Field(
+        REPEAT_PENALTY, ge=0.0, description="llama.cpp's penalty on the last 64 tokens."
+    )
     seed: int | None = Field(None, description="Sampling seed; None: random per call.")
     stop: list[str] | None = None
     parallel: int = Field(

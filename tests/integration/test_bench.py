@@ -799,10 +799,10 @@ def test_missing_server_dependencies_are_a_clear_error(tmp_path, monkeypatch):
 
 @pytest.mark.local_model
 def test_real_llama_cpp_server_serves_the_embedded_model(tmp_path):
-    """The real server: ready within a minute, answers one short chat completion."""
+    """The real server: ready within a minute, answers, samples without a repeat penalty."""
     from langchain_openai import ChatOpenAI
 
-    from evoduet_graph.llm.model_file import MODEL_NAME, assemble_model
+    from evoduet_graph.llm.model_file import MODEL_NAME, REPEAT_PENALTY, assemble_model
 
     start = time.monotonic()
     with LlamaCppServer(
@@ -824,6 +824,25 @@ def test_real_llama_cpp_server_serves_the_embedded_model(tmp_path):
         reply = chat.invoke("Reply with the single word: ok")
         assert reply.content.strip()
         assert reply.usage_metadata and reply.usage_metadata["output_tokens"] > 0
+
+        # a request without repeat_penalty samples as the in-process model does
+        # (REPEAT_PENALTY); on this greedy prompt the penalty changes the reply (here: it
+        # drops one of the five lines), so the equality below is not one by accident
+        line = "radii[i] = radii[i] * scale"
+        prompt = (
+            "Repeat this line of Python exactly five times, one per line, nothing else:\n" + line
+        )
+        replies = {}
+        for label, extra in (
+            ("sent none", {}),
+            ("embedded", {"repeat_penalty": REPEAT_PENALTY}),
+            ("none", {"repeat_penalty": 1.0}),
+        ):
+            body = {"max_tokens": 80, **extra}
+            greedy = chat.model_copy(update={"max_tokens": 80, "extra_body": body})
+            replies[label] = str(greedy.invoke(prompt).content)
+        assert replies["none"] != replies["embedded"], replies
+        assert replies["sent none"] == replies["embedded"], replies
 
 
 # ------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sqlite3
+import sys
 from pathlib import Path
 
 from evoduet_graph.config import PromptConfig
@@ -85,3 +86,68 @@ def test_observe_counts_children_by_whether_their_prompt_showed_a_failure(tmp_pa
     counts = ab.observe([tmp_path])
     assert counts["failure shown"] == {"children": 2, "valid": 1, "repeated_shown_error": 1}
     assert counts["no failure shown"] == {"children": 1, "valid": 0, "repeated_shown_error": 0}
+
+
+def test_the_outcome_arm_keeps_only_the_failed_attempts_head_line():
+    text = _context([FAILED, IMPROVED])
+    outcome = ab.outcome_only(text)
+    # the failed attempt: head line only (no error, change or traceback)
+    assert "Iteration 3, from p: invalid" in outcome
+    assert "NameError" not in outcome and "return x" not in outcome and "line 2" not in outcome
+    # the improved attempt and everything before the section are as they were
+    assert "+    return 2" in outcome
+    assert outcome.split("## Recent attempts")[0] == text.split("## Recent attempts")[0]
+    assert ab.outcome_only(_context([IMPROVED])) == _context([IMPROVED])
+
+
+def test_each_arm_is_paired_with_the_prompt_as_recorded():
+    row = {"run": "r", "seed": 1, "repeated_shown_error": False}
+    rows = [
+        {**row, "candidate": "a", "arm": "shown", "valid": False},
+        {**row, "candidate": "a", "arm": "outcome", "valid": True},
+        {**row, "candidate": "b", "arm": "shown", "valid": True},
+        {**row, "candidate": "b", "arm": "outcome", "valid": True},
+        {**row, "candidate": "c", "arm": "hidden", "valid": False},  # no shown child: unpaired
+    ]
+    summary = ab.summarise(rows)
+    assert summary["outcome vs shown"] == {
+        "pairs": 2,
+        "only_outcome_valid": 1,
+        "only_shown_valid": 0,
+    }
+    assert summary["hidden vs shown"]["pairs"] == 0
+    assert summary["arms"]["shown"] == {"children": 2, "valid": 1, "repeated_shown_error": 0}
+
+
+def test_the_penalty_ab_counts_a_prompt_replayed_for_two_runs_once():
+    spec = importlib.util.spec_from_file_location(
+        "penalty_ab", Path(__file__).parents[2] / "benchmarks" / "penalty_ab.py"
+    )
+    assert spec is not None and spec.loader is not None
+    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+    try:
+        pa = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(pa)
+    finally:
+        sys.path.pop(0)
+    rows = [
+        {"run": run, "candidate": "it1", "seed": 1, "prompt_sha": sha, "arm": arm, "valid": ok}
+        for run, sha, arm, ok in [
+            ("s1", "same", "penalty-1.1", True),
+            ("s1", "same", "penalty-1.0", False),
+            ("s2", "same", "penalty-1.1", True),  # the same prompt, replayed for seed 2
+            ("s2", "same", "penalty-1.0", False),
+            ("s2", "other", "penalty-1.1", False),
+            ("s2", "other", "penalty-1.0", True),
+        ]
+    ]
+    rows[4]["candidate"] = rows[5]["candidate"] = "it2"
+    summary = pa.summarise(rows)
+    assert summary["pairs"] == 3 and summary["only_1.1_valid"] == 2
+    assert summary["distinct"] == {
+        "pairs": 2,
+        "penalty-1.1_valid": 1,
+        "penalty-1.0_valid": 1,
+        "only_1.0_valid": 1,
+        "only_1.1_valid": 1,
+    }
