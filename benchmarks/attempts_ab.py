@@ -49,11 +49,23 @@ ATTEMPTS_HEAD = "## Recent attempts"
 _CHANGE_BLOCK = re.compile(r"\nChange:\n```diff\n.*?\n```", re.S)
 
 
-def attempt_blocks(user: str) -> tuple[str, list[str]]:
-    """The user message split into the text up to the first attempt and one block per attempt."""
-    head, _, tail = user.partition(ATTEMPTS_HEAD)
-    parts = tail.split("\n### Iteration ")
-    return head + ATTEMPTS_HEAD + parts[0], ["### Iteration " + p for p in parts[1:]]
+def attempt_blocks(user: str) -> tuple[str, list[str], str]:
+    """The user message split into the text before the first attempt, the attempts, the rest.
+
+    One block per attempt; the rest is what follows the section (from its next ``## `` heading
+    on: the mutation's own part, task and output format), or "". ``join_blocks`` puts them
+    back together: the message as it was.
+    """
+    head, _, section = user.partition(ATTEMPTS_HEAD)
+    section, heading, rest = section.partition("\n## ")
+    parts = section.split("\n### Iteration ")
+    blocks = ["### Iteration " + p for p in parts[1:]]
+    return head + ATTEMPTS_HEAD + parts[0], blocks, heading + rest
+
+
+def join_blocks(head: str, blocks: list[str], rest: str) -> str:
+    """The inverse of `attempt_blocks`."""
+    return "\n".join([head, *blocks]) + rest
 
 
 def is_invalid(block: str) -> bool:
@@ -63,7 +75,7 @@ def is_invalid(block: str) -> bool:
 
 def shown_errors(user: str) -> list[str]:
     """The ``Error:`` lines of the invalid attempts the prompt shows."""
-    _, blocks = attempt_blocks(user)
+    _, blocks, _ = attempt_blocks(user)
     return [
         line[len("Error: ") :].strip()
         for block in blocks
@@ -75,16 +87,16 @@ def shown_errors(user: str) -> list[str]:
 
 def outcome_only(user: str) -> str:
     """The user message with every invalid attempt cut to its head line."""
-    head, blocks = attempt_blocks(user)
-    kept = [b.split("\n", 1)[0] if is_invalid(b) else b for b in blocks]
-    return "\n".join([head, *kept]) if kept else head
+    head, blocks, rest = attempt_blocks(user)
+    kept = [b.split("\n", 1)[0] + "\n" if is_invalid(b) else b for b in blocks]
+    return join_blocks(head, kept, rest)
 
 
 def hide_failed_changes(user: str) -> str:
     """The user message with the ``Change:`` block of every invalid attempt removed."""
-    head, blocks = attempt_blocks(user)
+    head, blocks, rest = attempt_blocks(user)
     kept = [_CHANGE_BLOCK.sub("", b, count=1) if is_invalid(b) else b for b in blocks]
-    return "\n".join([head, *kept]) if kept else head
+    return join_blocks(head, kept, rest)
 
 
 def child_outcome(
@@ -119,7 +131,7 @@ def qualifying_prompts(run: Path, per_run: int) -> list[dict]:
         if record.get("attempt") != 0:
             continue
         user = next(m["content"] for m in record["messages"] if m["role"] == "user")
-        _, blocks = attempt_blocks(user)
+        _, blocks, _ = attempt_blocks(user)
         if any(is_invalid(b) and _CHANGE_BLOCK.search(b) for b in blocks):
             found.append(record)
         if len(found) == per_run:

@@ -100,6 +100,15 @@ def test_the_outcome_arm_keeps_only_the_failed_attempts_head_line():
     assert ab.outcome_only(_context([IMPROVED])) == _context([IMPROVED])
 
 
+def test_the_arms_keep_what_follows_the_attempts_section():
+    own_part = "\n\n## Task\nImprove the current program.\n\n## Output format\nA code block."
+    message = _context([IMPROVED, FAILED]) + own_part  # the failed attempt is the last one
+    assert ab.join_blocks(*ab.attempt_blocks(message)) == message
+    for arm in (ab.outcome_only, ab.hide_failed_changes):
+        assert arm(message).endswith(own_part)
+    assert "Iteration 3, from p: invalid\n\n## Task" in ab.outcome_only(message)
+
+
 def test_each_arm_is_paired_with_the_prompt_as_recorded():
     row = {"run": "r", "seed": 1, "repeated_shown_error": False}
     rows = [
