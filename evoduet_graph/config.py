@@ -269,7 +269,17 @@ class PromptConfig(_Section):
             "Inspiration programs shown in the context c_t (mutation and knowledge-layer prompts)."
         ),
     )
-    history_programs: int = Field(3, ge=0, description="Recent attempts shown with errors.")
+    history_programs: int = Field(3, ge=0, description="Recent attempts shown.")
+    failed_attempts: Literal["outcome", "details"] = Field(
+        "outcome",
+        description="What the recent attempts show of an invalid attempt: `outcome` (its "
+        "iteration, parent and outcome line only, as OpenEvolve's history, which gives a failed "
+        "attempt's outcome and not its code or traceback) or `details` (also its error, its "
+        "change as a diff and its artifact tails, as valid attempts show). The default is "
+        "`outcome`: on the embedded 1.5B model, shown a failed change and its traceback, "
+        "children wrote the same failure again (recorded prompts replayed both ways: "
+        "`benchmarks/results/local/attempts_ab`).",
+    )
     max_artifact_chars: int = Field(800, ge=0, description="Stderr/traceback chars shown.")
     max_program_chars: int = Field(12000, ge=200, description="Truncation of shown programs.")
     max_document_chars: int = Field(2000, ge=100, description="Evidence chars per document.")

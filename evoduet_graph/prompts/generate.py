@@ -22,7 +22,10 @@ four changes that matter for a 1.5B model with a small context on a CPU:
   diffs against it (at most 30 diff lines each), which is both shorter and says exactly what
   they do differently.
 * Recent attempts (`attempts_text`) show the outcome, the error, the change made and the
-  *tails* of the evaluator's artifacts (stderr and tracebacks end with the useful part).
+  *tails* of the evaluator's artifacts (stderr and tracebacks end with the useful part); an
+  invalid attempt shows its outcome only (``prompt.failed_attempts: outcome``, the default,
+  as OpenEvolve's history does): shown its failed code and traceback, the embedded model
+  wrote the same failure again (``benchmarks/results/local/attempts_ab/README.md``).
 * Retrieved evidence sits after the recent attempts, inside ``<evidence>`` tags, with a note
   that it is data; its text is neutralised so it cannot close the tags or a fence.
 
@@ -276,7 +279,10 @@ def attempts_text(attempts: list[AttemptView], cfg: PromptConfig) -> str:
 
     Each block: iteration, parent and outcome (with the score), the error (600 chars), the
     change as a diff summary and the artifact tails (``cfg.max_artifact_chars``, the change
-    capped at the same size, the artifacts sharing it). ``""`` when there is none to show.
+    capped at the same size, the artifacts sharing it). An invalid attempt (it did not run,
+    crashed or failed the evaluator's checks) is its first line only with
+    ``cfg.failed_attempts: outcome`` (the default), as OpenEvolve's history gives a failed
+    attempt's outcome, not its code or traceback. ``""`` when there is none to show.
     This is the recent-attempts part of the context c_t
     (`evoduet_graph.prompts.descriptor.context_text`).
     """
@@ -294,6 +300,8 @@ def _attempt(attempt: AttemptView, cfg: PromptConfig) -> str:
     if attempt.score is not None:
         head += f" (score {_fmt(attempt.score)})"
     parts = [head]
+    if cfg.failed_attempts == "outcome" and attempt.outcome.startswith("invalid"):
+        return head  # OpenEvolve's history: what became of it, not its code or traceback
     if error:
         parts.append("Error: " + _head(error, _MAX_ERROR_CHARS, "... ({n} more characters)"))
     summary = attempt.diff_summary.strip()

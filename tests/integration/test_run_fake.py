@@ -37,7 +37,8 @@ def _config(**kw) -> EvoDuetConfig:
 
 def test_three_iterations_valid_invalid_garbage(smoke_task_dir, tmp_path):
     llm = ScriptedChatModel(responses=[RADIUS_UP, BAD_DIFF, GARBAGE])
-    result = run(smoke_task_dir, _config(), llm=llm, run_dir=tmp_path / "run")
+    config = _config(prompt={"failed_attempts": "details"})
+    result = run(smoke_task_dir, config, llm=llm, run_dir=tmp_path / "run")
     rdir = tmp_path / "run"
 
     assert llm.calls == 3
@@ -84,6 +85,16 @@ def test_three_iterations_valid_invalid_garbage(smoke_task_dir, tmp_path):
     assert "the SEARCH text was not found" in reason
     assert "### Iteration 2, from initial: invalid\nError: " + reason in third_prompt
     assert "the SEARCH text was not found" not in second_prompt
+
+
+def test_by_default_the_next_prompt_gives_an_invalid_attempts_outcome_only(
+    smoke_task_dir, tmp_path
+):
+    llm = ScriptedChatModel(responses=[BAD_DIFF, RADIUS_UP])
+    run(smoke_task_dir, _config(iterations=2), llm=llm, run_dir=tmp_path / "run")
+    second_prompt = "\n".join(str(m.content) for m in llm.prompts[1])
+    assert "### Iteration 1, from initial: invalid\n" in second_prompt
+    assert "SEARCH text was not found" not in second_prompt
 
 
 def test_parallel_candidates_best_kept(smoke_task_dir, tmp_path):

@@ -39,7 +39,7 @@ def _context(attempts: list[AttemptView]) -> str:
         top=[],
         inspirations=[],
         attempts=attempts,
-        cfg=PromptConfig(diff_based=False),
+        cfg=PromptConfig(diff_based=False, failed_attempts="details"),
     )
 
 

@@ -166,7 +166,7 @@ def test_top_programs_and_inspirations_are_diffs_without_duplicates() -> None:
 
 
 def test_attempts_show_outcomes_errors_changes_and_artifact_tails() -> None:
-    user = attempts_text(ATTEMPTS, PromptConfig())
+    user = attempts_text(ATTEMPTS, PromptConfig(failed_attempts="details"))
     assert "### Iteration 1, from prog-0: improved (score 0.5)" in user
     assert (
         "### Iteration 2, from prog-5: invalid\nError: ZeroDivisionError: division by zero" in user
@@ -177,6 +177,16 @@ def test_attempts_show_outcomes_errors_changes_and_artifact_tails() -> None:
     limit = PromptConfig().max_artifact_chars
     assert f"stderr (last {limit} characters):" in user
     assert user.count("noise line") < limit // len("noise line\n") + 1
+
+
+def test_an_invalid_attempt_shows_its_outcome_only_by_default() -> None:
+    """OpenEvolve's history: a failed attempt's outcome, not its code, error or traceback."""
+    user = attempts_text(ATTEMPTS, PromptConfig())
+    assert "### Iteration 2, from prog-5: invalid\n\n### Iteration 3" in user
+    assert "ZeroDivisionError" not in user and "return 1 / 0" not in user
+    assert "Traceback" not in user
+    # a valid attempt still shows its change
+    assert "### Iteration 1, from prog-0: improved (score 0.5)\nChange:" in user
 
 
 def test_history_limit_keeps_most_recent() -> None:
@@ -245,7 +255,12 @@ def test_truncation_of_program_artifacts_and_documents() -> None:
     long_code = "# EVOLVE-BLOCK-START\n" + "x = 1\n" * 2000 + "# EVOLVE-BLOCK-END\n"
     parent = ProgramView("p", long_code, 1.0, {}, 0)
     doc = DocumentView("doc_1", "t", "u", "word " * 2000, None)
-    cfg = PromptConfig(max_program_chars=500, max_document_chars=300, max_artifact_chars=100)
+    cfg = PromptConfig(
+        max_program_chars=500,
+        max_document_chars=300,
+        max_artifact_chars=100,
+        failed_attempts="details",
+    )
     context, user = build(parent=parent, top=[], inspirations=[], evidence=[doc], cfg=cfg)
     assert "x = 1" not in user  # the parent's code is the context's (truncated there)
     assert context.count("x = 1") <= 500 // len("x = 1\n")
@@ -390,6 +405,8 @@ def test_mutation_prompt_is_the_one_from_before_the_shared_prefix(diff_based: bo
     of it: the embedded model then writes the same child for a seed as before. One later
     change is in the rewrite golden: the output format's example program (its constant,
     ``STEP``, was copied by the embedded model into task code, so it became ``GREETING``).
+    The invalid attempt is shown in full as that tree did (``failed_attempts: details``; the
+    default now shows its outcome line only).
     """
     from evoduet_graph.prompts.generate import system_message_text
     from evoduet_graph.tasks.languages import language_by_name
@@ -415,7 +432,7 @@ def test_mutation_prompt_is_the_one_from_before_the_shared_prefix(diff_based: bo
             "@@ -5 +5 @@\n-    return sum(range(n))\n+    return 1 / 0",
         ),
     ]
-    cfg = PromptConfig(diff_based=diff_based)
+    cfg = PromptConfig(diff_based=diff_based, failed_attempts="details")
     messages = build_generation_messages(
         system=system_message_text(
             "Pack 26 circles into the unit square.", language_by_name("python")
