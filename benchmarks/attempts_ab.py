@@ -99,6 +99,31 @@ def hide_failed_changes(user: str) -> str:
     return join_blocks(head, kept, rest)
 
 
+def read_rows(out: Path) -> tuple[list[dict], set[tuple]]:
+    """The rows an earlier invocation wrote to ``out`` and their (run, candidate, seed, arm)."""
+    done = (
+        [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines() if x.strip()]
+        if out.exists()
+        else []
+    )
+    return done, {(r["run"], r["candidate"], r["seed"], r["arm"]) for r in done}
+
+
+def append_row(out: Path, row: dict) -> None:
+    """Write ``row`` to ``out`` at once (a killed A/B keeps it) and print it."""
+    with out.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(row) + "\n")
+    print(json.dumps(row), flush=True)
+
+
+def open_run(run: Path) -> tuple[str, Task, SandboxEvaluator, sqlite3.Connection]:
+    """A bench run folder's label (task/method/seed), bundled task, evaluator and store."""
+    record = json.loads((run.parent / "bench_run.json").read_text(encoding="utf-8"))
+    label = f"{record['task']}/{record['method']}/seed{record['seed']}"
+    task = load_task(bundled_tasks_dir() / record["task"])
+    return label, task, SandboxEvaluator(task, workers=1), sqlite3.connect(run / "programs.sqlite")
+
+
 def child_outcome(
     task: Task, evaluator: SandboxEvaluator, parent: str, reply: str, candidate: str
 ) -> tuple[bool, str | None]:
@@ -207,19 +232,10 @@ def main() -> int:
         runs = [args.out, *args.runs] if args.out else args.runs
         print(json.dumps({k: dict(v) for k, v in observe(runs).items()}, indent=2))
         return 0
-    done = (
-        [json.loads(x) for x in args.out.read_text(encoding="utf-8").splitlines() if x.strip()]
-        if args.out.exists()
-        else []
-    )
-    have = {(r["run"], r["candidate"], r["seed"], r["arm"]) for r in done}
+    done, have = read_rows(args.out)
     model = make_local_chat_model(LLMConfig(model="local", local_parallel=1)).bind(seed=args.seed)
     for run in args.runs:
-        record = json.loads((run.parent / "bench_run.json").read_text(encoding="utf-8"))
-        label = f"{record['task']}/{record['method']}/seed{record['seed']}"
-        task = load_task(bundled_tasks_dir() / record["task"])
-        evaluator = SandboxEvaluator(task, workers=1)
-        store = sqlite3.connect(run / "programs.sqlite")
+        label, task, evaluator, store = open_run(run)
         for prompt in qualifying_prompts(run, args.per_run):
             parent = store.execute(
                 "select code from programs where id = ?", (prompt["parent"],)
@@ -249,9 +265,7 @@ def main() -> int:
                     ),
                 }
                 done.append(row)
-                with args.out.open("a", encoding="utf-8") as fh:
-                    fh.write(json.dumps(row) + "\n")
-                print(json.dumps(row), flush=True)
+                append_row(args.out, row)
     print(json.dumps(summarise(done), indent=2))
     return 0
 

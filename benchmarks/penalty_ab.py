@@ -26,18 +26,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import sqlite3
 import sys
 from collections import Counter
 from pathlib import Path
 
-from attempts_ab import child_outcome
+from attempts_ab import append_row, child_outcome, open_run, read_rows
 
-from evoduet_graph.bench.common import bundled_tasks_dir
 from evoduet_graph.config import LLMConfig
-from evoduet_graph.evaluation import SandboxEvaluator
 from evoduet_graph.llm import make_local_chat_model
-from evoduet_graph.task import load_task
 
 ARMS = {"penalty-1.1": 1.1, "penalty-1.0": 1.0}
 
@@ -108,19 +104,10 @@ def main() -> int:
     parser.add_argument("--per-run", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    done = (
-        [json.loads(x) for x in args.out.read_text(encoding="utf-8").splitlines() if x.strip()]
-        if args.out.exists()
-        else []
-    )
-    have = {(r["run"], r["candidate"], r["seed"], r["arm"]) for r in done}
+    done, have = read_rows(args.out)
     model = make_local_chat_model(LLMConfig(model="local", local_parallel=1))
     for run in args.runs:
-        record = json.loads((run.parent / "bench_run.json").read_text(encoding="utf-8"))
-        label = f"{record['task']}/{record['method']}/seed{record['seed']}"
-        task = load_task(bundled_tasks_dir() / record["task"])
-        evaluator = SandboxEvaluator(task, workers=1)
-        store = sqlite3.connect(run / "programs.sqlite")
+        label, task, evaluator, store = open_run(run)
         for prompt in first_prompts(run, args.per_run):
             parent = store.execute(
                 "select code from programs where id = ?", (prompt["parent"],)
@@ -143,9 +130,7 @@ def main() -> int:
                     "error": error,
                 }
                 done.append(row)
-                with args.out.open("a", encoding="utf-8") as fh:
-                    fh.write(json.dumps(row) + "\n")
-                print(json.dumps(row), flush=True)
+                append_row(args.out, row)
     print(json.dumps(summarise(done), indent=2))
     return 0
 
