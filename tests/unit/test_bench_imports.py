@@ -23,6 +23,9 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("evoduet_graph.llm.model_file", "MODEL_NAME"): "as EXPECTED_SHA256",
     ("evoduet_graph.llm.model_file", "LocalModelError"): "as EXPECTED_SHA256",
     ("evoduet_graph.llm.model_file", "assemble_model"): "as EXPECTED_SHA256",
+    ("evoduet_graph.llm.model_file", "REPEAT_PENALTY"): "the embedded model's repeat penalty, "
+    "which the bench's llama.cpp server sets as its request default so that a bench samples the "
+    "model as `run` does in process",
     ("evoduet_graph.llm.factory", "PLACEHOLDER_API_KEY"): "the key the OpenEvolve driver "
     "writes into OpenEvolve's config for a keyless server, the same one the model factory uses",
     ("evoduet_graph.task", "EVALUATOR"): "OpenEvolve's own file names, for the "

@@ -32,7 +32,9 @@ TASKS = {
 def render_prompt(task: str, diff_based: bool) -> str:
     """The mutation prompt of iteration 2 on ``task``, as one text (message type + content)."""
     old, new = TASKS[task]
-    env = make_env(ROOT / "tasks" / task)
+    # the failed attempt in full, as that tree showed it (the default now gives its outcome
+    # line only: `prompt.failed_attempts`)
+    env = make_env(ROOT / "tasks" / task, prompt__failed_attempts="details")
     initial = env.ctx.store.get_program(env.state["parent_id"])
     code = initial.code or ""
     assert old in code, f"{task}: the scripted change no longer applies"
