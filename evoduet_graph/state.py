@@ -33,7 +33,8 @@ class CandidateRecord(TypedDict):
             is in ``error``: `evoduet_graph.candidates.novelty`), ``evaluated`` (metrics known).
         score: fitness on the internal higher-is-better scale, or None before evaluation.
         valid: the evaluator accepted the program.
-        error: why the candidate is invalid / failed / a duplicate, shown to the next prompt.
+        error: why the candidate is invalid / failed / a duplicate (in the next prompt with
+            ``prompt.failed_attempts: details``, and for a duplicate always).
     """
 
     id: str

@@ -3,11 +3,13 @@
 Runs once per ``Send("generate", GenerateInput)`` (N candidates in parallel). Builds the
 OpenEvolve-style mutation prompt (the task instruction in the system message; the iteration's
 context c_t first in the user message: parent program and metrics, top programs, inspirations,
-the recent attempts with their outcomes, errors, changes and artifact tails; then the optional
+the recent attempts with their outcomes (and, for all but invalid ones by default, errors,
+changes and artifact tails: `evoduet_graph.prompts.generate.attempts_text`); then the optional
 evidence block, the task line with the scaffold's optional strategy instruction), asks for
 SEARCH/REPLACE diffs or a full rewrite, applies the answer to the parent and stores the child in
 the program store. A model error, garbage text or a diff that does not apply yields an
-``invalid``/``failed`` candidate whose reason the next prompt shows; it never stops the run.
+``invalid``/``failed`` candidate, stored with its reason, whose outcome the next prompt shows
+(the reason too with ``prompt.failed_attempts: details``); it never stops the run.
 
 The prompt names the task's language and fences code with it (`evoduet_graph.tasks.languages`).
 When the parent has no code (a task folder without an initial program), the model is asked
