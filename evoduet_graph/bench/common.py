@@ -85,8 +85,9 @@ class IterationPoint:
 
     Attributes:
         iteration: completed iterations.
-        best: best value of the task's metric over every valid program explored so far
-            (the initial program included), on the task's own scale; None if none is valid.
+        best: the task metric of the best program by fitness explored so far (the initial
+            program included; `best_by_fitness`), on the task's own scale; None if none is
+            valid.
         llm_calls: LLM calls so far (cumulative).
         tokens: prompt + completion tokens so far (cumulative).
         wall_s: wall-clock seconds so far (cumulative over resumed sessions); None if unknown.
@@ -106,7 +107,8 @@ class MethodOutcome:
     Attributes:
         iterations: iterations completed.
         initial: the task metric of the initial program (evaluated by our sandbox).
-        best: best task metric over every program explored, initial included.
+        best: the task metric of the best program by fitness over every program explored,
+            the initial one included (`best_by_fitness`).
         best_code: source of the program that reached ``best`` (None when unknown).
         points: one `IterationPoint` per completed iteration, 0..``iterations``.
         llm_calls: total LLM calls.

@@ -38,7 +38,7 @@ Output folder::
     <out>/results.csv       one row per (task, method, seed, iteration)
     <out>/runs.csv          one row per (task, method, seed): status, final figures, versions
     <out>/summary.md        mean ± sd NDG per task and method, and overall
-    <out>/plots/*.png       best-so-far vs iteration per task; NDG bars per method
+    <out>/plots/*.png       best-so-far vs iteration, tokens and wall time per task; NDG bars
     <out>/server.log        the llama.cpp server's log (``--model local``)
     <out>/runs/<task>/<method>/seed<k>/bench_run.json   status, sessions, outcome, error
     <out>/runs/<task>/<method>/seed<k>/run/             our run directory (evoduet report ...)

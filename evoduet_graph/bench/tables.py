@@ -2,11 +2,13 @@
 
 * `write_summary` → ``<out>/summary.md``: mean ± sd NDG over seeds per task and method and
   overall (pooled over every finished run of a method), mean best metric per task and method,
-  mean cost per run (LLM calls, tokens, wall seconds), the knowledge figures per method
+  mean cost per run (LLM calls, tokens, wall seconds), NDG at equal compute (tokens and wall
+  time, `equal_compute_section`), the knowledge figures per method
   (improvement rates by evidence, repeated-URL share, USD, search calls), failed runs,
   versions.
-* `write_plots` → ``<out>/plots/best_<task>.png`` (best-so-far of the task metric vs
-  iteration, one line per seed and the mean per method, initial and reference dashed) and
+* `write_plots` → ``<out>/plots/best_<task>.png`` (best-so-far of the task metric against
+  iterations, model tokens and wall time: one line per seed, the seeds' mean and range per
+  method, initial and reference dashed) and
   ``<out>/plots/ndg.png`` (NDG bars per task and overall, one bar per method, sd whiskers).
 """
 
@@ -19,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from evoduet_graph.bench.curves import AXES, Axis, best_at, curve, seed_band
 from evoduet_graph.bench.jobs import METHOD_ORDER
 from evoduet_graph.bench.output import RunRecord
 from evoduet_graph.report.correlation import rank_correlation
@@ -169,6 +172,53 @@ def validity_section(
         + note,
         "",
         _md_table(["task", *methods], rows),
+        "",
+    ]
+
+
+def equal_compute_section(
+    records: Sequence[RunRecord], methods: list[str], tasks: list[str]
+) -> list[str]:
+    """NDG per task and method at the same model compute, in tokens and in wall time.
+
+    The budget of a task is the smallest total (tokens, or wall seconds) of its finished runs,
+    every method's included, so every run is observed there; each run's NDG is that of its
+    best program by fitness once it had spent the budget (`evoduet_graph.bench.curves.best_at`).
+    A method that spends more per iteration is compared at fewer iterations.
+    """
+    if len(methods) < 2:
+        return []
+    rows = []
+    for t in tasks:
+        done = [r for r in records if r.key[0] == t and r.outcome is not None]
+        axes: tuple[Axis, ...] = ("tokens", "wall_s")
+        for axis in axes:
+            ends = [c[-1][0] for r in done if r.outcome and (c := curve(r.outcome.points, axis))]
+            if not ends:
+                continue
+            budget = min(ends)
+            cells = []
+            for m in methods:
+                values = []
+                for r in done:
+                    if r.key[1] == m and r.outcome is not None:
+                        ndg = r.ndg(best_at(r.outcome.points, axis, budget))
+                        if ndg is not None:
+                            values.append(ndg)
+                cells.append(_cell(values))
+            shown = f"{budget:,.0f} tokens" if axis == "tokens" else f"{budget / 60:.1f} min"
+            rows.append([t, shown, *cells])
+    if not rows:
+        return []
+    return [
+        "## NDG (%) at equal compute: mean ± sd over seeds",
+        "",
+        "Each run's NDG once it had spent the task's budget: the smallest total of the task's "
+        "finished runs, in model tokens (prompt + completion) or in wall time, so every run "
+        "is observed there. A method that spends more per iteration is read at fewer "
+        "iterations; `plots/best_<task>.png` draws the whole curves on both axes.",
+        "",
+        _md_table(["task", "budget", *methods], rows),
         "",
     ]
 
@@ -326,6 +376,7 @@ def write_summary(out: Path, records: Sequence[RunRecord], manifest: dict[str, A
             rows,
         )
     )
+    parts += ["", *equal_compute_section(records, methods, tasks)]
     parts += ["", *validity_section(records, methods, tasks)]
     parts += ["", *knowledge_section(records, methods)]
     parts += ["", "## World knowledge per method: over finished runs", ""]
@@ -437,6 +488,38 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
+_AXIS_LABELS: dict[Axis, tuple[str, float]] = {
+    "iteration": ("iteration", 1.0),
+    "tokens": ("model tokens, thousands (prompt + completion, cumulative)", 1e-3),
+    "wall_s": ("wall time, minutes (cumulative)", 1 / 60),
+}
+
+
+def _plot_seeds(
+    ax: Any, curves: list[list[tuple[float, float]]], scale: float, color: str, method: str
+) -> None:
+    """One method's seeds on one axis: each seed thin, their mean bold, their range a band."""
+    if not curves:
+        return
+    for c in curves:
+        xs = [x * scale for x, _ in c]
+        ax.plot(xs, [y for _, y in c], color=color, alpha=0.3, lw=1, drawstyle="steps-post")
+    band = seed_band(curves)
+    if not band.xs:
+        return
+    xs = [x * scale for x in band.xs]
+    if len(curves) > 1:
+        ax.fill_between(xs, band.low, band.high, step="post", color=color, alpha=0.15, lw=0)
+    ax.plot(
+        xs,
+        band.mean,
+        color=color,
+        lw=2,
+        label=f"{method} (mean of {len(curves)})",
+        drawstyle="steps-post",
+    )
+
+
 def write_plots(out: Path, records: Sequence[RunRecord]) -> list[Path]:
     """Write the PNG plots into ``<out>/plots`` and return their paths."""
     plt = pyplot()
@@ -451,52 +534,33 @@ def write_plots(out: Path, records: Sequence[RunRecord]) -> list[Path]:
         if not mine:
             continue
         task = next((r.task for r in mine if r.task is not None), None)
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for m in methods:
-            curves = [
-                [(p.iteration, p.best) for p in r.outcome.points if p.best is not None]
-                for r in mine
-                if r.key[1] == m and r.outcome is not None
-            ]
-            curves = [c for c in curves if c]
-            if not curves:
-                continue
-            color = _color(m, methods)
-            for c in curves:
-                ax.plot(
-                    [x for x, _ in c],
-                    [y for _, y in c],
-                    color=color,
-                    alpha=0.3,
-                    lw=1,
-                    drawstyle="steps-post",
-                )
-            length = min(len(c) for c in curves)
-            xs = [curves[0][i][0] for i in range(length)]
-            ys = [statistics.fmean(c[i][1] for c in curves) for i in range(length)]
-            ax.plot(
-                xs,
-                ys,
-                color=color,
-                lw=2,
-                label=f"{m} (mean of {len(curves)})",
-                drawstyle="steps-post",
-            )
-        if task is not None:
-            if task.initial_score is not None:
-                ax.axhline(task.initial_score, color="grey", ls=":", lw=1, label="initial")
-            if task.sota_score is not None:
-                ax.axhline(task.sota_score, color="black", ls="--", lw=1, label="reference")
-        ax.set_xlabel("iteration")
-        ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+        fig, axes = plt.subplots(1, len(AXES), figsize=(16, 4.8), sharey=True)
+        for ax, axis in zip(axes, AXES, strict=True):
+            label, scale = _AXIS_LABELS[axis]
+            for m in methods:
+                curves = [
+                    curve(r.outcome.points, axis)
+                    for r in mine
+                    if r.key[1] == m and r.outcome is not None
+                ]
+                _plot_seeds(ax, [c for c in curves if c], scale, _color(m, methods), m)
+            if task is not None:
+                if task.initial_score is not None:
+                    ax.axhline(task.initial_score, color="grey", ls=":", lw=1, label="initial")
+                if task.sota_score is not None:
+                    ax.axhline(task.sota_score, color="black", ls="--", lw=1, label="reference")
+            ax.set_xlabel(label)
+            ax.grid(alpha=0.3)
+        axes[0].xaxis.set_major_locator(plt.MaxNLocator(integer=True))
         metric = task.metric if task is not None else "metric"
         direction = (
             f" ({'higher' if task is None or task.direction == 'max' else 'lower'} is better)"
         )
-        ax.set_ylabel(f"best {metric} so far{direction}")
-        ax.set_title(task_name)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        axes[0].set_ylabel(f"best {metric} so far{direction}")
+        axes[0].legend(fontsize=8)
+        fig.suptitle(
+            f"{task_name}: best so far per seed (thin), seeds' mean (bold) and range (band)"
+        )
         fig.tight_layout()
         path = plot_dir / f"best_{_safe(task_name)}.png"
         fig.savefig(path, dpi=110)

@@ -1,0 +1,98 @@
+"""Best-so-far curves against compute: seed bands (plots), equal-compute NDG (summary)."""
+
+from __future__ import annotations
+
+import pytest
+
+from evoduet_graph import load_task
+from evoduet_graph.bench.common import IterationPoint, MethodOutcome
+from evoduet_graph.bench.curves import best_at, curve, seed_band
+from evoduet_graph.bench.output import RunRecord
+from evoduet_graph.bench.tables import write_plots, write_summary
+from tests.conftest import SMOKE_TASK
+
+
+def _points(rows: list[tuple[float | None, int, float | None]]) -> list[IterationPoint]:
+    """Points from ``(best, tokens, wall_s)`` per iteration 0..n."""
+    return [
+        IterationPoint(i, best, llm_calls=i, tokens=tokens, wall_s=wall)
+        for i, (best, tokens, wall) in enumerate(rows)
+    ]
+
+
+def test_a_curve_skips_unknown_points_and_keeps_the_last_best_at_a_repeated_x():
+    points = _points([(1.0, 0, 0.0), (None, 50, 5.0), (2.0, 50, None), (3.0, 90, 9.0)])
+    assert curve(points, "iteration") == [(0.0, 1.0), (2.0, 2.0), (3.0, 3.0)]
+    assert curve(points, "tokens") == [(0.0, 1.0), (50.0, 2.0), (90.0, 3.0)]
+    assert curve(points, "wall_s") == [(0.0, 1.0), (9.0, 3.0)]
+
+
+def test_best_at_a_budget_is_the_step_function_of_the_run():
+    points = _points([(1.0, 0, 0.0), (2.0, 100, 10.0), (4.0, 300, 30.0)])
+    assert best_at(points, "tokens", 0) == 1.0
+    assert best_at(points, "tokens", 99) == 1.0
+    assert best_at(points, "tokens", 100) == 2.0
+    assert best_at(points, "tokens", 10_000) == 4.0
+    assert best_at(points, "wall_s", 29.9) == 2.0
+    assert best_at(_points([(None, 0, 0.0), (2.0, 100, 10.0)]), "tokens", 50) is None
+
+
+def test_a_seed_band_puts_seeds_with_different_grids_on_one_grid_up_to_the_shortest():
+    a = [(0.0, 1.0), (100.0, 3.0), (400.0, 5.0)]
+    b = [(0.0, 1.0), (250.0, 2.0), (300.0, 6.0)]
+    band = seed_band([a, b])
+    assert band.xs == [0.0, 100.0, 250.0, 300.0]  # 400 is past b's end
+    assert band.low == [1.0, 1.0, 2.0, 3.0]
+    assert band.high == [1.0, 3.0, 3.0, 6.0]
+    assert band.mean == pytest.approx([1.0, 2.0, 2.5, 4.5])
+    late = [(50.0, 7.0), (300.0, 8.0)]  # unobserved before x = 50
+    assert seed_band([a, late]).xs == [50.0, 100.0, 300.0]
+    assert seed_band([a, []]).xs == []
+
+
+def _record(method: str, seed: int, rows: list[tuple[float, int, float]]) -> RunRecord:
+    task = load_task(SMOKE_TASK)
+    points = _points([(best, tokens, wall) for best, tokens, wall in rows])
+    outcome = MethodOutcome(
+        iterations=len(rows) - 1,
+        initial=rows[0][0],
+        best=rows[-1][0],
+        points=points,
+        tokens=rows[-1][1],
+        wall_s=rows[-1][2],
+    )
+    data = {"task": task.name, "method": method, "seed": seed, "status": "done"}
+    return RunRecord(task, data, outcome)
+
+
+def test_the_summary_compares_methods_at_equal_tokens_and_wall_time(tmp_path):
+    """A method that spends 3x the tokens per iteration is read at fewer iterations."""
+    task = load_task(SMOKE_TASK)
+    init, span = task.initial_score, task.sota_score - task.initial_score
+
+    def at(share: float) -> float:
+        return init + share * span
+
+    cheap = _record(
+        "openevolve-mode", 0, [(init, 0, 0.0), (at(0.1), 100, 10.0), (at(0.2), 200, 30.0)]
+    )
+    costly = _record("evoduet", 0, [(init, 0, 0.0), (at(0.5), 300, 30.0), (at(0.6), 600, 90.0)])
+    summary = write_summary(tmp_path, [cheap, costly], {}).read_text()
+    section = summary.split("## NDG (%) at equal compute")[1].split("\n## ")[0]
+    lines = [line for line in section.splitlines() if line.startswith("| ")]
+    header, *rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+    by_budget = {row[1]: dict(zip(header, row, strict=True)) for row in rows}
+    tokens, wall = by_budget["200 tokens"], by_budget["0.5 min"]
+    assert (tokens["openevolve-mode"], tokens["evoduet"]) == ("20.0 (n=1)", "0.0 (n=1)")
+    assert (wall["openevolve-mode"], wall["evoduet"]) == ("20.0 (n=1)", "50.0 (n=1)")
+    # the headline table still reads the runs at their end
+    assert "| 60.0 (n=1)" in summary.split("## NDG (%) per task")[1].split("\n## ")[0]
+    paths = write_plots(tmp_path, [cheap, costly])
+    assert [p.name for p in paths] == [f"best_{task.name}.png", "ndg.png"]
+    assert all(p.read_bytes().startswith(b"\x89PNG") for p in paths)
+
+
+def test_one_method_has_no_equal_compute_table(tmp_path):
+    task = load_task(SMOKE_TASK)
+    only = _record("openevolve-mode", 0, [(task.initial_score, 0, 0.0), (1.0, 100, 10.0)])
+    assert "equal compute" not in write_summary(tmp_path, [only], {}).read_text()
