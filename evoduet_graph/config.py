@@ -270,6 +270,14 @@ class PromptConfig(_Section):
         ),
     )
     history_programs: int = Field(3, ge=0, description="Recent attempts shown.")
+    other_programs: Literal["diff", "code"] = Field(
+        "diff",
+        description="How the context c_t shows the top programs and inspirations: `diff` (a "
+        "unified diff against the current program, at most 30 lines: shorter, and it says what "
+        "they do differently) or `code` (each program's code in full, cut at "
+        "`max_program_chars`, as OpenEvolve's prompt shows them). A folder program's are "
+        "always diffs, file by file.",
+    )
     failed_attempts: Literal["outcome", "details"] = Field(
         "outcome",
         description="What the recent attempts show of an invalid attempt: `outcome` (its "

@@ -249,10 +249,13 @@ def _other_programs(
     limit: int,
     max_chars: int,
     folder: bool = False,
+    code_lang: Language | None = None,
 ) -> tuple[str, set[str]]:
     """Programs as diffs against the parent; skips the parent, ``skip`` ids and clones.
 
     ``folder``: the programs are folder bundles, diffed file by file (`bundle_diff_summary`).
+    ``code_lang``: show each program's code in full instead (``prompt.other_programs:
+    code``), fenced for that language and cut at ``max_chars``, as OpenEvolve does.
     """
     summary = bundle_diff_summary if folder else code_diff_summary
     parts: list[str] = []
@@ -265,13 +268,27 @@ def _other_programs(
         diff = summary(parent.code, program.code, max_lines=_OTHER_PROGRAM_DIFF_LINES)
         if diff == _NO_CHANGE:
             continue
-        head = f"### {program.id} (iteration {program.iteration}, score {_score(program.score)})"
-        if program.metrics:
-            head += f"\nMetrics: {_metrics_line(program.metrics)}"
-        body = _head(diff, max_chars, "... ({n} more characters)")
-        parts.append(f"{head}\n{fenced(body, 'diff')}")
+        body = other_program_body(program.code, diff, max_chars, code_lang)
+        parts.append(f"{program_heading(program)}\n{body}")
         shown.add(program.id)
     return "\n\n".join(parts), shown
+
+
+def program_heading(program: ProgramView) -> str:
+    """A top program's or an inspiration's heading: id, iteration, score and metrics."""
+    head = f"### {program.id} (iteration {program.iteration}, score {_score(program.score)})"
+    if program.metrics:
+        head += f"\nMetrics: {_metrics_line(program.metrics)}"
+    return head
+
+
+def other_program_body(code: str, diff: str, max_chars: int, code_lang: Language | None) -> str:
+    """A top program's or an inspiration's fenced body: its diff, or with ``code_lang`` its code."""
+    if code_lang is None:
+        return fenced(_head(diff, max_chars, "... ({n} more characters)"), "diff")
+    note = "... ({n} more characters not shown)"
+    shown = _head(code, max_chars, f"# {note}" if code_lang.is_python else note)
+    return fenced(shown, code_lang.fence)
 
 
 def attempts_text(attempts: list[AttemptView], cfg: PromptConfig) -> str:
@@ -342,10 +359,11 @@ def context_message_text(
     sorted metrics, code cut at ``cfg.max_program_chars``); the top programs (the first
     ``cfg.num_top_programs`` of ``top`` that are not the parent and differ from it) and the
     inspirations (the first ``cfg.num_inspirations`` not shown yet), each as a diff against the
-    parent; the recent attempts (`attempts_text`). Empty sections are left out. The mutation
-    prompt's own part (`build_generation_messages`) follows it. ``folder_text`` (a folder
-    program, `evoduet_graph.prompts.folder.folder_program_text`) stands in for the fenced code,
-    and the other programs are then diffed file by file.
+    parent, or with ``cfg.other_programs: code`` in full (``prompts/context_code.md``, as
+    OpenEvolve shows them); the recent attempts (`attempts_text`). Empty sections are left
+    out. The mutation prompt's own part (`build_generation_messages`) follows it.
+    ``folder_text`` (a folder program, `evoduet_graph.prompts.folder.folder_program_text`)
+    stands in for the fenced code, and the other programs are then diffed file by file.
 
     Returns:
         The text; identical inputs give identical text.
@@ -354,14 +372,15 @@ def context_message_text(
     note = "... ({n} more characters not shown)"
     code = _head(parent.code, cfg.max_program_chars, f"# {note}" if lang.is_python else note)
     folder = folder_text is not None
+    code_lang = lang if cfg.other_programs == "code" and not folder else None
     top_text, shown = _other_programs(
-        top, parent, set(), cfg.num_top_programs, cfg.max_program_chars, folder
+        top, parent, set(), cfg.num_top_programs, cfg.max_program_chars, folder, code_lang
     )
     inspiration_text, _ = _other_programs(
-        inspirations, parent, shown, cfg.num_inspirations, cfg.max_program_chars, folder
+        inspirations, parent, shown, cfg.num_inspirations, cfg.max_program_chars, folder, code_lang
     )
     return render(
-        "context",
+        "context" if code_lang is None else "context_code",
         drop_empty=True,
         parent_summary=_parent_summary(parent),
         parent_code=folder_text if folder_text is not None else fenced(code, lang.fence),

@@ -1,4 +1,4 @@
-"""The recent-attempts A/B (`benchmarks/attempts_ab.py`): what its `hidden` arm removes."""
+"""The prompt A/Bs on recorded prompts (`attempts_ab.py`, `penalty_ab.py`, `context_ab.py`)."""
 
 from __future__ import annotations
 
@@ -128,17 +128,23 @@ def test_each_arm_is_paired_with_the_prompt_as_recorded():
     assert summary["arms"]["shown"] == {"children": 2, "valid": 1, "repeated_shown_error": 0}
 
 
-def test_the_penalty_ab_counts_a_prompt_replayed_for_two_runs_once():
+def _load_with_attempts_ab(name: str):
+    """A benchmark script that imports ``attempts_ab`` by its plain name, as it runs."""
     spec = importlib.util.spec_from_file_location(
-        "penalty_ab", Path(__file__).parents[2] / "benchmarks" / "penalty_ab.py"
+        name, Path(__file__).parents[2] / "benchmarks" / f"{name}.py"
     )
     assert spec is not None and spec.loader is not None
     sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
     try:
-        pa = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(pa)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
     finally:
         sys.path.pop(0)
+    return module
+
+
+def test_the_penalty_ab_counts_a_prompt_replayed_for_two_runs_once():
+    pa = _load_with_attempts_ab("penalty_ab")
     rows = [
         {"run": run, "candidate": "it1", "seed": 1, "prompt_sha": sha, "arm": arm, "valid": ok}
         for run, sha, arm, ok in [
@@ -160,3 +166,33 @@ def test_the_penalty_ab_counts_a_prompt_replayed_for_two_runs_once():
         "only_1.0_valid": 1,
         "only_1.1_valid": 1,
     }
+
+
+def test_the_context_ab_code_arm_is_what_the_code_setting_builds(tmp_path):
+    """The A/B's ``code`` arm, made from a recorded ``diff`` prompt, is the builder's text."""
+    from evoduet_graph.tasks.languages import language_by_name
+
+    cx = _load_with_attempts_ab("context_ab")
+    top = ProgramView(id="t", code="def f():\n    return 3\n", score=0.9, metrics={}, iteration=5)
+    other = ProgramView(
+        id="i", code="def f():\n    y = 4\n    return y\n", score=0.6, metrics={}, iteration=4
+    )
+    store = sqlite3.connect(tmp_path / "programs.sqlite")
+    store.execute("create table programs (id text, code text)")
+    store.executemany("insert into programs values (?, ?)", [(p.id, p.code) for p in (top, other)])
+    own_part = "\n\n## Task\nImprove the current program."
+
+    def context(form: str) -> str:
+        cfg = PromptConfig(diff_based=False, other_programs=form)
+        text = context_message_text(
+            parent=PARENT, top=[top], inspirations=[other], attempts=[IMPROVED], cfg=cfg
+        )
+        return text + own_part
+
+    recorded = context("diff")
+    assert cx.shows_other_programs(recorded) and "+    return 3" in recorded
+    replayed = cx.as_code(recorded, store, language_by_name("python"), 12000)
+    assert replayed == context("code")
+    assert "```python\ndef f():\n    return 3\n```" in replayed
+    assert "+    return 2" in replayed  # the recent attempt keeps its change
+    assert not cx.shows_other_programs(_context([IMPROVED]))

@@ -165,6 +165,22 @@ def test_top_programs_and_inspirations_are_diffs_without_duplicates() -> None:
     assert "### prog-7" not in user
 
 
+def test_with_other_programs_code_they_are_shown_in_full_as_openevolve_does() -> None:
+    cfg = PromptConfig(other_programs="code")
+    user, _ = build(cfg=cfg)
+    top_code = PARENT_CODE.replace("range(n)", "range(2 * n)").rstrip("\n")
+    assert f"### prog-5 (iteration 2, score 0.9)\nMetrics: x=1\n```python\n{top_code}\n```" in user
+    assert "The best programs so far, in full." in user
+    assert "as differences" not in user and "+    return sum(" not in user
+    # the same programs as in the diff form: the parent and clones skipped, none twice
+    assert "prog-clone" not in user and user.count("### prog-5 ") == 1
+    assert "### prog-2 (iteration 1, score 0.3)" in user and "### prog-7" not in user
+    # long programs are cut at max_program_chars, with a note
+    long_top = ProgramView("prog-9", PARENT_CODE + "# pad\n" * 200, 0.95, {}, 4)
+    short, _ = build(cfg=PromptConfig(other_programs="code", max_program_chars=400), top=[long_top])
+    assert "# ... (" in short and "more characters not shown)" in short
+
+
 def test_attempts_show_outcomes_errors_changes_and_artifact_tails() -> None:
     user = attempts_text(ATTEMPTS, PromptConfig(failed_attempts="details"))
     assert "### Iteration 1, from prog-0: improved (score 0.5)" in user
