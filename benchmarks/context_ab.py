@@ -11,16 +11,18 @@ one top program or inspiration is replayed with the same seed once per arm: as r
 ``diff``) and with each of those programs' diff replaced by its code from the run's program
 store, fenced and cut as ``prompt.other_programs: code`` does it, under that form's section
 notes (arm ``code``: the text `evoduet_graph.prompts.generate.context_message_text` writes for
-that setting). Each reply is read as the run read it (a full rewrite) and its child evaluated by
-the task's evaluator in the sandbox. ::
+that setting), and optionally (arm ``code-no-change``) with the ``Change:`` diff of every
+recent attempt removed too, so that the prompt holds no diff at all, as OpenEvolve's prompt
+for a full rewrite. ``--arms`` picks them (default ``diff,code``). Each reply is read as the
+run read it (a full rewrite) and its child evaluated by the task's evaluator in the sandbox. ::
 
     .venv/bin/python benchmarks/context_ab.py OUT.jsonl RUN_DIR [RUN_DIR ...] \
-        [--per-run 8] [--seed 1]
+        [--per-run 8] [--seed 1] [--arms diff,code,code-no-change]
 
 RUN_DIR is a bench run's ``run/`` folder; OUT.jsonl gets one line per (prompt, arm) and is read
-back on a rerun, so a killed A/B continues; the summary (per arm: children, valid, and the pairs
-where only one arm's child is valid) is printed at the end. The model is the embedded one
-in-process at the runs' sampling settings, as in ``attempts_ab.py``.
+back on a rerun, so a killed A/B continues; the summary (per arm: children, valid, and, paired
+with ``diff``, the prompts where only one arm's child is valid) is printed at the end. The
+model is the embedded one in-process at the runs' sampling settings, as in ``attempts_ab.py``.
 """
 
 from __future__ import annotations
@@ -33,7 +35,15 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from attempts_ab import append_row, child_outcome, open_run, read_rows
+from attempts_ab import (
+    _CHANGE_BLOCK,
+    append_row,
+    attempt_blocks,
+    child_outcome,
+    join_blocks,
+    open_run,
+    read_rows,
+)
 
 from evoduet_graph.config import LLMConfig, PromptConfig
 from evoduet_graph.llm import make_local_chat_model
@@ -77,8 +87,17 @@ def as_code(user: str, store: sqlite3.Connection, lang: Language, max_chars: int
     return _BLOCK.sub(code_of, head) + sep + rest
 
 
+def without_changes(user: str) -> str:
+    """The user message with the ``Change:`` diff of every recent attempt removed."""
+    head, blocks, rest = attempt_blocks(user)
+    return join_blocks(head, [_CHANGE_BLOCK.sub("", b, count=1) for b in blocks], rest)
+
+
+ARMS = ("diff", "code", "code-no-change")
+
+
 def summarise(rows: list[dict]) -> dict:
-    """Per arm: children and valid; ``code`` paired with ``diff`` on the same prompt and seed."""
+    """Per arm: children and valid; every other arm paired with ``diff`` (same prompt, seed)."""
     arms: dict[str, Counter] = {}
     pairs: dict[tuple, dict] = {}
     for row in rows:
@@ -86,13 +105,15 @@ def summarise(rows: list[dict]) -> dict:
         counts["children"] += 1
         counts["valid"] += row["valid"]
         pairs.setdefault((row["run"], row["candidate"], row["seed"]), {})[row["arm"]] = row
-    both = [p for p in pairs.values() if {"diff", "code"} <= p.keys()]
-    return {
-        "arms": {a: dict(c) for a, c in arms.items()},
-        "pairs": len(both),
-        "only_code_valid": sum(p["code"]["valid"] and not p["diff"]["valid"] for p in both),
-        "only_diff_valid": sum(p["diff"]["valid"] and not p["code"]["valid"] for p in both),
-    }
+    out: dict = {"arms": {a: dict(c) for a, c in arms.items()}}
+    for arm in sorted(set(arms) - {"diff"}):
+        both = [p for p in pairs.values() if {"diff", arm} <= p.keys()]
+        out[f"{arm} vs diff"] = {
+            "pairs": len(both),
+            f"only_{arm}_valid": sum(p[arm]["valid"] and not p["diff"]["valid"] for p in both),
+            "only_diff_valid": sum(p["diff"]["valid"] and not p[arm]["valid"] for p in both),
+        }
+    return out
 
 
 def main() -> int:
@@ -102,6 +123,7 @@ def main() -> int:
     parser.add_argument("runs", type=Path, nargs="+")
     parser.add_argument("--per-run", type=int, default=8)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--arms", default="diff,code", help="of " + ", ".join(ARMS))
     args = parser.parse_args()
     done, have = read_rows(args.out)
     model = make_local_chat_model(LLMConfig(model="local", local_parallel=1)).bind(seed=args.seed)
@@ -119,15 +141,17 @@ def main() -> int:
             parent = store.execute(
                 "select code from programs where id = ?", (prompt["parent"],)
             ).fetchone()[0]
-            for arm in ("diff", "code"):
+            for arm in args.arms.split(","):
                 if (label, prompt["candidate"], args.seed, arm) in have:
                     continue
-                messages = [
-                    (m["role"], as_code(m["content"], store, lang, max_chars))
-                    if arm == "code" and m["role"] == "user"
-                    else (m["role"], m["content"])
-                    for m in prompt["messages"]
-                ]
+                messages = []
+                for m in prompt["messages"]:
+                    text = m["content"]
+                    if arm != "diff" and m["role"] == "user":
+                        text = as_code(text, store, lang, max_chars)
+                    if arm == "code-no-change" and m["role"] == "user":
+                        text = without_changes(text)
+                    messages.append((m["role"], text))
                 reply = model.invoke(messages)
                 valid, error = child_outcome(
                     task, evaluator, parent, str(reply.content), prompt["candidate"]

@@ -195,4 +195,7 @@ def test_the_context_ab_code_arm_is_what_the_code_setting_builds(tmp_path):
     assert replayed == context("code")
     assert "```python\ndef f():\n    return 3\n```" in replayed
     assert "+    return 2" in replayed  # the recent attempt keeps its change
+    no_diff = cx.without_changes(replayed)  # the code-no-change arm: no diff left at all
+    assert "```diff" not in no_diff and "Change:" not in no_diff
+    assert no_diff.endswith(own_part) and "### Iteration 4, from p: improved" in no_diff
     assert not cx.shows_other_programs(_context([IMPROVED]))
