@@ -40,7 +40,9 @@ def _scripted(_job):
     )
 
 
-@pytest.mark.parametrize("name", ["paper.yaml", "local.yaml", "local_baseline.yaml"])
+@pytest.mark.parametrize(
+    "name", ["paper.yaml", "local.yaml", "local_baseline.yaml", "local_candidates.yaml"]
+)
 def test_the_shipped_protocols_resolve_every_task_method_and_key(name):
     labels = validate_protocol(PROTOCOLS / name)
     protocol = load_protocol(PROTOCOLS / name)
@@ -61,6 +63,15 @@ def test_the_local_baseline_protocol_is_local_yaml_with_the_baseline_alone():
     assert "openevolve-mode" in local.pop("methods")
     local.pop("description"), baseline.pop("description")
     assert baseline == local
+
+
+def test_the_candidate_tasks_protocol_is_the_baseline_step_on_other_tasks():
+    # run into the same folder at the same commit; only the tasks differ
+    baseline = load_protocol(PROTOCOLS / "local_baseline.yaml").model_dump()
+    candidates = load_protocol(PROTOCOLS / "local_candidates.yaml").model_dump()
+    assert not set(candidates.pop("tasks")) & set(baseline.pop("tasks"))
+    candidates.pop("description"), baseline.pop("description")
+    assert candidates == baseline
 
 
 def test_a_variant_lays_its_settings_over_its_method_and_forced_settings_under_it(tmp_path):
