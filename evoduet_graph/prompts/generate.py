@@ -20,7 +20,9 @@ four changes that matter for a 1.5B model with a small context on a CPU:
   (``benchmarks/results/embedded/shared-context/README.md``).
 * Only the parent program is shown in full. Top programs and inspirations are shown as unified
   diffs against it (at most 30 diff lines each), which is both shorter and says exactly what
-  they do differently.
+  they do differently; ``prompt.other_programs: code`` shows them in full, as OpenEvolve does
+  (``prompts/context_code.md``). On the embedded model the two forms gave the same children
+  where a diff seemed to be replayed wrongly (``benchmarks/context_ab.py``).
 * Recent attempts (`attempts_text`) show the outcome, the error, the change made and the
   *tails* of the evaluator's artifacts (stderr and tracebacks end with the useful part); an
   invalid attempt shows its outcome only (``prompt.failed_attempts: outcome``, the default,
