@@ -2,7 +2,8 @@
 
 * `write_summary` → ``<out>/summary.md``: mean ± sd NDG over seeds per task and method and
   overall (pooled over every finished run of a method), mean best metric per task and method,
-  mean cost per run (LLM calls, tokens, wall seconds), NDG at equal compute (tokens and wall
+  mean cost per run (LLM calls, tokens, wall seconds), each method against openevolve-mode
+  read against the seed spread (`reference_section`), NDG at equal compute (tokens and wall
   time, `equal_compute_section`), the knowledge figures per method
   (improvement rates by evidence, repeated-URL share, USD, search calls), failed runs,
   versions.
@@ -24,6 +25,7 @@ from typing import Any
 from evoduet_graph.bench.curves import AXES, Axis, best_at, curve, seed_band
 from evoduet_graph.bench.jobs import METHOD_ORDER
 from evoduet_graph.bench.output import RunRecord
+from evoduet_graph.bench.spread import difference
 from evoduet_graph.report.correlation import rank_correlation
 from evoduet_graph.report.plots import pyplot
 
@@ -223,6 +225,64 @@ def equal_compute_section(
     ]
 
 
+REFERENCE_METHOD = "openevolve-mode"
+"""The method the others are read against: the same scaffold without the knowledge layer."""
+
+
+def reference_section(
+    table: dict[str, dict[str, list[float]]], methods: list[str], tasks: list[str]
+) -> list[str]:
+    """Each method's NDG against openevolve-mode's, per task, read against the seed spread.
+
+    `evoduet_graph.bench.spread.difference`: the difference of means, the exact permutation
+    p-value, and whether the two methods' seed ranges are apart.
+    """
+    if REFERENCE_METHOD not in methods or len(methods) < 2:
+        return []
+    rows = []
+    for t in tasks:
+        reference = table[t][REFERENCE_METHOD]
+        for m in methods:
+            if m == REFERENCE_METHOD or not table[t][m] or not reference:
+                continue
+            d = difference(table[t][m], reference)
+            rows.append(
+                [
+                    t,
+                    m,
+                    "—" if d.delta is None else f"{d.delta:+.1f}",
+                    f"{min(d.values):.1f} to {max(d.values):.1f}",
+                    f"{min(d.reference):.1f} to {max(d.reference):.1f}",
+                    "—" if d.p_value is None else f"{d.p_value:.2f}",
+                    "yes" if d.apart else "no",
+                ]
+            )
+    if not rows:
+        return []
+    return [
+        f"## NDG against {REFERENCE_METHOD}: beyond the seed spread?",
+        "",
+        "Δ: the method's mean NDG minus openevolve-mode's, in points, per task. p: the exact "
+        "two-sided permutation test of Δ over every split of the two methods' runs (with three "
+        "seeds against three it cannot go below 0.1). Beyond the spread: every seed of one "
+        "method above every seed of the other.",
+        "",
+        _md_table(
+            [
+                "task",
+                "method",
+                "Δ NDG",
+                "method's seeds",
+                f"{REFERENCE_METHOD}'s seeds",
+                "p",
+                "beyond the spread",
+            ],
+            rows,
+        ),
+        "",
+    ]
+
+
 def knowledge_section(records: Sequence[RunRecord], methods: list[str]) -> list[str]:
     """The "Knowledge figures per method" section.
 
@@ -376,6 +436,7 @@ def write_summary(out: Path, records: Sequence[RunRecord], manifest: dict[str, A
             rows,
         )
     )
+    parts += ["", *reference_section(table, methods, tasks)]
     parts += ["", *equal_compute_section(records, methods, tasks)]
     parts += ["", *validity_section(records, methods, tasks)]
     parts += ["", *knowledge_section(records, methods)]

@@ -96,3 +96,37 @@ def test_one_method_has_no_equal_compute_table(tmp_path):
     task = load_task(SMOKE_TASK)
     only = _record("openevolve-mode", 0, [(task.initial_score, 0, 0.0), (1.0, 100, 10.0)])
     assert "equal compute" not in write_summary(tmp_path, [only], {}).read_text()
+
+
+def test_a_difference_is_beyond_the_seed_spread_only_when_the_seed_ranges_are_apart():
+    from evoduet_graph.bench.spread import difference
+
+    apart = difference([5.0, 6.0, 7.0], [1.0, 2.0, 3.0])
+    assert apart.delta == pytest.approx(4.0) and apart.apart
+    assert apart.p_value == pytest.approx(0.1)  # 2 of the 20 splits of 3 + 3 runs
+    one_lucky_seed = difference([0.0, 0.0, 9.7], [0.0, 0.0, 0.0])
+    assert one_lucky_seed.delta == pytest.approx(9.7 / 3) and not one_lucky_seed.apart
+    assert one_lucky_seed.p_value == pytest.approx(1.0)
+    overlapping = difference([2.0, 4.0, 6.0], [1.0, 3.0, 5.0])
+    assert not overlapping.apart and overlapping.p_value == pytest.approx(0.7)
+    assert difference([0.0, 0.0], [0.0, 0.0]).p_value is None  # nothing varies
+    assert difference([1.0, 2.0], [0.0]).p_value is None  # one seed: no test
+    assert difference([], [1.0]).delta is None and not difference([], [1.0]).apart
+
+
+def test_the_summary_reads_each_method_against_openevolve_mode(tmp_path):
+    task = load_task(SMOKE_TASK)
+    init, span = task.initial_score, task.sota_score - task.initial_score
+    records = []
+    for seed, (base, evo) in enumerate([(0.0, 0.3), (0.1, 0.4), (0.05, 0.5)]):
+        records.append(
+            _record("openevolve-mode", seed, [(init, 0, 0.0), (init + base * span, 9, 1.0)])
+        )
+        records.append(_record("evoduet", seed, [(init, 0, 0.0), (init + evo * span, 9, 1.0)]))
+    summary = write_summary(tmp_path, records, {}).read_text()
+    section = summary.split("## NDG against openevolve-mode")[1].split("\n## ")[0]
+    row = next(line for line in section.splitlines() if line.startswith(f"| {task.name}"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells == [task.name, "evoduet", "+35.0", "30.0 to 50.0", "0.0 to 10.0", "0.10", "yes"]
+    alone = [r for r in records if r.key[1] == "evoduet"]
+    assert "NDG against" not in write_summary(tmp_path, alone, {}).read_text()
