@@ -109,11 +109,22 @@ def read_rows(out: Path) -> tuple[list[dict], set[tuple]]:
     return done, {(r["run"], r["candidate"], r["seed"], r["arm"]) for r in done}
 
 
-def append_row(out: Path, row: dict) -> None:
-    """Write ``row`` to ``out`` at once (a killed A/B keeps it) and print it."""
+def append_row(out: Path, row: dict, rows: list[dict]) -> None:
+    """Add ``row`` to ``rows``, write it to ``out`` at once (a killed A/B keeps it), print it."""
+    rows.append(row)
     with out.open("a", encoding="utf-8") as fh:
         fh.write(json.dumps(row) + "\n")
     print(json.dumps(row), flush=True)
+
+
+def replay_parser(doc: str, per_run: int) -> argparse.ArgumentParser:
+    """The arguments of a replay A/B: OUT.jsonl, the run folders, ``--per-run``, ``--seed``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n", 1)[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("runs", type=Path, nargs="+")
+    parser.add_argument("--per-run", type=int, default=per_run)
+    parser.add_argument("--seed", type=int, default=1)
+    return parser
 
 
 def open_run(run: Path) -> tuple[str, Task, SandboxEvaluator, sqlite3.Connection]:
@@ -264,8 +275,7 @@ def main() -> int:
                         error and any(error.strip()[:120] == e[:120] for e in errors)
                     ),
                 }
-                done.append(row)
-                append_row(args.out, row)
+                append_row(args.out, row, done)
     print(json.dumps(summarise(done), indent=2))
     return 0
 

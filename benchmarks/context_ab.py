@@ -27,13 +27,11 @@ model is the embedded one in-process at the runs' sampling settings, as in ``att
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sqlite3
 import sys
 from collections import Counter
-from pathlib import Path
 
 from attempts_ab import (
     _CHANGE_BLOCK,
@@ -43,6 +41,7 @@ from attempts_ab import (
     join_blocks,
     open_run,
     read_rows,
+    replay_parser,
 )
 
 from evoduet_graph.config import LLMConfig, PromptConfig
@@ -118,11 +117,7 @@ def summarise(rows: list[dict]) -> dict:
 
 def main() -> int:
     """Replay the qualifying prompts in both arms; print one JSON line per child and a summary."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("out", type=Path)
-    parser.add_argument("runs", type=Path, nargs="+")
-    parser.add_argument("--per-run", type=int, default=8)
-    parser.add_argument("--seed", type=int, default=1)
+    parser = replay_parser(__doc__ or "", per_run=8)
     parser.add_argument("--arms", default="diff,code", help="of " + ", ".join(ARMS))
     args = parser.parse_args()
     done, have = read_rows(args.out)
@@ -158,8 +153,7 @@ def main() -> int:
                 )
                 row = {"run": label, "candidate": prompt["candidate"], "seed": args.seed}
                 row |= {"arm": arm, "valid": bool(valid), "error": error}
-                done.append(row)
-                append_row(args.out, row)
+                append_row(args.out, row, done)
     print(json.dumps(summarise(done), indent=2))
     return 0
 

@@ -23,14 +23,13 @@ in-process (``local_parallel: 1``), temperature 0.7, 1,024 output tokens, as in 
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import sys
 from collections import Counter
 from pathlib import Path
 
-from attempts_ab import append_row, child_outcome, open_run, read_rows
+from attempts_ab import append_row, child_outcome, open_run, read_rows, replay_parser
 
 from evoduet_graph.config import LLMConfig
 from evoduet_graph.llm import make_local_chat_model
@@ -98,12 +97,7 @@ def summarise(rows: list[dict]) -> dict:
 
 def main() -> int:
     """Replay the prompts in both arms; print one JSON line per child and a summary."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("out", type=Path)
-    parser.add_argument("runs", type=Path, nargs="+")
-    parser.add_argument("--per-run", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args()
+    args = replay_parser(__doc__ or "", per_run=2).parse_args()
     done, have = read_rows(args.out)
     model = make_local_chat_model(LLMConfig(model="local", local_parallel=1))
     for run in args.runs:
@@ -129,8 +123,7 @@ def main() -> int:
                     "valid": valid,
                     "error": error,
                 }
-                done.append(row)
-                append_row(args.out, row)
+                append_row(args.out, row, done)
     print(json.dumps(summarise(done), indent=2))
     return 0
 
