@@ -95,14 +95,13 @@ def seed_band(curves: Sequence[Sequence[tuple[float, float]]]) -> SeedBand:
         return SeedBand([], [], [], [])
     end = min(c[-1][0] for c in curves)
     grid = sorted({x for c in curves for x, _ in c if x <= end})
-    band = SeedBand([], [], [], [])
+    rows = []
     for x in grid:
         values = [_step(c, x) for c in curves]
-        if any(v is None for v in values):
-            continue
         known = [v for v in values if v is not None]
-        band.xs.append(x)
-        band.mean.append(statistics.fmean(known))
-        band.low.append(min(known))
-        band.high.append(max(known))
-    return band
+        if len(known) == len(values):
+            rows.append((x, statistics.fmean(known), min(known), max(known)))
+    if not rows:
+        return SeedBand([], [], [], [])
+    xs, mean, low, high = (list(col) for col in zip(*rows, strict=True))
+    return SeedBand(xs, mean, low, high)
