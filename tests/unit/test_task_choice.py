@@ -1,0 +1,111 @@
+"""The local protocol's task choice (`benchmarks/task_choice.py`): the fixed rule, as written."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+
+from evoduet_graph.bench.output import collect_runs
+
+_ROOT = Path(__file__).parents[2]
+_SPEC = importlib.util.spec_from_file_location(
+    "task_choice", _ROOT / "benchmarks" / "task_choice.py"
+)
+assert _SPEC is not None and _SPEC.loader is not None
+tc = importlib.util.module_from_spec(_SPEC)
+sys.modules["task_choice"] = tc  # its dataclasses look their module up
+_SPEC.loader.exec_module(tc)
+
+RECORDS = _ROOT / "benchmarks" / "results" / "local" / "run_records"
+
+
+def _seeds(*rows: tuple[int, int, float | None]) -> list:
+    return [tc.Seed(k, valid, 15, ndg) for k, (valid, ndg) in enumerate(rows, start=1)]
+
+
+def _s(valid: int, ndg: float | None) -> tuple[int, float | None]:
+    return valid, ndg
+
+
+def test_a_task_qualifies_with_half_valid_one_improving_seed_and_none_at_the_reference():
+    verdict = tc.judge("t", _seeds(_s(8, 0.0), _s(7, 12.5), _s(8, 0.0)), 3, 15)
+    assert (verdict.state, verdict.valid, verdict.children) == ("qualifies", 23, 45)
+
+
+def test_each_part_of_the_rule_can_fail_a_task():
+    no_progress = tc.judge("t", _seeds(_s(15, 0.0), _s(15, 0.0), _s(15, 0.0)), 3, 15)
+    at_reference = tc.judge("t", _seeds(_s(15, 10.0), _s(15, 100.0), _s(15, 0.0)), 3, 15)
+    under_half = tc.judge("t", _seeds(_s(7, 50.0), _s(7, 0.0), _s(8, 0.0)), 3, 15)
+    assert no_progress.state == at_reference.state == under_half.state == "fails"
+    assert "no seed improved" in no_progress.why
+    assert "reference" in at_reference.why
+    assert "under 50% valid" in under_half.why
+
+
+def test_a_task_is_open_until_its_seeds_settle_it_and_fails_early_when_half_is_out_of_reach():
+    # 8/30 valid: 15 of 15 on the last seed would still make 23/45, just over half.
+    reachable = tc.judge("t", _seeds(_s(1, 0.0), _s(7, 0.0)), 3, 15)
+    # 7/30 valid: even 15 of 15 gives 22/45.
+    out_of_reach = tc.judge("t", _seeds(_s(1, 0.0), _s(6, 0.0)), 3, 15)
+    assert reachable.state == "open"
+    assert out_of_reach.state == "fails" and "still to come" in out_of_reach.why
+    assert tc.judge("t", _seeds(_s(15, 100.0)), 3, 15).state == "fails"
+
+
+def _records_of(tmp_path: Path, tasks: dict[str, list[int]]) -> list:
+    """The committed openevolve-mode records of ``tasks`` (only the seeds named)."""
+    for task, seeds in tasks.items():
+        for k in seeds:
+            src = RECORDS / task / "openevolve-mode" / f"seed{k}"
+            shutil.copytree(src, tmp_path / "runs" / task / "openevolve-mode" / f"seed{k}")
+    return collect_runs(tmp_path)
+
+
+def test_the_committed_baseline_records_give_the_verdicts_the_readme_states(tmp_path):
+    records = _records_of(
+        tmp_path,
+        {
+            "lennard_jones_10": [1, 2, 3],
+            "heilbronn_triangle_7": [1, 2, 3],
+            "autocorrelation_c3": [1, 2, 3],
+        },
+    )
+    verdicts, taken = tc.choose(
+        records, ("lennard_jones_10", "heilbronn_triangle_7", "autocorrelation_c3")
+    )
+    assert [(v.task, v.state) for v in verdicts] == [
+        ("lennard_jones_10", "qualifies"),
+        ("heilbronn_triangle_7", "qualifies"),
+        ("autocorrelation_c3", "fails"),
+    ]
+    assert [round(s.ndg or 0, 2) for s in verdicts[1].seeds] == [0.0, 20.4, 0.0]
+    assert taken is None  # two qualify, three are needed
+    assert tc.choose(records, ("lennard_jones_10", "heilbronn_triangle_7"), need=2)[1] == [
+        "lennard_jones_10",
+        "heilbronn_triangle_7",
+    ]
+
+
+def test_an_undecided_task_earlier_in_the_order_holds_the_choice_back(tmp_path):
+    records = _records_of(tmp_path, {"lennard_jones_10": [1, 2, 3], "heilbronn_triangle_7": [1, 2]})
+    order = ("heilbronn_triangle_7", "lennard_jones_10")
+    assert tc.choose(records, order, need=1)[1] is None
+    assert tc.choose(records, tuple(reversed(order)), need=1)[1] == ["lennard_jones_10"]
+
+
+def test_other_methods_runs_do_not_count(tmp_path):
+    records = _records_of(tmp_path, {"lennard_jones_10": [1, 2, 3]})
+    verdicts, taken = tc.choose(records, ("lennard_jones_10",), method="evoduet", need=1)
+    assert verdicts[0].seeds == [] and taken is None
+
+
+def test_the_table_prints_one_row_per_task_with_its_verdict(tmp_path, capsys):
+    _records_of(tmp_path, {"lennard_jones_10": [1, 2, 3]})
+    assert tc.main([str(tmp_path), "--order", "lennard_jones_10", "--need", "1"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "| lennard_jones_10 | 10/15 | 9/15 | 4/15 | 23/45 = 51% | 0, 0, 9.71% | qualifies |" in out
+    )
+    assert "taken: lennard_jones_10" in out
