@@ -44,6 +44,9 @@ ORDER = (
     "autocorrelation_c3",
     "hadamard_29",
     "sums_diffs",
+    "heilbronn_triangle_11",
+    "lennard_jones_13",
+    "pressure_vessel",
 )
 """The order fixed in `local_candidates.yaml`: the first qualifying tasks in it are taken."""
 
