@@ -203,12 +203,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=3, help="seeds per task")
     parser.add_argument("--iterations", type=int, default=15, help="iterations per run")
     args = parser.parse_args(argv)
+    folder = args.out if args.records else args.out / "runs"
+    if not folder.is_dir():
+        parser.error(f"no such folder: {folder}")
     if args.records:
         with tempfile.TemporaryDirectory() as tmp:
             shutil.copytree(args.out, Path(tmp) / "runs")
             records = collect_runs(Path(tmp))
     else:
         records = collect_runs(args.out)
+    if not records:
+        parser.error(f"no bench_run.json under {folder}/<task>/<method>/seed<k>/")
     order = tuple(t.strip() for t in args.order.split(",") if t.strip())
     verdicts, taken = choose(
         records, order, n_seeds=args.seeds, iterations=args.iterations, need=args.need

@@ -7,6 +7,8 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
+
 from evoduet_graph.bench.output import collect_runs
 
 _ROOT = Path(__file__).parents[2]
@@ -109,3 +111,13 @@ def test_the_table_prints_one_row_per_task_with_its_verdict(tmp_path, capsys):
         "| lennard_jones_10 | 10/15 | 9/15 | 4/15 | 23/45 = 51% | 0, 0, 9.71% | qualifies |" in out
     )
     assert "taken: lennard_jones_10" in out
+
+
+def test_a_folder_without_run_records_is_refused_by_name(tmp_path, capsys):
+    (tmp_path / "runs").mkdir()
+    for argv in ([str(tmp_path / "nowhere")], [str(tmp_path)], [str(tmp_path), "--records"]):
+        with pytest.raises(SystemExit) as exc:
+            tc.main(argv)
+        assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "no such folder" in err and "no bench_run.json under" in err
