@@ -12,7 +12,8 @@ when, over its three seeds:
 `local.yaml` takes the first ``--need`` qualifying tasks in the fixed ``--order``. A task is
 decided early when its finished seeds already settle a part of the rule: it fails when even
 all-valid remaining seeds could not lift the pooled share to half, or when a finished seed
-reached the reference. From the repository root::
+reached the reference. An unfinished run's children (read from its program store in a bench
+folder) count toward that early "cannot reach half". From the repository root::
 
     .venv/bin/python benchmarks/task_choice.py <bench-out>            # a bench folder
     .venv/bin/python benchmarks/task_choice.py benchmarks/results/local/run_records --records
@@ -36,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 from evoduet_graph.bench.output import RunRecord, collect_runs
 from evoduet_graph.bench.tables import VALID_SHARE_FLOOR
+from evoduet_graph.rundir.read import load_programs
 
 ORDER = (
     "lennard_jones_10",
@@ -53,12 +55,17 @@ ORDER = (
 
 @dataclass
 class Seed:
-    """One finished baseline run: its valid children, children and NDG (%)."""
+    """One baseline run: its valid children, children and NDG (%).
+
+    An unfinished run (``finished`` false) counts the children its program store holds; they
+    are final, so they settle the valid share early, but its NDG is None.
+    """
 
     seed: int
     valid: int
     children: int
     ndg: float | None
+    finished: bool = True
 
 
 @dataclass
@@ -88,10 +95,16 @@ class Verdict:
         return sum(s.children for s in self.seeds)
 
 
-def _seed(record: RunRecord) -> Seed | None:
+def _seed(record: RunRecord, runs: Path | None) -> Seed | None:
+    """A finished run's figures from its record; an unfinished one's from its program store."""
     outcome = record.outcome
     if outcome is None or "children" not in outcome.details:
-        return None
+        task, method, seed = record.key
+        store = runs / task / method / f"seed{seed}" / "run" / "programs.sqlite" if runs else None
+        children = [p for p in (load_programs(store) or []) if p.iteration > 0] if store else []
+        if not children:
+            return None
+        return Seed(seed, sum(p.valid for p in children), len(children), None, finished=False)
     return Seed(
         seed=record.key[2],
         valid=int(outcome.details["valid_children"]),
@@ -105,13 +118,16 @@ def judge(task: str, seeds: list[Seed], n_seeds: int, iterations: int) -> Verdic
 
     Args:
         task: the task's name.
-        seeds: its finished runs (any order).
+        seeds: its runs (any order), unfinished ones with the children they have so far.
         n_seeds: how many seeds the protocol runs per task.
         iterations: children per run (one per iteration), for the early "cannot reach half".
     """
     verdict = Verdict(task, sorted(seeds, key=lambda s: s.seed))
     ndgs = [s.ndg for s in verdict.seeds]
-    left = max(0, n_seeds - len(seeds)) * iterations
+    finished = sum(s.finished for s in seeds)
+    left = max(0, n_seeds - len(seeds)) * iterations + sum(
+        max(0, iterations - s.children) for s in seeds if not s.finished
+    )
     best_share = (
         (verdict.valid + left) / (verdict.children + left) if verdict.children + left else 0
     )
@@ -122,8 +138,8 @@ def judge(task: str, seeds: list[Seed], n_seeds: int, iterations: int) -> Verdic
         verdict.why = f"under {VALID_SHARE_FLOOR:.0%} valid" + (
             f" even if the {left} children still to come were all valid" if left else ""
         )
-    elif len(seeds) < n_seeds:
-        verdict.why = f"{len(seeds)} of {n_seeds} seeds finished"
+    elif finished < n_seeds:
+        verdict.why = f"{finished} of {n_seeds} seeds finished"
     elif not any(n is not None and n > 0 for n in ndgs):
         verdict.state, verdict.why = "fails", "no seed improved on the initial program"
     else:
@@ -139,8 +155,11 @@ def choose(
     n_seeds: int = 3,
     iterations: int = 15,
     need: int = 3,
+    runs: Path | None = None,
 ) -> tuple[list[Verdict], list[str] | None]:
     """Every task's verdict in ``order`` and the tasks taken.
+
+    ``runs``: the bench's ``runs/`` folder, where an unfinished run's children are read.
 
     Returns:
         The verdicts, and the first ``need`` qualifying tasks once every task before the last
@@ -149,7 +168,7 @@ def choose(
     by_task: dict[str, list[Seed]] = {t: [] for t in order}
     for rec in records:
         task, rec_method, _ = rec.key
-        seed = _seed(rec) if rec_method == method and task in by_task else None
+        seed = _seed(rec, runs) if rec_method == method and task in by_task else None
         if seed is not None:
             by_task[task].append(seed)
     verdicts = [judge(t, by_task[t], n_seeds, iterations) for t in order]
@@ -177,7 +196,9 @@ def table(verdicts: list[Verdict], n_seeds: int = 3) -> list[str]:
     for v in verdicts:
         seeds = {s.seed: s for s in v.seeds}
         cells = [
-            f"{seeds[k].valid}/{seeds[k].children}" if k in seeds else "–"
+            f"{seeds[k].valid}/{seeds[k].children}{'' if seeds[k].finished else ', unfinished'}"
+            if k in seeds
+            else "–"
             for k in range(1, n_seeds + 1)
         ]
         pooled = (
@@ -216,7 +237,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no bench_run.json under {folder}/<task>/<method>/seed<k>/")
     order = tuple(t.strip() for t in args.order.split(",") if t.strip())
     verdicts, taken = choose(
-        records, order, n_seeds=args.seeds, iterations=args.iterations, need=args.need
+        records,
+        order,
+        n_seeds=args.seeds,
+        iterations=args.iterations,
+        need=args.need,
+        runs=None if args.records else folder,
     )
     print("\n".join(table(verdicts, args.seeds)))
     print()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from evoduet_graph.bench.output import collect_runs
+from evoduet_graph.rundir.store import ProgramRow, ProgramStore
 
 _ROOT = Path(__file__).parents[2]
 _SPEC = importlib.util.spec_from_file_location(
@@ -121,3 +123,50 @@ def test_a_folder_without_run_records_is_refused_by_name(tmp_path, capsys):
         assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "no such folder" in err and "no bench_run.json under" in err
+
+
+def test_an_unfinished_runs_children_settle_the_valid_share_early(tmp_path, capsys):
+    # circle_packing_10's first two seeds: 8 valid of 30. A third seed stopped after 7 children,
+    # none valid, leaves 8 to come: 16 of 45 at best, so the task fails without the rest.
+    base = RECORDS / "circle_packing_10" / "openevolve-mode"
+    for k in (1, 2):
+        shutil.copytree(
+            base / f"seed{k}",
+            tmp_path / "runs" / "circle_packing_10" / "openevolve-mode" / f"seed{k}",
+        )
+    seed3 = tmp_path / "runs" / "circle_packing_10" / "openevolve-mode" / "seed3"
+    (seed3 / "run").mkdir(parents=True)
+    record = {
+        "status": "running",
+        "task": "circle_packing_10",
+        "method": "openevolve-mode",
+        "seed": 3,
+    }
+    (seed3 / "bench_run.json").write_text(json.dumps(record), encoding="utf-8")
+    store = ProgramStore(seed3 / "run" / "programs.sqlite")
+    store.put_program(
+        ProgramRow(
+            id="p",
+            code="x = 1\n",
+            parent_id=None,
+            iteration=0,
+            kind="initial",
+            status="evaluated",
+            valid=True,
+        )
+    )
+    for i in range(1, 8):
+        store.put_program(
+            ProgramRow(
+                id=f"c{i}", code=None, parent_id="p", iteration=i, kind="rewrite", status="invalid"
+            )
+        )
+    store.close()
+    verdicts, _ = tc.choose(
+        collect_runs(tmp_path), ("circle_packing_10",), need=1, runs=tmp_path / "runs"
+    )
+    assert verdicts[0].state == "fails" and "the 8 children still to come" in verdicts[0].why
+    # Without the program store the third seed is not counted, and 8/30 + 15 could reach half.
+    assert tc.choose(collect_runs(tmp_path), ("circle_packing_10",), need=1)[0][0].state == "open"
+    assert tc.main([str(tmp_path), "--order", "circle_packing_10", "--need", "1"]) == 0
+    assert "| 1/15 | 7/15 | 0/7, unfinished | 8/37 = 22% |" in capsys.readouterr().out
