@@ -10,9 +10,9 @@ when, over its three seeds:
 3. no seed reaches the reference (NDG < 100).
 
 `local.yaml` takes the first ``--need`` qualifying tasks in the fixed ``--order``. A task is
-decided early when its finished seeds already settle a part of the rule: it fails when even
-all-valid remaining seeds could not lift the pooled share to half, or when a finished seed
-reached the reference. An unfinished run's children (read from its program store in a bench
+decided early when its runs so far already settle a part of the rule: it fails when even
+all-valid children still to come could not lift the pooled share to half, or when a finished
+seed reached the reference. An unfinished run's children (read from its program store in a bench
 folder) count toward that early "cannot reach half". From the repository root::
 
     .venv/bin/python benchmarks/task_choice.py <bench-out>            # a bench folder
@@ -74,8 +74,8 @@ class Verdict:
 
     Attributes:
         task: the task's name.
-        seeds: its finished baseline runs, by seed.
-        state: ``qualifies``, ``fails`` or ``open`` (the finished seeds do not settle it).
+        seeds: its baseline runs by seed, an unfinished one with its children so far.
+        state: ``qualifies``, ``fails`` or ``open`` (its runs so far do not settle it).
         why: the reason, in words.
     """
 
@@ -86,12 +86,12 @@ class Verdict:
 
     @property
     def valid(self) -> int:
-        """Valid children over the finished seeds."""
+        """Valid children over its runs so far."""
         return sum(s.valid for s in self.seeds)
 
     @property
     def children(self) -> int:
-        """Children over the finished seeds."""
+        """Children over its runs so far."""
         return sum(s.children for s in self.seeds)
 
 
@@ -114,7 +114,7 @@ def _seed(record: RunRecord, runs: Path | None) -> Seed | None:
 
 
 def judge(task: str, seeds: list[Seed], n_seeds: int, iterations: int) -> Verdict:
-    """The rule on one task's finished baseline seeds (see the module docstring).
+    """The rule on one task's baseline runs so far (see the module docstring).
 
     Args:
         task: the task's name.
