@@ -82,12 +82,8 @@ def table(rows: list[tuple[str, Counter[str]]]) -> list[str]:
     """The Markdown table: one row per run, then the total."""
     head = ["run", "children", "valid", *KINDS]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    total: Counter[str] = Counter()
-    for label, tally in [*rows, ("total", Counter())]:
-        if label == "total":
-            tally = total
-        else:
-            total.update(tally)
+    total: Counter[str] = sum((tally for _, tally in rows), Counter())
+    for label, tally in [*rows, ("total", total)]:
         cells = [str(tally[k]) for k in ("children", "valid", *KINDS)]
         lines.append("| " + " | ".join([label, *cells]) + " |")
     return lines
