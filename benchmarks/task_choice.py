@@ -17,6 +17,11 @@ folder) count toward that early "cannot reach half". From the repository root::
 
     .venv/bin/python benchmarks/task_choice.py <bench-out>            # a bench folder
     .venv/bin/python benchmarks/task_choice.py benchmarks/results/local/run_records --records
+    .venv/bin/python benchmarks/task_choice.py <bench-out> --save-unfinished <records>
+
+The last writes each unfinished run's children beside the committed records (a run stopped
+once its task could no longer qualify has no finished record), so that ``--records`` reaches
+the verdicts the bench folder gave.
 
 Prints a Markdown table (valid children and NDG per seed, the pooled share, the verdict and
 why) and the tasks taken.
@@ -31,13 +36,15 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from evoduet_graph.bench.common import write_json
 from evoduet_graph.bench.output import RunRecord, collect_runs
 from evoduet_graph.bench.tables import VALID_SHARE_FLOOR
-from evoduet_graph.rundir.read import load_programs
+from evoduet_graph.rundir.read import load_programs, read_json
 
 ORDER = (
     "lennard_jones_10",
@@ -95,16 +102,33 @@ class Verdict:
         return sum(s.children for s in self.seeds)
 
 
+CHILDREN = "children.json"
+"""Beside an unfinished run's committed record: its children so far (`save_unfinished`)."""
+
+
+def _children(runs: Path, key: tuple[str, str, int]) -> list[dict[str, Any]]:
+    """An unfinished run's children: its program store in a bench folder, else `CHILDREN`."""
+    folder = runs / key[0] / key[1] / f"seed{key[2]}"
+    programs = load_programs(folder / "run" / "programs.sqlite")
+    if programs is not None:
+        return [
+            {"iteration": p.iteration, "valid": p.valid, "status": p.status, "error": p.error}
+            for p in programs
+            if p.iteration > 0
+        ]
+    saved = read_json(folder / CHILDREN)
+    return list(saved.get("children") or []) if saved else []
+
+
 def _seed(record: RunRecord, runs: Path | None) -> Seed | None:
-    """A finished run's figures from its record; an unfinished one's from its program store."""
+    """A finished run's figures from its record; an unfinished one's from its children."""
     outcome = record.outcome
     if outcome is None or "children" not in outcome.details:
-        task, method, seed = record.key
-        store = runs / task / method / f"seed{seed}" / "run" / "programs.sqlite" if runs else None
-        children = [p for p in (load_programs(store) or []) if p.iteration > 0] if store else []
+        children = _children(runs, record.key) if runs else []
         if not children:
             return None
-        return Seed(seed, sum(p.valid for p in children), len(children), None, finished=False)
+        valid = sum(bool(c.get("valid")) for c in children)
+        return Seed(record.key[2], valid, len(children), None, finished=False)
     return Seed(
         seed=record.key[2],
         valid=int(outcome.details["valid_children"]),
@@ -171,6 +195,13 @@ def choose(
         seed = _seed(rec, runs) if rec_method == method and task in by_task else None
         if seed is not None:
             by_task[task].append(seed)
+    # committed records: a stopped run has no record, only its saved children
+    for path in sorted(runs.glob(f"*/{method}/seed*/{CHILDREN}")) if runs else []:
+        task, k = path.parts[-4], int(path.parent.name.removeprefix("seed"))
+        if task in by_task and all(s.seed != k for s in by_task[task]):
+            children = _children(runs, (task, method, k)) if runs else []
+            valid = sum(bool(c.get("valid")) for c in children)
+            by_task[task].append(Seed(k, valid, len(children), None, finished=False))
     verdicts = [judge(t, by_task[t], n_seeds, iterations) for t in order]
     taken: list[str] = []
     for v in verdicts:
@@ -210,6 +241,28 @@ def table(verdicts: list[Verdict], n_seeds: int = 3) -> list[str]:
     return lines
 
 
+def save_unfinished(runs: Path, records: list[RunRecord], dest: Path) -> list[Path]:
+    """Write each unfinished run's children next to its record under ``dest``.
+
+    The committed run records hold finished runs only; a run stopped once its task could no
+    longer qualify keeps its children here (iteration, valid, status, reason), so that
+    ``--records`` reaches the same verdicts as the bench folder did.
+    """
+    written = []
+    for rec in records:
+        if rec.outcome is not None:
+            continue
+        children = _children(runs, rec.key)
+        if not children:
+            continue
+        task, method, seed = rec.key
+        path = dest / task / method / f"seed{seed}" / CHILDREN
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, {"task": task, "method": method, "seed": seed, "children": children})
+        written.append(path)
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the table and the tasks taken."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -223,18 +276,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--need", type=int, default=3, help="how many tasks to take")
     parser.add_argument("--seeds", type=int, default=3, help="seeds per task")
     parser.add_argument("--iterations", type=int, default=15, help="iterations per run")
+    parser.add_argument(
+        "--save-unfinished",
+        type=Path,
+        metavar="RECORDS",
+        help=f"write each unfinished run's children to RECORDS/<task>/<method>/seed<k>/{CHILDREN}",
+    )
     args = parser.parse_args(argv)
     folder = args.out if args.records else args.out / "runs"
     if not folder.is_dir():
         parser.error(f"no such folder: {folder}")
-    if args.records:
-        with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.records:
             shutil.copytree(args.out, Path(tmp) / "runs")
+            runs = Path(tmp) / "runs"
             records = collect_runs(Path(tmp))
-    else:
-        records = collect_runs(args.out)
-    if not records:
-        parser.error(f"no bench_run.json under {folder}/<task>/<method>/seed<k>/")
+        else:
+            runs = folder
+            records = collect_runs(args.out)
+        if not records:
+            parser.error(f"no bench_run.json under {folder}/<task>/<method>/seed<k>/")
+        if args.save_unfinished and not args.records:
+            for path in save_unfinished(runs, records, args.save_unfinished):
+                print(f"wrote {path}", file=sys.stderr)
+        return _print_choice(args, records, runs)
+
+
+def _print_choice(args: argparse.Namespace, records: list[RunRecord], runs: Path) -> int:
     order = tuple(t.strip() for t in args.order.split(",") if t.strip())
     verdicts, taken = choose(
         records,
@@ -242,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         n_seeds=args.seeds,
         iterations=args.iterations,
         need=args.need,
-        runs=None if args.records else folder,
+        runs=runs,
     )
     print("\n".join(table(verdicts, args.seeds)))
     print()

@@ -170,3 +170,54 @@ def test_an_unfinished_runs_children_settle_the_valid_share_early(tmp_path, caps
     assert tc.choose(collect_runs(tmp_path), ("circle_packing_10",), need=1)[0][0].state == "open"
     assert tc.main([str(tmp_path), "--order", "circle_packing_10", "--need", "1"]) == 0
     assert "| 1/15 | 7/15 | 0/7, unfinished | 8/37 = 22% |" in capsys.readouterr().out
+
+
+def test_a_stopped_runs_saved_children_give_the_committed_records_the_same_verdict(tmp_path):
+    bench = tmp_path / "bench"
+    base = RECORDS / "circle_packing_10" / "openevolve-mode"
+    for k in (1, 2):
+        shutil.copytree(
+            base / f"seed{k}", bench / "runs" / "circle_packing_10" / "openevolve-mode" / f"seed{k}"
+        )
+    seed3 = bench / "runs" / "circle_packing_10" / "openevolve-mode" / "seed3"
+    (seed3 / "run").mkdir(parents=True)
+    record = {
+        "status": "running",
+        "task": "circle_packing_10",
+        "method": "openevolve-mode",
+        "seed": 3,
+    }
+    (seed3 / "bench_run.json").write_text(json.dumps(record), encoding="utf-8")
+    store = ProgramStore(seed3 / "run" / "programs.sqlite")
+    for i in range(1, 8):
+        store.put_program(
+            ProgramRow(
+                id=f"c{i}",
+                code=None,
+                parent_id="p",
+                iteration=i,
+                kind="rewrite",
+                status="invalid",
+                error="no code",
+            )
+        )
+    store.close()
+    # the committed records: finished runs' bench_run.json, the stopped run's children only
+    records = tmp_path / "records"
+    for k in (1, 2):
+        shutil.copytree(
+            base / f"seed{k}", records / "circle_packing_10" / "openevolve-mode" / f"seed{k}"
+        )
+    written = tc.save_unfinished(bench / "runs", collect_runs(bench), records)
+    assert written == [records / "circle_packing_10" / "openevolve-mode" / "seed3" / tc.CHILDREN]
+    saved = json.loads(written[0].read_text(encoding="utf-8"))
+    assert saved["children"][0] == {
+        "iteration": 1,
+        "valid": False,
+        "status": "invalid",
+        "error": "no code",
+    }
+    copy = tmp_path / "copy"
+    shutil.copytree(records, copy / "runs")
+    verdicts, _ = tc.choose(collect_runs(copy), ("circle_packing_10",), need=1, runs=copy / "runs")
+    assert (verdicts[0].state, verdicts[0].valid, verdicts[0].children) == ("fails", 8, 37)
