@@ -6,13 +6,14 @@ status and the reason it was not used). Kinds, in the order they are tested:
 
 * ``duplicate``: rejected before evaluation as a copy of its parent or of a population program
   (status ``duplicate``), or a rewrite identical to the current program;
-* ``diff syntax``: does not compile, and the line it fails on is a unified diff's (a ``@@``
-  hunk header, or a line that begins with ``+`` or ``-``): the model wrote diff markup into
-  a full rewrite;
+* ``prompt markup``: does not compile, and the line it fails on is markup the prompt showed
+  rather than code: a unified diff's (a ``@@`` hunk header, or a line that begins with ``+``
+  or ``-``) or one of the prompt's cut-off notes (``... (10 more diff lines)``);
 * ``syntax``: does not compile for another reason;
 * ``markers``: the rewrite lost the EVOLVE-BLOCK markers and cannot be mapped back;
-* ``name``: the evaluator raised ``NameError`` (a renamed entry point or a dropped line);
-* ``timeout``: the evaluation ran out of time;
+* ``name``: the evaluator raised ``NameError`` or ``UnboundLocalError`` (a renamed entry
+  point or a dropped line);
+* ``timeout``: the evaluation ran out of time (wall clock or CPU);
 * ``other invalid``: any other reason (a wrong shape, an out-of-range value, a cut-off reply).
 
 From the repository root, over run directories (a running run is read as far as it got)::
@@ -36,13 +37,14 @@ sys.path.insert(0, str(ROOT))
 from evoduet_graph.rundir.read import load_programs
 from evoduet_graph.rundir.store import ProgramRow
 
-KINDS = ("duplicate", "diff syntax", "syntax", "markers", "name", "timeout", "other invalid")
+KINDS = ("duplicate", "prompt markup", "syntax", "markers", "name", "timeout", "other invalid")
 """The kinds of invalid child, in the order `kind` tests them."""
 
 _FAILING_LINE = re.compile(r"\(line \d+: (.*)\)\s*$")
-_DIFF_LINE = re.compile(r"@@|[+-]")
-"""A failing line that starts so is diff markup: a statement cannot start with ``+``/``-``
-and still be where compilation fails, short of a unary expression nobody writes alone."""
+_MARKUP_LINE = re.compile(r"@@|[+-]|\.\.\. \(\d+ more ")
+"""A failing line that starts so is the prompt's markup: a diff line (a statement starting
+with ``+``/``-`` where compilation fails is, short of a unary expression nobody writes alone)
+or a cut-off note."""
 
 
 def kind(program: ProgramRow) -> str | None:
@@ -55,22 +57,29 @@ def kind(program: ProgramRow) -> str | None:
         return "duplicate"
     if "does not compile" in first or "SyntaxError" in first or "IndentationError" in first:
         line = _FAILING_LINE.search(first)
-        if line and _DIFF_LINE.match(line.group(1).strip()):
-            return "diff syntax"
+        if line and _MARKUP_LINE.match(line.group(1).strip()):
+            return "prompt markup"
         return "syntax"
     if "EVOLVE-BLOCK" in first:
         return "markers"
-    if "NameError" in first:
+    if "NameError" in first or "UnboundLocalError" in first:
         return "name"
-    if first.startswith("timeout after") or "CPU time limit" in first:
+    if first.startswith("timeout after") or "CPU time limit" in first or "ran past" in first:
         return "timeout"
     return "other invalid"
 
 
 def count(run_dir: Path) -> Counter[str]:
-    """``children``, ``valid`` and the count of each kind over a run's children."""
+    """``children``, ``valid`` and the count of each kind over a run's children.
+
+    Raises:
+        ValueError: the run's ``programs.sqlite`` cannot be read as a program store.
+    """
+    programs = load_programs(run_dir / "programs.sqlite")
+    if programs is None:
+        raise ValueError(f"{run_dir / 'programs.sqlite'}: not a readable program store")
     tally: Counter[str] = Counter()
-    for program in load_programs(run_dir / "programs.sqlite") or []:
+    for program in programs:
         if program.iteration <= 0:
             continue
         tally["children"] += 1
@@ -92,7 +101,7 @@ def table(rows: list[tuple[str, Counter[str]]]) -> list[str]:
 def _label(run_dir: Path) -> str:
     """``task/method/seedK`` for a bench run directory, else the folder's path."""
     parts = run_dir.resolve().parts
-    if len(parts) >= 4 and parts[-1] == "run":
+    if len(parts) >= 4 and parts[-1] == "run" and re.fullmatch(r"seed\d+", parts[-2]):
         return "/".join(parts[-4:-1])
     return str(run_dir)
 
@@ -102,10 +111,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path, help="run directories")
     args = parser.parse_args(argv)
-    missing = [str(r) for r in args.runs if not (r / "programs.sqlite").is_file()]
+    runs = list(dict.fromkeys(r.resolve() for r in args.runs))  # a run given twice counts once
+    missing = [str(r) for r in runs if not (r / "programs.sqlite").is_file()]
     if missing:
         parser.error(f"no programs.sqlite in: {', '.join(missing)}")
-    print("\n".join(table([(_label(r), count(r)) for r in args.runs])))
+    try:
+        rows = [(_label(r), count(r)) for r in runs]
+    except ValueError as exc:
+        parser.error(str(exc))
+    print("\n".join(table(rows)))
     return 0
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import shutil
 import sys
 import tempfile
@@ -105,36 +106,63 @@ class Verdict:
 CHILDREN = "children.json"
 """Beside an unfinished run's committed record: its children so far (`save_unfinished`)."""
 
+_SEED_FOLDER = re.compile(r"seed(\d+)")
 
-def _children(runs: Path, key: tuple[str, str, int]) -> list[dict[str, Any]]:
+
+class RecordError(ValueError):
+    """A run record or saved children file that the rule cannot read: named, never guessed."""
+
+
+def _children(folder: Path) -> list[dict[str, Any]]:
     """An unfinished run's children: its program store in a bench folder, else `CHILDREN`."""
-    folder = runs / key[0] / key[1] / f"seed{key[2]}"
-    programs = load_programs(folder / "run" / "programs.sqlite")
-    if programs is not None:
+    store = folder / "run" / "programs.sqlite"
+    if store.exists():
+        programs = load_programs(store)
+        if programs is None:
+            raise RecordError(f"{store}: not a readable program store")
         return [
             {"iteration": p.iteration, "valid": p.valid, "status": p.status, "error": p.error}
             for p in programs
             if p.iteration > 0
         ]
+    if not (folder / CHILDREN).exists():
+        return []
     saved = read_json(folder / CHILDREN)
-    return list(saved.get("children") or []) if saved else []
+    children = saved.get("children") if isinstance(saved, dict) else None
+    if not isinstance(children, list) or not all(
+        isinstance(c, dict) and isinstance(c.get("valid"), bool) for c in children
+    ):
+        raise RecordError(
+            f"{folder / CHILDREN}: expected {{'children': [{{'valid': true|false, ...}}, ...]}}"
+        )
+    return children
+
+
+def _unfinished(folder: Path, seed: int) -> Seed | None:
+    children = _children(folder)
+    if not children:
+        return None
+    valid = sum(c["valid"] for c in children)
+    return Seed(seed, valid, len(children), None, finished=False)
 
 
 def _seed(record: RunRecord, runs: Path | None) -> Seed | None:
     """A finished run's figures from its record; an unfinished one's from its children."""
+    task, method, k = record.key
     outcome = record.outcome
-    if outcome is None or "children" not in outcome.details:
-        children = _children(runs, record.key) if runs else []
-        if not children:
-            return None
-        valid = sum(bool(c.get("valid")) for c in children)
-        return Seed(record.key[2], valid, len(children), None, finished=False)
-    return Seed(
-        seed=record.key[2],
-        valid=int(outcome.details["valid_children"]),
-        children=int(outcome.details["children"]),
-        ndg=record.ndg(outcome.best),
-    )
+    if outcome is None:
+        return _unfinished(runs / task / method / f"seed{k}", k) if runs else None
+    try:
+        valid = int(outcome.details["valid_children"])
+        children = int(outcome.details["children"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RecordError(
+            f"{task}/{method}/seed{k}: the finished record has no valid_children/children counts"
+            f" ({exc!r})"
+        ) from None
+    if not 0 <= valid <= children:
+        raise RecordError(f"{task}/{method}/seed{k}: {valid} valid of {children} children")
+    return Seed(seed=k, valid=valid, children=children, ndg=record.ndg(outcome.best))
 
 
 def judge(task: str, seeds: list[Seed], n_seeds: int, iterations: int) -> Verdict:
@@ -155,6 +183,7 @@ def judge(task: str, seeds: list[Seed], n_seeds: int, iterations: int) -> Verdic
     best_share = (
         (verdict.valid + left) / (verdict.children + left) if verdict.children + left else 0
     )
+    unknown = [s.seed for s in seeds if s.finished and s.ndg is None]
     if any(n is not None and n >= 100 for n in ndgs):
         verdict.state, verdict.why = "fails", "a seed reached the reference (NDG 100)"
     elif best_share < VALID_SHARE_FLOOR:
@@ -164,6 +193,11 @@ def judge(task: str, seeds: list[Seed], n_seeds: int, iterations: int) -> Verdic
         )
     elif finished < n_seeds:
         verdict.why = f"{finished} of {n_seeds} seeds finished"
+    elif unknown:
+        verdict.why = (
+            f"NDG unknown on seed {', '.join(map(str, unknown))} (no best metric, or the task "
+            "cannot be loaded): cannot tell whether a seed improved"
+        )
     elif not any(n is not None and n > 0 for n in ndgs):
         verdict.state, verdict.why = "fails", "no seed improved on the initial program"
     else:
@@ -189,20 +223,28 @@ def choose(
         The verdicts, and the first ``need`` qualifying tasks once every task before the last
         of them is decided (None while an undecided task could still change the choice).
     """
-    by_task: dict[str, list[Seed]] = {t: [] for t in order}
+    by_task: dict[str, dict[int, Seed]] = {t: {} for t in order}
+
+    def add(task: str, seed: Seed | None) -> None:
+        if seed is None or not 1 <= seed.seed <= n_seeds:
+            return  # a seed outside the protocol's does not count
+        if seed.seed in by_task[task]:
+            raise RecordError(f"{task}/{method}: two runs of seed {seed.seed}")
+        by_task[task][seed.seed] = seed
+
     for rec in records:
         task, rec_method, _ = rec.key
-        seed = _seed(rec, runs) if rec_method == method and task in by_task else None
-        if seed is not None:
-            by_task[task].append(seed)
+        if rec_method == method and task in by_task:
+            add(task, _seed(rec, runs))
     # committed records: a stopped run has no record, only its saved children
-    for path in sorted(runs.glob(f"*/{method}/seed*/{CHILDREN}")) if runs else []:
-        task, k = path.parts[-4], int(path.parent.name.removeprefix("seed"))
-        if task in by_task and all(s.seed != k for s in by_task[task]):
-            children = _children(runs, (task, method, k)) if runs else []
-            valid = sum(bool(c.get("valid")) for c in children)
-            by_task[task].append(Seed(k, valid, len(children), None, finished=False))
-    verdicts = [judge(t, by_task[t], n_seeds, iterations) for t in order]
+    for path in sorted(runs.glob(f"*/{method}/*/{CHILDREN}")) if runs else []:
+        task, match = path.parts[-4], _SEED_FOLDER.fullmatch(path.parent.name)
+        if match is None:
+            raise RecordError(f"{path}: its folder is not named seed<k>")
+        k = int(match.group(1))
+        if task in by_task and not (path.parent / "bench_run.json").exists():
+            add(task, _unfinished(path.parent, k))  # else its record was read above
+    verdicts = [judge(t, list(by_task[t].values()), n_seeds, iterations) for t in order]
     taken: list[str] = []
     for v in verdicts:
         if len(taken) == need:
@@ -244,6 +286,8 @@ def table(verdicts: list[Verdict], n_seeds: int = 3) -> list[str]:
 def save_unfinished(runs: Path, records: list[RunRecord], dest: Path) -> list[Path]:
     """Write each unfinished run's children next to its record under ``dest``.
 
+    Run it with the bench stopped: a run still going is saved as it stands.
+
     The committed run records hold finished runs only; a run stopped once its task could no
     longer qualify keeps its children here (iteration, valid, status, reason), so that
     ``--records`` reaches the same verdicts as the bench folder did.
@@ -252,10 +296,10 @@ def save_unfinished(runs: Path, records: list[RunRecord], dest: Path) -> list[Pa
     for rec in records:
         if rec.outcome is not None:
             continue
-        children = _children(runs, rec.key)
+        task, method, seed = rec.key
+        children = _children(runs / task / method / f"seed{seed}")
         if not children:
             continue
-        task, method, seed = rec.key
         path = dest / task / method / f"seed{seed}" / CHILDREN
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json(path, {"task": task, "method": method, "seed": seed, "children": children})
@@ -283,38 +327,50 @@ def main(argv: list[str] | None = None) -> int:
         help=f"write each unfinished run's children to RECORDS/<task>/<method>/seed<k>/{CHILDREN}",
     )
     args = parser.parse_args(argv)
+    for name in ("need", "seeds", "iterations"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1")
+    order = tuple(t.strip() for t in args.order.split(",") if t.strip())
+    if not order or len(set(order)) < len(order):
+        parser.error("--order must name each task once")
+    if args.save_unfinished and args.records:
+        parser.error("--save-unfinished reads a bench folder's runs, not committed records")
     folder = args.out if args.records else args.out / "runs"
     if not folder.is_dir():
         parser.error(f"no such folder: {folder}")
     with tempfile.TemporaryDirectory() as tmp:
+        runs = Path(tmp) / "runs" if args.records else folder
         if args.records:
-            shutil.copytree(args.out, Path(tmp) / "runs")
-            runs = Path(tmp) / "runs"
-            records = collect_runs(Path(tmp))
-        else:
-            runs = folder
-            records = collect_runs(args.out)
-        if not records:
-            parser.error(f"no bench_run.json under {folder}/<task>/<method>/seed<k>/")
-        if args.save_unfinished and not args.records:
-            for path in save_unfinished(runs, records, args.save_unfinished):
-                print(f"wrote {path}", file=sys.stderr)
-        return _print_choice(args, records, runs)
-
-
-def _print_choice(args: argparse.Namespace, records: list[RunRecord], runs: Path) -> int:
-    order = tuple(t.strip() for t in args.order.split(",") if t.strip())
-    verdicts, taken = choose(
-        records,
-        order,
-        n_seeds=args.seeds,
-        iterations=args.iterations,
-        need=args.need,
-        runs=runs,
-    )
+            shutil.copytree(args.out, runs)
+        try:
+            records = collect_runs(runs.parent)
+            if args.save_unfinished:
+                for path in save_unfinished(runs, records, args.save_unfinished):
+                    print(f"wrote {path}", file=sys.stderr)
+            verdicts, taken = choose(
+                records,
+                order,
+                n_seeds=args.seeds,
+                iterations=args.iterations,
+                need=args.need,
+                runs=runs,
+            )
+        except (RecordError, TypeError, ValueError, KeyError, OSError) as exc:
+            parser.error(f"cannot read the run records: {exc}")
+    if not any(v.seeds for v in verdicts):
+        parser.error(f"no run of the order's tasks under {folder}/<task>/<method>/seed<k>/")
     print("\n".join(table(verdicts, args.seeds)))
     print()
-    print(f"taken: {', '.join(taken)}" if taken else "taken: not decided yet")
+    if taken:
+        print(f"taken: {', '.join(taken)}")
+    elif any(v.state == "open" for v in verdicts):
+        print("taken: not decided yet")
+    else:
+        qualified = [v.task for v in verdicts if v.state == "qualifies"]
+        print(
+            f"taken: none: every task in the order is decided and only {len(qualified)} of the "
+            f"{args.need} needed qualify ({', '.join(qualified) or 'none'})"
+        )
     return 0
 
 

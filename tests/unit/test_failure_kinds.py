@@ -47,7 +47,7 @@ CHILDREN = [
             "the program does not compile: SyntaxError: invalid syntax "
             "(line 27: @@ -29,4 +30,58 @@)",
         ),
-        "diff syntax",
+        "prompt markup",
     ),
     (
         _row(
@@ -55,7 +55,7 @@ CHILDREN = [
             "invalid",
             "the program does not compile: SyntaxError: invalid syntax (line 12: +    r = 0.1)",
         ),
-        "diff syntax",
+        "prompt markup",
     ),
     (
         _row(
@@ -63,7 +63,7 @@ CHILDREN = [
             "invalid",
             "the program does not compile: SyntaxError: invalid syntax (line 3: -    n = 65536)",
         ),
-        "diff syntax",
+        "prompt markup",
     ),
     (
         _row(
@@ -84,6 +84,21 @@ CHILDREN = [
         "name",
     ),
     (_row(10, "evaluated", "timeout after 60 s"), "timeout"),
+    (
+        _row(
+            12,
+            "invalid",
+            "the program does not compile: SyntaxError: invalid syntax "
+            "(line 40: ... (10 more diff lines))",
+        ),
+        "prompt markup",
+    ),
+    (
+        _row(
+            13, "evaluated", "evaluate raised UnboundLocalError: cannot access local variable 'r'"
+        ),
+        "name",
+    ),
     (
         _row(11, "evaluated", "evaluate raised ValueError: operands could not be broadcast"),
         "other invalid",
@@ -108,19 +123,33 @@ def test_a_run_directorys_children_are_counted_by_kind_and_the_initial_program_i
     store.close()
     tally = fk.count(run)
     assert tally["children"] == len(CHILDREN)
-    assert (tally["valid"], tally["duplicate"], tally["diff syntax"], tally["other invalid"]) == (
-        1,
-        2,
-        3,
-        1,
-    )
+    kinds = (tally["valid"], tally["duplicate"], tally["prompt markup"], tally["name"])
+    assert kinds == (1, 2, 4, 2)
     assert fk.main([str(run)]) == 0
     out = capsys.readouterr().out
-    assert "| t/openevolve-mode/seed1 | 11 | 1 | 2 | 3 | 1 | 1 | 1 | 1 | 1 |" in out
-    assert "| total | 11 | 1 | 2 | 3 | 1 | 1 | 1 | 1 | 1 |" in out
+    assert "| t/openevolve-mode/seed1 | 13 | 1 | 2 | 4 | 1 | 1 | 2 | 1 | 1 |" in out
+    assert "| total | 13 | 1 | 2 | 4 | 1 | 1 | 2 | 1 | 1 |" in out
 
 
 def test_a_folder_without_a_program_store_is_refused_by_name(tmp_path, capsys):
     with pytest.raises(SystemExit):
         fk.main([str(tmp_path)])
     assert "no programs.sqlite in" in capsys.readouterr().err
+
+
+def test_an_unreadable_program_store_is_refused_by_name_and_a_run_given_twice_counts_once(
+    tmp_path, capsys
+):
+    run = tmp_path / "t" / "m" / "seed1" / "run"
+    run.mkdir(parents=True)
+    store = ProgramStore(run / "programs.sqlite")
+    store.put_program(CHILDREN[0][0])
+    store.close()
+    assert fk.main([str(run), str(run / ".." / "run")]) == 0
+    assert "| total | 1 | 1 |" in capsys.readouterr().out
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "programs.sqlite").write_bytes(b"not a database" * 100)
+    with pytest.raises(SystemExit):
+        fk.main([str(bad)])
+    assert "not a readable program store" in capsys.readouterr().err

@@ -122,7 +122,7 @@ def test_a_folder_without_run_records_is_refused_by_name(tmp_path, capsys):
             tc.main(argv)
         assert exc.value.code == 2
     err = capsys.readouterr().err
-    assert "no such folder" in err and "no bench_run.json under" in err
+    assert "no such folder" in err and "no run of the order's tasks under" in err
 
 
 def test_an_unfinished_runs_children_settle_the_valid_share_early(tmp_path, capsys):
@@ -221,3 +221,72 @@ def test_a_stopped_runs_saved_children_give_the_committed_records_the_same_verdi
     shutil.copytree(records, copy / "runs")
     verdicts, _ = tc.choose(collect_runs(copy), ("circle_packing_10",), need=1, runs=copy / "runs")
     assert (verdicts[0].state, verdicts[0].valid, verdicts[0].children) == ("fails", 8, 37)
+
+
+def _base_records(tmp_path: Path) -> Path:
+    records = tmp_path / "records"
+    for task in ("lennard_jones_10", "heilbronn_triangle_7"):
+        shutil.copytree(RECORDS / task, records / task)
+    return records
+
+
+def _main_error(capsys, argv: list[str]) -> str:
+    with pytest.raises(SystemExit) as exc:
+        tc.main(argv)
+    assert exc.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_bad_records_and_options_get_one_clear_error_not_a_traceback_or_a_guess(tmp_path, capsys):
+    records = _base_records(tmp_path)
+    order = ["--order", "lennard_jones_10,heilbronn_triangle_7", "--need", "2"]
+    garbage = records / "heilbronn_triangle_7" / "openevolve-mode" / "seed4" / tc.CHILDREN
+    garbage.parent.mkdir()
+    garbage.write_text('{"children": [1, 2]}', encoding="utf-8")
+    assert "expected {'children'" in _main_error(
+        capsys, [str(records), "--records", *order, "--seeds", "4"]
+    )
+    garbage.unlink()
+    odd = records / "heilbronn_triangle_7" / "openevolve-mode" / "seedX" / tc.CHILDREN
+    odd.parent.mkdir()
+    odd.write_text('{"children": []}', encoding="utf-8")
+    assert "not named seed<k>" in _main_error(capsys, [str(records), "--records", *order])
+    shutil.rmtree(odd.parent)
+    twin = records / "heilbronn_triangle_7" / "openevolve-mode" / "seed3_copy"
+    shutil.copytree(twin.parent / "seed3", twin)
+    assert "two runs of seed 3" in _main_error(capsys, [str(records), "--records", *order])
+    shutil.rmtree(twin)
+    counts = records / "lennard_jones_10" / "openevolve-mode" / "seed1" / "bench_run.json"
+    data = json.loads(counts.read_text(encoding="utf-8"))
+    del data["outcome"]["details"]["valid_children"]
+    counts.write_text(json.dumps(data), encoding="utf-8")
+    assert "no valid_children/children counts" in _main_error(
+        capsys, [str(records), "--records", *order]
+    )
+    for bad in (["--need", "0"], ["--seeds", "0"], ["--iterations", "-1"]):
+        assert "must be at least 1" in _main_error(capsys, [str(records), "--records", *bad])
+    assert "each task once" in _main_error(capsys, [str(records), "--records", "--order", "a,a"])
+    assert "not committed records" in _main_error(
+        capsys, [str(records), "--records", "--save-unfinished", str(tmp_path / "x")]
+    )
+
+
+def test_an_unknown_ndg_keeps_a_task_open_instead_of_failing_it(tmp_path, capsys):
+    records = _base_records(tmp_path)
+    best = records / "lennard_jones_10" / "openevolve-mode" / "seed3" / "bench_run.json"
+    data = json.loads(best.read_text(encoding="utf-8"))
+    data["outcome"]["best"] = None
+    best.write_text(json.dumps(data), encoding="utf-8")
+    assert tc.main([str(records), "--records", "--order", "lennard_jones_10", "--need", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "open: NDG unknown on seed 3" in out and "taken: not decided yet" in out
+
+
+def test_when_every_task_is_decided_and_too_few_qualify_it_says_so(tmp_path, capsys):
+    records = _base_records(tmp_path)
+    order = "lennard_jones_10,heilbronn_triangle_7"
+    assert tc.main([str(records), "--records", "--order", order, "--need", "3"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "taken: none: every task in the order is decided and only 2 of the 3 needed qualify" in out
+    )
