@@ -125,16 +125,14 @@ def test_a_folder_without_run_records_is_refused_by_name(tmp_path, capsys):
     assert "no such folder" in err and "no run of the order's tasks under" in err
 
 
-def test_an_unfinished_runs_children_settle_the_valid_share_early(tmp_path, capsys):
-    # circle_packing_10's first two seeds: 8 valid of 30. A third seed stopped after 7 children,
-    # none valid, leaves 8 to come: 16 of 45 at best, so the task fails without the rest.
+def _stopped_circle_packing(runs: Path, error: str | None = None) -> None:
+    """circle_packing_10's two finished seeds, and a third stopped after 7 invalid children."""
     base = RECORDS / "circle_packing_10" / "openevolve-mode"
     for k in (1, 2):
         shutil.copytree(
-            base / f"seed{k}",
-            tmp_path / "runs" / "circle_packing_10" / "openevolve-mode" / f"seed{k}",
+            base / f"seed{k}", runs / "circle_packing_10" / "openevolve-mode" / f"seed{k}"
         )
-    seed3 = tmp_path / "runs" / "circle_packing_10" / "openevolve-mode" / "seed3"
+    seed3 = runs / "circle_packing_10" / "openevolve-mode" / "seed3"
     (seed3 / "run").mkdir(parents=True)
     record = {
         "status": "running",
@@ -156,12 +154,23 @@ def test_an_unfinished_runs_children_settle_the_valid_share_early(tmp_path, caps
         )
     )
     for i in range(1, 8):
-        store.put_program(
-            ProgramRow(
-                id=f"c{i}", code=None, parent_id="p", iteration=i, kind="rewrite", status="invalid"
-            )
+        child = ProgramRow(
+            id=f"c{i}",
+            code=None,
+            parent_id="p",
+            iteration=i,
+            kind="rewrite",
+            status="invalid",
+            error=error,
         )
+        store.put_program(child)
     store.close()
+
+
+def test_an_unfinished_runs_children_settle_the_valid_share_early(tmp_path, capsys):
+    # circle_packing_10's first two seeds: 8 valid of 30. A third seed stopped after 7 children,
+    # none valid, leaves 8 to come: 16 of 45 at best, so the task fails without the rest.
+    _stopped_circle_packing(tmp_path / "runs")
     verdicts, _ = tc.choose(
         collect_runs(tmp_path), ("circle_packing_10",), need=1, runs=tmp_path / "runs"
     )
@@ -174,36 +183,10 @@ def test_an_unfinished_runs_children_settle_the_valid_share_early(tmp_path, caps
 
 def test_a_stopped_runs_saved_children_give_the_committed_records_the_same_verdict(tmp_path):
     bench = tmp_path / "bench"
-    base = RECORDS / "circle_packing_10" / "openevolve-mode"
-    for k in (1, 2):
-        shutil.copytree(
-            base / f"seed{k}", bench / "runs" / "circle_packing_10" / "openevolve-mode" / f"seed{k}"
-        )
-    seed3 = bench / "runs" / "circle_packing_10" / "openevolve-mode" / "seed3"
-    (seed3 / "run").mkdir(parents=True)
-    record = {
-        "status": "running",
-        "task": "circle_packing_10",
-        "method": "openevolve-mode",
-        "seed": 3,
-    }
-    (seed3 / "bench_run.json").write_text(json.dumps(record), encoding="utf-8")
-    store = ProgramStore(seed3 / "run" / "programs.sqlite")
-    for i in range(1, 8):
-        store.put_program(
-            ProgramRow(
-                id=f"c{i}",
-                code=None,
-                parent_id="p",
-                iteration=i,
-                kind="rewrite",
-                status="invalid",
-                error="no code",
-            )
-        )
-    store.close()
+    _stopped_circle_packing(bench / "runs", error="no code")
     # the committed records: finished runs' bench_run.json, the stopped run's children only
     records = tmp_path / "records"
+    base = RECORDS / "circle_packing_10" / "openevolve-mode"
     for k in (1, 2):
         shutil.copytree(
             base / f"seed{k}", records / "circle_packing_10" / "openevolve-mode" / f"seed{k}"
