@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -66,10 +67,22 @@ def test_the_local_baseline_protocol_is_local_yaml_with_the_baseline_alone():
 
 
 def test_the_candidate_tasks_protocol_is_the_baseline_step_on_other_tasks():
-    # run into the same folder at the same commit; only the tasks differ
+    # run into the same folder at the same commit; only the tasks differ. The task choice's
+    # fixed order is the first baseline step's three tasks, then the candidates in file order,
+    # and the local protocol's tasks are taken from it in that order.
+    spec = importlib.util.spec_from_file_location(
+        "task_choice", PROTOCOLS.parent / "task_choice.py"
+    )
+    assert spec is not None and spec.loader is not None
+    task_choice = importlib.util.module_from_spec(spec)
+    sys.modules["task_choice"] = task_choice
+    spec.loader.exec_module(task_choice)
+    order = list(task_choice.ORDER)
     baseline = load_protocol(PROTOCOLS / "local_baseline.yaml").model_dump()
     candidates = load_protocol(PROTOCOLS / "local_candidates.yaml").model_dump()
-    assert not set(candidates.pop("tasks")) & set(baseline.pop("tasks"))
+    chosen = [Path(t).name for t in baseline.pop("tasks")]
+    assert [Path(t).name for t in candidates.pop("tasks")] == order[3:]
+    assert chosen == [t for t in order if t in chosen] and len(chosen) == 3
     candidates.pop("description"), baseline.pop("description")
     assert candidates == baseline
 
