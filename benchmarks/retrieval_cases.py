@@ -4,8 +4,10 @@ For every run directory of a bench folder whose method put documents into mutati
 (a retrieve or look-up of the gate, the oracle's fixed documents, a joint-level search), one
 Markdown block per iteration with documents: the gate decision and the knowledge state it
 wrote, the queries of each inner-loop round, the documents the prompt carried (title, URL,
-predicted child score), the realised outcome (Δ of the best valid child over its parent, as the
-run's ``impact`` event records it) and the child's change as a diff against its parent. Then,
+predicted child score, where the inner loop scored them), the realised outcome (Δ of the best
+valid child over its parent: the run's ``impact`` event for a retrieve or look-up, the same
+measure from the program store for iterations that write none, the oracle's and the
+joint-level search's) and the child's change as a diff against its parent. Then,
 per run, the first iteration whose documents went with an improved child and the first whose
 child was evaluated and did not improve: the "one retrieval that changed a child and one that
 did not" of the bench's reading. From the repository root::
@@ -41,8 +43,61 @@ def _fmt(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, (int, float)) else "n/a"
 
 
+_PROMPT_NODES = ("gate", "look_up", "query_evolution", "retrieve")
+"""Nodes whose event names the documents the mutation prompt carried (``retrieve``: the
+query-evolution node's name in runs made before it was renamed)."""
+
+
+def _documents_by_iteration(events: list[dict[str, Any]]) -> dict[int, dict[str, str]]:
+    """Per iteration, the documents its mutation prompt carried: ``{doc_id: where from}``.
+
+    From the gate, look-up and query-evolution nodes' events (a retrieve or look-up, the
+    oracle's fixed documents) and the ``joint_search`` events (a joint-level search; "where
+    from" names the candidate, since each candidate's prompt carried its own).
+    """
+    docs: dict[int, dict[str, str]] = defaultdict(dict)
+    for e in events:
+        it = e.get("iteration")
+        if not isinstance(it, int):
+            continue
+        if e.get("event") == "node" and e.get("node") in _PROMPT_NODES:
+            for doc_id in e.get("documents") or []:
+                docs[it].setdefault(str(doc_id), "")
+        elif e.get("event") == "joint_search":
+            for doc_id in e.get("doc_ids") or []:
+                docs[it].setdefault(str(doc_id), f"candidate {e.get('candidate_index')}")
+        elif e.get("event") == "impact":
+            for doc_id in e.get("doc_ids") or []:
+                docs[it].setdefault(str(doc_id), "")
+    return {it: found for it, found in docs.items() if found}
+
+
+def _outcome(run: dict[str, Any], iteration: int) -> tuple[str, float | None]:
+    """The iteration's realised outcome and Δ.
+
+    The run's ``impact`` event where it wrote one (a retrieve or look-up), else the same
+    measure from the program store: the best valid child's score against its parent's
+    (improved, unchanged or decreased; invalid when no child was valid, not evaluated when
+    none reached the evaluator).
+    """
+    impact = run["impacts"].get(iteration)
+    if impact is not None:
+        return str(impact.get("outcome")), impact.get("delta")
+    children = run["children"].get(iteration, [])
+    valid = [c for c in children if c.valid and c.score is not None]
+    if not valid:
+        evaluated = any(c.status == "evaluated" for c in children)
+        return ("invalid" if evaluated else "not_evaluated"), None
+    best = max(valid, key=lambda c: c.score)
+    parent = run["programs"].get(best.parent_id or "")
+    if parent is None or parent.score is None:
+        return "n/a", None
+    delta = float(best.score) - float(parent.score)
+    return ("improved" if delta > 0 else "decreased" if delta < 0 else "unchanged"), delta
+
+
 def _read_run(run_dir: Path) -> dict[str, Any]:
-    """The run's gate decisions, impacts and queries by iteration, its documents and programs."""
+    """The run's gate decisions, impacts, queries, prompt documents, documents and programs."""
     events = list(iter_jsonl(run_dir / "events.jsonl"))
     queries: dict[int, list[tuple[int, str]]] = defaultdict(list)
     for e in events:
@@ -55,7 +110,13 @@ def _read_run(run_dir: Path) -> dict[str, Any]:
             children[p.iteration].append(p)
     return {
         "decisions": {e["iteration"]: e for e in events if e.get("event") == "gate_decision"},
+        "gate_nodes": {
+            e["iteration"]: e
+            for e in events
+            if e.get("event") == "node" and e.get("node") == "gate" and "iteration" in e
+        },
         "impacts": {e["iteration"]: e for e in events if e.get("event") == "impact"},
+        "in_prompt": _documents_by_iteration(events),
         "queries": queries,
         "docs": {
             str(row.get("doc_id")): row
@@ -69,11 +130,17 @@ def _read_run(run_dir: Path) -> dict[str, Any]:
 
 def _block(run: dict[str, Any], iteration: int, max_diff_lines: int) -> str:
     """One iteration with documents as Markdown (see the module docstring)."""
-    impact = run["impacts"][iteration]
+    impact = run["impacts"].get(iteration, {})
     decision = run["decisions"].get(iteration, {})
+    outcome, delta = _outcome(run, iteration)
+    gate = run["gate_nodes"].get(iteration, {})
+    label = decision.get("decision") or (
+        f"{gate.get('gate_decision')} ({_one_line(gate.get('gate_reason'), 80)})"
+        if gate.get("gate_decision")
+        else "documents"
+    )
     lines = [
-        f"#### iteration {iteration}: {decision.get('decision', 'documents')}, "
-        f"outcome {impact.get('outcome')} (Δ {_fmt(impact.get('delta'))})",
+        f"#### iteration {iteration}: {label}, outcome {outcome} (Δ {_fmt(delta)})",
         "",
     ]
     state = decision.get("knowledge_state") or {}
@@ -86,14 +153,12 @@ def _block(run: dict[str, Any], iteration: int, max_diff_lines: int) -> str:
         f"- query, round {rnd}: “{_one_line(query, 200)}”"
         for rnd, query in run["queries"].get(iteration, [])
     ]
-    predicted = list(impact.get("predicted") or [])
-    for k, doc_id in enumerate(impact.get("doc_ids") or []):
-        doc = run["docs"].get(str(doc_id), {})
-        pred = predicted[k] if k < len(predicted) else None
-        lines.append(
-            f"- document {doc_id}: {_one_line(doc.get('title'), 120)} "
-            f"({doc.get('url', '?')}), predicted {_fmt(pred)}"
-        )
+    predicted = dict(zip(impact.get("doc_ids") or [], impact.get("predicted") or [], strict=False))
+    for doc_id, where in run["in_prompt"][iteration].items():
+        doc = run["docs"].get(doc_id, {})
+        line = f"- document {doc_id}: {_one_line(doc.get('title'), 120)} ({doc.get('url', '?')})"
+        line += f", predicted {_fmt(predicted[doc_id])}" if doc_id in predicted else ""
+        lines.append(line + (f", {where}" if where else ""))
     for child in run["children"].get(iteration, []):
         parent = run["programs"].get(child.parent_id or "")
         head = f"- child {child.id} of {child.parent_id}: {child.status}"
@@ -116,12 +181,9 @@ def run_cases(run_dir: Path, max_diff_lines: int) -> tuple[list[str], dict[str, 
     run = _read_run(run_dir)
     blocks: list[str] = []
     picked: dict[str, int] = {}
-    for iteration in sorted(run["impacts"]):
-        impact = run["impacts"][iteration]
-        if not impact.get("doc_ids"):
-            continue
+    for iteration in sorted(run["in_prompt"]):
         blocks.append(_block(run, iteration, max_diff_lines))
-        outcome = impact.get("outcome")
+        outcome, _ = _outcome(run, iteration)
         if outcome == "improved":
             picked.setdefault("improved", iteration)
         elif outcome in ("unchanged", "decreased"):

@@ -1,0 +1,90 @@
+"""What the documents did per iteration (`benchmarks/retrieval_cases.py`)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+from evoduet_graph.rundir.store import ProgramRow, ProgramStore
+
+_SPEC = importlib.util.spec_from_file_location(
+    "retrieval_cases", Path(__file__).parents[2] / "benchmarks" / "retrieval_cases.py"
+)
+assert _SPEC is not None and _SPEC.loader is not None
+rc = importlib.util.module_from_spec(_SPEC)
+sys.modules["retrieval_cases"] = rc
+_SPEC.loader.exec_module(rc)
+
+PARENT = "x = 1\n"
+
+
+def _program(pid: str, iteration: int, score: float | None, status: str = "evaluated"):
+    return ProgramRow(
+        id=pid,
+        code=f"x = {pid!r}\n" if iteration else PARENT,
+        parent_id=None if iteration == 0 else "initial",
+        iteration=iteration,
+        kind="initial" if iteration == 0 else "rewrite",
+        status=status,
+        score=score,
+        valid=score is not None,
+    )
+
+
+def _run(tmp_path: Path, method: str, events: list[dict], programs: list[ProgramRow]) -> Path:
+    run = tmp_path / "runs" / "t" / method / "seed1" / "run"
+    run.mkdir(parents=True)
+    (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    docs = [{"type": "document", "doc_id": "doc_1", "url": "oracle/a.md", "title": "A"}]
+    (run / "search_database.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    store = ProgramStore(run / "programs.sqlite")
+    for row in [_program("initial", 0, 0.5), *programs]:
+        store.put_program(row)
+    store.close()
+    return run
+
+
+def test_oracle_documents_count_and_their_outcome_comes_from_the_program_store(tmp_path):
+    gate = {"event": "node", "node": "gate", "gate_decision": "no-op"}
+    gate["gate_reason"] = "gate mode oracle: 1 fixed document(s)"
+    events = [{**gate, "iteration": i, "documents": ["doc_1"]} for i in (1, 2, 3)]
+    run = _run(
+        tmp_path,
+        "oracle",
+        events,
+        [
+            _program("c1", 1, None, status="invalid"),
+            _program("c2", 2, 0.4),
+            _program("c3", 3, 0.7),
+        ],
+    )
+    blocks, picked = rc.run_cases(run, max_diff_lines=10)
+    assert len(blocks) == 3
+    assert picked == {"not improved": 2, "improved": 3}
+    assert "no-op (gate mode oracle: 1 fixed document(s)), outcome not_evaluated" in blocks[0]
+    assert "outcome decreased (Δ -0.1)" in blocks[1]
+    assert "outcome improved (Δ 0.2)" in blocks[2]
+    assert "- document doc_1: A (oracle/a.md)\n" in blocks[2]
+
+
+def test_an_impact_event_gives_the_outcome_and_predictions_and_joint_searches_name_the_candidate(
+    tmp_path,
+):
+    events = [
+        {"event": "gate_decision", "iteration": 1, "decision": "retrieve"},
+        {"event": "search", "iteration": 1, "round": 0, "query": "basin hopping"},
+        {"event": "impact", "iteration": 1, "outcome": "unchanged", "delta": 0.0}
+        | {"doc_ids": ["doc_1"], "predicted": [0.9]},
+        {"event": "joint_search", "iteration": 2, "candidate_index": 0, "doc_ids": ["doc_1"]},
+        {"event": "node", "node": "gate", "iteration": 4, "documents": []},
+    ]
+    run = _run(tmp_path, "evoduet", events, [_program("c1", 1, 0.9), _program("c2", 2, 0.6)])
+    blocks, picked = rc.run_cases(run, max_diff_lines=10)
+    assert len(blocks) == 2  # iteration 4's prompt had no documents
+    assert "#### iteration 1: retrieve, outcome unchanged (Δ 0)" in blocks[0]
+    assert "predicted 0.9" in blocks[0] and "“basin hopping”" in blocks[0]
+    assert "outcome improved (Δ 0.1)" in blocks[1]
+    assert "(oracle/a.md), candidate 0" in blocks[1]
+    assert picked == {"not improved": 1, "improved": 2}
