@@ -113,9 +113,9 @@ def fan_out(state: OuterState, runtime: Runtime[Context]) -> list[Send]:
     Each carries the parent, inspirations, evidence and the scaffold's ``mutation_instruction``.
 
     N is ``config.candidates``, or ``config.candidates_after_retrieval`` (when set) after a
-    ``retrieve`` / ``look-up`` decision (docs/design.md §1 parallel mode). The run settings of a
-    graph input (``task_dir``, ``run_dir``, ``config``) travel with each payload, so the
-    ``generate`` nodes resolve the same context.
+    ``retrieve`` / ``look-up`` decision (docs/design.md §1: "N may be larger after a retrieve or
+    look-up"). The run settings of a graph input (``task_dir``, ``run_dir``, ``config``) travel
+    with each payload, so the ``generate`` nodes resolve the same context.
     """
     ctx = runtime.context
     resolved = isinstance(ctx, Context)

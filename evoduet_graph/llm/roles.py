@@ -1,7 +1,7 @@
 """Model roles: which chat model each LLM-calling node uses.
 
-Model roles: which chat model each LLM-calling node uses (docs/design.md §4 "optional per-node
-roles").
+Model roles: which chat model each LLM-calling node uses (docs/design.md §4, "a per-node
+role map").
 
 ``llm.roles`` maps a node name (`ROLE_NODES`) to a model: a model string (``openai:<m>``,
 ``anthropic:<m>``, any ``<provider>:<m>``, ``local``) or a mapping of `ROLE_FIELDS` laid over

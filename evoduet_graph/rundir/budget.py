@@ -1,4 +1,4 @@
-"""Run budgets: LLM calls, tokens, estimated cost and wall time (docs/design.md §6 "budget stops").
+"""Run budgets: LLM calls, tokens, estimated cost and wall time (docs/design.md §6, "budget stops").
 
 A `Budget` compares the run's usage with the ``budget:`` section of the configuration
 (`evoduet_graph.config.BudgetConfig`). Usage is counted from ``events.jsonl``, so totals survive

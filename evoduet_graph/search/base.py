@@ -79,7 +79,7 @@ def clean_text(value: Any) -> str:
 
 
 def normalize_url(url: str) -> str:
-    """Canonical form of a URL used for de-duplication (docs/design.md §1 "normalised URL").
+    """Canonical form of a URL used for de-duplication (docs/design.md §4, "normalised URL").
 
     For network URLs (``scheme://host/...``): lowercase scheme and host, drop ``www.``, default
     ports (80/443), user info, the fragment, ``utm_*`` query parameters, and trailing slashes of
@@ -296,7 +296,7 @@ def robust_search(
     backoff_max_s: float = 8.0,
     max_content_chars: int = MAX_CONTENT_CHARS,
 ) -> tuple[list[Document], str | None]:
-    """Call ``searcher.search`` defensively (docs/design.md §1 inner loop step 2, §4).
+    """Call ``searcher.search`` defensively (docs/design.md §1 inner loop, `search`; §4).
 
     Each attempt runs in a worker thread with a deadline of ``timeout_s`` seconds; failed or
     timed-out attempts are retried up to ``retries`` times with exponential backoff (tenacity:
