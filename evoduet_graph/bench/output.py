@@ -185,6 +185,7 @@ def write_csvs(out: Path, result: BenchResult) -> None:
                     rec.data.get("model") or "",
                     rec.data.get("model_sha256") or "",
                     versions.get("evoduet_graph") or "",
+                    versions.get("evoduet_graph_git") or "",
                     versions.get("llama_cpp_python") or "",
                     (versions.get("openevolve") or "") if method == "openevolve" else "",
                 ]
@@ -221,6 +222,7 @@ RUN_COLUMNS = (
     "model",
     "model_sha256",
     "evoduet_graph",
+    "evoduet_graph_git",
     "llama_cpp_python",
     "openevolve",
 )

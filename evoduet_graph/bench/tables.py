@@ -344,24 +344,57 @@ def knowledge_section(records: Sequence[RunRecord], methods: list[str]) -> list[
     ]
 
 
+def _versions_line(model: str, sha256: str, versions: dict[str, Any]) -> str:
+    git = versions.get("evoduet_graph_git")
+    return (
+        f"Model: {model or 'n/a'}"
+        + (f" (sha256 `{sha256}`)" if sha256 else "")
+        + f". Versions: evoduet_graph {versions.get('evoduet_graph') or 'n/a'}"
+        + (f" (git {git})" if git else "")
+        + f", llama-cpp-python {versions.get('llama_cpp_python') or 'n/a'}"
+        + f", openevolve {versions.get('openevolve') or 'n/a'}"
+        + f", Python {versions.get('python') or 'n/a'}."
+    )
+
+
+def _provenance(records: Sequence[RunRecord], manifest: dict[str, Any]) -> list[str]:
+    """The model and versions that made the runs, read from each run's record.
+
+    A bench spread over several invocations (or machines) is summarised by whichever one ran
+    last, so the summarising process's versions would misname runs made at another commit.
+    Runs recorded without versions (older records) fall back to the manifest's.
+    """
+    fallback = manifest.get("versions") or {}
+    model_info = manifest.get("model") or {}
+    groups: dict[str, list[str]] = {}
+    for rec in records:
+        versions = rec.data.get("versions") or fallback
+        line = _versions_line(
+            str(rec.data.get("model") or model_info.get("model") or ""),
+            str(rec.data.get("model_sha256") or model_info.get("model_sha256") or ""),
+            versions,
+        )
+        task, method, seed = rec.key
+        groups.setdefault(line, []).append(f"{task}/{method}/seed{seed}")
+    if not groups:
+        line = _versions_line(
+            str(model_info.get("model") or ""), str(model_info.get("model_sha256") or ""), fallback
+        )
+        return [line]
+    if len(groups) == 1:
+        return [next(iter(groups))]
+    lines = ["The runs were made with different models or versions:", ""]
+    for line, runs in groups.items():
+        lines.append(f"- {line} Runs ({len(runs)}): {', '.join(runs)}.")
+    return lines
+
+
 def write_summary(out: Path, records: Sequence[RunRecord], manifest: dict[str, Any]) -> Path:
     """Write ``<out>/summary.md`` and return its path."""
     methods = _methods(records)
     tasks = _tasks(records)
     table = ndg_table(records)
-    versions = manifest.get("versions") or {}
-    model = manifest.get("model") or {}
-    parts = ["# Benchmark results", ""]
-    git = versions.get("evoduet_graph_git")
-    parts.append(
-        f"Model: {model.get('model', 'n/a')}"
-        + (f" (sha256 `{model['model_sha256']}`)" if model.get("model_sha256") else "")
-        + f". Versions: evoduet_graph {versions.get('evoduet_graph', 'n/a')}"
-        + (f" (git {git})" if git else "")
-        + f", llama-cpp-python {versions.get('llama_cpp_python') or 'n/a'}"
-        + f", openevolve {versions.get('openevolve') or 'n/a'}"
-        + f", Python {versions.get('python', 'n/a')}."
-    )
+    parts = ["# Benchmark results", "", *_provenance(records, manifest)]
     parts += ["", "## NDG (%) per task and method: mean ± sd over seeds", ""]
     rows = [[t] + [_cell(table[t][m]) for m in methods] for t in tasks]
     rows.append(["**overall**"] + [_cell(table["overall"][m]) for m in methods])
