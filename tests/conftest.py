@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE_TASK = ROOT / "tasks" / "smoke_polygon_area"
 CIRCLE_TASK = ROOT / "tasks" / "circle_packing_26"
+
+
+def load_script(path: Path) -> ModuleType:
+    """Import a repository script (``benchmarks/``, ``scripts/``) as a module named by its stem.
+
+    Registered in ``sys.modules`` before it runs, so its dataclasses resolve their own module.
+    """
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def diff(search: str, replace: str) -> str:

@@ -12,7 +12,6 @@ extras, which `make test` installs.
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -52,7 +51,15 @@ from evoduet_graph.bench.server import (
 )
 from evoduet_graph.cli import app
 from evoduet_graph.tasks.openevolve_config import OPENEVOLVE_FIELDS
-from tests.conftest import CIRCLE_TASK, GARBAGE, OUT_OF_DISK, RADIUS_UP, SMOKE_TASK
+from tests.conftest import (
+    CIRCLE_TASK,
+    GARBAGE,
+    OUT_OF_DISK,
+    RADIUS_UP,
+    ROOT,
+    SMOKE_TASK,
+    load_script,
+)
 from tests.fakes import FakeSearcher, KnowledgeResponder, ScriptedChatModel
 
 # novelty off: the scripted model repeats one answer, whose copies would be rejected and
@@ -1201,12 +1208,7 @@ def test_retrieval_cases_quote_the_documents_queries_and_child_of_each_iteration
         ),
         searcher_factory=lambda _j: FakeSearcher(),
     )
-    spec = importlib.util.spec_from_file_location(
-        "retrieval_cases", Path(__file__).parents[2] / "benchmarks" / "retrieval_cases.py"
-    )
-    assert spec is not None and spec.loader is not None
-    cases = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cases)
+    cases = load_script(ROOT / "benchmarks" / "retrieval_cases.py")
     run_dir = out / "runs" / "smoke_polygon_area" / "evoduet" / "seed0" / "run"
     blocks, picked = cases.run_cases(run_dir, max_diff_lines=10)
     assert len(blocks) == 2 and picked["improved"] == 1

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -22,7 +21,7 @@ from evoduet_graph.bench.protocol import (
     protocol_settings,
     validate_protocol,
 )
-from tests.conftest import RADIUS_UP, SMOKE_TASK
+from tests.conftest import RADIUS_UP, SMOKE_TASK, load_script
 from tests.fakes import FakeSearcher, KnowledgeResponder, ScriptedChatModel
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,13 +69,7 @@ def test_the_candidate_tasks_protocol_is_the_baseline_step_on_other_tasks():
     # run into the same folder at the same commit; only the tasks differ. The task choice's
     # fixed order is the first baseline step's three tasks, then the candidates in file order,
     # and the local protocol's tasks are taken from it in that order.
-    spec = importlib.util.spec_from_file_location(
-        "task_choice", PROTOCOLS.parent / "task_choice.py"
-    )
-    assert spec is not None and spec.loader is not None
-    task_choice = importlib.util.module_from_spec(spec)
-    sys.modules["task_choice"] = task_choice
-    spec.loader.exec_module(task_choice)
+    task_choice = load_script(PROTOCOLS.parent / "task_choice.py")
     order = list(task_choice.ORDER)
     baseline = load_protocol(PROTOCOLS / "local_baseline.yaml").model_dump()
     candidates = load_protocol(PROTOCOLS / "local_candidates.yaml").model_dump()

@@ -6,19 +6,11 @@ prompt builder fell out of step with the package would only fail minutes into a 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
-from tests.conftest import ROOT
+from tests.conftest import ROOT, load_script
 
 
 def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "benchmarks" / f"{name}.py")
 
 
 def test_batch_bench_prompt_is_the_generate_prompt_of_the_initial_program() -> None:

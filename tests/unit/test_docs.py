@@ -7,7 +7,6 @@ to a newcomer: short, with links that lead somewhere.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 
 import pytest
@@ -15,7 +14,7 @@ from pydantic import BaseModel
 
 from evoduet_graph.api import checked_config, validate_setup
 from evoduet_graph.config import EvoDuetConfig, load_config
-from tests.conftest import ROOT
+from tests.conftest import ROOT, load_script
 from tests.fakes import ScriptedChatModel
 
 README = ROOT / "README.md"
@@ -23,13 +22,7 @@ DOCS = ROOT / "docs"
 
 
 def _gen_module():
-    spec = importlib.util.spec_from_file_location(
-        "gen_config_docs", ROOT / "scripts" / "gen_config_docs.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "scripts" / "gen_config_docs.py")
 
 
 def test_config_reference_is_up_to_date():

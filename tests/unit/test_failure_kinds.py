@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
 from evoduet_graph.rundir.store import ProgramRow, ProgramStore
+from tests.conftest import ROOT, load_script
 
-_SPEC = importlib.util.spec_from_file_location(
-    "failure_kinds", Path(__file__).parents[2] / "benchmarks" / "failure_kinds.py"
-)
-assert _SPEC is not None and _SPEC.loader is not None
-fk = importlib.util.module_from_spec(_SPEC)
-sys.modules["failure_kinds"] = fk
-_SPEC.loader.exec_module(fk)
+fk = load_script(ROOT / "benchmarks" / "failure_kinds.py")
 
 
 def _row(i: int, status: str, error: str | None = None, valid: bool = False) -> ProgramRow:

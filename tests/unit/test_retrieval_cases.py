@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 from evoduet_graph.rundir.store import ProgramRow, ProgramStore
+from tests.conftest import ROOT, load_script
 
-_SPEC = importlib.util.spec_from_file_location(
-    "retrieval_cases", Path(__file__).parents[2] / "benchmarks" / "retrieval_cases.py"
-)
-assert _SPEC is not None and _SPEC.loader is not None
-rc = importlib.util.module_from_spec(_SPEC)
-sys.modules["retrieval_cases"] = rc
-_SPEC.loader.exec_module(rc)
+rc = load_script(ROOT / "benchmarks" / "retrieval_cases.py")
 
 PARENT = "x = 1\n"
 
