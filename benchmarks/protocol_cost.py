@@ -1,23 +1,23 @@
 """What a protocol will cost on a hosted model: calls, tokens, USD and Tavily credits.
 
-Estimated from a finished local bench's counts per iteration (``runs.csv``: LLM calls, tokens
-and, from ``summary.md``'s world-knowledge table, queries per run), scaled to the protocol's
-tasks × seeds × iterations. A variant at N children per iteration multiplies the mutation
+Estimated from a local bench's finished runs, their counts per iteration (``bench_run.json``:
+LLM calls, tokens, queries and search calls), scaled to the protocol's tasks × seeds ×
+iterations. A variant at N children per iteration multiplies the mutation
 calls: the baselines write N every iteration; EvoDuet's parallel mode writes N only after a
 retrieve or look-up (share of such iterations: from the local runs' queries, one query per
 round, ``retrieval.inner_rounds`` rounds per retrieve). USD: the price catalogue the report
 uses (`evoduet_graph.rundir.pricing`), with ``--output-share`` of the tokens priced as output
 (the local runs' full rewrites: about 0.36; a hosted model writing diffs writes less). One
-Tavily credit per basic search. From the repository root::
+Tavily credit per basic search call. From the repository root::
 
     .venv/bin/python benchmarks/protocol_cost.py benchmarks/protocols/paper.yaml \
-        --local benchmarks/results/ladder-local [--output-share 0.36]
+        [--local benchmarks/results/local/run_records] [--tasks a,b] [--output-share 0.36]
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
+import json
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -26,41 +26,60 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from evoduet_graph import EvoDuetConfig
+from evoduet_graph.bench.jobs import BENCH_RUN
 from evoduet_graph.bench.protocol import ProtocolMethod, load_protocol
 from evoduet_graph.rundir.pricing import price_for
 
 
-def _local_counts(bench: Path) -> dict[str, dict[str, float]]:
-    """Per method: calls, tokens and queries per iteration of the local runs."""
-    runs: dict[str, list[dict[str, str]]] = defaultdict(list)
-    with open(bench / "runs.csv", newline="", encoding="utf-8") as fh:
-        for row in csv.DictReader(fh):
-            if row["status"] == "done" and int(row["iterations"] or 0) > 0:
-                runs[row["method"]].append(row)
-    queries: dict[str, float] = {}
-    for line in (bench / "summary.md").read_text(encoding="utf-8").splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) > 5 and cells[0] in runs and cells[4].replace(".", "").isdigit():
-            queries[cells[0]] = float(cells[4])  # the world-knowledge table: queries per run
-    out = {}
-    for method, rows in runs.items():
-        its = sum(int(r["iterations"]) for r in rows)
-        out[method] = {
-            "calls": sum(int(r["llm_calls"]) for r in rows) / its,
-            "tokens": sum(int(r["tokens"]) for r in rows) / its,
-            "queries": queries.get(method, 0.0) * len(rows) / its,
+def _local_counts(local: Path, tasks: set[str]) -> dict[str, dict[str, float]]:
+    """Per method: calls, tokens, queries and search calls per iteration of the local runs.
+
+    ``local`` is a bench folder (its ``runs/``) or a folder laid out like it, such as the
+    committed ``benchmarks/results/local/run_records``; only finished runs count, and only
+    those of ``tasks`` when given.
+    """
+    runs = local / "runs" if (local / "runs").is_dir() else local
+    totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for path in sorted(runs.glob(f"*/*/seed*/{BENCH_RUN}")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        outcome = data.get("outcome") or {}
+        if data.get("status") != "done" or not outcome.get("iterations"):
+            continue
+        if tasks and data.get("task") not in tasks:
+            continue
+        knowledge = (outcome.get("details") or {}).get("knowledge") or {}
+        sums = totals[str(data.get("method"))]
+        sums["iterations"] += outcome["iterations"]
+        sums["calls"] += outcome.get("llm_calls") or 0
+        sums["tokens"] += outcome.get("tokens") or 0
+        sums["queries"] += knowledge.get("queries") or 0
+        sums["search_calls"] += knowledge.get("search_calls") or 0
+        sums["runs"] += 1
+    if not totals:
+        raise SystemExit(f"error: no finished run records under {runs}")
+    return {
+        method: {
+            k: v / sums["iterations"] for k, v in sums.items() if k not in ("iterations", "runs")
         }
-    return out
+        | {"runs": sums["runs"]}
+        for method, sums in totals.items()
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("protocol", type=Path)
-    parser.add_argument("--local", type=Path, default=ROOT / "benchmarks/results/ladder-local")
+    parser.add_argument(
+        "--local",
+        type=Path,
+        default=ROOT / "benchmarks/results/local/run_records",
+        help="a bench folder or a folder of run records (default: the local bench's records)",
+    )
+    parser.add_argument("--tasks", default="", help="comma-separated; default: every task")
     parser.add_argument("--output-share", type=float, default=0.36)
     args = parser.parse_args()
     protocol = load_protocol(args.protocol)
-    counts = _local_counts(args.local)
+    counts = _local_counts(args.local, {t for t in args.tasks.split(",") if t})
     base = counts["openevolve-mode"]  # one mutation call per iteration
     rounds = EvoDuetConfig().retrieval.inner_rounds
     price = price_for(protocol.model)
@@ -73,7 +92,9 @@ def main() -> int:
     print(
         f"{args.protocol}: {len(protocol.tasks)} tasks × {len(protocol.seeds)} seeds × "
         f"{protocol.iterations} iterations = {iterations} iterations per method; model "
-        f"{protocol.model} (USD {listed}); local counts from {args.local.name}\n"
+        f"{protocol.model} (USD {listed}); local counts per iteration from "
+        + ", ".join(f"{m} ({c['runs']:.0f} runs)" for m, c in counts.items())
+        + "\n"
     )
     print("| method | calls | tokens | USD | Tavily credits |\n|---|---|---|---|---|")
     total = {"calls": 0.0, "tokens": 0.0, "usd": 0.0, "credits": 0.0}
@@ -91,7 +112,7 @@ def main() -> int:
         calls += (n_eff - 1) * base["calls"]
         tokens += (n_eff - 1) * base["tokens"]
         row_calls, row_tokens = calls * iterations, tokens * iterations
-        credits = local["queries"] * iterations if protocol.search_backend == "tavily" else 0.0
+        credits = local["search_calls"] * iterations if protocol.search_backend == "tavily" else 0.0
         usd = None
         if price is not None:
             out_t = row_tokens * args.output_share
