@@ -12,7 +12,9 @@ seeds themselves, with no assumption about their distribution:
 * whether the two methods' seed ranges are apart (every seed of one above every seed of the
   other). For three seeds against three this is the same event as p = 0.1.
 
-A difference is called beyond the seed spread when the ranges are apart.
+A difference is called beyond the seed spread when the ranges are apart and each method has at
+least two seeds: a single seed has no spread to exceed, so one run against one is never called
+beyond it.
 """
 
 from __future__ import annotations
@@ -45,9 +47,14 @@ class Difference:
     p_value: float | None
 
     @property
+    def seeded(self) -> bool:
+        """Whether both methods have the two or more seeds that a spread needs."""
+        return min(len(self.values), len(self.reference)) >= 2
+
+    @property
     def apart(self) -> bool:
-        """Whether every seed of one method is above every seed of the other."""
-        if not self.values or not self.reference:
+        """Whether every seed of one method is above every seed of the other (two or more each)."""
+        if not self.seeded:
             return False
         return min(self.values) > max(self.reference) or max(self.values) < min(self.reference)
 

@@ -254,7 +254,7 @@ def reference_section(
                     f"{min(d.values):.1f} to {max(d.values):.1f}",
                     f"{min(d.reference):.1f} to {max(d.reference):.1f}",
                     "—" if d.p_value is None else f"{d.p_value:.2f}",
-                    "yes" if d.apart else "no",
+                    ("yes" if d.apart else "no") if d.seeded else "— (one seed)",
                 ]
             )
     if not rows:
@@ -265,7 +265,7 @@ def reference_section(
         "Δ: the method's mean NDG minus openevolve-mode's, in points, per task. p: the exact "
         "two-sided permutation test of Δ over every split of the two methods' runs (with three "
         "seeds against three it cannot go below 0.1). Beyond the spread: every seed of one "
-        "method above every seed of the other.",
+        "method above every seed of the other, each with two or more seeds.",
         "",
         _md_table(
             [

@@ -112,6 +112,9 @@ def test_a_difference_is_beyond_the_seed_spread_only_when_the_seed_ranges_are_ap
     assert difference([0.0, 0.0], [0.0, 0.0]).p_value is None  # nothing varies
     assert difference([1.0, 2.0], [0.0]).p_value is None  # one seed: no test
     assert difference([], [1.0]).delta is None and not difference([], [1.0]).apart
+    one_each = difference([4.1], [0.0])  # one run against one: no spread to exceed
+    assert one_each.delta == pytest.approx(4.1) and not one_each.apart and not one_each.seeded
+    assert not difference([4.1], [0.0, 0.0, 0.0]).apart
 
 
 def test_the_summary_reads_each_method_against_openevolve_mode(tmp_path):
@@ -130,3 +133,8 @@ def test_the_summary_reads_each_method_against_openevolve_mode(tmp_path):
     assert cells == [task.name, "evoduet", "+35.0", "30.0 to 50.0", "0.0 to 10.0", "0.10", "yes"]
     alone = [r for r in records if r.key[1] == "evoduet"]
     assert "NDG against" not in write_summary(tmp_path, alone, {}).read_text()
+    first_seeds = [r for r in records if r.key[2] == 0]  # one seed each: no spread to read
+    summary = write_summary(tmp_path, first_seeds, {}).read_text()
+    section = summary.split("## NDG against openevolve-mode")[1].split("\n## ")[0]
+    row = next(line for line in section.splitlines() if line.startswith(f"| {task.name}"))
+    assert row.rstrip("| ").endswith("— (one seed)")
