@@ -17,7 +17,6 @@ Tavily credit per basic search call. From the repository root::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -26,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from evoduet_graph import EvoDuetConfig
-from evoduet_graph.bench.jobs import BENCH_RUN
+from evoduet_graph.bench.output import collect_runs
 from evoduet_graph.bench.protocol import ProtocolMethod, load_protocol
 from evoduet_graph.rundir.pricing import price_for
 
@@ -40,18 +39,15 @@ def _local_counts(local: Path, tasks: set[str]) -> dict[str, dict[str, float]]:
     """
     runs = local / "runs" if (local / "runs").is_dir() else local
     totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for path in sorted(runs.glob(f"*/*/seed*/{BENCH_RUN}")):
-        data = json.loads(path.read_text(encoding="utf-8"))
-        outcome = data.get("outcome") or {}
-        if data.get("status") != "done" or not outcome.get("iterations"):
+    for rec in collect_runs(local, runs):
+        task, method, _seed = rec.key
+        if rec.outcome is None or not rec.outcome.iterations or (tasks and task not in tasks):
             continue
-        if tasks and data.get("task") not in tasks:
-            continue
-        knowledge = (outcome.get("details") or {}).get("knowledge") or {}
-        sums = totals[str(data.get("method"))]
-        sums["iterations"] += outcome["iterations"]
-        sums["calls"] += outcome.get("llm_calls") or 0
-        sums["tokens"] += outcome.get("tokens") or 0
+        knowledge = rec.outcome.details.get("knowledge") or {}
+        sums = totals[method]
+        sums["iterations"] += rec.outcome.iterations
+        sums["calls"] += rec.outcome.llm_calls
+        sums["tokens"] += rec.outcome.tokens
         sums["queries"] += knowledge.get("queries") or 0
         sums["search_calls"] += knowledge.get("search_calls") or 0
         sums["runs"] += 1

@@ -102,14 +102,16 @@ def _run_task(task_dir: str, name: str) -> Task | None:
     return None
 
 
-def collect_runs(out: Path) -> list[RunRecord]:
+def collect_runs(out: Path, runs: Path | None = None) -> list[RunRecord]:
     """Every ``bench_run.json`` under ``<out>/runs``, sorted by (task, method, seed).
 
     A run's task is loaded from the folder its record names, else the bundled task of its name.
+    ``runs`` names the folder of ``<task>/<method>/seed<k>/`` records instead (run records
+    kept apart from their bench folder).
     """
     records = []
     tasks: dict[str, Task | None] = {}
-    for path in sorted((out / "runs").glob(f"*/*/seed*/{BENCH_RUN}")):
+    for path in sorted((runs or out / "runs").glob(f"*/*/seed*/{BENCH_RUN}")):
         data = read_json(path)
         if not data:
             continue

@@ -21,6 +21,8 @@ def _record(folder, task, method, seed, *, calls, tokens, queries=0, status="don
         "status": status,
         "outcome": {
             "iterations": 10,
+            "initial": 0.0,
+            "best": 0.0,
             "llm_calls": calls,
             "tokens": tokens,
             "details": {"knowledge": knowledge},
