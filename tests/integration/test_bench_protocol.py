@@ -41,7 +41,14 @@ def _scripted(_job):
 
 
 @pytest.mark.parametrize(
-    "name", ["paper.yaml", "local.yaml", "local_baseline.yaml", "local_candidates.yaml"]
+    "name",
+    [
+        "paper.yaml",
+        "local.yaml",
+        "local_baseline.yaml",
+        "local_candidates.yaml",
+        "local_openevolve.yaml",
+    ],
 )
 def test_the_shipped_protocols_resolve_every_task_method_and_key(name):
     labels = validate_protocol(PROTOCOLS / name)
@@ -54,15 +61,23 @@ def test_the_shipped_protocols_resolve_every_task_method_and_key(name):
         assert protocol.search_backend == "tavily" and protocol.model.startswith("openai:")
 
 
-def test_the_local_baseline_protocol_is_local_yaml_with_the_baseline_alone():
-    # run first into the same folder, so the task choice is checked on baseline runs only;
-    # every key but the methods must stay local.yaml's, or its runs would not be skipped later
+@pytest.mark.parametrize(
+    ("name", "method", "in_local"),
+    [
+        ("local_baseline.yaml", "openevolve-mode", True),
+        ("local_openevolve.yaml", "openevolve", False),
+    ],
+)
+def test_a_local_step_is_local_yaml_with_one_method(name, method, in_local):
+    # the baseline step runs first into the same folder, so the task choice is checked on
+    # baseline runs only; the real-OpenEvolve step runs after it. Every key but the methods
+    # must stay local.yaml's, or the steps' runs would not be comparable (nor skipped later)
     local = load_protocol(PROTOCOLS / "local.yaml").model_dump()
-    baseline = load_protocol(PROTOCOLS / "local_baseline.yaml").model_dump()
-    assert baseline.pop("methods") == ["openevolve-mode"]
-    assert "openevolve-mode" in local.pop("methods")
-    local.pop("description"), baseline.pop("description")
-    assert baseline == local
+    step = load_protocol(PROTOCOLS / name).model_dump()
+    assert step.pop("methods") == [method]
+    assert (method in local.pop("methods")) == in_local
+    local.pop("description"), step.pop("description")
+    assert step == local
 
 
 def test_the_candidate_tasks_protocol_is_the_baseline_step_on_other_tasks():
