@@ -10,7 +10,9 @@ measure from the program store for iterations that write none, the oracle's and 
 joint-level search's) and the child's change as a diff against its parent. Then,
 per run, the first iteration whose documents went with an improved child and the first whose
 child was evaluated and did not improve: the "one retrieval that changed a child and one that
-did not" of the bench's reading. From the repository root::
+did not" of the bench's reading. Each run's section opens with its gate decisions counted; a
+run whose gate never put documents into a prompt gets a section that says so. From the
+repository root::
 
     .venv/bin/python benchmarks/retrieval_cases.py <bench-out> [--methods evoduet,joint-search]
         [--tasks lennard_jones_10] [--max-diff-lines 30] > cases.md
@@ -191,6 +193,25 @@ def run_cases(run_dir: Path, max_diff_lines: int) -> tuple[list[str], dict[str, 
     return blocks, picked
 
 
+def gate_tally(run_dir: Path) -> str:
+    """The run's gate decisions counted, e.g. ``no-op 11, retrieve 2, look-up 2``.
+
+    With the look-ups that fell back to no-op for want of stored documents; empty for a run
+    with no gate decision (the baseline, the oracle).
+    """
+    counts: dict[str, int] = defaultdict(int)
+    fallbacks = 0
+    for e in iter_jsonl(run_dir / "events.jsonl"):
+        if e.get("event") == "gate_decision":
+            counts[str(e.get("decision"))] += 1
+        elif e.get("event") == "gate_lookup_fallback":
+            fallbacks += 1
+    tally = ", ".join(f"{d} {n}" for d, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    if fallbacks:
+        tally += f" (of the no-ops, {fallbacks} a look-up with nothing stored to look up)"
+    return tally
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("bench", type=Path, help="a bench output folder (holds runs/)")
@@ -209,10 +230,17 @@ def main(argv: list[str] | None = None) -> int:
         if (methods and method not in methods) or (tasks and task not in tasks):
             continue
         blocks, picked = run_cases(run_dir, args.max_diff_lines)
+        tally = gate_tally(run_dir)
+        if not blocks and not tally:
+            continue
+        header = f"## {task} / {method} / {seed}\n\n" + (
+            f"Gate decisions: {tally}.\n\n" if tally else ""
+        )
         if not blocks:
+            print(header + "No iteration's mutation prompt carried documents.\n")
             continue
         chosen = ", ".join(f"{k}: iteration {v}" for k, v in picked.items()) or "none"
-        print(f"## {task} / {method} / {seed}\n\nCases: {chosen}.\n")
+        print(f"{header}Cases: {chosen}.\n")
         print("\n".join(blocks))
     return 0
 

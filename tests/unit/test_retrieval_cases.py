@@ -81,3 +81,18 @@ def test_an_impact_event_gives_the_outcome_and_predictions_and_joint_searches_na
     assert "outcome improved (Δ 0.1)" in blocks[1]
     assert "(oracle/a.md), candidate 0" in blocks[1]
     assert picked == {"not improved": 1, "improved": 2}
+
+
+def test_a_run_whose_gate_never_brought_documents_gets_a_section_that_says_so(tmp_path, capsys):
+    events = [
+        {"event": "gate_decision", "iteration": 1, "decision": "no-op"},
+        {"event": "gate_lookup_fallback", "iteration": 2},
+        {"event": "gate_decision", "iteration": 2, "decision": "no-op"},
+        {"event": "node", "node": "gate", "iteration": 2, "documents": []},
+    ]
+    _run(tmp_path, "evoduet", events, [_program("c1", 1, 0.9), _program("c2", 2, 0.6)])
+    assert rc.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("## t / evoduet / seed1\n")
+    assert "Gate decisions: no-op 2 (of the no-ops, 1 a look-up with nothing stored" in out
+    assert "No iteration's mutation prompt carried documents." in out
