@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +112,9 @@ def _read_run(run_dir: Path) -> dict[str, Any]:
             children[p.iteration].append(p)
     return {
         "decisions": {e["iteration"]: e for e in events if e.get("event") == "gate_decision"},
+        "lookup_fallbacks": {
+            e["iteration"] for e in events if e.get("event") == "gate_lookup_fallback"
+        },
         "gate_nodes": {
             e["iteration"]: e
             for e in events
@@ -180,7 +183,10 @@ def run_cases(run_dir: Path, max_diff_lines: int) -> tuple[list[str], dict[str, 
         The blocks (one per iteration with documents, in order) and ``{"improved": i,
         "not improved": j}``: the iterations picked as the run's two cases (absent when none).
     """
-    run = _read_run(run_dir)
+    return _cases(_read_run(run_dir), max_diff_lines)
+
+
+def _cases(run: dict[str, Any], max_diff_lines: int) -> tuple[list[str], dict[str, int]]:
     blocks: list[str] = []
     picked: dict[str, int] = {}
     for iteration in sorted(run["in_prompt"]):
@@ -193,22 +199,20 @@ def run_cases(run_dir: Path, max_diff_lines: int) -> tuple[list[str], dict[str, 
     return blocks, picked
 
 
-def gate_tally(run_dir: Path) -> str:
+def gate_tally(run: dict[str, Any]) -> str:
     """The run's gate decisions counted, e.g. ``no-op 11, retrieve 2, look-up 2``.
 
-    With the look-ups that fell back to no-op for want of stored documents; empty for a run
-    with no gate decision (the baseline, the oracle).
+    One per iteration (the last, as the report counts them: a resumed run may have decided an
+    iteration twice), with the look-ups that fell back to no-op for want of stored documents;
+    empty for a run with no gate decision (the baseline, the oracle).
     """
-    counts: dict[str, int] = defaultdict(int)
-    fallbacks = 0
-    for e in iter_jsonl(run_dir / "events.jsonl"):
-        if e.get("event") == "gate_decision":
-            counts[str(e.get("decision"))] += 1
-        elif e.get("event") == "gate_lookup_fallback":
-            fallbacks += 1
-    tally = ", ".join(f"{d} {n}" for d, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-    if fallbacks:
-        tally += f" (of the no-ops, {fallbacks} a look-up with nothing stored to look up)"
+    counts = Counter(str(e.get("decision")) for e in run["decisions"].values())
+    tally = ", ".join(f"{d} {n}" for d, n in counts.most_common())
+    if run["lookup_fallbacks"]:
+        tally += (
+            f" (of the no-ops, {len(run['lookup_fallbacks'])} a look-up with nothing stored to"
+            " look up)"
+        )
     return tally
 
 
@@ -229,8 +233,9 @@ def main(argv: list[str] | None = None) -> int:
         task, method, seed = run_dir.parts[-4:-1]
         if (methods and method not in methods) or (tasks and task not in tasks):
             continue
-        blocks, picked = run_cases(run_dir, args.max_diff_lines)
-        tally = gate_tally(run_dir)
+        run = _read_run(run_dir)
+        blocks, picked = _cases(run, args.max_diff_lines)
+        tally = gate_tally(run)
         if not blocks and not tally:
             continue
         header = f"## {task} / {method} / {seed}\n\n" + (
