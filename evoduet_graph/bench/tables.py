@@ -102,9 +102,13 @@ def _rank_section(records: Sequence[RunRecord], methods: list[str]) -> list[str]
     """Predicted vs realised child score per method and task, the seeds' pairs pooled.
 
     Spearman's ρ with n and its 95% interval (`evoduet_graph.report.correlation`), over the
-    (predicted, realised) pairs of a method's finished runs on one task (one score scale).
+    (predicted, realised) pairs of a method's finished runs on one task (one score scale). A
+    method none of whose runs made a prediction (no hypothetical evidence scoring: the
+    baseline, the oracle's fixed documents, a joint-level search) gets no rows; the section
+    names it instead, so an empty row is not read as a failed correlation.
     """
     rows = []
+    predicts_nothing = []
     for m in methods:
         pooled: dict[str, list[list[float]]] = {}
         for r in records:
@@ -112,10 +116,13 @@ def _rank_section(records: Sequence[RunRecord], methods: list[str]) -> list[str]
                 continue
             pairs = r.outcome.details["knowledge"].get("prediction_pairs") or []
             pooled.setdefault(r.key[0], []).extend(pairs)
+        if not any(pooled.values()):
+            predicts_nothing.append(m)
+            continue
         rows += [[m, task, rank_correlation(pairs).text()] for task, pairs in pooled.items()]
     if not any(row[2] and "undefined" not in row[2] for row in rows):
         return []
-    return [
+    lines = [
         "## Predicted vs realised child score",
         "",
         "Spearman's ρ of the hypothetical evidence scores of each retrieval's final documents "
@@ -124,6 +131,10 @@ def _rank_section(records: Sequence[RunRecord], methods: list[str]) -> list[str]
         _md_table(["method", "task", "rank correlation"], rows),
         "",
     ]
+    if predicts_nothing:
+        names = ", ".join(predicts_nothing)
+        lines += [f"No predicted scores (no hypothetical evidence scoring): {names}.", ""]
+    return lines
 
 
 VALID_SHARE_FLOOR = 0.5

@@ -138,3 +138,48 @@ def test_the_summary_reads_each_method_against_openevolve_mode(tmp_path):
     section = summary.split("## NDG against openevolve-mode")[1].split("\n## ")[0]
     row = next(line for line in section.splitlines() if line.startswith(f"| {task.name}"))
     assert row.rstrip("| ").endswith("— (one seed)")
+
+
+_NO_KNOWLEDGE = {
+    key: None
+    for key in (
+        "rate_predicted_better",
+        "n_predicted_better",
+        "improved_predicted_better",
+        "rate_no_documents",
+        "n_no_documents",
+        "improved_no_documents",
+        "rank_rho",
+        "rank_n",
+        "rank_low",
+        "rank_high",
+        "repeated_url_share",
+        "llm_usd",
+        "search_credits",
+    )
+} | {"search_calls": 0}
+"""A run's knowledge figures (`evoduet_graph.report.summary`) with nothing measured."""
+
+
+def test_a_method_that_predicts_nothing_gets_no_correlation_rows(tmp_path):
+    """The baseline and the oracle score no documents: named once, not an 'undefined' row."""
+    task = load_task(SMOKE_TASK)
+    init, span = task.initial_score, task.sota_score - task.initial_score
+    records = []
+    for seed in range(3):
+        end = init + 0.1 * (seed + 1) * span
+        for method in ("evoduet", "oracle", "openevolve-mode"):
+            record = _record(method, seed, [(init, 0, 0.0), (end, 9, 1.0)])
+            assert record.outcome is not None
+            pairs = [[0.1 * k + seed, 0.2 * k] for k in range(4)] if method == "evoduet" else []
+            if method != "openevolve-mode":
+                record.outcome.details["knowledge"] = {**_NO_KNOWLEDGE, "prediction_pairs": pairs}
+            records.append(record)
+    summary = write_summary(tmp_path, records, {}).read_text()
+    section = summary.split("## Predicted vs realised child score")[1].split("\n## ")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")][1:]
+    assert [row.split("|")[1].strip() for row in rows] == ["evoduet"]
+    assert "n = 12" in rows[0]
+    assert "No predicted scores (no hypothetical evidence scoring): openevolve-mode, oracle." in (
+        section
+    )
