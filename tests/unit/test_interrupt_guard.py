@@ -29,8 +29,10 @@ worker.start()
 try:
     with interruptible("resume it", grace_s=float(sys.argv[1])) as guard:
         guard.at_hard_exit(lambda: print("hard exit", flush=True))
-        print("ready", flush=True)
         try:
+            # inside the try: a signal that lands before print returns (the test has read the
+            # line by then) must still meet the finally that never ends, as a node in flight
+            print("ready", flush=True)
             never.wait()
         finally:
             never.wait()
