@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import TypeAdapter
+
 import evoduet_graph
 from evoduet_graph import Task, UserError
 
@@ -174,10 +176,13 @@ class MethodOutcome:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> MethodOutcome:
-        """Inverse of `to_json`."""
-        data = dict(data)
-        data["points"] = [IterationPoint(**p) for p in data.get("points") or []]
-        return cls(**data)
+        """Inverse of `to_json`, every field's type checked (keys it does not know are left).
+
+        Raises:
+            pydantic.ValidationError: a field of the wrong type (``best: "abc"``, ``points:
+                5``), named in the message.
+        """
+        return TypeAdapter(MethodOutcome).validate_python(data)
 
 
 @dataclass(frozen=True)

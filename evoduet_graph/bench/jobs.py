@@ -9,17 +9,20 @@ executor (`evoduet_graph.bench.runner` here, `evoduet_graph.bench.executor` on R
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import KW_ONLY, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
+from pydantic import BaseModel, ConfigDict, StrictInt, ValidationError
 
 from evoduet_graph import Evaluator, EvoDuetConfig, Searcher, Task, make_evaluator
 from evoduet_graph.bench.common import (
+    BenchError,
     Endpoint,
     LogFn,
     MethodOutcome,
@@ -28,7 +31,6 @@ from evoduet_graph.bench.common import (
     fmt,
     write_json,
 )
-from evoduet_graph.rundir.read import read_json
 
 __all__ = [
     "BenchShared",
@@ -46,9 +48,11 @@ __all__ = [
     "LLMFactory",
     "MethodRunner",
     "OpenEvolveSpec",
+    "RunRecordError",
     "RunState",
     "SearcherFactory",
     "execute_job",
+    "read_run_record",
 ]
 
 BENCH_RUN = "bench_run.json"
@@ -229,13 +233,63 @@ MethodRunner = Callable[[JobContext], MethodOutcome]
 # ------------------------------------------------------------------------------------------
 
 
+class RunRecordError(BenchError):
+    """A ``bench_run.json`` that is not a run record the bench wrote (named in the message)."""
+
+
+class _RecordShape(BaseModel):
+    """The fields of ``bench_run.json`` the bench reads back (others are kept as they are)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    task: str | None = None
+    method: str | None = None
+    seed: StrictInt | None = None
+    status: Literal["running", "done", "failed"] | None = None
+    iterations: StrictInt | None = None
+    sessions: list[Session] = []
+    outcome: MethodOutcome | None = None
+
+
+def read_run_record(path: Path) -> dict[str, Any] | None:
+    """One job's ``bench_run.json``, its fields' types checked.
+
+    The bench writes these files atomically, so one that does not read back was changed or
+    damaged from outside; it is refused by name rather than taken for a run that never started
+    (which would run the job again over it) or skipped in the summary.
+
+    Returns:
+        The record as stored; None when there is no file.
+
+    Raises:
+        RunRecordError: the file is not JSON, not an object, or a field has the wrong type.
+    """
+    if not path.exists():
+        return None
+    fix = "repair it, or move it away to run that job again"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise RunRecordError(f"run record {path} cannot be read ({exc}); {fix}") from None
+    if not isinstance(data, dict):
+        raise RunRecordError(f"run record {path} is not a JSON object; {fix}")
+    try:
+        _RecordShape.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        raise RunRecordError(f"run record {path}: {problems}; {fix}") from None
+    return data
+
+
 class RunState:
     """``bench_run.json`` of one job: status, sessions, outcome, error (written atomically)."""
 
     def __init__(self, job: Job) -> None:
         self.job = job
         self.path = job.dir / BENCH_RUN
-        data = read_json(self.path) or {}
+        data = read_run_record(self.path) or {}
         self.data: dict[str, Any] = data
         self.sessions = [Session(**s) for s in data.get("sessions") or []]
 

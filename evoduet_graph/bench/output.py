@@ -17,7 +17,13 @@ from typing import Any
 
 from evoduet_graph import EvoDuetConfig, Task, TaskError, load_task
 from evoduet_graph.bench.common import MethodOutcome, bundled_tasks_dir, floored_ndg, write_json
-from evoduet_graph.bench.jobs import BENCH_RUN, METHOD_ORDER, BenchResult, BenchSettings
+from evoduet_graph.bench.jobs import (
+    BENCH_RUN,
+    METHOD_ORDER,
+    BenchResult,
+    BenchSettings,
+    read_run_record,
+)
 from evoduet_graph.rundir.read import read_json
 
 
@@ -108,11 +114,14 @@ def collect_runs(out: Path, runs: Path | None = None) -> list[RunRecord]:
     A run's task is loaded from the folder its record names, else the bundled task of its name.
     ``runs`` names the folder of ``<task>/<method>/seed<k>/`` records instead (run records
     kept apart from their bench folder).
+
+    Raises:
+        RunRecordError: a record that does not read back (`read_run_record`), by name.
     """
     records = []
     tasks: dict[str, Task | None] = {}
     for path in sorted((runs or out / "runs").glob(f"*/*/seed*/{BENCH_RUN}")):
-        data = read_json(path)
+        data = read_run_record(path)
         if not data:
             continue
         task_dir = str(data.get("task_dir") or "")

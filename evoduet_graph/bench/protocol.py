@@ -27,28 +27,37 @@ Format::
     config: {llm: {temperature: 0.7}}        # the base configuration (optional)
 
 Every key is checked before anything runs (`validate_protocol`): an unknown key, task or
-method, or a configuration the package rejects, is one clear error.
+method, a repeated seed or task, a variant whose name is a method's or not one folder name,
+a model set anywhere but ``model:``, or a configuration the package rejects, is one clear error.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from evoduet_graph import (
     EvoDuetConfig,
     TaskError,
     UserError,
+    checked_config,
     load_task,
     merge_config,
     parse_model_string,
 )
 from evoduet_graph.bench.common import BenchError
 from evoduet_graph.bench.jobs import GRAPH_METHODS, BenchSettings
-from evoduet_graph.bench.runner import default_runners, resolve_methods, resolve_tasks
+from evoduet_graph.bench.runner import (
+    check_settings,
+    default_runners,
+    resolve_methods,
+    resolve_tasks,
+)
 
 __all__ = [
     "Protocol",
@@ -64,12 +73,20 @@ class ProtocolError(BenchError):
     """A protocol file that cannot run (unreadable, unknown key, task or method)."""
 
 
+VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+"""A variant's name: it names the variant's folder under ``<out>/runs/<task>/``, so one safe
+path component (letters, digits, ``.``, ``_``, ``-``; not starting with a dot or dash)."""
+
+_Name = Annotated[str, Field(min_length=1)]
+_Count = Annotated[StrictInt, Field(ge=0)]
+
+
 class ProtocolMethod(BaseModel):
     """A named variant: ``method`` with ``config`` laid over its own configuration."""
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, pattern=f"^{VARIANT_NAME.pattern}$")
     method: str = Field(min_length=1)
     config: dict[str, Any] = Field(default_factory=dict)
 
@@ -80,11 +97,11 @@ class Protocol(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     description: str = ""
-    tasks: list[str] = Field(min_length=1)
-    methods: list[str | ProtocolMethod] = Field(min_length=1)
-    seeds: list[int] = Field(min_length=1)
-    iterations: int = Field(ge=0)
-    candidates: int | None = Field(None, ge=1)
+    tasks: list[_Name] = Field(min_length=1)
+    methods: list[_Name | ProtocolMethod] = Field(min_length=1)
+    seeds: list[_Count] = Field(min_length=1)
+    iterations: _Count
+    candidates: Annotated[StrictInt, Field(ge=1)] | None = None
     model: str = "local"
     search_backend: str | None = None
     executor: Literal["local", "ray"] = "local"
@@ -103,6 +120,8 @@ def load_protocol(path: str | Path) -> Protocol:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ProtocolError(f"protocol {path}: cannot read it: {exc}") from None
+    except UnicodeDecodeError:
+        raise ProtocolError(f"protocol {path} is not UTF-8 text") from None
     except yaml.YAMLError as exc:
         raise ProtocolError(f"protocol {path} is not valid YAML: {exc}") from None
     if not isinstance(data, dict):
@@ -123,14 +142,19 @@ def protocol_settings(
     """The `BenchSettings` of a protocol, writing into ``out``.
 
     Raises:
-        ProtocolError: a task is not found, a variant is named twice or like a method, or the
-            base configuration is rejected.
+        ProtocolError: a task is not found, a variant is named twice or like its method, an
+            unknown search backend, or the base configuration is rejected.
     """
     try:
         tasks = resolve_tasks(protocol.tasks, tasks_dir)
         config = merge_config(EvoDuetConfig(), protocol.config, f"{source}: config")
     except UserError as exc:
         raise ProtocolError(f"{source}: {exc}") from None
+    if protocol.search_backend is not None:
+        try:  # checked for every method, also those that never search
+            checked_config(config.with_overrides({"retrieval.backend": protocol.search_backend}))
+        except UserError as exc:
+            raise ProtocolError(f"{source}: search_backend: {exc}") from None
     names: list[str] = []
     variants: dict[str, tuple[str, dict[str, Any]]] = {}
     for entry in protocol.methods:
@@ -171,8 +195,11 @@ def validate_protocol(path: str | Path, *, tasks_dir: Path | None = None) -> lis
         The resolved method labels, in the protocol's order.
 
     Raises:
-        ProtocolError: anything `run_bench` would refuse (unknown method, bad method config,
-            a forced setting or variant the configuration rejects, a task that does not load).
+        ProtocolError: anything `run_bench` would refuse before it starts a run (unknown
+            method, bad method config, a forced setting or variant the configuration rejects,
+            a task that does not load, two tasks of one name, a repeated seed, a model the
+            methods cannot use, Ray missing for ``executor: ray``); a missing API key is
+            checked when the bench starts.
     """
     protocol = load_protocol(path)
     settings = protocol_settings(protocol, Path("."), tasks_dir=tasks_dir, source=str(path))
@@ -181,8 +208,8 @@ def validate_protocol(path: str | Path, *, tasks_dir: Path | None = None) -> lis
     except ValueError as exc:
         raise ProtocolError(f"protocol {path}: model: {exc}") from None
     try:
-        for task in settings.tasks:
-            load_task(task)
-        return resolve_methods(settings, default_runners(), set(GRAPH_METHODS))
+        methods = resolve_methods(settings, default_runners(), set(GRAPH_METHODS))
+        check_settings(replace(settings, methods=methods), [load_task(t) for t in settings.tasks])
+        return methods
     except (TaskError, BenchError) as exc:
         raise ProtocolError(f"protocol {path}: {exc}") from None

@@ -69,6 +69,7 @@ import evoduet_graph
 from evoduet_graph import (
     ConfigError,
     EvoDuetConfig,
+    Task,
     TaskError,
     UserError,
     check_model,
@@ -113,6 +114,7 @@ from evoduet_graph.bench.output import collect_runs, write_csvs, write_manifest
 from evoduet_graph.bench.server import LlamaCppServer, ServerError
 from evoduet_graph.bench.tables import write_plots, write_summary
 from evoduet_graph.config import deep_merge
+from evoduet_graph.evaluation.ray_executor import RAY_EXTRA, RayUnavailableError, import_ray
 from evoduet_graph.llm.model_file import (
     EXPECTED_SHA256,
     MODEL_NAME,
@@ -134,6 +136,7 @@ __all__ = [
     "MethodRunner",
     "edit_format",
     "parse_list",
+    "check_settings",
     "resolve_methods",
     "resolve_tasks",
     "run_bench",
@@ -414,6 +417,34 @@ def _with_forced(overlay: dict[str, Any], forced: dict[str, Any]) -> dict[str, A
     return out
 
 
+def _check_variant(
+    name: str, variant: tuple[str, dict[str, Any]], table: dict[str, MethodRunner]
+) -> None:
+    """A variant's name and settings, before it is resolved.
+
+    Raises:
+        BenchError: the name is a method's own (its runs would be filed, skipped and summed
+            as that method's), the variant is of a method that is not ours (OpenEvolve), or
+            its settings have an ``llm`` section (the bench's model is every method's).
+    """
+    method, overlay = variant
+    if name in table or name in LADDER_METHODS or _method_overlay(name) is not None:
+        raise BenchError(
+            f"method variant {name!r} is named like a method: its runs would be filed as that "
+            "method's; give the variant a name of its own"
+        )
+    if method in table and _method_overlay(method) is None:
+        raise BenchError(
+            f"method variant {name!r}: {method!r} takes no variants (only our methods do: "
+            "a bench method, ladder row or config)"
+        )
+    if "llm" in overlay:
+        raise BenchError(
+            f"method variant {name!r} has an llm section; the bench's model (and the base "
+            "config's llm settings) are every method's"
+        )
+
+
 def resolve_methods(
     settings: BenchSettings, table: dict[str, MethodRunner], graph_methods: set[str]
 ) -> list[str]:
@@ -433,11 +464,18 @@ def resolve_methods(
     base = settings.config or EvoDuetConfig()
     for name in settings.methods:
         variant = settings.variants.get(name)
+        if variant is not None:
+            _check_variant(name, variant, table)
         builtin = name in GRAPH_METHODS and name in table and variant is None
         if name in table and not builtin and variant is None:
             methods.append(name)  # OpenEvolve, or a runner given by a test
             continue
         found = _method_overlay(variant[0] if variant else name)
+        if found is None and variant is not None:
+            raise BenchError(
+                f"method variant {name!r}: unknown method {variant[0]!r} (a variant lays "
+                "settings over one of our methods: a bench method, ladder row or config)"
+            )
         if found is None:
             if name.endswith((".yaml", ".yml")) or "/" in name:
                 raise BenchError(f"method config file {name} does not exist")
@@ -469,19 +507,45 @@ def resolve_methods(
     return methods
 
 
-def _check_settings(settings: BenchSettings) -> None:
-    """Settings that cannot run, before anything is written.
+def check_settings(settings: BenchSettings, tasks: Sequence[Task]) -> None:
+    """Settings that cannot run, before anything is written or started.
+
+    Args:
+        settings: the bench's settings, methods resolved (`resolve_methods`).
+        tasks: its tasks, loaded.
 
     Raises:
-        BenchError: no methods or seeds, negative iterations, a bad model string, an unknown
-            executor, or no plotting library.
+        BenchError: no methods or seeds, a repeated seed or task name, a negative seed or
+            iteration count, an unknown executor (or Ray missing for ``ray``), a bad model
+            string or one the OpenEvolve method cannot use, a base configuration that names
+            a model of its own, or no plotting library.
     """
     if not settings.methods or not settings.seeds:
         raise BenchError("nothing to run: no methods or no seeds")
+    repeated = sorted({s for s in settings.seeds if settings.seeds.count(s) > 1})
+    if repeated:
+        raise BenchError(f"seed(s) {repeated} listed twice: each seed is one run per method")
+    if any(s < 0 for s in settings.seeds):
+        raise BenchError(f"seeds must be >= 0, got {settings.seeds}")
     if settings.iterations < 0:
         raise BenchError("iterations must be >= 0")
+    names = [t.name for t in tasks]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise BenchError(
+            f"two tasks are named {', '.join(twice)}: runs are filed by task name, so give "
+            "each task folder a name of its own"
+        )
     if settings.executor not in EXECUTORS:
         raise BenchError(f"unknown executor {settings.executor!r}; known: {', '.join(EXECUTORS)}")
+    if settings.executor == "ray":
+        try:
+            import_ray()
+        except RayUnavailableError:
+            raise BenchError(
+                f"--executor ray needs the ray package, which is not installed: pip install "
+                f"'{RAY_EXTRA}' (in a checkout: pip install -e '.[ray]')"
+            ) from None
     try:
         provider, _ = parse_model_string(settings.model)
     except ValueError as exc:
@@ -492,7 +556,41 @@ def _check_settings(settings: BenchSettings) -> None:
             "--model openai:<model> with an OpenAI-compatible endpoint of that provider, or "
             "leave openevolve out of --methods"
         )
+    llm = (settings.config or EvoDuetConfig()).llm
+    own = [
+        key
+        for key, value in (
+            ("llm.model", llm.model != EvoDuetConfig().llm.model),
+            ("llm.models", llm.models),
+            ("llm.roles", llm.roles),
+        )
+        if value
+    ]
+    if own:
+        raise BenchError(
+            f"the base configuration sets {', '.join(own)}: the bench's model ({settings.model}) "
+            "is every method's model, so leave the model to --model (or the protocol's model:)"
+        )
     _check_plotting()
+
+
+def _checked_tasks(settings: BenchSettings) -> list[Task]:
+    """The bench's tasks, loaded, once its settings and output folder are known to be usable.
+
+    Raises:
+        BenchError: a task that does not load, settings `check_settings` refuses, an output
+            path that is a file, or a run record there that cannot be read (named).
+    """
+    try:
+        tasks = [load_task(p) for p in settings.tasks]
+    except TaskError as exc:
+        raise BenchError(str(exc)) from None
+    check_settings(settings, tasks)
+    out = settings.out
+    if out.exists() and not out.is_dir():
+        raise BenchError(f"--out {out} is a file, not a folder: give a folder to write into")
+    collect_runs(out)  # every run record already there is readable, or this says which is not
+    return tasks
 
 
 def run_bench(
@@ -527,15 +625,8 @@ def run_bench(
     graph_methods = set(GRAPH_METHODS)
     methods = resolve_methods(settings, table, graph_methods)
     settings = dataclasses.replace(settings, methods=list(dict.fromkeys(methods)))
-    _check_settings(settings)
-    try:
-        tasks = [load_task(p) for p in settings.tasks]
-    except TaskError as exc:
-        raise BenchError(str(exc)) from None
-    if len({t.name for t in tasks}) != len(tasks):
-        raise BenchError("two tasks have the same name")
+    tasks = _checked_tasks(settings)
     out = settings.out
-    out.mkdir(parents=True, exist_ok=True)
     base = settings.config or EvoDuetConfig()
 
     jobs = [
@@ -578,8 +669,18 @@ def run_bench(
             raise env
         return env
 
+    created = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BenchError(f"--out {out}: cannot create the folder: {exc.strerror or exc}") from None
     with contextlib.ExitStack() as stack:
-        model = _setup_model(settings, base, stack, needs_endpoint and bool(pending), say)
+        try:
+            model = _setup_model(settings, base, stack, needs_endpoint and bool(pending), say)
+        except BenchError:
+            if created and not any(out.iterdir()):
+                out.rmdir()  # a refused start leaves no empty folder behind
+            raise
         versions = {
             "evoduet_graph": evoduet_graph.__version__,
             "evoduet_graph_git": _git_commit(),

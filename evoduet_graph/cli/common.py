@@ -23,7 +23,7 @@ app = typer.Typer(
     no_args_is_help=True,
     help="EvoDuet: evolutionary program search with co-evolving search queries.",
 )
-console = Console(stderr=True)
+console = Console(stderr=True, emoji=False)  # ":x:" in a message is text, not an emoji
 
 TaskDirArg = Annotated[Path, typer.Argument(help="Task folder (OpenEvolve or SkyDiscover layout).")]
 """The ``TASK_DIR`` argument (``run``, ``eval``)."""

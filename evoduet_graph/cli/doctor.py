@@ -69,5 +69,5 @@ def doctor_cmd(
         payload = {"ok": code == 0, "findings": [f.as_dict() for f in findings]}
         sys.stdout.write(json.dumps(payload) + "\n")
     else:
-        _render(findings, Console())
+        _render(findings, Console(emoji=False))
     raise typer.Exit(code)

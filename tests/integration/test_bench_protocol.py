@@ -138,6 +138,16 @@ def test_a_forced_search_backend_is_not_laid_over_a_method_that_never_searches()
     assert _with_forced(joint, forced)["retrieval"]["backend"] == "tavily"
 
 
+def _smoke(**over: object) -> dict:
+    """A valid one-iteration protocol on the smoke task, with ``over`` laid over it."""
+    return {
+        "tasks": ["smoke_polygon_area"],
+        "methods": ["evoduet"],
+        "seeds": [0],
+        "iterations": 1,
+    } | over
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [
@@ -196,11 +206,55 @@ def test_a_forced_search_backend_is_not_laid_over_a_method_that_never_searches()
         ),
         ("- just\n- a list\n", "must hold a mapping"),
         ("tasks: [unclosed\n", "not valid YAML"),
+        (b"tasks: [smoke_polygon_area]\n# \xff\xfe\n", "not UTF-8 text"),
+        (_smoke(seeds=[1, 1]), r"seed\(s\) \[1\] listed twice"),
+        (_smoke(seeds=[-1]), "seeds.0: Input should be greater than or equal to 0"),
+        (_smoke(seeds=[True]), "seeds.0: Input should be a valid integer"),
+        (_smoke(iterations="3"), "iterations: Input should be a valid integer"),
+        (_smoke(tasks=[""]), "tasks.0: String should have at least 1 character"),
+        (
+            _smoke(tasks=["smoke_polygon_area", "smoke_polygon_area"]),
+            "two tasks are named smoke_polygon_area",
+        ),
+        (
+            _smoke(methods=["openevolve"], model="anthropic:claude-x"),
+            "the openevolve method speaks only the OpenAI API",
+        ),
+        (_smoke(methods=["openevolve-mode"], search_backend="nosuch"), "nosuch"),
+        (
+            _smoke(methods=["evoduet", {"name": "openevolve-mode", "method": "evoduet"}]),
+            "'openevolve-mode' is named like a method",
+        ),
+        (
+            _smoke(methods=[{"name": "../../escape", "method": "evoduet"}]),
+            "methods.0.ProtocolMethod.name: String should match pattern",
+        ),
+        (
+            _smoke(methods=[{"name": "v1", "method": "nope"}]),
+            "method variant 'v1': unknown method 'nope'",
+        ),
+        (
+            _smoke(methods=[{"name": "oe8", "method": "openevolve"}]),
+            "'openevolve' takes no variants",
+        ),
+        (
+            _smoke(
+                methods=[{"name": "e2", "method": "evoduet", "config": {"llm": {"temperature": 1}}}]
+            ),
+            "method variant 'e2' has an llm section",
+        ),
+        (
+            _smoke(config={"llm": {"model": "openai:gpt-4o"}}),
+            "the base configuration sets llm.model",
+        ),
     ],
 )
 def test_a_bad_protocol_is_one_clear_error_before_anything_runs(tmp_path, data, message):
     path = tmp_path / "p.yaml"
-    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+    if isinstance(data, bytes):
+        path.write_bytes(data)
+    else:
+        path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
     with pytest.raises(ProtocolError, match=message):
         validate_protocol(path, tasks_dir=ROOT / "tasks")
     assert list(tmp_path.iterdir()) == [path]  # nothing written

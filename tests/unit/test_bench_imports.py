@@ -40,6 +40,10 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("evoduet_graph.evaluation.ray_executor", "connect"): "the one way the package joins or "
     "starts Ray (a local instance in the calling thread), shared with the Ray evaluator",
     ("evoduet_graph.evaluation.ray_executor", "RayUnavailableError"): "as connect",
+    ("evoduet_graph.evaluation.ray_executor", "import_ray"): "as connect: the bench checks "
+    "that Ray imports before it writes or starts anything",
+    ("evoduet_graph.evaluation.ray_executor", "RAY_EXTRA"): "as import_ray: the install "
+    "command its error gives",
     ("evoduet_graph.config", "deep_merge"): "a protocol's variants and forced settings are "
     "configuration overlays, merged as a config file's are",
     ("evoduet_graph.report.correlation", "rank_correlation"): "the one Spearman / Fisher-z "
