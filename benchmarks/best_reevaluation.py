@@ -14,7 +14,7 @@ of the median, and whether every evaluation gave the recorded value. From the re
 The argument is a folder of ``<task>/<method>/seed<k>/bench_run.json`` records (a bench folder's
 ``runs/`` or the committed records); each run's task comes from its recorded folder, else the
 bundled task of its name. A run whose best is its initial program is left out (the initial
-programs are seeded).
+programs are seeded); when no run is left, a line on stderr says why.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from evoduet_graph.bench.common import BenchError
 from evoduet_graph.bench.output import RunRecord, collect_runs
 from evoduet_graph.evaluation import SandboxEvaluator
 
@@ -70,31 +71,77 @@ def row(record: RunRecord, values: list[float | None]) -> str:
     )
 
 
+def _repeats(text: str) -> int:
+    """``--repeats``: a whole number of at least 1."""
+    try:
+        repeats = int(text)
+    except ValueError:
+        repeats = 0
+    if repeats < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return repeats
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("records", type=Path, nargs="?", default=DEFAULT_RECORDS)
     parser.add_argument("--tasks", default="", help="comma-separated; default: all")
-    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--repeats", type=_repeats, default=10)
     args = parser.parse_args(argv)
     if not args.records.is_dir():
         print(f"error: {args.records} is not a folder of run records", file=sys.stderr)
         return 2
     tasks = {t for t in args.tasks.split(",") if t}
-    records = [
+    try:
+        runs = collect_runs(args.records, runs=args.records)
+    except BenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not runs:
+        print(
+            f"error: no run records (<task>/<method>/seed<k>/bench_run.json) under {args.records}",
+            file=sys.stderr,
+        )
+        return 2
+    finished = {r.key[0] for r in runs if r.outcome is not None}
+    if missing := sorted(tasks - finished):
+        print(
+            f"error: no finished runs of task(s) {', '.join(missing)}; "
+            f"tasks with finished runs: {', '.join(sorted(finished)) or '(none)'}",
+            file=sys.stderr,
+        )
+        return 2
+    improved = [
         r
-        for r in collect_runs(args.records, runs=args.records)
+        for r in runs
         if r.outcome is not None
-        and r.task is not None
         and (not tasks or r.key[0] in tasks)
         and r.outcome.best is not None
         and r.outcome.best != r.outcome.initial
         and r.outcome.best_code
     ]
+    records = [r for r in improved if r.task is not None]
     print(
         f"| run | recorded best | NDG | re-evaluated ×{args.repeats}: min / median / max "
         "| NDG of the median | same every time |"
     )
     print("|---|---|---|---|---|---|")
+    if not finished:
+        print(f"no finished runs under {args.records}: nothing to re-evaluate", file=sys.stderr)
+    elif not improved:
+        scope = f" of task(s) {', '.join(sorted(tasks))}" if tasks else ""
+        print(
+            f"no finished run{scope} improved on its initial program: nothing to re-evaluate",
+            file=sys.stderr,
+        )
+    for record in improved:
+        if record.task is None:
+            task, method, seed = record.key
+            print(
+                f"left out {task} / {method} / seed{seed}: its task is neither in its recorded "
+                "folder nor bundled",
+                file=sys.stderr,
+            )
     for record in records:
         print(row(record, reevaluate(record, args.repeats)), flush=True)
     return 0

@@ -11,8 +11,10 @@ joint-level search's) and the child's change as a diff against its parent. Then,
 per run, the first iteration whose documents went with an improved child and the first whose
 child was evaluated and did not improve: the "one retrieval that changed a child and one that
 did not" of the bench's reading. Each run's section opens with its gate decisions counted; a
-run whose gate never put documents into a prompt gets a section that says so. From the
-repository root::
+run whose gate never put documents into a prompt gets a section that says so, and so does a
+run whose events log is missing or holds no readable event. Events that cannot be read (a torn
+line, a field of the wrong type) are left out and counted, and an unreadable program store is
+named once in its run's section (its children and diffs left out). From the repository root::
 
     .venv/bin/python benchmarks/retrieval_cases.py <bench-out> [--methods evoduet,joint-search]
         [--tasks lennard_jones_10] [--max-diff-lines 30] > cases.md
@@ -33,7 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from evoduet_graph.candidates.diffs import code_diff_summary
-from evoduet_graph.rundir.read import iter_jsonl, load_programs
+from evoduet_graph.rundir.events import check_event
+from evoduet_graph.rundir.read import iter_jsonl, load_programs, read_jsonl
 
 
 def _one_line(text: Any, limit: int = 300) -> str:
@@ -48,6 +51,25 @@ def _fmt(value: Any) -> str:
 _PROMPT_NODES = ("gate", "look_up", "query_evolution", "retrieve")
 """Nodes whose event names the documents the mutation prompt carried (``retrieve``: the
 query-evolution node's name in runs made before it was renamed)."""
+
+
+def _readable(event: dict[str, Any]) -> bool:
+    """Whether an event this script reads has its fields' types right.
+
+    The event catalogue's check (`check_event`: ``round`` an int, ``iteration`` an int or
+    None, ...), and the document ids a prompt node or an impact names: a list of ids (no list
+    or object among them).
+    """
+    kind = event.get("event")
+    read = kind in ("search", "gate_decision", "gate_lookup_fallback", "impact", "joint_search")
+    if not read and (kind != "node" or event.get("node") not in _PROMPT_NODES):
+        return True  # not read here
+    try:
+        check_event(str(kind), event)
+    except ValueError:
+        return False
+    ids = [event[k] for k in ("documents", "doc_ids") if event.get(k) is not None]
+    return all(isinstance(v, list) and not any(isinstance(i, list | dict) for i in v) for v in ids)
 
 
 def _documents_by_iteration(events: list[dict[str, Any]]) -> dict[int, dict[str, str]]:
@@ -85,6 +107,8 @@ def _outcome(run: dict[str, Any], iteration: int) -> tuple[str, float | None]:
     impact = run["impacts"].get(iteration)
     if impact is not None:
         return str(impact.get("outcome")), impact.get("delta")
+    if run["store_problem"]:
+        return "n/a", None
     children = run["children"].get(iteration, [])
     valid = [c for c in children if c.valid and c.score is not None]
     if not valid:
@@ -99,13 +123,40 @@ def _outcome(run: dict[str, Any], iteration: int) -> tuple[str, float | None]:
 
 
 def _read_run(run_dir: Path) -> dict[str, Any]:
-    """The run's gate decisions, impacts, queries, prompt documents, documents and programs."""
-    events = list(iter_jsonl(run_dir / "events.jsonl"))
+    """The run's gate decisions, impacts, queries, prompt documents, documents and programs.
+
+    Also what could not be read: ``events_problem`` (a sentence: the events log is missing or
+    holds no readable event; else None), ``unreadable_events`` (torn lines and events with a
+    field of the wrong type, left out) and ``store_problem`` (why ``programs.sqlite`` cannot
+    be read; else None).
+    """
+    events_path = run_dir / "events.jsonl"
+    events_problem = None
+    try:
+        lines, torn = read_jsonl(events_path)
+    except OSError as exc:
+        lines, torn = [], 0
+        events_problem = f"Its events log (events.jsonl) cannot be read ({exc.strerror or exc})"
+    events = [e for e in lines if _readable(e)]
+    unreadable = torn + len(lines) - len(events)
+    if events_problem is None and not events:
+        events_problem = "Its events log (events.jsonl) is empty"
+        if not events_path.is_file():
+            events_problem = "No events log (events.jsonl)"
+        elif unreadable:
+            events_problem = (
+                f"Its events log (events.jsonl) holds no readable event ({unreadable} unreadable)"
+            )
     queries: dict[int, list[tuple[int, str]]] = defaultdict(list)
     for e in events:
-        if e.get("event") == "search" and e.get("query"):
+        if e.get("event") == "search" and e.get("query") and isinstance(e.get("iteration"), int):
             queries[e["iteration"]].append((int(e.get("round") or 0), str(e["query"])))
-    programs = {p.id: p for p in load_programs(run_dir / "programs.sqlite") or []}
+    store = run_dir / "programs.sqlite"
+    loaded = load_programs(store)
+    store_problem = None
+    if loaded is None:
+        store_problem = "no programs.sqlite" if not store.is_file() else "not a program store"
+    programs = {p.id: p for p in loaded or []}
     children: dict[int, list[Any]] = defaultdict(list)
     for p in sorted(programs.values(), key=lambda p: p.id):
         if p.iteration > 0:
@@ -113,14 +164,14 @@ def _read_run(run_dir: Path) -> dict[str, Any]:
     return {
         "decisions": {e["iteration"]: e for e in events if e.get("event") == "gate_decision"},
         "lookup_fallbacks": {
-            e["iteration"] for e in events if e.get("event") == "gate_lookup_fallback"
+            e.get("iteration") for e in events if e.get("event") == "gate_lookup_fallback"
         },
         "gate_nodes": {
             e["iteration"]: e
             for e in events
             if e.get("event") == "node" and e.get("node") == "gate" and "iteration" in e
         },
-        "impacts": {e["iteration"]: e for e in events if e.get("event") == "impact"},
+        "impacts": {e.get("iteration"): e for e in events if e.get("event") == "impact"},
         "in_prompt": _documents_by_iteration(events),
         "queries": queries,
         "docs": {
@@ -130,6 +181,9 @@ def _read_run(run_dir: Path) -> dict[str, Any]:
         },
         "programs": programs,
         "children": children,
+        "events_problem": events_problem,
+        "unreadable_events": unreadable,
+        "store_problem": store_problem,
     }
 
 
@@ -216,12 +270,23 @@ def gate_tally(run: dict[str, Any]) -> str:
     return tally
 
 
+def _diff_lines(text: str) -> int:
+    """``--max-diff-lines``: a whole number of at least 1."""
+    try:
+        lines = int(text)
+    except ValueError:
+        lines = 0
+    if lines < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("bench", type=Path, help="a bench output folder (holds runs/)")
     parser.add_argument("--methods", default="", help="comma-separated; default: all")
     parser.add_argument("--tasks", default="", help="comma-separated; default: all")
-    parser.add_argument("--max-diff-lines", type=int, default=30)
+    parser.add_argument("--max-diff-lines", type=_diff_lines, default=30)
     args = parser.parse_args(argv)
     methods = {m for m in args.methods.split(",") if m}
     tasks = {t for t in args.tasks.split(",") if t}
@@ -229,21 +294,42 @@ def main(argv: list[str] | None = None) -> int:
     if not runs:
         print(f"error: no run directories under {args.bench / 'runs'}", file=sys.stderr)
         return 2
+    for what, asked, index in (("method", methods, -3), ("task", tasks, -4)):
+        present = {r.parts[index] for r in runs}
+        if unknown := sorted(asked - present):
+            print(
+                f"error: no run directories of {what}(s) {', '.join(unknown)} under "
+                f"{args.bench / 'runs'}; {what}s there: {', '.join(sorted(present))}",
+                file=sys.stderr,
+            )
+            return 2
     for run_dir in runs:
         task, method, seed = run_dir.parts[-4:-1]
         if (methods and method not in methods) or (tasks and task not in tasks):
             continue
         run = _read_run(run_dir)
+        header = f"## {task} / {method} / {seed}\n\n"
+        if run["events_problem"]:
+            print(f"{header}{run['events_problem']}: nothing of this run to read.\n")
+            continue
         blocks, picked = _cases(run, args.max_diff_lines)
         tally = gate_tally(run)
-        if not blocks and not tally:
+        if not blocks and not tally and not run["unreadable_events"]:
             continue
-        header = f"## {task} / {method} / {seed}\n\n" + (
-            f"Gate decisions: {tally}.\n\n" if tally else ""
-        )
+        header += f"Gate decisions: {tally}.\n\n" if tally else ""
+        if run["unreadable_events"]:
+            header += (
+                f"Unreadable events left out: {run['unreadable_events']} (a torn line, or a "
+                "field of the wrong type).\n\n"
+            )
         if not blocks:
             print(header + "No iteration's mutation prompt carried documents.\n")
             continue
+        if run["store_problem"]:
+            header += (
+                f"Program store unreadable ({run['store_problem']}): children and diffs left "
+                "out, outcomes without an impact event n/a.\n\n"
+            )
         chosen = ", ".join(f"{k}: iteration {v}" for k, v in picked.items()) or "none"
         print(f"{header}Cases: {chosen}.\n")
         print("\n".join(blocks))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from evoduet_graph.rundir.store import ProgramRow, ProgramStore
 from tests.conftest import ROOT, load_script
 
@@ -96,3 +98,69 @@ def test_a_run_whose_gate_never_brought_documents_gets_a_section_that_says_so(tm
     assert out.startswith("## t / evoduet / seed1\n")
     assert "Gate decisions: no-op 2 (of the no-ops, 1 a look-up with nothing stored" in out
     assert "No iteration's mutation prompt carried documents." in out
+
+
+def test_a_run_without_a_readable_events_log_still_gets_a_section_that_says_so(tmp_path, capsys):
+    (_run(tmp_path, "evoduet", [], []) / "events.jsonl").unlink()
+    torn = _run(tmp_path, "oracle", [], []) / "events.jsonl"
+    torn.write_text('{"event": "gate_decision", "iter\n[1, 2]\n')
+    assert rc.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "## t / evoduet / seed1\n\nNo events log (events.jsonl): nothing of this run to read.\n"
+        in out
+    )
+    assert (
+        "## t / oracle / seed1\n\nIts events log (events.jsonl) holds no readable event "
+        "(2 unreadable): nothing of this run to read.\n"
+    ) in out
+
+
+def test_an_unreadable_program_store_is_named_once_and_its_diffs_left_out(tmp_path, capsys):
+    gate = {"event": "node", "node": "gate", "gate_decision": "no-op", "documents": ["doc_1"]}
+    events = [{**gate, "iteration": i} for i in (1, 2)]
+    programs = [_program("c1", 1, 0.7), _program("c2", 2, 0.4)]
+    (_run(tmp_path, "oracle", events, programs) / "programs.sqlite").write_bytes(b"not sqlite")
+    (_run(tmp_path, "evoduet", events, programs) / "programs.sqlite").unlink()
+    assert rc.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("Program store unreadable (not a program store): children and diffs") == 1
+    assert out.count("Program store unreadable (no programs.sqlite): children and diffs") == 1
+    assert "```diff" not in out and "outcome n/a" in out and "Cases: none." in out
+
+
+def test_an_event_with_a_field_of_the_wrong_type_is_left_out_and_counted(tmp_path, capsys):
+    events = [
+        {"event": "gate_decision", "iteration": 1, "decision": "retrieve"},
+        {"event": "search", "iteration": 1, "round": "abc", "query": "torn round"},
+        {"event": "search", "iteration": 1, "round": 1, "query": "basin hopping"},
+        {"event": "gate_decision", "iteration": "2", "decision": "retrieve"},
+        {"event": "impact", "iteration": 1, "outcome": "improved", "delta": 0.4}
+        | {"doc_ids": ["doc_1"], "predicted": [0.9]},
+        {"event": "impact", "iteration": 2, "doc_ids": [["doc_1"]], "predicted": [0.9]},
+    ]
+    run = _run(tmp_path, "evoduet", events, [_program("c1", 1, 0.9)])
+    blocks, picked = rc.run_cases(run, max_diff_lines=10)
+    assert len(blocks) == 1 and picked == {"improved": 1}
+    assert "“basin hopping”" in blocks[0] and "torn round" not in blocks[0]
+    assert rc.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "Gate decisions: retrieve 1.\n\nUnreadable events left out: 3 (a torn line" in out
+
+
+def test_unknown_methods_or_tasks_and_max_diff_lines_below_1_are_refused(tmp_path, capsys):
+    _run(tmp_path, "evoduet", [], [])
+    assert rc.main([str(tmp_path), "--methods", "evoduet,nosuch,other"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        f"error: no run directories of method(s) nosuch, other under {tmp_path / 'runs'}; "
+        "methods there: evoduet\n"
+    )
+    assert rc.main([str(tmp_path), "--tasks", "nosuch"]) == 2
+    assert "task(s) nosuch" in capsys.readouterr().err
+    for lines in ("-1", "0"):
+        with pytest.raises(SystemExit) as exit_:
+            rc.main([str(tmp_path), "--max-diff-lines", lines])
+        assert exit_.value.code == 2
+        assert "--max-diff-lines" in capsys.readouterr().err
