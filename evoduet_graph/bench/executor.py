@@ -39,7 +39,7 @@ from evoduet_graph.bench.jobs import BenchShared, Job, JobResult, RunState
 from evoduet_graph.bench.openevolve_method import ensure_openevolve
 from evoduet_graph.evaluation.ray_executor import RayUnavailableError, connect
 
-__all__ = ["RAY_CPUS_ENV", "pack_dir", "run_on_ray", "unpack_dir"]
+__all__ = ["RAY_CPUS_ENV", "RaySession", "connect_ray", "pack_dir", "run_on_ray", "unpack_dir"]
 
 RAY_CPUS_ENV = "EVODUET_RAY_CPUS"
 """CPUs each run asks Ray for (default 1)."""
@@ -98,21 +98,38 @@ def _run_shipped(job: _Shipped) -> tuple[bytes, JobResult, list[str]]:
         return pack_dir(run_dir), done, messages
 
 
-def run_on_ray(
-    jobs: list[Job], shared: BenchShared, *, log: LogFn
-) -> Iterator[tuple[Job, JobResult]]:
-    """Run ``jobs`` as Ray tasks; yield each with its result as it finishes.
+RaySession = tuple[Any, bool]
+"""``(ray module, whether this process started a local instance)``, from `connect_ray`."""
 
-    Each finished job's folder is unpacked over ``job.dir`` and its ``bench_run.json`` is
-    re-saved with this machine's paths before it is yielded.
+
+def connect_ray() -> RaySession:
+    """Join the cluster named by ``RAY_ADDRESS``, else start a local Ray instance.
+
+    The bench calls it before it writes anything or starts a model server, so an unreachable
+    cluster leaves the output folder as it was.
 
     Raises:
         BenchError: Ray is not installed, or its cluster cannot be reached.
     """
     try:
-        ray, started = connect(None)
+        return connect(None)
     except RayUnavailableError as exc:
         raise BenchError(f"--executor ray: {exc}") from None
+
+
+def run_on_ray(
+    jobs: list[Job], shared: BenchShared, *, log: LogFn, session: RaySession | None = None
+) -> Iterator[tuple[Job, JobResult]]:
+    """Run ``jobs`` as Ray tasks; yield each with its result as it finishes.
+
+    Each finished job's folder is unpacked over ``job.dir`` and its ``bench_run.json`` is
+    re-saved with this machine's paths before it is yielded. ``session``: Ray as `connect_ray`
+    gave it (default: connect now).
+
+    Raises:
+        BenchError: Ray is not installed, or its cluster cannot be reached.
+    """
+    ray, started = session or connect_ray()
     options: dict[str, Any] = {}
     if started and not os.environ.get("RAY_ADDRESS"):
         # a local instance: its workers import what this process imports (a checkout, a

@@ -86,7 +86,7 @@ from evoduet_graph.bench.common import (
     bundled_tasks_dir,
 )
 from evoduet_graph.bench.endpoint import probe_endpoint
-from evoduet_graph.bench.executor import run_on_ray
+from evoduet_graph.bench.executor import connect_ray, run_on_ray
 from evoduet_graph.bench.graph_method import config_method, graph_runner, method_configs_dir
 from evoduet_graph.bench.jobs import (
     DEFAULT_SEEDS,
@@ -669,6 +669,8 @@ def run_bench(
             raise env
         return env
 
+    # an unreachable cluster is refused before the folder or the model server is touched
+    ray_session = connect_ray() if settings.executor == "ray" and pending else None
     created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -711,7 +713,7 @@ def run_bench(
             ),
         )
         if settings.executor == "ray":
-            for job, done in run_on_ray(pending, shared, log=say):
+            for job, done in run_on_ray(pending, shared, log=say, session=ray_session):
                 record(job, done)
         else:
             for job in pending:

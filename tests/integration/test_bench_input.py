@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from evoduet_graph import EvoDuetConfig
 from evoduet_graph.bench import BenchError, BenchSettings, run_bench
+from evoduet_graph.bench import executor as bench_executor
 from evoduet_graph.bench import runner as bench_runner
 from evoduet_graph.bench.output import collect_runs
 from evoduet_graph.cli import app
@@ -119,6 +120,23 @@ def test_executor_ray_without_ray_is_refused_before_anything_is_written(
     with pytest.raises(BenchError, match=r"--executor ray needs the ray package"):
         run_bench(_settings(finished, seeds=[0, 1], executor="ray"), llm_factory=_llm)
     assert _snapshot(finished) == before
+
+
+def test_an_unreachable_ray_cluster_is_refused_before_anything_is_written(
+    finished, tmp_path, monkeypatch
+):
+    def unreachable(_address: object) -> None:
+        raise RayUnavailableError("no Ray cluster answered at 127.0.0.1:1")
+
+    monkeypatch.setattr(bench_executor, "connect", unreachable)
+    before = _snapshot(finished)
+    with pytest.raises(BenchError, match="--executor ray: no Ray cluster answered"):
+        run_bench(_settings(finished, seeds=[0, 1], executor="ray"), llm_factory=_llm)
+    assert _snapshot(finished) == before
+    out = tmp_path / "bench"
+    with pytest.raises(BenchError, match="no Ray cluster answered"):
+        run_bench(_settings(out, executor="ray"), llm_factory=_llm)
+    assert not out.exists()
 
 
 def test_a_refused_model_start_leaves_no_empty_folder(tmp_path, monkeypatch):
