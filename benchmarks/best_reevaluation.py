@@ -71,23 +71,14 @@ def row(record: RunRecord, values: list[float | None]) -> str:
     )
 
 
-def _repeats(text: str) -> int:
-    """``--repeats``: a whole number of at least 1."""
-    try:
-        repeats = int(text)
-    except ValueError:
-        repeats = 0
-    if repeats < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
-    return repeats
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("records", type=Path, nargs="?", default=DEFAULT_RECORDS)
     parser.add_argument("--tasks", default="", help="comma-separated; default: all")
-    parser.add_argument("--repeats", type=_repeats, default=10)
+    parser.add_argument("--repeats", type=int, default=10)
     args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, not {args.repeats}")
     if not args.records.is_dir():
         print(f"error: {args.records} is not a folder of run records", file=sys.stderr)
         return 2

@@ -270,24 +270,15 @@ def gate_tally(run: dict[str, Any]) -> str:
     return tally
 
 
-def _diff_lines(text: str) -> int:
-    """``--max-diff-lines``: a whole number of at least 1."""
-    try:
-        lines = int(text)
-    except ValueError:
-        lines = 0
-    if lines < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
-    return lines
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("bench", type=Path, help="a bench output folder (holds runs/)")
     parser.add_argument("--methods", default="", help="comma-separated; default: all")
     parser.add_argument("--tasks", default="", help="comma-separated; default: all")
-    parser.add_argument("--max-diff-lines", type=_diff_lines, default=30)
+    parser.add_argument("--max-diff-lines", type=int, default=30)
     args = parser.parse_args(argv)
+    if args.max_diff_lines < 1:
+        parser.error(f"--max-diff-lines must be at least 1, not {args.max_diff_lines}")
     methods = {m for m in args.methods.split(",") if m}
     tasks = {t for t in args.tasks.split(",") if t}
     runs = sorted((args.bench / "runs").glob("*/*/seed*/run"))
