@@ -15,7 +15,7 @@ from langchain_core.utils.function_calling import convert_to_json_schema
 from langchain_openai import ChatOpenAI
 from pydantic import PrivateAttr, SecretStr
 
-from evoduet_graph import LLMConfig, make_chat_model
+from evoduet_graph import LLMConfig, UserError, make_chat_model
 from evoduet_graph.bench.common import (
     BenchError,
     LogFn,
@@ -145,6 +145,9 @@ def probe_endpoint(cfg: LLMConfig, log: LogFn) -> None:
     try:
         # the limit goes into the config: endpoint_chat_model also puts it in the request body
         model = endpoint_chat_model(cfg.model_copy(update={"max_retries": 1, "max_tokens": 5}))
+    except UserError as exc:  # a missing key or package: nothing was asked of the endpoint
+        raise BenchError(str(exc)) from None
+    try:
         model.invoke("Reply with OK.")
     except Exception as exc:  # noqa: BLE001 - any failure means the endpoint is unusable
         where = cfg.base_url or "OpenAI's default endpoint"

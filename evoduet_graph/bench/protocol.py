@@ -53,6 +53,7 @@ from evoduet_graph import (
 from evoduet_graph.bench.common import BenchError
 from evoduet_graph.bench.jobs import GRAPH_METHODS, BenchSettings
 from evoduet_graph.bench.runner import (
+    MAX_SEED,
     check_settings,
     default_runners,
     resolve_methods,
@@ -79,6 +80,7 @@ path component (letters, digits, ``.``, ``_``, ``-``; not starting with a dot or
 
 _Name = Annotated[str, Field(min_length=1)]
 _Count = Annotated[StrictInt, Field(ge=0)]
+_Seed = Annotated[StrictInt, Field(ge=0, le=MAX_SEED)]
 
 
 class ProtocolMethod(BaseModel):
@@ -86,7 +88,7 @@ class ProtocolMethod(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, pattern=f"^{VARIANT_NAME.pattern}$")
+    name: str = Field(min_length=1)
     method: str = Field(min_length=1)
     config: dict[str, Any] = Field(default_factory=dict)
 
@@ -99,7 +101,7 @@ class Protocol(BaseModel):
     description: str = ""
     tasks: list[_Name] = Field(min_length=1)
     methods: list[_Name | ProtocolMethod] = Field(min_length=1)
-    seeds: list[_Count] = Field(min_length=1)
+    seeds: list[_Seed] = Field(min_length=1)
     iterations: _Count
     candidates: Annotated[StrictInt, Field(ge=1)] | None = None
     model: str = "local"
@@ -159,6 +161,11 @@ def protocol_settings(
     variants: dict[str, tuple[str, dict[str, Any]]] = {}
     for entry in protocol.methods:
         if isinstance(entry, ProtocolMethod):
+            if not VARIANT_NAME.fullmatch(entry.name):
+                raise ProtocolError(
+                    f"{source}: method variant {entry.name!r}: the name is its runs' folder, "
+                    "so letters, digits, '.', '_' and '-' only, starting with a letter or digit"
+                )
             if entry.name in variants or entry.name == entry.method:
                 raise ProtocolError(
                     f"{source}: method variant {entry.name!r} is named twice or like its method"

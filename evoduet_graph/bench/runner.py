@@ -142,6 +142,9 @@ __all__ = [
     "run_bench",
 ]
 
+MAX_SEED = 2**32 - 1
+"""The largest seed: numpy's legacy generators and the model server take 32-bit seeds."""
+
 EXECUTORS: tuple[str, ...] = ("local", "ray")
 """How a bench runs its jobs: one after another here, or as Ray tasks on a cluster."""
 LOCAL_KEY_ENV = "EVODUET_LOCAL_SERVER_KEY"
@@ -490,7 +493,7 @@ def resolve_methods(
         elif not builtin and label in table and label not in config_labels:
             raise BenchError(f"method config {source} is named like the method {label!r}")
         try:
-            checked_config(merge_config(base, overlay, source))
+            checked_config(merge_config(base, overlay, source), source)
         except ConfigError as exc:
             raise BenchError(str(exc)) from None
         table[label] = graph_runner(label, overlay, source)
@@ -525,8 +528,10 @@ def check_settings(settings: BenchSettings, tasks: Sequence[Task]) -> None:
     repeated = sorted({s for s in settings.seeds if settings.seeds.count(s) > 1})
     if repeated:
         raise BenchError(f"seed(s) {repeated} listed twice: each seed is one run per method")
-    if any(s < 0 for s in settings.seeds):
-        raise BenchError(f"seeds must be >= 0, got {settings.seeds}")
+    if any(not 0 <= s <= MAX_SEED for s in settings.seeds):
+        raise BenchError(
+            f"seeds must be from 0 to {MAX_SEED} (numpy's range), got {settings.seeds}"
+        )
     if settings.iterations < 0:
         raise BenchError("iterations must be >= 0")
     names = [t.name for t in tasks]
@@ -671,7 +676,7 @@ def run_bench(
 
     # an unreachable cluster is refused before the folder or the model server is touched
     ray_session = connect_ray() if settings.executor == "ray" and pending else None
-    created = not out.exists()
+    created = [p for p in (out, *out.parents) if not p.exists()]  # the deepest first
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -680,8 +685,9 @@ def run_bench(
         try:
             model = _setup_model(settings, base, stack, needs_endpoint and bool(pending), say)
         except BenchError:
-            if created and not any(out.iterdir()):
-                out.rmdir()  # a refused start leaves no empty folder behind
+            for folder in created:  # a refused start leaves no empty folder behind
+                if not any(folder.iterdir()):
+                    folder.rmdir()
             raise
         versions = {
             "evoduet_graph": evoduet_graph.__version__,

@@ -142,17 +142,21 @@ def test_an_unreachable_ray_cluster_is_refused_before_anything_is_written(
 def test_a_refused_model_start_leaves_no_empty_folder(tmp_path, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    out = tmp_path / "new" / "bench"
-    with pytest.raises(BenchError, match="OPENAI_API_KEY"):
+    out = tmp_path / "new" / "deeper" / "bench"
+    with pytest.raises(
+        BenchError, match=r"needs an API key: \$OPENAI_API_KEY is not set"
+    ) as caught:
         run_bench(_settings(out, model="openai:gpt-4o-mini"))
-    assert not out.exists()
+    assert "did not answer" not in str(caught.value)  # nothing was asked of the endpoint
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize(
     ("kw", "message"),
     [
         ({"seeds": [0, 0]}, r"seed\(s\) \[0\] listed twice"),
-        ({"seeds": [-1]}, "seeds must be >= 0"),
+        ({"seeds": [-1]}, "seeds must be from 0 to 4294967295"),
+        ({"seeds": [2**64]}, "seeds must be from 0 to 4294967295"),
         ({"tasks": [SMOKE_TASK, SMOKE_TASK]}, "two tasks are named smoke_polygon_area"),
         ({"config": BASE.with_overrides({"llm.model": "openai:m"})}, "sets llm.model"),
     ],

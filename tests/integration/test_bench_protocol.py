@@ -210,6 +210,15 @@ def _smoke(**over: object) -> dict:
         (_smoke(seeds=[1, 1]), r"seed\(s\) \[1\] listed twice"),
         (_smoke(seeds=[-1]), "seeds.0: Input should be greater than or equal to 0"),
         (_smoke(seeds=[True]), "seeds.0: Input should be a valid integer"),
+        (_smoke(seeds=[2**32]), "seeds.0: Input should be less than or equal to 4294967295"),
+        (
+            _smoke(
+                methods=[
+                    {"name": "e2", "method": "evoduet", "config": {"retrieval": {"backend": "x"}}}
+                ]
+            ),
+            r"invalid configuration in variant 'e2' of method 'evoduet'.*unknown search backend",
+        ),
         (_smoke(iterations="3"), "iterations: Input should be a valid integer"),
         (_smoke(tasks=[""]), "tasks.0: String should have at least 1 character"),
         (
@@ -227,7 +236,7 @@ def _smoke(**over: object) -> dict:
         ),
         (
             _smoke(methods=[{"name": "../../escape", "method": "evoduet"}]),
-            "methods.0.ProtocolMethod.name: String should match pattern",
+            "method variant '../../escape': the name is its runs' folder",
         ),
         (
             _smoke(methods=[{"name": "v1", "method": "nope"}]),
