@@ -518,8 +518,8 @@ def check_settings(settings: BenchSettings, tasks: Sequence[Task]) -> None:
         tasks: its tasks, loaded.
 
     Raises:
-        BenchError: no methods or seeds, a repeated seed or task name, a negative seed or
-            iteration count, an unknown executor (or Ray missing for ``ray``), a bad model
+        BenchError: no methods or seeds, a repeated seed or task name, a seed outside 0 to
+            `MAX_SEED`, a negative iteration count, an unknown executor (or Ray missing for ``ray``), a bad model
             string or one the OpenEvolve method cannot use, a base configuration that names
             a model of its own, or no plotting library.
     """
