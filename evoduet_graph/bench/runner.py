@@ -519,9 +519,9 @@ def check_settings(settings: BenchSettings, tasks: Sequence[Task]) -> None:
 
     Raises:
         BenchError: no methods or seeds, a repeated seed or task name, a seed outside 0 to
-            `MAX_SEED`, a negative iteration count, an unknown executor (or Ray missing for ``ray``), a bad model
-            string or one the OpenEvolve method cannot use, a base configuration that names
-            a model of its own, or no plotting library.
+            `MAX_SEED`, a negative iteration count, an unknown executor (or Ray missing for
+            ``ray``), a bad model string or one the OpenEvolve method cannot use, a base
+            configuration that names a model of its own, or no plotting library.
     """
     if not settings.methods or not settings.seeds:
         raise BenchError("nothing to run: no methods or no seeds")
